@@ -1,0 +1,256 @@
+//! What the API does to a snapshot when it accepts a request: the ARM conflict rules,
+//! idempotent replays, supersession and cancellation (reference arm §2.6–§2.8), as pure
+//! functions. The API runs them inside one store transaction and answers from the result.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::ids::{ArmId, OperationId};
+use crate::operation::{CloudError, Initiator, Operation, OperationRequest, codes};
+use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
+use crate::state::ProvisioningState;
+use crate::time::Timestamp;
+
+/// Everything about the request that is not the resource itself.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    /// The id a new operation gets (chosen before the transaction).
+    pub operation_id: OperationId,
+    pub now: Timestamp,
+    pub initiator: Initiator,
+    pub notification_uri: Option<String>,
+    pub api_version: String,
+    /// For systemData: who and what kind of principal.
+    pub actor: String,
+    pub actor_type: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Admitted {
+    /// A new operation was recorded.
+    Accepted { operation: Operation, created: bool },
+    /// The same request is already in progress: answer with its operation.
+    InProgress { operation: Operation },
+    /// Nothing to do: the resource already is what was asked (synchronous 200).
+    Unchanged,
+    /// DELETE of a resource that does not exist (204).
+    Absent,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Rejection {
+    #[error("{message}")]
+    Conflict { message: String, target: String },
+    #[error("resource not found")]
+    NotFound,
+    #[error("operation not found")]
+    OperationNotFound,
+    #[error("{0:?}")]
+    Invalid(CloudError),
+}
+
+fn conflict(res: &ResourceRecord, message: String) -> Rejection {
+    Rejection::Conflict { message, target: res.id.to_string() }
+}
+
+fn busy(res: &ResourceRecord) -> Rejection {
+    conflict(
+        res,
+        format!(
+            "Cannot update resource while resource is \"{}\"",
+            res.provisioning_state.as_str().to_ascii_lowercase()
+        ),
+    )
+}
+
+fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningState, ctx: &RequestContext) -> Operation {
+    Operation {
+        id: ctx.operation_id.clone(),
+        subscription: id.subscription_key(),
+        resource_key: id.key(),
+        resource_id: id.to_string(),
+        request,
+        status,
+        error: None,
+        start_time: ctx.now,
+        last_transition_time: ctx.now,
+        percent_complete: None,
+        notification_uri: ctx.notification_uri.clone(),
+        initiator: ctx.initiator.clone(),
+        api_version: ctx.api_version.clone(),
+    }
+}
+
+/// PUT: create, replace, replay or conflict.
+pub fn admit_put(snap: &mut Snapshot, id: &ArmId, kind: &str, spec: Spec, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    if snap.resource.is_none() {
+        let op = new_operation(id, OperationRequest::Create, ProvisioningState::Accepted, ctx);
+        let desired = spec.config_version();
+        snap.resource = Some(ResourceRecord {
+            id: id.clone(),
+            kind: kind.to_string(),
+            spec,
+            system_data: SystemData {
+                created_by: ctx.actor.clone(),
+                created_by_type: ctx.actor_type.clone(),
+                created_at: ctx.now,
+                last_modified_by: ctx.actor.clone(),
+                last_modified_by_type: ctx.actor_type.clone(),
+                last_modified_at: ctx.now,
+            },
+            provisioning_state: ProvisioningState::Accepted,
+            desired_config_version: desired,
+            jobs: Vec::new(),
+            active_operation_id: Some(op.id.clone()),
+            last_operation_id: op.id.clone(),
+            job_seq: 0,
+            deletion: None,
+            convergence_stopped_for: None,
+            last_error: None,
+            schedule: Schedule::now(ctx.now),
+            lease: None,
+            generation: 1,
+        });
+        snap.operations.push(op.clone());
+        return Ok(Admitted::Accepted { operation: op, created: true });
+    }
+    change_spec(snap, spec, ctx)
+}
+
+/// PATCH: tags replace, properties merge-patch; `validate` checks the merged properties.
+pub fn admit_patch(
+    snap: &mut Snapshot,
+    tags: Option<BTreeMap<String, String>>,
+    properties_patch: Option<&Value>,
+    validate: impl FnOnce(&Value) -> Result<(), Rejection>,
+    ctx: &RequestContext,
+) -> Result<Admitted, Rejection> {
+    let res = snap.resource.as_ref().ok_or(Rejection::NotFound)?;
+    let mut spec = res.spec.clone();
+    if let Some(tags) = tags {
+        spec.tags = tags;
+    }
+    if let Some(patch) = properties_patch {
+        merge_patch(&mut spec.properties, patch);
+        validate(&spec.properties)?;
+    }
+    change_spec(snap, spec, ctx)
+}
+
+fn change_spec(snap: &mut Snapshot, spec: Spec, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    let active = snap.active_operation().cloned();
+    let res = snap.resource.as_mut().expect("caller checked the resource exists");
+    if res.is_deleting() {
+        return Err(conflict(res, "Cannot update resource while resource is \"deleting\"".into()));
+    }
+    let desired = spec.config_version();
+    if let Some(op) = active {
+        if desired == res.desired_config_version && op.request != OperationRequest::Delete {
+            return Ok(Admitted::InProgress { operation: op });
+        }
+        return Err(busy(res));
+    }
+    if desired == res.desired_config_version && res.provisioning_state == ProvisioningState::Succeeded {
+        return Ok(Admitted::Unchanged);
+    }
+    let op = new_operation(&res.id, OperationRequest::Update, ProvisioningState::Accepted, ctx);
+    res.spec = spec;
+    res.desired_config_version = desired;
+    res.provisioning_state = ProvisioningState::Accepted;
+    res.active_operation_id = Some(op.id.clone());
+    res.last_operation_id = op.id.clone();
+    res.convergence_stopped_for = None;
+    res.last_error = None;
+    res.system_data.last_modified_by = ctx.actor.clone();
+    res.system_data.last_modified_by_type = ctx.actor_type.clone();
+    res.system_data.last_modified_at = ctx.now;
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    snap.operations.push(op.clone());
+    Ok(Admitted::Accepted { operation: op, created: false })
+}
+
+/// DELETE: supersedes the running operation (it ends `Canceled`), starts a delete.
+pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    let Some(res) = snap.resource.as_ref() else {
+        return Ok(Admitted::Absent);
+    };
+    let active = snap.active_operation().cloned();
+    if let Some(op) = &active {
+        if op.request == OperationRequest::Delete {
+            return Err(conflict(res, "Resource is already deleting".into()));
+        }
+        snap.set_operation_status(
+            &op.id,
+            ProvisioningState::Canceled,
+            Some(CloudError::new(codes::CANCELED, "This operation was superseded by another")),
+            ctx.now,
+        );
+    }
+    let res = snap.resource.as_mut().expect("checked above");
+    let op = new_operation(&res.id, OperationRequest::Delete, ProvisioningState::Deleting, ctx);
+    res.deletion.get_or_insert(Deletion { requested_at: ctx.now });
+    res.provisioning_state = ProvisioningState::Deleting;
+    res.active_operation_id = Some(op.id.clone());
+    res.last_error = None;
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    snap.operations.push(op.clone());
+    Ok(Admitted::Accepted { operation: op, created: false })
+}
+
+/// `POST …/operationStatuses/{id}/cancel`. An operation with no job yet ends `Canceled` at
+/// once; one with a job moves to `Canceling` and the engine cancels the job. Delete
+/// operations cannot be canceled: a half-removed resource has no sane state to return to.
+pub fn admit_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) -> Result<Operation, Rejection> {
+    let op = snap.operation(op_id).cloned().ok_or(Rejection::OperationNotFound)?;
+    let target = op.resource_id.clone();
+    if op.is_terminal() {
+        return Err(Rejection::Conflict {
+            message: format!("The operation has already completed with status {}", op.status),
+            target,
+        });
+    }
+    if op.request == OperationRequest::Delete {
+        return Err(Rejection::Conflict { message: "A delete operation cannot be canceled".into(), target });
+    }
+    if op.status == ProvisioningState::Canceling {
+        return Ok(op);
+    }
+    let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
+    let has_job = res.jobs.iter().any(|j| j.operation_id.as_ref() == Some(op_id));
+    if has_job {
+        res.schedule = Schedule::now(now);
+        res.generation += 1;
+        snap.set_operation_status(op_id, ProvisioningState::Canceling, None, now);
+    } else {
+        res.convergence_stopped_for = Some(res.desired_config_version.clone());
+        res.generation += 1;
+        snap.set_operation_status(op_id, ProvisioningState::Canceled, Some(canceled_by_user()), now);
+    }
+    Ok(snap.operation(op_id).cloned().expect("present"))
+}
+
+pub fn canceled_by_user() -> CloudError {
+    CloudError::new(codes::CANCELED, "The operation was canceled by the user")
+}
+
+/// RFC 7396 JSON merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch_map) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(serde_json::Map::new());
+    }
+    let target_map = target.as_object_mut().expect("made an object above");
+    for (k, v) in patch_map {
+        if v.is_null() {
+            target_map.remove(k);
+        } else {
+            merge_patch(target_map.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Resource and operation identities. ARM ids are matched case-insensitively (by a lowercased
+//! key) and echoed in the casing they were created with.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// `/subscriptions/{sub}/resourceGroups/{rg}/providers/{ns}/{type}/{name}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArmId {
+    pub subscription: String,
+    pub resource_group: String,
+    pub namespace: String,
+    pub type_name: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("'{0}' is not a valid resource name: use 1-90 letters, digits, '-', '_', '.' or '()', not ending in '.'")]
+    InvalidName(String),
+    #[error("the path is not a resource id")]
+    NotAResourceId,
+}
+
+/// ARM-style resource name rule (also used for resource groups).
+pub fn validate_name(name: &str) -> Result<(), IdError> {
+    let ok = !name.is_empty()
+        && name.len() <= 90
+        && !name.ends_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '(' | ')'));
+    if ok { Ok(()) } else { Err(IdError::InvalidName(name.to_string())) }
+}
+
+impl ArmId {
+    pub fn new(
+        subscription: impl Into<String>,
+        resource_group: impl Into<String>,
+        namespace: impl Into<String>,
+        type_name: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Result<Self, IdError> {
+        let id = ArmId {
+            subscription: subscription.into(),
+            resource_group: resource_group.into(),
+            namespace: namespace.into(),
+            type_name: type_name.into(),
+            name: name.into(),
+        };
+        validate_name(&id.resource_group)?;
+        validate_name(&id.name)?;
+        if id.subscription.is_empty() || id.namespace.is_empty() || id.type_name.is_empty() {
+            return Err(IdError::NotAResourceId);
+        }
+        Ok(id)
+    }
+
+    /// Parses an id path (segment keywords matched case-insensitively).
+    pub fn parse(path: &str) -> Result<Self, IdError> {
+        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match segs.as_slice() {
+            [s, sub, r, rg, p, ns, ty, name]
+                if s.eq_ignore_ascii_case("subscriptions")
+                    && r.eq_ignore_ascii_case("resourcegroups")
+                    && p.eq_ignore_ascii_case("providers") =>
+            {
+                ArmId::new(*sub, *rg, *ns, *ty, *name)
+            }
+            _ => Err(IdError::NotAResourceId),
+        }
+    }
+
+    pub fn key(&self) -> ResourceKey {
+        ResourceKey(self.to_string().to_ascii_lowercase())
+    }
+
+    pub fn type_key(&self) -> TypeKey {
+        TypeKey::new(&self.namespace, &self.type_name)
+    }
+
+    pub fn subscription_key(&self) -> String {
+        self.subscription.to_ascii_lowercase()
+    }
+
+    pub fn resource_group_key(&self) -> String {
+        self.resource_group.to_ascii_lowercase()
+    }
+}
+
+impl fmt::Display for ArmId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "/subscriptions/{}/resourceGroups/{}/providers/{}/{}/{}",
+            self.subscription, self.resource_group, self.namespace, self.type_name, self.name
+        )
+    }
+}
+
+/// The lowercased id: the storage key of a resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ResourceKey(pub String);
+
+impl ResourceKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ResourceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `namespace/type`, lowercased, e.g. `slipway.example/virtualnetworks`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TypeKey(pub String);
+
+impl TypeKey {
+    pub fn new(namespace: &str, type_name: &str) -> Self {
+        TypeKey(format!("{namespace}/{type_name}").to_ascii_lowercase())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TypeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An operation id: a lowercase UUID chosen by the API when it accepts a request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OperationId(String);
+
+impl OperationId {
+    /// Accepts a UUID in any case (8-4-4-4-12 hex digits); stores it lowercased.
+    pub fn parse(s: &str) -> Option<Self> {
+        let groups: Vec<&str> = s.split('-').collect();
+        let lens = [8, 4, 4, 4, 12];
+        let ok = groups.len() == 5
+            && groups
+                .iter()
+                .zip(lens)
+                .all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()));
+        ok.then(|| OperationId(s.to_ascii_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_echoes_casing() {
+        let id = ArmId::parse("/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1").unwrap();
+        assert_eq!(id.subscription, "SUB-1");
+        assert_eq!(id.resource_group, "My.RG");
+        assert_eq!(id.type_name, "virtualNetworks");
+        assert_eq!(
+            id.to_string(),
+            "/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1"
+        );
+        let other = ArmId::parse("/SUBSCRIPTIONS/sub-1/RESOURCEGROUPS/my.rg/PROVIDERS/slipway.example/VIRTUALNETWORKS/vnet1").unwrap();
+        assert_eq!(id.key(), other.key());
+        assert_eq!(id.type_key(), TypeKey("slipway.example/virtualnetworks".into()));
+    }
+
+    #[test]
+    fn rejects_bad_ids_and_names() {
+        assert_eq!(ArmId::parse("/subscriptions/s/resourceGroups/rg"), Err(IdError::NotAResourceId));
+        assert_eq!(ArmId::parse("/subscriptions/s/resourceGroups/rg/providers/ns/t"), Err(IdError::NotAResourceId));
+        assert!(matches!(
+            ArmId::parse("/subscriptions/s/resourceGroups/rg/providers/ns/t/bad name"),
+            Err(IdError::InvalidName(_))
+        ));
+        assert!(validate_name("ends.").is_err());
+        assert!(validate_name(&"a".repeat(91)).is_err());
+        assert!(validate_name("ok-name_1.(x)").is_ok());
+    }
+
+    #[test]
+    fn operation_ids_are_uuids() {
+        let id = OperationId::parse("6F9619FF-8B86-D011-B42D-00C04FC964FF").unwrap();
+        assert_eq!(id.as_str(), "6f9619ff-8b86-d011-b42d-00c04fc964ff");
+        assert!(OperationId::parse("not-a-uuid").is_none());
+        assert!(OperationId::parse("6f9619ff-8b86-d011-b42d-00c04fc964f").is_none());
+    }
+}

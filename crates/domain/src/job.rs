@@ -1,0 +1,342 @@
+//! Automation jobs recorded on a resource, and the job-history helpers of the OSAC
+//! provisioning package (reference osac §2–§3).
+
+use serde::{Deserialize, Serialize};
+
+use crate::config_version::ConfigVersion;
+use crate::ids::OperationId;
+use crate::time::Timestamp;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobType {
+    Provision,
+    Deprovision,
+}
+
+/// Observed state of a job. `Launching` is Slipway's intent state: the entry is committed
+/// before the provider is asked to launch, so a crash leaves evidence to reconcile from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobState {
+    Launching,
+    Pending,
+    Waiting,
+    Running,
+    Unknown,
+    Succeeded,
+    Failed,
+    Canceled,
+}
+
+impl JobState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Canceled
+        )
+    }
+
+    pub fn is_successful(self) -> bool {
+        self == JobState::Succeeded
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Launching => "Launching",
+            JobState::Pending => "Pending",
+            JobState::Waiting => "Waiting",
+            JobState::Running => "Running",
+            JobState::Unknown => "Unknown",
+            JobState::Succeeded => "Succeeded",
+            JobState::Failed => "Failed",
+            JobState::Canceled => "Canceled",
+        }
+    }
+}
+
+/// One entry of a resource's job history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Job {
+    /// The provider's job id; empty while `Launching`.
+    #[serde(rename = "jobID")]
+    pub job_id: String,
+    #[serde(rename = "type")]
+    pub job_type: JobType,
+    pub state: JobState,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Trigger time (when the intent was recorded); never moved by polling.
+    pub timestamp: Timestamp,
+    #[serde(default, skip_serializing_if = "ConfigVersion::is_legacy")]
+    pub config_version: ConfigVersion,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub block_deletion_on_failure: bool,
+    /// Unique per launch attempt; passed to the job so a lost launch can be found again.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub idempotency_key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub template: String,
+    /// The operation this job was launched for (none for convergence retries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_id: Option<OperationId>,
+    /// Provider-specific handle data (e.g. AAP job vs workflow job).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub handle: serde_json::Value,
+    /// Failure details beyond the status word (failed task message, traceback).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub error_details: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_requested_at: Option<Timestamp>,
+    /// Launch attempts that ended without a confirmed job (transient errors).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub launch_attempts: u32,
+    /// While `Launching`: the provider said no such job exists, so launching is safe.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub absent_confirmed: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Job {
+    /// A bare job entry; the remaining fields default to empty.
+    pub fn new(job_id: impl Into<String>, job_type: JobType, state: JobState, timestamp: Timestamp) -> Self {
+        Job {
+            job_id: job_id.into(),
+            job_type,
+            state,
+            message: String::new(),
+            timestamp,
+            config_version: ConfigVersion::legacy(),
+            block_deletion_on_failure: false,
+            idempotency_key: String::new(),
+            provider: String::new(),
+            template: String::new(),
+            operation_id: None,
+            handle: serde_json::Value::Null,
+            error_details: String::new(),
+            cancel_requested_at: None,
+            launch_attempts: 0,
+            absent_confirmed: false,
+        }
+    }
+
+    pub fn with_version(mut self, v: ConfigVersion) -> Self {
+        self.config_version = v;
+        self
+    }
+
+    pub fn with_message(mut self, m: impl Into<String>) -> Self {
+        self.message = m.into();
+        self
+    }
+
+    /// `message` plus `": " + error_details` when details exist (OSAC `MessageWithDetails`).
+    pub fn message_with_details(&self) -> String {
+        if self.error_details.is_empty() {
+            self.message.clone()
+        } else if self.message.is_empty() {
+            self.error_details.clone()
+        } else {
+            format!("{}: {}", self.message, self.error_details)
+        }
+    }
+}
+
+/// First entry whose job id equals `id`.
+pub fn find_job_by_id<'a>(jobs: &'a [Job], id: &str) -> Option<&'a Job> {
+    jobs.iter().find(|j| j.job_id == id)
+}
+
+/// Replaces the whole first entry with `updated.job_id`; false (and no change) if absent.
+pub fn update_job(jobs: &mut [Job], updated: Job) -> bool {
+    match jobs.iter_mut().find(|j| j.job_id == updated.job_id) {
+        Some(slot) => {
+            *slot = updated;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Appends and keeps only the newest `max_history` entries by position.
+/// `max_history` is clamped to at least 1 so the new job is never dropped.
+pub fn append_job(jobs: &mut Vec<Job>, job: Job, max_history: usize) {
+    jobs.push(job);
+    let keep = max_history.max(1);
+    if jobs.len() > keep {
+        let excess = jobs.len() - keep;
+        jobs.drain(..excess);
+    }
+}
+
+/// Latest job of a type by trigger timestamp; on equal timestamps the lowest index wins.
+pub fn latest_job_by_type(jobs: &[Job], job_type: JobType) -> Option<&Job> {
+    let mut latest: Option<&Job> = None;
+    for job in jobs.iter().filter(|j| j.job_type == job_type) {
+        if latest.is_none_or(|l| job.timestamp > l.timestamp) {
+            latest = Some(job);
+        }
+    }
+    latest
+}
+
+/// Position of the latest job of a type (same rule as [`latest_job_by_type`]).
+pub fn latest_job_index(jobs: &[Job], job_type: JobType) -> Option<usize> {
+    let mut latest: Option<usize> = None;
+    for (i, job) in jobs.iter().enumerate() {
+        if job.job_type == job_type && latest.is_none_or(|l| job.timestamp > jobs[l].timestamp) {
+            latest = Some(i);
+        }
+    }
+    latest
+}
+
+/// A present job with a non-empty job id.
+pub fn has_job_id(job: Option<&Job>) -> bool {
+    job.is_some_and(|j| !j.job_id.is_empty())
+}
+
+/// Legacy helper for lifecycles without config versions.
+pub fn needs_provision_job(latest: Option<&Job>) -> bool {
+    match latest {
+        None => true,
+        Some(j) if j.job_id.is_empty() => true,
+        Some(j) if !j.state.is_terminal() => false,
+        Some(j) => j.state != JobState::Succeeded,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: i64 = 60_000;
+
+    fn p(id: &str, state: JobState, t_min: i64) -> Job {
+        Job::new(id, JobType::Provision, state, Timestamp(t_min * MIN))
+    }
+
+    fn d(id: &str, state: JobState, t_min: i64) -> Job {
+        Job::new(id, JobType::Deprovision, state, Timestamp(t_min * MIN))
+    }
+
+    #[test]
+    fn terminality() {
+        use JobState::*;
+        for (s, terminal, ok) in [
+            (Launching, false, false),
+            (Pending, false, false),
+            (Waiting, false, false),
+            (Running, false, false),
+            (Unknown, false, false),
+            (Succeeded, true, true),
+            (Failed, true, false),
+            (Canceled, true, false),
+        ] {
+            assert_eq!(s.is_terminal(), terminal, "{s:?}");
+            assert_eq!(s.is_successful(), ok, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn latest_by_timestamp_is_order_independent() {
+        let jobs = vec![
+            p("job3", JobState::Running, -30),
+            p("job1", JobState::Succeeded, -120),
+            p("job2", JobState::Failed, -60),
+        ];
+        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "job3");
+        assert_eq!(latest_job_index(&jobs, JobType::Provision), Some(0));
+    }
+
+    #[test]
+    fn latest_filters_by_type() {
+        let jobs = vec![
+            p("provision1", JobState::Succeeded, -120),
+            d("deprovision1", JobState::Running, -30),
+            p("provision2", JobState::Succeeded, -60),
+        ];
+        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "provision2");
+        assert_eq!(latest_job_by_type(&jobs, JobType::Deprovision).unwrap().job_id, "deprovision1");
+        let only_provision = vec![p("a", JobState::Running, 0)];
+        assert!(latest_job_by_type(&only_provision, JobType::Deprovision).is_none());
+        assert!(latest_job_by_type(&[], JobType::Provision).is_none());
+    }
+
+    #[test]
+    fn ties_go_to_the_first_index() {
+        let jobs = vec![p("job1", JobState::Running, 0), p("job2", JobState::Running, 0)];
+        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "job1");
+        assert_eq!(latest_job_index(&jobs, JobType::Provision), Some(0));
+    }
+
+    #[test]
+    fn append_trims_oldest_by_position() {
+        let mut jobs = Vec::new();
+        for i in 1..=5 {
+            append_job(&mut jobs, p(&format!("job-{i}"), JobState::Pending, i), 3);
+        }
+        let ids: Vec<_> = jobs.iter().map(|j| j.job_id.as_str()).collect();
+        assert_eq!(ids, ["job-3", "job-4", "job-5"]);
+        append_job(&mut jobs, p("job-6", JobState::Pending, 6), 0);
+        assert_eq!(jobs.len(), 1, "max history is clamped to 1");
+        assert_eq!(jobs[0].job_id, "job-6");
+    }
+
+    #[test]
+    fn update_replaces_every_field_of_the_matching_entry_only() {
+        let mut jobs = vec![
+            p("job-1", JobState::Running, 0),
+            p("job-2", JobState::Running, 1),
+            p("job-3", JobState::Running, 2),
+        ];
+        let mut updated = d("job-2", JobState::Succeeded, 9).with_message("Second job completed");
+        updated.block_deletion_on_failure = true;
+        assert!(update_job(&mut jobs, updated.clone()));
+        assert_eq!(jobs[1], updated);
+        assert_eq!(jobs[0], p("job-1", JobState::Running, 0));
+        assert_eq!(jobs[2], p("job-3", JobState::Running, 2));
+        assert!(!update_job(&mut jobs, p("absent", JobState::Failed, 0)));
+        assert_eq!(jobs.len(), 3);
+        assert_eq!(find_job_by_id(&jobs, "job-3").unwrap().timestamp, Timestamp(2 * MIN));
+        assert!(find_job_by_id(&jobs, "nope").is_none());
+    }
+
+    #[test]
+    fn needs_provision_job_table() {
+        assert!(needs_provision_job(None));
+        assert!(needs_provision_job(Some(&p("", JobState::Succeeded, 0))));
+        assert!(!needs_provision_job(Some(&p("1", JobState::Running, 0))));
+        assert!(!needs_provision_job(Some(&p("1", JobState::Succeeded, 0))));
+        assert!(needs_provision_job(Some(&p("1", JobState::Failed, 0))));
+        assert!(needs_provision_job(Some(&p("1", JobState::Canceled, 0))));
+        assert!(!has_job_id(None));
+        assert!(!has_job_id(Some(&p("", JobState::Failed, 0))));
+        assert!(has_job_id(Some(&p("7", JobState::Failed, 0))));
+    }
+
+    #[test]
+    fn message_with_details() {
+        let mut j = p("1", JobState::Failed, 0).with_message("Job failed");
+        assert_eq!(j.message_with_details(), "Job failed");
+        j.error_details = "Playbook execution failed".into();
+        assert_eq!(j.message_with_details(), "Job failed: Playbook execution failed");
+    }
+
+    #[test]
+    fn serialises_with_osac_field_names() {
+        let j = p("42", JobState::Pending, 0).with_version(ConfigVersion::new("v1"));
+        let v = serde_json::to_value(&j).unwrap();
+        assert_eq!(v["jobID"], "42");
+        assert_eq!(v["type"], "provision");
+        assert_eq!(v["state"], "Pending");
+        assert_eq!(v["configVersion"], "v1");
+        let back: Job = serde_json::from_value(v).unwrap();
+        assert_eq!(back, j);
+    }
+}

@@ -1,0 +1,29 @@
+//! Slipway's domain core: resources, operations, jobs and every decision about them, as pure
+//! functions over data. No I/O, no clock, no async: time is passed in, effects are returned.
+//!
+//! Map: [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
+//! EvaluateAction), [`backoff`], [`state`] (ARM provisioning states, worst-of merge),
+//! [`operation`] (operation documents), [`resource`] (stored resource, transaction snapshot),
+//! [`admission`] (what the API does), [`reconcile`] (what the engine does), [`policy`].
+
+pub mod admission;
+pub mod backoff;
+pub mod config_version;
+pub mod evaluate;
+pub mod ids;
+pub mod job;
+pub mod operation;
+pub mod policy;
+pub mod reconcile;
+pub mod resource;
+pub mod state;
+pub mod time;
+
+pub use config_version::ConfigVersion;
+pub use ids::{ArmId, OperationId, ResourceKey, TypeKey};
+pub use job::{Job, JobState, JobType};
+pub use operation::{CloudError, Initiator, Operation, OperationRequest};
+pub use policy::TypePolicy;
+pub use resource::{ResourceRecord, Snapshot, Spec};
+pub use state::ProvisioningState;
+pub use time::Timestamp;

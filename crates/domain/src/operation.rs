@@ -1,0 +1,188 @@
+//! Operation documents: one per accepted mutating request (reference arm §2.2).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{OperationId, ResourceKey};
+use crate::state::ProvisioningState;
+use crate::time::Timestamp;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum OperationRequest {
+    Create,
+    Update,
+    Delete,
+}
+
+/// The ARM error body (`CloudError.error`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudError {
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<CloudError>,
+}
+
+impl CloudError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        CloudError { code: code.into(), message: message.into(), target: None, details: Vec::new() }
+    }
+
+    pub fn with_target(mut self, target: impl Into<String>) -> Self {
+        self.target = Some(target.into());
+        self
+    }
+}
+
+/// Error codes Slipway puts on operations.
+pub mod codes {
+    pub const CANCELED: &str = "Canceled";
+    pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
+    pub const DEPROVISIONING_FAILED: &str = "DeprovisioningFailed";
+    pub const OPERATION_TIMED_OUT: &str = "OperationTimedOut";
+}
+
+/// Who asked: ARM identity headers, kept for visibility checks and correlation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Initiator {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tenant_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_request_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub correlation_request_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Operation {
+    pub id: OperationId,
+    /// Lowercased subscription: an operation is visible only under it.
+    pub subscription: String,
+    pub resource_key: ResourceKey,
+    /// The resource id in its original casing.
+    pub resource_id: String,
+    pub request: OperationRequest,
+    pub status: ProvisioningState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<CloudError>,
+    pub start_time: Timestamp,
+    /// Last write; equals the end time once terminal.
+    pub last_transition_time: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percent_complete: Option<u8>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification_uri: Option<String>,
+    #[serde(default)]
+    pub initiator: Initiator,
+    /// The api-version of the request, echoed on status and result URLs.
+    pub api_version: String,
+}
+
+
+impl Operation {
+    pub fn end_time(&self) -> Option<Timestamp> {
+        self.status.is_terminal().then_some(self.last_transition_time)
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        self.status.is_terminal()
+    }
+
+    /// ARO's `NeedToPatchOperation`, comparing the error by value (ARO compares pointers and
+    /// so rewrites on every reconcile that computes a failure).
+    pub fn needs_write(&self, status: ProvisioningState, error: Option<&CloudError>) -> bool {
+        let error_changed = error.is_some() && self.error.as_ref() != error;
+        self.status != status || error_changed
+    }
+
+    /// Moves to `status`; `error` replaces the stored one when given (it is never cleared by
+    /// a later `None`). Returns whether anything changed. A terminal operation never moves.
+    pub fn transition(&mut self, status: ProvisioningState, error: Option<CloudError>, now: Timestamp) -> bool {
+        if self.is_terminal() || !self.needs_write(status, error.as_ref()) {
+            return false;
+        }
+        self.status = status;
+        if error.is_some() {
+            self.error = error;
+        }
+        self.last_transition_time = now;
+        true
+    }
+}
+
+/// Rejects a status/result request whose identity does not match the initiator's (ARO rule:
+/// same subscription always; tenant and client only when the operation recorded them).
+pub fn is_visible_to(op: &Operation, subscription: &str, tenant_id: &str, client_id: &str) -> bool {
+    op.subscription.eq_ignore_ascii_case(subscription)
+        && (op.initiator.tenant_id.is_empty() || op.initiator.tenant_id.eq_ignore_ascii_case(tenant_id))
+        && (op.initiator.client_id.is_empty() || op.initiator.client_id.eq_ignore_ascii_case(client_id))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn op(status: ProvisioningState) -> Operation {
+        Operation {
+            id: OperationId::parse("00000000-0000-0000-0000-000000000001").unwrap(),
+            subscription: "sub".into(),
+            resource_key: ResourceKey("/subscriptions/sub/resourcegroups/rg/providers/ns/t/n".into()),
+            resource_id: "/subscriptions/sub/resourceGroups/rg/providers/ns/t/n".into(),
+            request: OperationRequest::Create,
+            status,
+            error: None,
+            start_time: Timestamp(0),
+            last_transition_time: Timestamp(0),
+            percent_complete: None,
+            notification_uri: None,
+            initiator: Initiator::default(),
+            api_version: "2025-01-01".into(),
+        }
+    }
+
+    #[test]
+    fn needs_write_compares_by_value() {
+        use ProvisioningState::*;
+        let o = op(Provisioning);
+        assert!(!o.needs_write(Provisioning, None));
+        assert!(o.needs_write(Succeeded, None));
+        let e = CloudError::new("X", "boom");
+        assert!(o.needs_write(Provisioning, Some(&e)));
+        let mut failed = op(Failed);
+        failed.error = Some(e.clone());
+        assert!(!failed.needs_write(Failed, Some(&e.clone())), "same error by value: no write");
+        assert!(!failed.needs_write(Failed, None), "a None never clears");
+    }
+
+    #[test]
+    fn transition_stamps_time_and_freezes_terminal() {
+        use ProvisioningState::*;
+        let mut o = op(Accepted);
+        assert!(!o.transition(Accepted, None, Timestamp(5)));
+        assert_eq!(o.last_transition_time, Timestamp(0));
+        assert!(o.transition(Provisioning, None, Timestamp(5)));
+        assert_eq!(o.last_transition_time, Timestamp(5));
+        assert_eq!(o.end_time(), None);
+        assert!(o.transition(Failed, Some(CloudError::new("X", "m")), Timestamp(9)));
+        assert_eq!(o.end_time(), Some(Timestamp(9)));
+        assert!(!o.transition(Succeeded, None, Timestamp(10)), "terminal operations never move");
+        assert_eq!(o.status, Failed);
+    }
+
+    #[test]
+    fn visibility() {
+        let mut o = op(ProvisioningState::Accepted);
+        assert!(is_visible_to(&o, "SUB", "", ""));
+        assert!(!is_visible_to(&o, "other", "", ""));
+        o.initiator.tenant_id = "T1".into();
+        o.initiator.client_id = "O1".into();
+        assert!(is_visible_to(&o, "sub", "t1", "o1"));
+        assert!(!is_visible_to(&o, "sub", "t1", "o2"));
+        assert!(!is_visible_to(&o, "sub", "t2", "o1"));
+    }
+}

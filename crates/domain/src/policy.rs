@@ -1,0 +1,56 @@
+//! Per-resource-type engine policy.
+
+use std::time::Duration;
+
+use crate::backoff::BackoffPolicy;
+use crate::operation::OperationRequest;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypePolicy {
+    /// Provider instance that runs this type's jobs.
+    pub provider: String,
+    /// Delay between status polls of a running job.
+    pub poll_interval: Duration,
+    /// Convergence retries after a failure; `None` switches them off.
+    pub backoff: Option<BackoffPolicy>,
+    pub create_deadline: Duration,
+    pub update_deadline: Duration,
+    pub delete_deadline: Duration,
+    /// Entries kept in a resource's job history (at least 1).
+    pub max_history: usize,
+    /// A failed deprovision blocks deletion and is retried with backoff.
+    pub block_deletion_on_failure: bool,
+    /// How long to wait after asking a job to cancel before asking again.
+    pub cancel_retry: Duration,
+}
+
+impl Default for TypePolicy {
+    fn default() -> Self {
+        TypePolicy {
+            provider: "ansible".into(),
+            poll_interval: Duration::from_secs(2),
+            backoff: Some(BackoffPolicy::default()),
+            create_deadline: Duration::from_secs(3600),
+            update_deadline: Duration::from_secs(3600),
+            delete_deadline: Duration::from_secs(12 * 3600),
+            max_history: 10,
+            block_deletion_on_failure: true,
+            cancel_retry: Duration::from_secs(60),
+        }
+    }
+}
+
+impl TypePolicy {
+    pub fn deadline(&self, request: OperationRequest) -> Duration {
+        match request {
+            OperationRequest::Create => self.create_deadline,
+            OperationRequest::Update => self.update_deadline,
+            OperationRequest::Delete => self.delete_deadline,
+        }
+    }
+
+    /// Backoff used for deprovision retries even when convergence retries are off.
+    pub fn deprovision_backoff(&self) -> BackoffPolicy {
+        self.backoff.unwrap_or_default()
+    }
+}

@@ -1,0 +1,407 @@
+//! The engine's pure core. [`decide`] looks at a snapshot, makes the changes that need no
+//! I/O (deadlines, completions, launch intents) and names the one effect to perform next.
+//! [`apply`] folds the effect's outcome back into a snapshot. The engine runs each inside a
+//! store transaction on the freshest snapshot, so a concurrent client write is never lost.
+//!
+//! Guarantees:
+//! * A launch is always preceded by a committed `Launching` job entry carrying a unique
+//!   idempotency key; a `Launching` entry found later is resolved with `Find`, and launched
+//!   again only after the provider positively reports it absent.
+//! * At most one job runs per resource: a new job is only started once the latest job of
+//!   the relevant type is terminal.
+//! * Every non-terminal operation ends: by its job's outcome, by supersession, by
+//!   cancellation, or by its deadline.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::admission::canceled_by_user;
+use crate::backoff::retry_at;
+use crate::evaluate::{Action, evaluate_action};
+use crate::ids::OperationId;
+use crate::job::{Job, JobState, JobType, append_job, latest_job_by_type};
+use crate::operation::{CloudError, OperationRequest, codes};
+use crate::policy::TypePolicy;
+use crate::resource::{ResourceRecord, Snapshot};
+use crate::state::ProvisioningState;
+use crate::time::Timestamp;
+
+/// The next thing the engine must do for a resource. Jobs are named by idempotency key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing to do until `until` (`None`: until a client asks for something).
+    Sleep { until: Option<Timestamp> },
+    Launch { key: String },
+    /// Resolve a `Launching` entry left by a crash or an indeterminate launch.
+    Find { key: String },
+    Poll { key: String },
+    Cancel { key: String },
+}
+
+/// What performing an effect produced.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Launched(JobStart),
+    Found(Option<JobStart>),
+    Observed(Observation),
+    CancelRequested,
+    /// The job had already finished; poll it for its final state.
+    CancelNotNeeded,
+    Failed(Failure),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobStart {
+    pub job_id: String,
+    pub handle: Value,
+    pub state: JobState,
+    pub template: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    pub state: JobState,
+    /// The provider's status word or short explanation.
+    pub message: String,
+    /// Failure details (failed task message, traceback).
+    pub error_details: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The provider refused for now; nothing happened.
+    RateLimited { retry_after: Duration },
+    /// The job (or template) does not exist.
+    NotFound,
+    /// Nothing happened; trying again may work.
+    Transient,
+    /// The request may or may not have taken effect (e.g. a launch whose answer was lost).
+    Indeterminate,
+    /// Nothing happened and trying again will not help.
+    Permanent,
+}
+
+/// Decides the next effect, applying I/O-free changes to `snap`.
+pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
+    if snap.resource.is_none() {
+        return Effect::Sleep { until: None };
+    }
+    enforce_deadline(snap, policy, now);
+    if let Some(effect) = resolve_launching(snap) {
+        return effect;
+    }
+    if res(snap).is_deleting() {
+        decide_delete(snap, policy, now)
+    } else {
+        decide_provision(snap, policy, now)
+    }
+}
+
+fn res(snap: &Snapshot) -> &ResourceRecord {
+    snap.resource.as_ref().expect("decide checked the resource exists")
+}
+
+fn res_mut(snap: &mut Snapshot) -> &mut ResourceRecord {
+    snap.resource.as_mut().expect("decide checked the resource exists")
+}
+
+fn job_mut<'a>(snap: &'a mut Snapshot, key: &str) -> Option<&'a mut Job> {
+    snap.resource.as_mut()?.jobs.iter_mut().find(|j| j.idempotency_key == key)
+}
+
+fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
+    let Some(op) = snap.active_operation() else { return };
+    let limit = policy.deadline(op.request);
+    if now < op.start_time.add(limit) {
+        return;
+    }
+    let what = match op.request {
+        OperationRequest::Create => "create",
+        OperationRequest::Update => "update",
+        OperationRequest::Delete => "delete",
+    };
+    let id = op.id.clone();
+    let last_job = res(snap).jobs.last().map(|j| format!("; last job: {} {}", j.state.as_str(), j.message_with_details()));
+    let message = format!(
+        "The {what} operation did not complete within {}s{}",
+        limit.as_secs(),
+        last_job.unwrap_or_default()
+    );
+    snap.set_operation_status(
+        &id,
+        ProvisioningState::Failed,
+        Some(CloudError::new(codes::OPERATION_TIMED_OUT, message)),
+        now,
+    );
+}
+
+fn resolve_launching(snap: &Snapshot) -> Option<Effect> {
+    let job = res(snap).jobs.iter().find(|j| j.state == JobState::Launching)?;
+    let key = job.idempotency_key.clone();
+    Some(if job.absent_confirmed { Effect::Launch { key } } else { Effect::Find { key } })
+}
+
+/// Records a `Launching` entry (the intent) and names it.
+fn begin_launch(snap: &mut Snapshot, policy: &TypePolicy, job_type: JobType, op: Option<OperationId>, now: Timestamp) -> Effect {
+    let res = res_mut(snap);
+    res.job_seq += 1;
+    let prefix = op.as_ref().unwrap_or(&res.last_operation_id);
+    let key = format!("{prefix}:{}", res.job_seq);
+    let mut job = Job::new("", job_type, JobState::Launching, now);
+    job.idempotency_key = key.clone();
+    job.provider = policy.provider.clone();
+    job.operation_id = op.clone();
+    match job_type {
+        JobType::Provision => job.config_version = res.desired_config_version.clone(),
+        JobType::Deprovision => job.block_deletion_on_failure = policy.block_deletion_on_failure,
+    }
+    append_job(&mut res.jobs, job, policy.max_history);
+    if let Some(op_id) = op {
+        let running = match snap.operation(&op_id).map(|o| o.request) {
+            Some(OperationRequest::Create) => Some(ProvisioningState::Provisioning),
+            Some(OperationRequest::Update) => Some(ProvisioningState::Updating),
+            _ => None,
+        };
+        if let Some(status) = running {
+            snap.set_operation_status(&op_id, status, None, now);
+        }
+    }
+    Effect::Launch { key }
+}
+
+/// Asks a running job to cancel once per `cancel_retry`; polls it in between.
+fn cancel_or_poll(snap: &mut Snapshot, key: String, policy: &TypePolicy, now: Timestamp) -> Effect {
+    let job = job_mut(snap, &key).expect("key names an existing job");
+    let due = job.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry));
+    if due {
+        job.cancel_requested_at = Some(now);
+        Effect::Cancel { key }
+    } else {
+        Effect::Poll { key }
+    }
+}
+
+fn latest_for_op<'a>(jobs: &'a [Job], op: &OperationId) -> Option<&'a Job> {
+    let mut latest: Option<&Job> = None;
+    for j in jobs.iter().filter(|j| j.operation_id.as_ref() == Some(op)) {
+        if latest.is_none_or(|l| j.timestamp > l.timestamp) {
+            latest = Some(j);
+        }
+    }
+    latest
+}
+
+fn job_error(code: &str, job: &Job, fallback: &str) -> CloudError {
+    let text = job.message_with_details();
+    CloudError::new(code, if text.is_empty() { fallback.to_string() } else { text })
+}
+
+/// Ends an operation according to its (terminal) job.
+fn finish_from_job(snap: &mut Snapshot, op_id: &OperationId, job: &Job, user_canceled: bool, now: Timestamp) {
+    let (status, error) = match job.state {
+        JobState::Succeeded => (ProvisioningState::Succeeded, None),
+        JobState::Canceled if user_canceled => (ProvisioningState::Canceled, Some(canceled_by_user())),
+        JobState::Canceled => (
+            ProvisioningState::Canceled,
+            Some(CloudError::new(codes::CANCELED, "The job was canceled outside Slipway")),
+        ),
+        _ => (
+            ProvisioningState::Failed,
+            Some(job_error(codes::PROVISIONING_FAILED, job, "The provisioning job failed")),
+        ),
+    };
+    if status == ProvisioningState::Succeeded {
+        res_mut(snap).convergence_stopped_for = None;
+    }
+    if user_canceled && status == ProvisioningState::Canceled {
+        let res = res_mut(snap);
+        res.convergence_stopped_for = Some(res.desired_config_version.clone());
+    }
+    snap.set_operation_status(op_id, status, error, now);
+}
+
+fn decide_provision(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
+    if let Some(op) = snap.active_operation().cloned() {
+        let latest = latest_job_by_type(&res(snap).jobs, JobType::Provision).cloned();
+        let op_job = latest_for_op(&res(snap).jobs, &op.id).cloned();
+        if op.status == ProvisioningState::Canceling {
+            match op_job {
+                Some(j) if !j.state.is_terminal() => return cancel_or_poll(snap, j.idempotency_key, policy, now),
+                Some(j) => finish_from_job(snap, &op.id, &j, true, now),
+                None => {
+                    let res = res_mut(snap);
+                    res.convergence_stopped_for = Some(res.desired_config_version.clone());
+                    snap.set_operation_status(&op.id, ProvisioningState::Canceled, Some(canceled_by_user()), now);
+                }
+            }
+        } else if let Some(l) = latest.filter(|l| !l.state.is_terminal()) {
+            // The operation's own job, or an earlier one that must finish first.
+            return Effect::Poll { key: l.idempotency_key };
+        } else if let Some(j) = op_job {
+            finish_from_job(snap, &op.id, &j, false, now);
+        } else {
+            return begin_launch(snap, policy, JobType::Provision, Some(op.id), now);
+        }
+    }
+    converge(snap, policy, now)
+}
+
+/// No operation in progress: keep the resource at its desired config (OSAC lifecycle).
+fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
+    let res = res(snap);
+    let desired = res.desired_config_version.clone();
+    let stopped = res.convergence_stopped_for.as_ref() == Some(&desired);
+    let (action, latest) = evaluate_action(&res.jobs, &desired, || false);
+    let latest = latest.cloned();
+    match action {
+        Action::Skip => {
+            let res = res_mut(snap);
+            let recovered = res.provisioning_state == ProvisioningState::Failed
+                && latest.is_some_and(|l| l.state == JobState::Succeeded && l.config_version == desired);
+            if recovered {
+                res.provisioning_state = ProvisioningState::Succeeded;
+                res.last_error = None;
+            }
+            Effect::Sleep { until: None }
+        }
+        Action::Poll => Effect::Poll { key: latest.expect("poll has a job").idempotency_key },
+        Action::Requeue => Effect::Sleep { until: Some(now.add(policy.poll_interval)) },
+        Action::Trigger | Action::Backoff if stopped || policy.backoff.is_none() => Effect::Sleep { until: None },
+        Action::Trigger => begin_launch(snap, policy, JobType::Provision, None, now),
+        Action::Backoff => {
+            let latest = latest.expect("backoff has a job");
+            let wait = policy.backoff.expect("checked above").provision(&res_mut(snap).jobs, &desired);
+            match retry_at(&latest, wait, now) {
+                Some(at) => Effect::Sleep { until: Some(at) },
+                None => begin_launch(snap, policy, JobType::Provision, None, now),
+            }
+        }
+    }
+}
+
+fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
+    let jobs = &res(snap).jobs;
+    let provision = latest_job_by_type(jobs, JobType::Provision).cloned();
+    if let Some(p) = provision.as_ref().filter(|p| !p.state.is_terminal()) {
+        return cancel_or_poll(snap, p.idempotency_key.clone(), policy, now);
+    }
+    match latest_job_by_type(jobs, JobType::Deprovision).cloned() {
+        None if provision.is_none() => complete_delete(snap, now),
+        None => begin_launch(snap, policy, JobType::Deprovision, None, now),
+        Some(d) if !d.state.is_terminal() => Effect::Poll { key: d.idempotency_key },
+        Some(d) if d.state == JobState::Succeeded || !d.block_deletion_on_failure => complete_delete(snap, now),
+        Some(d) => {
+            let wait = policy.deprovision_backoff().deprovision(&res(snap).jobs);
+            match retry_at(&d, wait, now) {
+                Some(at) => Effect::Sleep { until: Some(at) },
+                None => begin_launch(snap, policy, JobType::Deprovision, None, now),
+            }
+        }
+    }
+}
+
+fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
+    if let Some(op) = snap.active_operation().map(|o| o.id.clone()) {
+        snap.set_operation_status(&op, ProvisioningState::Succeeded, None, now);
+    }
+    snap.resource = None;
+    Effect::Sleep { until: None }
+}
+
+/// Folds an effect's outcome into `snap`. Returns the earliest time the engine should
+/// decide again (`None`: right away).
+pub fn apply(snap: &mut Snapshot, effect: &Effect, outcome: Outcome, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {
+    let key = match effect {
+        Effect::Launch { key } | Effect::Find { key } | Effect::Poll { key } | Effect::Cancel { key } => key,
+        Effect::Sleep { .. } => return None,
+    };
+    let poll_later = Some(now.add(policy.poll_interval));
+    let Some(job) = job_mut(snap, key) else {
+        // The job left the history (trimmed, or the resource is gone): nothing to record.
+        return None;
+    };
+    match (effect, outcome) {
+        (Effect::Launch { .. } | Effect::Find { .. }, Outcome::Launched(start) | Outcome::Found(Some(start))) => {
+            let adopted = matches!(effect, Effect::Find { .. });
+            job.job_id = start.job_id;
+            job.handle = start.handle;
+            job.state = start.state;
+            if !start.template.is_empty() {
+                job.template = start.template;
+            }
+            job.message = match (adopted, job.job_type) {
+                (true, _) => "Job found after an interrupted launch".into(),
+                (false, JobType::Provision) => "Provisioning job triggered".into(),
+                (false, JobType::Deprovision) => "Deprovision job triggered".into(),
+            };
+            poll_later
+        }
+        (Effect::Find { .. }, Outcome::Found(None)) => {
+            job.absent_confirmed = true;
+            None
+        }
+        (Effect::Launch { .. } | Effect::Find { .. }, Outcome::Failed(f)) => match f.kind {
+            FailureKind::Permanent | FailureKind::NotFound => {
+                job.state = JobState::Failed;
+                job.message = format!("Launch failed: {}", f.message);
+                None
+            }
+            FailureKind::RateLimited { retry_after } => {
+                // A refusal: certainly not launched.
+                job.absent_confirmed = matches!(effect, Effect::Launch { .. }) || job.absent_confirmed;
+                job.message = format!("Launch delayed: {}", f.message);
+                Some(now.add(retry_after))
+            }
+            FailureKind::Transient | FailureKind::Indeterminate => {
+                job.launch_attempts += 1;
+                // Only a launch that surely did not happen may skip the next Find.
+                job.absent_confirmed = f.kind == FailureKind::Transient && matches!(effect, Effect::Launch { .. });
+                job.message = format!("Launch attempt {} failed: {}", job.launch_attempts, f.message);
+                let exp = 1u64 << job.launch_attempts.min(6);
+                Some(now.add(Duration::from_secs(exp).min(policy.poll_interval.max(Duration::from_secs(1)) * 30)))
+            }
+        },
+        (Effect::Poll { .. }, Outcome::Observed(obs)) => {
+            let changed = job.state != obs.state || job.message != obs.message || job.error_details != obs.error_details;
+            if changed {
+                job.state = obs.state;
+                job.message = obs.message;
+                job.error_details = obs.error_details;
+            }
+            if obs.state.is_terminal() { None } else { poll_later }
+        }
+        (Effect::Poll { .. } | Effect::Cancel { .. }, Outcome::Failed(Failure { kind: FailureKind::NotFound, message })) => {
+            job.state = if matches!(effect, Effect::Cancel { .. }) { JobState::Canceled } else { JobState::Failed };
+            job.message = format!("The job no longer exists at the provider: {message}");
+            None
+        }
+        (Effect::Poll { .. }, Outcome::Failed(f)) => {
+            let message = format!("Failed to get job status: {}", f.message);
+            if job.message != message {
+                job.message = message;
+            }
+            match f.kind {
+                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after.max(policy.poll_interval))),
+                _ => poll_later,
+            }
+        }
+        (Effect::Cancel { .. }, Outcome::CancelRequested) => poll_later,
+        (Effect::Cancel { .. }, Outcome::CancelNotNeeded) => None,
+        (Effect::Cancel { .. }, Outcome::Failed(f)) => {
+            job.message = format!("Failed to cancel job: {}", f.message);
+            match f.kind {
+                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after)),
+                _ => poll_later,
+            }
+        }
+        // An outcome that does not belong to the effect: record nothing.
+        _ => None,
+    }
+}

@@ -1,0 +1,204 @@
+//! The stored resource and the transactional snapshot that domain functions change.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config_version::ConfigVersion;
+use crate::ids::{ArmId, OperationId, ResourceKey};
+use crate::job::Job;
+use crate::operation::{CloudError, Operation};
+use crate::state::ProvisioningState;
+use crate::time::Timestamp;
+
+/// What a client declares: the part of a resource whose change means "run the automation".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    #[serde(default)]
+    pub properties: Value,
+}
+
+impl Spec {
+    /// Location, tags and properties all feed the version: playbooks receive all three.
+    pub fn config_version(&self) -> ConfigVersion {
+        let tags: serde_json::Map<String, Value> =
+            self.tags.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+        ConfigVersion::of(&serde_json::json!({
+            "location": self.location,
+            "tags": tags,
+            "properties": self.properties,
+        }))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemData {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub created_by: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub created_by_type: String,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_modified_by: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_modified_by_type: String,
+    pub last_modified_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deletion {
+    pub requested_at: Timestamp,
+}
+
+/// When the engine should look at the resource next. `intent` marks a client request the
+/// engine has not picked up yet: it puts the resource in the intent lane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Schedule {
+    pub next_due: Option<Timestamp>,
+    pub intent: bool,
+}
+
+impl Schedule {
+    pub fn now(now: Timestamp) -> Self {
+        Schedule { next_due: Some(now), intent: true }
+    }
+}
+
+/// An engine's claim on a resource. `epoch` grows on every change of owner; engine writes
+/// carry the epoch they claimed with, so a stale owner cannot overwrite newer state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub owner: String,
+    pub until: Timestamp,
+    pub epoch: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRecord {
+    pub id: ArmId,
+    /// The type's kind (e.g. `VirtualNetwork`), used for playbook and template names.
+    pub kind: String,
+    pub spec: Spec,
+    pub system_data: SystemData,
+    pub provisioning_state: ProvisioningState,
+    pub desired_config_version: ConfigVersion,
+    #[serde(default)]
+    pub jobs: Vec<Job>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_operation_id: Option<OperationId>,
+    /// The operation that last set the spec (names convergence retries' idempotency keys).
+    pub last_operation_id: OperationId,
+    /// Launches so far; makes every idempotency key unique.
+    #[serde(default)]
+    pub job_seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion: Option<Deletion>,
+    /// A user canceled the operation for this version: convergence must not relaunch it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub convergence_stopped_for: Option<ConfigVersion>,
+    /// The last operation's failure, shown on the resource while it is Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<CloudError>,
+    #[serde(default)]
+    pub schedule: Schedule,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    /// Bumped by every client write; lets readers detect change cheaply.
+    #[serde(default)]
+    pub generation: u64,
+}
+
+impl ResourceRecord {
+    pub fn key(&self) -> ResourceKey {
+        self.id.key()
+    }
+
+    pub fn is_deleting(&self) -> bool {
+        self.deletion.is_some()
+    }
+}
+
+/// A notification to deliver once the transaction commits (ARM async callback).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewNotification {
+    pub subscription: String,
+    pub operation_id: OperationId,
+    pub uri: String,
+}
+
+/// What one transaction reads and may change: the resource, its non-terminal operations
+/// (plus any operation the caller asked for), and notifications to enqueue. The store writes
+/// back exactly what differs from what it read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub resource: Option<ResourceRecord>,
+    pub operations: Vec<Operation>,
+    pub notifications: Vec<NewNotification>,
+}
+
+impl Snapshot {
+    pub fn operation(&self, id: &OperationId) -> Option<&Operation> {
+        self.operations.iter().find(|o| &o.id == id)
+    }
+
+    pub fn operation_mut(&mut self, id: &OperationId) -> Option<&mut Operation> {
+        self.operations.iter_mut().find(|o| &o.id == id)
+    }
+
+    /// The resource's active operation while it is non-terminal.
+    pub fn active_operation(&self) -> Option<&Operation> {
+        let res = self.resource.as_ref()?;
+        let id = res.active_operation_id.as_ref()?;
+        self.operation(id).filter(|o| !o.is_terminal())
+    }
+
+    /// Ends an operation and keeps the resource consistent in the same change (ARO
+    /// `UpdateOperationStatus` rules): the resource follows only while this operation is
+    /// its active one; a terminal status clears the active operation; a callback is queued
+    /// when the client asked for one.
+    pub fn set_operation_status(
+        &mut self,
+        op_id: &OperationId,
+        status: ProvisioningState,
+        error: Option<CloudError>,
+        now: Timestamp,
+    ) -> bool {
+        let Some(op) = self.operations.iter_mut().find(|o| &o.id == op_id) else {
+            return false;
+        };
+        if !op.transition(status, error.clone(), now) {
+            return false;
+        }
+        if status.is_terminal() {
+            if let Some(uri) = &op.notification_uri {
+                self.notifications.push(NewNotification {
+                    subscription: op.subscription.clone(),
+                    operation_id: op.id.clone(),
+                    uri: uri.clone(),
+                });
+            }
+        }
+        if let Some(res) = self.resource.as_mut() {
+            if res.active_operation_id.as_ref() == Some(op_id) {
+                if res.provisioning_state != status {
+                    res.provisioning_state = status;
+                }
+                if status.is_terminal() {
+                    res.active_operation_id = None;
+                    res.last_error = error;
+                }
+            }
+        }
+        true
+    }
+}

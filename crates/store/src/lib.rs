@@ -1,0 +1,189 @@
+//! The single source of truth: resources, operations, the notification outbox and engine
+//! leases, behind one [`Store`] trait. Every method is one transaction. Engines: SQLite
+//! ([`sqlite`], the embedded default) and PostgreSQL (next). [`conformance`] is the one test
+//! suite every engine must pass.
+//!
+//! The central primitive is [`Store::change`]: read a [`Snapshot`] of one resource, let a
+//! pure domain function change it, and write back exactly what differs — all in one
+//! transaction. Domain logic never sees SQL; SQL never makes decisions.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use slipway_domain::admission::Rejection;
+use slipway_domain::ids::{OperationId, ResourceKey, TypeKey};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::{Operation, Timestamp};
+
+pub mod conformance;
+pub mod sqlite;
+
+/// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
+pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Send>;
+
+/// The lease an engine write must still hold (fencing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub owner: String,
+    pub epoch: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct ChangeRequest {
+    pub key: ResourceKey,
+    /// An operation to load even if it is terminal (e.g. the one a cancel names).
+    pub operation: Option<(String, OperationId)>,
+    /// Engine writes carry their lease; client writes carry none.
+    pub fence: Option<Fence>,
+    /// Stamps operation expiry (last write + TTL).
+    pub now: Timestamp,
+}
+
+impl ChangeRequest {
+    pub fn new(key: ResourceKey, now: Timestamp) -> Self {
+        ChangeRequest { key, operation: None, fence: None, now }
+    }
+
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    pub fn with_operation(mut self, subscription: &str, id: OperationId) -> Self {
+        self.operation = Some((subscription.to_ascii_lowercase(), id));
+        self
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The change function refused; nothing was written.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    /// The fence no longer matches the stored lease: another owner took over.
+    #[error("lease lost")]
+    LeaseLost,
+    /// The database cannot be reached or is overloaded; retry later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store error: {0}")]
+    Internal(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Lowercased subscription.
+    pub subscription: String,
+    /// Lowercased resource group; `None` lists the whole subscription.
+    pub resource_group: Option<String>,
+    pub type_key: TypeKey,
+    /// Continue after this resource key (exclusive).
+    pub after: Option<ResourceKey>,
+    pub limit: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    pub items: Vec<ResourceRecord>,
+    /// Key of the last item when more may follow.
+    pub next: Option<ResourceKey>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRequest {
+    pub owner: String,
+    pub now: Timestamp,
+    pub lease_for: Duration,
+    /// Most resources to take from the intent lane (new client requests).
+    pub intent_limit: usize,
+    /// Most resources to take from the follow-up lane (timers, recovery). Unused room in
+    /// one lane is given to the other.
+    pub followup_limit: usize,
+}
+
+/// A pending ARM async notification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notification {
+    pub id: i64,
+    pub subscription: String,
+    pub operation_id: OperationId,
+    pub uri: String,
+    pub attempts: u32,
+    pub next_attempt_at: Timestamp,
+    pub created_at: Timestamp,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// One transaction: load the snapshot of `req.key` (the resource, its non-terminal
+    /// operations and `req.operation`), check the fence, run `change`, write the difference
+    /// (resource upsert or delete, changed and new operations, new notifications with
+    /// `next_attempt_at = now`), and return the snapshot as committed.
+    ///
+    /// Operations written get `expires_at = now + operation TTL`. A change that alters
+    /// nothing writes nothing.
+    async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError>;
+
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError>;
+
+    /// Resources of one type in key order.
+    async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError>;
+
+    /// An operation of the subscription that has not expired at `now`.
+    async fn get_operation(&self, subscription: &str, id: &OperationId, now: Timestamp) -> Result<Option<Operation>, StoreError>;
+
+    /// Leases due resources (`next_due <= now`) that are unleased, whose lease expired, or
+    /// that the owner holds and a client touched since (`intent`). Intent lane first, then
+    /// by due time. Clears `intent`; keeps the epoch when the owner already held a live
+    /// lease, else increments it. Returns the records with their new lease.
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError>;
+
+    /// Extends every lease `owner` holds; returns how many.
+    async fn renew_leases(&self, owner: &str, until: Timestamp) -> Result<u64, StoreError>;
+
+    /// Drops every lease `owner` holds (graceful shutdown; a restart of a single node).
+    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;
+
+    /// Deletes operations whose expiry has passed; returns how many.
+    async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError>;
+
+    async fn due_notifications(&self, now: Timestamp, limit: usize) -> Result<Vec<Notification>, StoreError>;
+
+    /// Delivered: the row is removed.
+    async fn finish_notification(&self, id: i64) -> Result<(), StoreError>;
+
+    async fn reschedule_notification(&self, id: i64, next_attempt_at: Timestamp, last_error: &str) -> Result<(), StoreError>;
+
+    /// Gave up (the operation expired): kept as dead with its last error, never retried.
+    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError>;
+
+    /// Cheap liveness check for readiness probes.
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// [`Store::change`] with a typed result computed inside the transaction.
+pub async fn change_with<R, F>(store: &dyn Store, req: ChangeRequest, f: F) -> Result<(R, Snapshot), StoreError>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut Snapshot) -> Result<R, Rejection> + Send + 'static,
+{
+    let slot: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+    let out = slot.clone();
+    let snap = store
+        .change(
+            req,
+            Box::new(move |snap| {
+                let r = f(snap)?;
+                *out.lock().expect("result slot") = Some(r);
+                Ok(())
+            }),
+        )
+        .await?;
+    let r = slot
+        .lock()
+        .expect("result slot")
+        .take()
+        .ok_or_else(|| StoreError::Internal("change function did not run".into()))?;
+    Ok((r, snap))
+}
