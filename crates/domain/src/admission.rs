@@ -26,7 +26,7 @@ pub struct RequestContext {
     pub actor_type: String,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admitted {
     /// A new operation was recorded.
     Accepted { operation: Operation, created: bool },
@@ -38,7 +38,7 @@ pub enum Admitted {
     Absent,
 }
 
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
     #[error("{message}")]
     Conflict { message: String, target: String },
