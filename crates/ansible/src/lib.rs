@@ -1,1 +1,760 @@
+//! The local Ansible provider (DESIGN §6.1): one `ansible-runner` process per job, run
+//! against a private data directory named by the job's idempotency key, so a restarted
+//! Slipway finds every job it started.
+//!
+//! Shape: [`AnsibleOptions`] → [`AnsibleProvider::new`] → [`Provider`].
+//!
+//! * **Launch** writes `work_dir/<key>/` (extra vars, inventory, runner settings), spawns
+//!   `ansible-runner run` in its own process group with output to files, and records the
+//!   runner's pid and start time in `job.json`. The runner outlives Slipway: dropping the
+//!   provider or restarting never stops a job.
+//! * **Status** reads runner's artifacts (`artifacts/run/{status,rc,job_events}`) and the
+//!   process table; no in-memory state is needed, so adopted jobs work the same.
+//! * **Cancel** sends SIGTERM to the runner and ansible-playbook, then SIGKILLs whatever of
+//!   the job is left after a grace period (see [`terminate`] for why not runner's own
+//!   cancel).
+//! * **Find** adopts the job directory for a key, including a runner that was spawned but
+//!   not yet recorded when Slipway crashed.
+//!
+//! Extra vars are written with every string tagged `!unsafe`: Ansible would otherwise
+//! evaluate `{{ … }}` in user-supplied properties on this host.
+//!
+//! One Slipway process owns a work dir; launches for a key are serialised in-process.
 
+mod jobdir;
+mod naming;
+mod procfs;
+mod terminate;
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde_json::json;
+use slipway_domain::{JobState, Timestamp};
+use slipway_provider::{
+    CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
+};
+use tokio::task::JoinSet;
+
+use jobdir::{JOB_MARKER_VAR, JobDir, JobRecord, Layout};
+use procfs::ProcId;
+
+pub use naming::{conventional_playbook, job_dir_name, kebab};
+
+#[derive(Clone, Debug)]
+pub struct AnsibleOptions {
+    /// Provider instance name.
+    pub name: String,
+    /// Where playbooks live (runner's `--project-dir`).
+    pub playbook_dir: PathBuf,
+    /// Per-job private data directories are created here.
+    pub work_dir: PathBuf,
+    /// The `ansible-runner` executable (a bare name is looked up on `PATH`). Its directory
+    /// is put first on the job's `PATH`, since runner needs `ansible-playbook` there.
+    pub runner: PathBuf,
+    /// Pinned `ansible_python_interpreter`. Empty: the `python` next to the runner (a venv).
+    pub python_interpreter: PathBuf,
+    /// `Some("slipway")` → `slipway-create-virtual-network.yml`.
+    pub playbook_prefix: Option<String>,
+    /// Explicit playbook names per kind: `(create, delete)`; they win over the convention.
+    pub playbooks: HashMap<String, (Option<String>, Option<String>)>,
+    /// Runner's `job_timeout`: the job ends as Failed "Job terminated due to timeout".
+    pub job_timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL on cancel.
+    pub cancel_grace: Duration,
+    /// Jobs this provider runs at once; more launches are answered `RateLimited`.
+    pub max_concurrent: usize,
+    /// Static extra vars every job gets (e.g. where example playbooks keep state); the
+    /// `slipway` envelope wins on a name clash.
+    pub extra_vars: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Default for AnsibleOptions {
+    fn default() -> Self {
+        AnsibleOptions {
+            name: "ansible".into(),
+            playbook_dir: PathBuf::from("playbooks"),
+            work_dir: PathBuf::from("ansible-jobs"),
+            runner: PathBuf::from("ansible-runner"),
+            python_interpreter: PathBuf::new(),
+            playbook_prefix: None,
+            playbooks: HashMap::new(),
+            job_timeout: None,
+            cancel_grace: Duration::from_secs(10),
+            max_concurrent: 8,
+            extra_vars: serde_json::Map::new(),
+        }
+    }
+}
+
+/// Why the provider could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum AnsibleError {
+    #[error("ansible-runner not found or not executable: {0}")]
+    RunnerNotFound(PathBuf),
+    #[error("python interpreter not found: {0}")]
+    PythonNotFound(PathBuf),
+    #[error("cannot prepare the ansible work dir {path}: {source}")]
+    WorkDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid ansible provider option: {0}")]
+    InvalidOption(String),
+}
+
+/// Environment passed through to the runner. Everything else is dropped: runner writes
+/// its full environment into `artifacts/run/command`, and Slipway's environment may hold
+/// secrets (tokens for other providers).
+const PASS_ENV: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ"];
+
+/// How long a launch over `max_concurrent` is told to wait.
+const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+/// How often a pending cancellation checks whether the job is gone.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+/// Extra time `shutdown` allows beyond the grace period for escalations to finish.
+const SHUTDOWN_SLACK: Duration = Duration::from_secs(5);
+
+pub struct AnsibleProvider {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    playbook_dir: PathBuf,
+    work_dir: PathBuf,
+    runner: PathBuf,
+    python: PathBuf,
+    path_env: OsString,
+    playbook_prefix: Option<String>,
+    playbooks: HashMap<String, (Option<String>, Option<String>)>,
+    job_timeout: Option<Duration>,
+    cancel_grace: Duration,
+    max_concurrent: usize,
+    extra_vars: serde_json::Map<String, serde_json::Value>,
+    /// Serialises launch and find, so one key never gets two runners from this process.
+    launch_lock: tokio::sync::Mutex<()>,
+    /// Job dir names believed to be running (launched, or adopted and seen running).
+    active: Mutex<HashSet<String>>,
+    /// Job dir names with a pending SIGKILL escalation.
+    cancelling: Mutex<HashSet<String>>,
+    escalations: Mutex<JoinSet<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The data behind these locks stays consistent across a panic (plain set inserts).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs blocking file and `/proc` work off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, ProviderError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ProviderError::Transient(format!("ansible provider task failed: {e}")))
+}
+
+impl AnsibleProvider {
+    pub fn new(options: AnsibleOptions) -> Result<Self, AnsibleError> {
+        if options.max_concurrent == 0 {
+            return Err(AnsibleError::InvalidOption("max_concurrent must be at least 1".into()));
+        }
+        let runner =
+            resolve_executable(&options.runner).ok_or_else(|| AnsibleError::RunnerNotFound(options.runner.clone()))?;
+        let runner_bin = runner.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("/"));
+        let python = if options.python_interpreter.as_os_str().is_empty() {
+            runner_bin.join("python")
+        } else {
+            options.python_interpreter.clone()
+        };
+        if !is_executable(&python) {
+            return Err(AnsibleError::PythonNotFound(python));
+        }
+        let python_str = python.to_str().unwrap_or_default();
+        // It goes into an INI inventory line unquoted.
+        if python_str.is_empty() || python_str.contains(char::is_whitespace) {
+            return Err(AnsibleError::InvalidOption(format!(
+                "python_interpreter must be a UTF-8 path without whitespace: {}",
+                python.display()
+            )));
+        }
+        let work_dir_err = |source| AnsibleError::WorkDir { path: options.work_dir.clone(), source };
+        fs::create_dir_all(&options.work_dir).map_err(work_dir_err)?;
+        let work_dir = fs::canonicalize(&options.work_dir).map_err(work_dir_err)?;
+        // The job dir is matched textually in /proc cmdlines and environments.
+        if work_dir.to_str().is_none() {
+            return Err(AnsibleError::InvalidOption(format!("work_dir must be valid UTF-8: {}", work_dir.display())));
+        }
+        let playbook_dir = std::path::absolute(&options.playbook_dir).map_err(|e| {
+            AnsibleError::InvalidOption(format!("playbook_dir {}: {e}", options.playbook_dir.display()))
+        })?;
+        let mut path_env = OsString::from(runner_bin.as_os_str());
+        path_env.push(":");
+        path_env.push(std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()));
+        Ok(AnsibleProvider {
+            inner: Arc::new(Inner {
+                name: options.name,
+                playbook_dir,
+                work_dir,
+                runner,
+                python,
+                path_env,
+                playbook_prefix: options.playbook_prefix,
+                playbooks: options.playbooks,
+                job_timeout: options.job_timeout,
+                cancel_grace: options.cancel_grace,
+                max_concurrent: options.max_concurrent,
+                extra_vars: options.extra_vars,
+                launch_lock: tokio::sync::Mutex::new(()),
+                active: Mutex::new(HashSet::new()),
+                cancelling: Mutex::new(HashSet::new()),
+                escalations: Mutex::new(JoinSet::new()),
+            }),
+        })
+    }
+
+    /// The directory holding job directories.
+    pub fn work_dir(&self) -> &Path {
+        &self.inner.work_dir
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn resolve_executable(path: &Path) -> Option<PathBuf> {
+    let found = if path.components().count() == 1 && !path.is_absolute() {
+        let dirs = std::env::var_os("PATH")?;
+        std::env::split_paths(&dirs).map(|d| d.join(path)).find(|p| is_executable(p))?
+    } else {
+        path.to_path_buf()
+    };
+    if !is_executable(&found) {
+        return None;
+    }
+    // Absolute but not canonical: a venv's bin dir must stay the venv's (its `python`
+    // symlink points outside the venv).
+    std::path::absolute(found).ok()
+}
+
+/// What a look at a job directory found.
+struct Observation {
+    /// The runner, if it is still running.
+    runner: Option<ProcId>,
+    status: JobStatus,
+}
+
+impl Inner {
+    fn job_dir(&self, name: &str) -> JobDir {
+        JobDir::new(self.work_dir.join(name))
+    }
+
+    fn playbook_name(&self, r: &LaunchRequest) -> String {
+        let explicit = self.playbooks.get(&r.kind).and_then(|(create, delete)| match r.action {
+            JobAction::Create => create.clone(),
+            JobAction::Delete => delete.clone(),
+        });
+        explicit.unwrap_or_else(|| conventional_playbook(self.playbook_prefix.as_deref(), r.action.as_str(), &r.kind))
+    }
+
+    fn resolve_playbook(&self, r: &LaunchRequest) -> Result<String, ProviderError> {
+        let name = self.playbook_name(r);
+        if self.playbook_dir.join(&name).is_file() {
+            Ok(name)
+        } else {
+            Err(ProviderError::Permanent(format!("playbook {name} not found in {}", self.playbook_dir.display())))
+        }
+    }
+
+    fn dir_name(key: &str) -> Result<String, ProviderError> {
+        job_dir_name(key).ok_or_else(|| {
+            ProviderError::Permanent(format!(
+                "idempotency key {key:?} cannot name a job directory (empty or over {} characters)",
+                naming::MAX_KEY_CHARS
+            ))
+        })
+    }
+
+    fn handle(&self, name: &str, job: &JobDir) -> JobHandle {
+        JobHandle { job_id: name.to_owned(), data: json!({ "dir": job.dir.display().to_string() }) }
+    }
+
+    /// The job directory a handle refers to. `data.dir` is preferred, so jobs stay
+    /// reachable if the configured work dir changes.
+    fn job_for_handle(&self, h: &JobHandle) -> Result<(String, JobDir), ProviderError> {
+        if !naming::is_job_dir_name(&h.job_id) {
+            return Err(ProviderError::Permanent(format!("invalid ansible job id {:?}", h.job_id)));
+        }
+        let dir = match h.data.get("dir").and_then(|d| d.as_str()) {
+            Some(d) if Path::new(d).file_name() == Some(h.job_id.as_ref()) => PathBuf::from(d),
+            Some(d) => {
+                return Err(ProviderError::Permanent(format!("ansible job {} has a mismatched dir {d}", h.job_id)));
+            }
+            None => self.work_dir.join(&h.job_id),
+        };
+        Ok((h.job_id.clone(), JobDir::new(dir)))
+    }
+
+    /// A runner process for `job` found in the process table (used when Slipway crashed
+    /// between spawning it and writing `job.json`): its identity and `-p` playbook.
+    fn find_unrecorded_runner(job: &JobDir) -> Option<(ProcId, Option<String>)> {
+        let dir = job.dir.to_str()?;
+        let procs = procfs::snapshot();
+        let matches: Vec<(procfs::ProcStat, Vec<String>)> = procs
+            .iter()
+            .filter(|p| p.is_running())
+            .filter_map(|p| {
+                let argv = procfs::cmdline(p.pid)?;
+                argv.iter().any(|a| a == dir).then_some((*p, argv))
+            })
+            .collect();
+        // A forked-but-not-yet-exec'd child carries its parent's cmdline: take the root.
+        let pids: HashSet<i32> = matches.iter().map(|(p, _)| p.pid).collect();
+        let (stat, argv) = matches.into_iter().find(|(p, _)| !pids.contains(&p.ppid))?;
+        let playbook = argv.iter().position(|a| a == "-p" || a == "--playbook").and_then(|i| argv.get(i + 1).cloned());
+        Some((stat.id(), playbook))
+    }
+
+    /// Looks at a job directory and maps what runner recorded. Blocking.
+    fn observe(&self, name: &str, job: &JobDir) -> Observation {
+        let record = match job.read_record() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(dir = %job.dir.display(), error = %e, "unreadable job.json");
+                None
+            }
+        };
+        let runner = match &record {
+            Some(r) => Some(ProcId { pid: r.pid, start_time: r.start_time_ticks }),
+            None => Self::find_unrecorded_runner(job).map(|(id, _)| id),
+        };
+        let alive = runner.filter(|r| procfs::is_alive(*r));
+        // Results are read only after the liveness check: a runner seen dead has already
+        // written everything it ever will, so "dead and no status" really means no result.
+        let word = job.runner_status();
+        let terminal_word = word.filter(|_| alive.is_none() || job.has_rc());
+        let status = match terminal_word {
+            Some(word) => {
+                let (state, message) = map_runner_status(&word);
+                let error_details = if state == JobState::Failed { job.failure_details() } else { String::new() };
+                let ended_normally = state == JobState::Succeeded || word == "failed";
+                self.finished(name, job, ended_normally, alive);
+                JobStatus { state, message, error_details }
+            }
+            None if alive.is_some() => {
+                lock(&self.active).insert(name.to_owned());
+                JobStatus { state: JobState::Running, message: "running".into(), error_details: String::new() }
+            }
+            None => {
+                self.finished(name, job, false, None);
+                if job.cancel_marker().exists() {
+                    JobStatus {
+                        state: JobState::Canceled,
+                        message: "canceled before the runner recorded a result".into(),
+                        error_details: String::new(),
+                    }
+                } else {
+                    JobStatus {
+                        state: JobState::Failed,
+                        message: "the runner exited without recording a result".into(),
+                        error_details: job.failure_details(),
+                    }
+                }
+            }
+        };
+        Observation { runner: alive, status }
+    }
+
+    /// Bookkeeping once a job is over. A job that ended normally (the playbook finished,
+    /// successfully or not) is left alone; one that was cancelled, timed out or whose
+    /// runner died may have orphaned workers, which are killed here; `runner` (still
+    /// alive when its results are already written) is spared, it exits by itself.
+    /// Blocking.
+    fn finished(&self, name: &str, job: &JobDir, ended_normally: bool, runner: Option<ProcId>) {
+        lock(&self.active).remove(name);
+        // A file, not memory: done once per job, across restarts, without growing state.
+        let done = job.finished_marker();
+        if done.exists() {
+            return;
+        }
+        if !ended_normally {
+            terminate::sweep(job, runner);
+        }
+        // Module payloads of interrupted tasks; nothing reads them.
+        if let Err(e) = fs::remove_dir_all(job.tmp())
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::debug!(dir = %job.dir.display(), error = %e, "could not remove job tmp");
+        }
+        if let Err(e) = fs::write(&done, b"") {
+            tracing::debug!(dir = %job.dir.display(), error = %e, "could not mark job finished");
+        }
+    }
+
+    /// The job already started for this request's key, if any. Blocking.
+    fn find_existing(&self, name: &str, r: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
+        let job = self.job_dir(name);
+        if !job.exists() {
+            return Ok(None);
+        }
+        let record = job.read_record().map_err(|e| {
+            // A record is written atomically after a spawn: an unreadable one still means
+            // a job was started, so "none" would be a lie.
+            ProviderError::Indeterminate(format!("job record in {} is unreadable: {e}", job.dir.display()))
+        })?;
+        let template = match record {
+            Some(rec) if rec.key != r.idempotency_key => {
+                return Err(ProviderError::Permanent(format!(
+                    "job dir {} belongs to key {:?}, not {:?}",
+                    job.dir.display(),
+                    rec.key,
+                    r.idempotency_key
+                )));
+            }
+            Some(rec) => rec.playbook,
+            None => match Self::find_unrecorded_runner(&job) {
+                Some((id, playbook)) => {
+                    let playbook = playbook.unwrap_or_else(|| self.playbook_name(r));
+                    let rec = JobRecord {
+                        key: r.idempotency_key.clone(),
+                        pid: id.pid,
+                        start_time_ticks: id.start_time,
+                        playbook: playbook.clone(),
+                        launched_at: Timestamp::from_system(SystemTime::now()).to_rfc3339(),
+                    };
+                    if let Err(e) = job.write_record(&rec) {
+                        tracing::warn!(dir = %job.dir.display(), error = %e, "cannot record adopted runner");
+                    }
+                    tracing::info!(dir = %job.dir.display(), pid = id.pid, "adopted an unrecorded runner");
+                    playbook
+                }
+                // Runner creates artifacts/ first thing: with them, a run happened.
+                None if job.artifacts().exists() => self.playbook_name(r),
+                // Created but never started (crash before spawn): safe to launch anew.
+                None => return Ok(None),
+            },
+        };
+        let obs = self.observe(name, &job);
+        Ok(Some(Launched { handle: self.handle(name, &job), state: obs.status.state, template }))
+    }
+
+    /// `RateLimited` when `max_concurrent` jobs run. Blocking.
+    fn check_capacity(&self) -> Result<(), ProviderError> {
+        let names: Vec<String> = lock(&self.active).iter().cloned().collect();
+        if names.len() < self.max_concurrent {
+            return Ok(());
+        }
+        // Adopted jobs leave the set only when observed finished: recheck before refusing.
+        for name in names {
+            let job = self.job_dir(&name);
+            let alive = job
+                .read_record()
+                .ok()
+                .flatten()
+                .is_some_and(|r| procfs::is_alive(ProcId { pid: r.pid, start_time: r.start_time_ticks }));
+            if !alive {
+                lock(&self.active).remove(&name);
+            }
+        }
+        let running = lock(&self.active).len();
+        if running < self.max_concurrent {
+            Ok(())
+        } else {
+            Err(ProviderError::RateLimited {
+                retry_after: BUSY_RETRY_AFTER,
+                message: format!("{running} ansible jobs running (max_concurrent)"),
+            })
+        }
+    }
+
+    /// Writes a fresh job directory, replacing a stale one (created but never started).
+    /// Blocking.
+    fn prepare(&self, job: &JobDir, r: &LaunchRequest) -> io::Result<()> {
+        match fs::remove_dir_all(&job.dir) {
+            Ok(()) => {
+                tracing::info!(dir = %job.dir.display(), "removed a job dir that never started")
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let layout = Layout {
+            request: r,
+            python: &self.python,
+            extra_vars: &self.extra_vars,
+            job_timeout_secs: self.job_timeout.map(|t| t.as_secs() + u64::from(t.subsec_nanos() > 0)),
+        };
+        job.create(&layout).inspect_err(|_| {
+            let _ = fs::remove_dir_all(&job.dir);
+        })
+    }
+
+    fn command(&self, job: &JobDir, playbook: &str) -> io::Result<tokio::process::Command> {
+        let stdout = fs::File::create(job.runner_stdout())?;
+        let stderr = fs::File::create(job.runner_stderr())?;
+        let mut cmd = tokio::process::Command::new(&self.runner);
+        cmd.arg("run")
+            .arg(&job.dir)
+            .arg("-p")
+            .arg(playbook)
+            .arg("--project-dir")
+            .arg(&self.playbook_dir)
+            .arg("--ident")
+            .arg(jobdir::IDENT)
+            .current_dir(&job.dir)
+            .env_clear()
+            .envs(PASS_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
+            // ANSIBLE_* configures Ansible itself (e.g. ANSIBLE_CONFIG); not secrets.
+            .envs(
+                std::env::vars_os()
+                    .filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("ANSIBLE_") && k != JOB_MARKER_VAR)),
+            )
+            .env("PATH", &self.path_env)
+            .env(JOB_MARKER_VAR, &job.dir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            // Own group: a Ctrl-C or signal to Slipway's group does not reach the job.
+            .process_group(0)
+            // Jobs outlive the provider (and Slipway): a restart adopts them.
+            .kill_on_drop(false);
+        Ok(cmd)
+    }
+}
+
+/// Runner's final status word → job state and message (AWX's mapping).
+fn map_runner_status(word: &str) -> (JobState, String) {
+    match word {
+        "successful" => (JobState::Succeeded, word.into()),
+        "failed" => (JobState::Failed, word.into()),
+        "canceled" => (JobState::Canceled, word.into()),
+        "timeout" => (JobState::Failed, "Job terminated due to timeout".into()),
+        "error" => (JobState::Failed, "Job terminated due to error".into()),
+        other => (JobState::Failed, format!("the runner ended with unexpected status {other:?}")),
+    }
+}
+
+#[async_trait]
+impl Provider for AnsibleProvider {
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    async fn launch(&self, request: &LaunchRequest) -> Result<Launched, ProviderError> {
+        let inner = &self.inner;
+        let playbook = inner.resolve_playbook(request)?;
+        let name = Inner::dir_name(&request.idempotency_key)?;
+        let job = inner.job_dir(&name);
+        let _launching = inner.launch_lock.lock().await;
+
+        // At most one job per key: an earlier launch (maybe before a restart) is returned.
+        let existing = {
+            let (inner, name, request) = (inner.clone(), name.clone(), request.clone());
+            blocking(move || inner.find_existing(&name, &request)).await??
+        };
+        if let Some(launched) = existing {
+            tracing::info!(job = %name, "launch found an existing job for the key");
+            return Ok(launched);
+        }
+        {
+            let inner = inner.clone();
+            blocking(move || inner.check_capacity()).await??;
+        }
+        {
+            let (inner, job, request) = (inner.clone(), job.clone(), request.clone());
+            blocking(move || inner.prepare(&job, &request))
+                .await?
+                .map_err(|e| ProviderError::Transient(format!("cannot prepare job dir for {name}: {e}")))?;
+        }
+
+        let spawned = inner.command(&job, &playbook).and_then(|mut cmd| cmd.spawn());
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = fs::remove_dir_all(&job.dir);
+                let msg = format!("cannot start {}: {e}", inner.runner.display());
+                return Err(match e.kind() {
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied => ProviderError::Permanent(msg),
+                    _ => ProviderError::Transient(msg),
+                });
+            }
+        };
+        // From here on the job runs: report success whatever else fails (find would adopt
+        // it from the process table).
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        // The child is unreaped until the reaper below runs, so its /proc entry is ours.
+        match procfs::identify(pid) {
+            Some(id) => {
+                let record = JobRecord {
+                    key: request.idempotency_key.clone(),
+                    pid,
+                    start_time_ticks: id.start_time,
+                    playbook: playbook.clone(),
+                    launched_at: Timestamp::from_system(SystemTime::now()).to_rfc3339(),
+                };
+                let job2 = job.clone();
+                if let Err(e) = blocking(move || job2.write_record(&record))
+                    .await
+                    .and_then(|r| r.map_err(|e| ProviderError::Transient(e.to_string())))
+                {
+                    tracing::warn!(job = %name, error = %e, "cannot write job.json; the job runs unrecorded");
+                }
+            }
+            None => tracing::warn!(job = %name, pid, "runner exited before it could be recorded"),
+        }
+        lock(&inner.active).insert(name.clone());
+        tracing::info!(job = %name, pid, playbook = %playbook, "launched ansible-runner");
+
+        // Reap the runner so it never lingers as a zombie, then tidy up after it.
+        let reaper = inner.clone();
+        let (reaper_name, reaper_job) = (name.clone(), job.clone());
+        tokio::spawn(async move {
+            match child.wait().await {
+                Ok(status) => {
+                    tracing::debug!(job = %reaper_name, %status, "ansible-runner exited")
+                }
+                Err(e) => {
+                    tracing::warn!(job = %reaper_name, error = %e, "waiting for ansible-runner")
+                }
+            }
+            let _ = blocking(move || {
+                let ended_normally = matches!(reaper_job.runner_status().as_deref(), Some("successful" | "failed"));
+                reaper.finished(&reaper_name, &reaper_job, ended_normally, None);
+            })
+            .await;
+        });
+
+        Ok(Launched { handle: inner.handle(&name, &job), state: JobState::Running, template: playbook })
+    }
+
+    async fn status(&self, handles: &[JobHandle]) -> Vec<Result<JobStatus, ProviderError>> {
+        let inner = self.inner.clone();
+        let handles = handles.to_vec();
+        let count = handles.len();
+        let result = blocking(move || {
+            handles
+                .iter()
+                .map(|h| {
+                    let (name, job) = inner.job_for_handle(h)?;
+                    if !job.exists() {
+                        return Err(ProviderError::NotFound(format!(
+                            "ansible job dir {} does not exist",
+                            job.dir.display()
+                        )));
+                    }
+                    Ok(inner.observe(&name, &job).status)
+                })
+                .collect()
+        })
+        .await;
+        result.unwrap_or_else(|e| vec![Err(e); count])
+    }
+
+    async fn cancel(&self, handle: &JobHandle) -> Result<CancelOutcome, ProviderError> {
+        let inner = self.inner.clone();
+        let (name, job) = inner.job_for_handle(handle)?;
+        let requested = {
+            let (inner, name, job) = (inner.clone(), name.clone(), job.clone());
+            blocking(move || -> Result<_, ProviderError> {
+                if !job.exists() {
+                    return Err(ProviderError::NotFound(format!(
+                        "ansible job dir {} does not exist",
+                        job.dir.display()
+                    )));
+                }
+                let obs = inner.observe(&name, &job);
+                let Some(runner) = obs.runner.filter(|_| !obs.status.state.is_terminal()) else {
+                    return Ok(None);
+                };
+                if let Err(e) = fs::write(job.cancel_marker(), b"") {
+                    tracing::warn!(job = %name, error = %e, "cannot record the cancel request");
+                }
+                if !lock(&inner.cancelling).insert(name.clone()) {
+                    // Already signalled; its escalation is pending.
+                    return Ok(Some(None));
+                }
+                tracing::info!(job = %name, pid = runner.pid, "cancelling ansible job");
+                let collected = terminate::request_cancel(&job, runner);
+                Ok(Some(Some((runner, collected))))
+            })
+            .await??
+        };
+        let (runner, collected) = match requested {
+            None => return Ok(CancelOutcome::AlreadyFinished),
+            Some(None) => return Ok(CancelOutcome::Requested),
+            Some(Some(plan)) => plan,
+        };
+
+        let grace = inner.cancel_grace;
+        let task_inner = inner.clone();
+        let escalation = async move {
+            let deadline = tokio::time::Instant::now() + grace;
+            loop {
+                let now = tokio::time::Instant::now();
+                tokio::time::sleep(CANCEL_POLL.min(deadline.saturating_duration_since(now))).await;
+                let (job2, known) = (job.clone(), collected.clone());
+                let left = blocking(move || terminate::remaining(&job2, Some(runner), &known))
+                    .await
+                    .map(|s| s.len())
+                    .unwrap_or(1);
+                if left == 0 {
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    let (job2, known) = (job.clone(), collected.clone());
+                    let _ = blocking(move || terminate::kill_all(&job2, Some(runner), &known)).await;
+                    break;
+                }
+            }
+            lock(&task_inner.cancelling).remove(&name);
+        };
+        let mut tasks = lock(&inner.escalations);
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(escalation);
+        Ok(CancelOutcome::Requested)
+    }
+
+    async fn find(&self, request: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
+        // A key that cannot name a directory was never launched.
+        let Some(name) = job_dir_name(&request.idempotency_key) else {
+            return Ok(None);
+        };
+        let _launching = self.inner.launch_lock.lock().await;
+        let (inner, request) = (self.inner.clone(), request.clone());
+        blocking(move || inner.find_existing(&name, &request)).await?
+    }
+
+    async fn shutdown(&self) {
+        let mut tasks = std::mem::take(&mut *lock(&self.inner.escalations));
+        let bound = self.inner.cancel_grace + SHUTDOWN_SLACK;
+        let drained = tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(pending = tasks.len(), "cancel escalations still pending at shutdown");
+            // Dropping the set would abort them; let them finish if the runtime lives on.
+            tasks.detach_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runner_status_mapping() {
+        assert_eq!(map_runner_status("successful").0, JobState::Succeeded);
+        assert_eq!(map_runner_status("failed").0, JobState::Failed);
+        assert_eq!(map_runner_status("canceled").0, JobState::Canceled);
+        assert_eq!(map_runner_status("timeout"), (JobState::Failed, "Job terminated due to timeout".into()));
+        assert_eq!(map_runner_status("error"), (JobState::Failed, "Job terminated due to error".into()));
+        assert_eq!(map_runner_status("weird").0, JobState::Failed);
+    }
+}

@@ -1,1 +1,95 @@
+//! The ARM HTTP front end (axum) and the async-notification sender. The only crate that
+//! knows HTTP and the ARM wire format. It never calls a provider: it records intent in the
+//! store (one transaction per request), wakes the engine, and answers.
 
+mod error;
+mod handlers;
+pub mod notify;
+mod route;
+pub mod types;
+mod wire;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, Request, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use slipway_domain::time::Clock;
+use slipway_store::Store;
+
+pub use error::ArmError;
+pub use types::{ResourceType, TypeRegistry};
+pub use wire::operation_status_body;
+
+#[derive(Clone, Debug)]
+pub struct ApiOptions {
+    /// The RP location used in operation URLs.
+    pub location: String,
+    /// `Retry-After` on accepted long-running operations, in seconds.
+    pub retry_after_secs: u64,
+    pub max_body_bytes: usize,
+    /// Default page size of collection GETs.
+    pub page_size: usize,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        ApiOptions { location: "local".into(), retry_after_secs: 1, max_body_bytes: 1024 * 1024, page_size: 100 }
+    }
+}
+
+pub struct ApiState {
+    pub store: Arc<dyn Store>,
+    pub types: TypeRegistry,
+    pub clock: Arc<dyn Clock>,
+    pub options: ApiOptions,
+    /// Called after a request's change committed (wakes the engine).
+    pub on_accept: Arc<dyn Fn() + Send + Sync>,
+}
+
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .fallback(|State(state): State<Arc<ApiState>>, req: Request<Body>| handlers::handle(state, req))
+        .layer(middleware::from_fn(correlation))
+        .with_state(state)
+}
+
+async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        Err(e) => ArmError::unavailable(format!("store: {e}")).into_response(),
+    }
+}
+
+/// `x-ms-request-id` on every response; correlation and client request ids echoed.
+async fn correlation(req: Request<Body>, next: Next) -> Response {
+    let echo: Vec<(&'static str, HeaderValue)> = ["x-ms-correlation-request-id", "x-ms-client-request-id"]
+        .into_iter()
+        .filter_map(|h| req.headers().get(h).map(|v| (h, v.clone())))
+        .collect();
+    let mut resp = next.run(req).await;
+    let headers = resp.headers_mut();
+    if let Ok(id) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()) {
+        headers.insert("x-ms-request-id", id);
+    }
+    for (name, value) in echo {
+        headers.insert(name, value);
+    }
+    resp
+}
+
+/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<ApiState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}

@@ -26,7 +26,7 @@ impl Default for BackoffPolicy {
 }
 
 impl BackoffPolicy {
-    fn from_failed(self, jobs: &[Job], matches: impl Fn(&Job) -> bool) -> Duration {
+    fn after_failures(self, jobs: &[Job], matches: impl Fn(&Job) -> bool) -> Duration {
         // Array order (newest appended last), Failed only — as the reference does.
         let mut failed = jobs
             .iter()
@@ -44,14 +44,14 @@ impl BackoffPolicy {
 
     /// Backoff before retrying provisioning of `version`.
     pub fn provision(self, jobs: &[Job], version: &ConfigVersion) -> Duration {
-        self.from_failed(jobs, |j| {
+        self.after_failures(jobs, |j| {
             j.job_type == JobType::Provision && &j.config_version == version
         })
     }
 
     /// Backoff before retrying a failed deprovision.
     pub fn deprovision(self, jobs: &[Job]) -> Duration {
-        self.from_failed(jobs, |j| j.job_type == JobType::Deprovision)
+        self.after_failures(jobs, |j| j.job_type == JobType::Deprovision)
     }
 }
 

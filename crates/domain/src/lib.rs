@@ -26,4 +26,4 @@ pub use operation::{CloudError, Initiator, Operation, OperationRequest};
 pub use policy::TypePolicy;
 pub use resource::{ResourceRecord, Snapshot, Spec};
 pub use state::ProvisioningState;
-pub use time::Timestamp;
+pub use time::{Clock, SystemClock, Timestamp};

@@ -142,10 +142,41 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
     );
 }
 
-fn resolve_launching(snap: &Snapshot) -> Option<Effect> {
-    let job = res(snap).jobs.iter().find(|j| j.state == JobState::Launching)?;
-    let key = job.idempotency_key.clone();
-    Some(if job.absent_confirmed { Effect::Launch { key } } else { Effect::Find { key } })
+/// A `Launching` entry is found unless the provider said it does not exist. One known not to
+/// exist is launched, or dropped when no longer wanted (it never started: there is nothing to
+/// cancel or remove).
+fn resolve_launching(snap: &mut Snapshot) -> Option<Effect> {
+    loop {
+        let i = res(snap).jobs.iter().position(|j| j.state == JobState::Launching)?;
+        let job = &res(snap).jobs[i];
+        let key = job.idempotency_key.clone();
+        if !job.absent_confirmed {
+            return Some(Effect::Find { key });
+        }
+        if !launch_still_wanted(snap, job) {
+            res_mut(snap).jobs.remove(i);
+            continue;
+        }
+        // This attempt's outcome is unknown until `apply` records it: a crash before then
+        // must lead to a `Find`, never to a second launch of the key.
+        res_mut(snap).jobs[i].absent_confirmed = false;
+        return Some(Effect::Launch { key });
+    }
+}
+
+/// A provision job is not launched for a resource being deleted, for an operation being
+/// canceled, or for a spec that has since changed.
+fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
+    if job.job_type == JobType::Deprovision {
+        return true;
+    }
+    let res = res(snap);
+    let canceling = job
+        .operation_id
+        .as_ref()
+        .and_then(|id| snap.operation(id))
+        .is_some_and(|o| o.status == ProvisioningState::Canceling);
+    !res.is_deleting() && !canceling && job.config_version == res.desired_config_version
 }
 
 /// Records a `Launching` entry (the intent) and names it.
@@ -154,7 +185,11 @@ fn begin_launch(snap: &mut Snapshot, policy: &TypePolicy, job_type: JobType, op:
     res.job_seq += 1;
     let prefix = op.as_ref().unwrap_or(&res.last_operation_id);
     let key = format!("{prefix}:{}", res.job_seq);
-    let mut job = Job::new("", job_type, JobState::Launching, now);
+    // Trigger times order the history (`latest_job_by_type`, ties to the older entry): keep
+    // them strictly increasing when the clock stands still or lags another replica's.
+    let after_last = res.jobs.iter().map(|j| Timestamp(j.timestamp.0.saturating_add(1))).max();
+    let at = after_last.map_or(now, |t| t.max(now));
+    let mut job = Job::new("", job_type, JobState::Launching, at);
     job.idempotency_key = key.clone();
     job.provider = policy.provider.clone();
     job.operation_id = op.clone();
@@ -220,7 +255,8 @@ fn finish_from_job(snap: &mut Snapshot, op_id: &OperationId, job: &Job, user_can
     if status == ProvisioningState::Succeeded {
         res_mut(snap).convergence_stopped_for = None;
     }
-    if user_canceled && status == ProvisioningState::Canceled {
+    if user_canceled && status != ProvisioningState::Succeeded {
+        // The user asked to stop: a job that failed anyway must not be retried either.
         let res = res_mut(snap);
         res.convergence_stopped_for = Some(res.desired_config_version.clone());
     }
@@ -258,12 +294,21 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
     let res = res(snap);
     let desired = res.desired_config_version.clone();
     let stopped = res.convergence_stopped_for.as_ref() == Some(&desired);
-    let (action, latest) = evaluate_action(&res.jobs, &desired, || false);
+    let (mut action, latest) = evaluate_action(&res.jobs, &desired, || false);
     let latest = latest.cloned();
+    // A launch that failed before any job existed has no job id, which the OSAC table reads
+    // as "no job" (row 3: Trigger). It is a failed attempt at this version: back off, or the
+    // engine relaunches in a tight loop.
+    let failed_launch = latest
+        .as_ref()
+        .is_some_and(|l| l.config_version == desired && l.state.is_terminal() && l.state != JobState::Succeeded);
+    if action == Action::Trigger && failed_launch {
+        action = Action::Backoff;
+    }
     match action {
         Action::Skip => {
             let res = res_mut(snap);
-            let recovered = res.provisioning_state == ProvisioningState::Failed
+            let recovered = matches!(res.provisioning_state, ProvisioningState::Failed | ProvisioningState::Canceled)
                 && latest.is_some_and(|l| l.state == JobState::Succeeded && l.config_version == desired);
             if recovered {
                 res.provisioning_state = ProvisioningState::Succeeded;
@@ -348,7 +393,9 @@ pub fn apply(snap: &mut Snapshot, effect: &Effect, outcome: Outcome, policy: &Ty
             None
         }
         (Effect::Launch { .. } | Effect::Find { .. }, Outcome::Failed(f)) => match f.kind {
-            FailureKind::Permanent | FailureKind::NotFound => {
+            // Only a launch the provider refused is known not to have started; a failed
+            // `Find` proves nothing either way, so its entry stays `Launching` (below).
+            FailureKind::Permanent | FailureKind::NotFound if matches!(effect, Effect::Launch { .. }) => {
                 job.state = JobState::Failed;
                 job.message = format!("Launch failed: {}", f.message);
                 None
@@ -359,7 +406,7 @@ pub fn apply(snap: &mut Snapshot, effect: &Effect, outcome: Outcome, policy: &Ty
                 job.message = format!("Launch delayed: {}", f.message);
                 Some(now.add(retry_after))
             }
-            FailureKind::Transient | FailureKind::Indeterminate => {
+            FailureKind::Transient | FailureKind::Indeterminate | FailureKind::Permanent | FailureKind::NotFound => {
                 job.launch_attempts += 1;
                 // Only a launch that surely did not happen may skip the next Find.
                 job.absent_confirmed = f.kind == FailureKind::Transient && matches!(effect, Effect::Launch { .. });

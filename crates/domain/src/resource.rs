@@ -179,24 +179,22 @@ impl Snapshot {
         if !op.transition(status, error.clone(), now) {
             return false;
         }
-        if status.is_terminal() {
-            if let Some(uri) = &op.notification_uri {
-                self.notifications.push(NewNotification {
-                    subscription: op.subscription.clone(),
-                    operation_id: op.id.clone(),
-                    uri: uri.clone(),
-                });
-            }
+        if status.is_terminal()
+            && let Some(uri) = &op.notification_uri
+        {
+            self.notifications.push(NewNotification {
+                subscription: op.subscription.clone(),
+                operation_id: op.id.clone(),
+                uri: uri.clone(),
+            });
         }
-        if let Some(res) = self.resource.as_mut() {
-            if res.active_operation_id.as_ref() == Some(op_id) {
-                if res.provisioning_state != status {
-                    res.provisioning_state = status;
-                }
-                if status.is_terminal() {
-                    res.active_operation_id = None;
-                    res.last_error = error;
-                }
+        if let Some(res) = self.resource.as_mut()
+            && res.active_operation_id.as_ref() == Some(op_id)
+        {
+            res.provisioning_state = status;
+            if status.is_terminal() {
+                res.active_operation_id = None;
+                res.last_error = error;
             }
         }
         true

@@ -26,10 +26,13 @@ impl Timestamp {
         }
     }
 
+    // Saturating, unlike `std::ops::Add`, so a huge configured duration cannot overflow.
+    #[allow(clippy::should_implement_trait)]
     pub fn add(self, d: Duration) -> Self {
         Timestamp(self.0.saturating_add(d.as_millis().min(i64::MAX as u128) as i64))
     }
 
+    #[allow(clippy::should_implement_trait)]
     pub fn sub(self, d: Duration) -> Self {
         Timestamp(self.0.saturating_sub(d.as_millis().min(i64::MAX as u128) as i64))
     }
@@ -106,5 +109,40 @@ mod tests {
         assert_eq!(t.sub(Duration::from_secs(2)), Timestamp(8_000));
         assert_eq!(t.since(Timestamp(12_000)), Duration::ZERO);
         assert_eq!(Timestamp(12_000).since(t), Duration::from_secs(2));
+    }
+}
+
+/// Where the edges (API, engine) read the current time. Tests inject [`ShiftedClock`].
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Timestamp;
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_system(std::time::SystemTime::now())
+    }
+}
+
+/// System time plus an offset that tests move forward (e.g. past an operation's TTL)
+/// without waiting.
+#[derive(Debug, Default)]
+pub struct ShiftedClock {
+    offset_ms: std::sync::atomic::AtomicI64,
+}
+
+impl ShiftedClock {
+    pub fn advance(&self, d: Duration) {
+        self.offset_ms
+            .fetch_add(d.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for ShiftedClock {
+    fn now(&self) -> Timestamp {
+        let base = SystemClock.now();
+        Timestamp(base.0 + self.offset_ms.load(std::sync::atomic::Ordering::SeqCst))
     }
 }

@@ -1,1 +1,241 @@
+//! The provisioning engine: claims due resources from the store under a lease, and drives
+//! each with the domain's pure `decide` → provider effect → `apply` loop, one store
+//! transaction per step (DESIGN §5).
+//!
+//! Shape: [`EngineOptions`] → [`Engine::new`] → [`Engine::run`] (the service, until its
+//! shutdown future resolves) with a cheap [`EngineHandle`] for the API to wake it.
+//!
+//! Guarantees:
+//! * One worker per resource at a time in this process; every write is fenced by the
+//!   lease epoch it claimed with, so a worker that lost its lease changes nothing.
+//! * A poll that observes no change writes nothing; a short wait keeps the lease and
+//!   sleeps in memory, a long one releases the resource with its next due time.
+//! * On shutdown, in-flight effects finish and are recorded; leases are released.
 
+mod effects;
+mod worker;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use slipway_domain::time::Clock;
+use slipway_domain::{ResourceKey, TypeKey, TypePolicy};
+use slipway_store::{ClaimRequest, Store};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+pub use effects::{Providers, launch_request};
+
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// This node's lease owner name; stable across restarts of the same node.
+    pub owner: String,
+    pub lease_for: Duration,
+    /// Resources claimed per store round trip (split between the two lanes).
+    pub claim_batch: usize,
+    /// Resources driven at once.
+    pub max_concurrent: usize,
+    /// How often to look for due work when nothing woke the engine.
+    pub idle_interval: Duration,
+    /// Waits up to this long keep the lease and sleep in memory; longer ones release.
+    pub hold_in_memory: Duration,
+    pub sweep_interval: Duration,
+    /// How long shutdown waits for in-flight effects.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            owner: "local".into(),
+            lease_for: Duration::from_secs(30),
+            claim_batch: 128,
+            max_concurrent: 4096,
+            idle_interval: Duration::from_secs(1),
+            hold_in_memory: Duration::from_secs(60),
+            sweep_interval: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(20),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("store: {0}")]
+    Store(#[from] slipway_store::StoreError),
+}
+
+/// Wakes the engine after a client request was committed.
+#[derive(Clone)]
+pub struct EngineHandle {
+    wake: Arc<Notify>,
+    outbox: Arc<Notify>,
+}
+
+impl EngineHandle {
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Notified whenever a committed change queued an async notification.
+    pub fn outbox_signal(&self) -> Arc<Notify> {
+        self.outbox.clone()
+    }
+}
+
+pub(crate) struct Shared {
+    pub store: Arc<dyn Store>,
+    pub providers: Providers,
+    pub policies: HashMap<TypeKey, TypePolicy>,
+    pub clock: Arc<dyn Clock>,
+    pub options: EngineOptions,
+    pub outbox: Arc<Notify>,
+    /// Workers in flight by resource.
+    pub running: Mutex<HashMap<ResourceKey, Arc<Slot>>>,
+}
+
+/// How the scheduler reaches a running worker: a claim returned its resource again (a
+/// client touched it, or it was released and re-leased), so the worker must decide again
+/// with the fence of that claim. Read and written under the `running` map lock, which
+/// makes "worker exits" and "scheduler hands it more work" mutually exclusive.
+pub(crate) struct Slot {
+    pub poke: Notify,
+    pub pending: Mutex<Option<slipway_store::Fence>>,
+}
+
+pub struct Engine {
+    shared: Arc<Shared>,
+    wake: Arc<Notify>,
+}
+
+impl Engine {
+    pub fn new(
+        store: Arc<dyn Store>,
+        providers: Providers,
+        policies: HashMap<TypeKey, TypePolicy>,
+        clock: Arc<dyn Clock>,
+        options: EngineOptions,
+    ) -> Self {
+        let shared = Shared {
+            store,
+            providers,
+            policies,
+            clock,
+            options,
+            outbox: Arc::new(Notify::new()),
+            running: Mutex::new(HashMap::new()),
+        };
+        Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
+    }
+
+    pub fn handle(&self) -> EngineHandle {
+        EngineHandle { wake: self.wake.clone(), outbox: self.shared.outbox.clone() }
+    }
+
+    /// Runs until `shutdown` resolves, then drains and releases leases.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), EngineError> {
+        let shared = self.shared;
+        let opts = shared.options.clone();
+        // A restarted node holds nothing: whatever its previous life leased is free again.
+        shared.store.release_leases(&opts.owner).await?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut workers = JoinSet::new();
+        let mut renew = tokio::time::interval(opts.lease_for / 3);
+        let mut sweep = tokio::time::interval(opts.sweep_interval);
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(opts.idle_interval) => {}
+                _ = renew.tick() => {
+                    let until = shared.clock.now().add(opts.lease_for);
+                    if let Err(e) = shared.store.renew_leases(&opts.owner, until).await {
+                        tracing::warn!(error = %e, "lease renewal failed");
+                    }
+                    continue;
+                }
+                _ = sweep.tick() => {
+                    match shared.store.sweep_operations(shared.clock.now()).await {
+                        Ok(n) if n > 0 => tracing::info!(expired = n, "swept expired operations"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "operation sweep failed"),
+                    }
+                    continue;
+                }
+                Some(_) = workers.join_next(), if !workers.is_empty() => continue,
+            }
+            if let Err(e) = claim_and_dispatch(&shared, &mut workers, &stop_rx).await {
+                tracing::warn!(error = %e, "claiming due work failed");
+            }
+        }
+        tracing::info!(in_flight = workers.len(), "engine stopping");
+        let _ = stop_tx.send(true);
+        let drained =
+            tokio::time::timeout(opts.shutdown_grace, async { while workers.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(left = workers.len(), "shutdown grace elapsed; abandoning workers");
+            workers.abort_all();
+        }
+        shared.store.release_leases(&opts.owner).await?;
+        for provider in shared.providers.values() {
+            provider.shutdown().await;
+        }
+        Ok(())
+    }
+}
+
+async fn claim_and_dispatch(
+    shared: &Arc<Shared>,
+    workers: &mut JoinSet<()>,
+    stop: &watch::Receiver<bool>,
+) -> Result<(), EngineError> {
+    let opts = &shared.options;
+    loop {
+        let in_flight = shared.running.lock().expect("running map").len();
+        let room = opts.max_concurrent.saturating_sub(in_flight).min(opts.claim_batch);
+        if room == 0 {
+            return Ok(());
+        }
+        let claimed = shared
+            .store
+            .claim(&ClaimRequest {
+                owner: opts.owner.clone(),
+                now: shared.clock.now(),
+                lease_for: opts.lease_for,
+                intent_limit: room.div_ceil(2),
+                followup_limit: room / 2,
+            })
+            .await?;
+        let full = claimed.len() >= room;
+        for record in claimed {
+            let key = record.key();
+            let Some(lease) = record.lease.clone() else { continue };
+            let fence = slipway_store::Fence { owner: lease.owner, epoch: lease.epoch };
+            let mut running = shared.running.lock().expect("running map");
+            if let Some(slot) = running.get(&key) {
+                *slot.pending.lock().expect("slot") = Some(fence);
+                slot.poke.notify_one();
+                continue;
+            }
+            let slot = Arc::new(Slot { poke: Notify::new(), pending: Mutex::new(None) });
+            running.insert(key.clone(), slot.clone());
+            drop(running);
+            let job = worker::Worker::new(
+                shared.clone(),
+                key,
+                record.id.type_key(),
+                fence,
+                record.generation,
+                slot,
+                stop.clone(),
+            );
+            workers.spawn(job.run());
+        }
+        if !full {
+            return Ok(());
+        }
+    }
+}

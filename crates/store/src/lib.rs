@@ -131,7 +131,12 @@ pub trait Store: Send + Sync + 'static {
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError>;
 
     /// An operation of the subscription that has not expired at `now`.
-    async fn get_operation(&self, subscription: &str, id: &OperationId, now: Timestamp) -> Result<Option<Operation>, StoreError>;
+    async fn get_operation(
+        &self,
+        subscription: &str,
+        id: &OperationId,
+        now: Timestamp,
+    ) -> Result<Option<Operation>, StoreError>;
 
     /// Leases due resources (`next_due <= now`) that are unleased, whose lease expired, or
     /// that the owner holds and a client touched since (`intent`). Intent lane first, then
@@ -153,7 +158,12 @@ pub trait Store: Send + Sync + 'static {
     /// Delivered: the row is removed.
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError>;
 
-    async fn reschedule_notification(&self, id: i64, next_attempt_at: Timestamp, last_error: &str) -> Result<(), StoreError>;
+    async fn reschedule_notification(
+        &self,
+        id: i64,
+        next_attempt_at: Timestamp,
+        last_error: &str,
+    ) -> Result<(), StoreError>;
 
     /// Gave up (the operation expired): kept as dead with its last error, never retried.
     async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError>;

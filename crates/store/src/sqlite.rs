@@ -1,1 +1,294 @@
-//! Filled by the SQLite implementation.
+//! The embedded SQLite engine: one database file in WAL mode, one writer thread doing group
+//! commit, and a small pool of read-only connections.
+//!
+//! SQLite admits one writer at a time anyway. Funnelling every write through one thread lets
+//! many concurrent requests share one transaction and so one fsync: that is where the
+//! throughput comes from with `synchronous=FULL`, not from weaker durability (DESIGN §7).
+//!
+//! Layout: [`schema`] (connections, pragmas, migrations), [`writer`] (the group-commit
+//! thread), [`readers`] (the read pool), [`rows`] (row ⇄ record mapping and the read
+//! queries), [`writes`] (everything the writer runs).
+
+mod readers;
+mod rows;
+mod schema;
+mod writer;
+mod writes;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{Connection, ErrorCode};
+use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::{Operation, Timestamp};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError};
+
+use readers::Readers;
+use writer::{Job, Request};
+
+/// SQLite's `synchronous` pragma, as far as Slipway offers it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync on every commit: an accepted operation survives power loss.
+    #[default]
+    Full,
+    /// fsync at checkpoints only: a power loss may drop the last commits (never corrupts).
+    Normal,
+}
+
+impl Synchronous {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
+impl FromStr for Synchronous {
+    type Err = String;
+
+    /// Case-insensitive `full` or `normal`, as configuration spells it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("full") {
+            Ok(Synchronous::Full)
+        } else if s.eq_ignore_ascii_case("normal") {
+            Ok(Synchronous::Normal)
+        } else {
+            Err(format!("synchronous must be FULL or NORMAL, not {s:?}"))
+        }
+    }
+}
+
+impl fmt::Display for Synchronous {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// The database file; `<path>.lock`, `<path>-wal` and `<path>-shm` live beside it.
+    pub path: PathBuf,
+    pub synchronous: Synchronous,
+    /// How long an operation stays readable after its last write.
+    pub operation_ttl: Duration,
+    /// Read-only connections (and so concurrent reads).
+    pub readers: usize,
+    /// Most write requests committed in one transaction.
+    pub max_batch: usize,
+}
+
+impl SqliteOptions {
+    pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        SqliteOptions {
+            path: path.into(),
+            synchronous: Synchronous::Full,
+            operation_ttl: Self::DEFAULT_OPERATION_TTL,
+            readers: 4,
+            max_batch: 256,
+        }
+    }
+}
+
+/// The SQLite [`Store`]. One per database file and process: a second open of the same file
+/// fails with [`StoreError::Unavailable`] while this one lives.
+pub struct SqliteStore {
+    // `None` only while dropping: closing the channel is what stops the writer.
+    jobs: Option<mpsc::Sender<Box<dyn Job>>>,
+    writer: Option<JoinHandle<()>>,
+    readers: Arc<Readers>,
+    synchronous: Synchronous,
+    operation_ttl: Duration,
+    // Held (locked) for the store's lifetime; declared last so it is released last.
+    _lock: File,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) and migrates the database, then starts the writer thread.
+    /// Does blocking file I/O: call it at startup or from `spawn_blocking`.
+    pub fn open(options: SqliteOptions) -> Result<SqliteStore, StoreError> {
+        let path = options.path.as_path();
+        let lock = lock_exclusive(path)?;
+        let conn = schema::open_writer(path, options.synchronous)?;
+        let readers = Readers::open(path, options.readers.max(1))?;
+        let max_batch = options.max_batch.max(1);
+        // A bounded queue pushes back on callers instead of growing without limit when the
+        // disk cannot keep up.
+        let (tx, rx) = mpsc::channel(max_batch.saturating_mul(2));
+        let writer = std::thread::Builder::new()
+            .name("slipway-sqlite-writer".into())
+            .spawn(move || writer::run(conn, rx, max_batch))
+            .map_err(|e| StoreError::Internal(format!("cannot start the SQLite writer thread: {e}")))?;
+        tracing::info!(path = %path.display(), synchronous = %options.synchronous, "SQLite store open");
+        Ok(SqliteStore {
+            jobs: Some(tx),
+            writer: Some(writer),
+            readers,
+            synchronous: options.synchronous,
+            operation_ttl: options.operation_ttl,
+            _lock: lock,
+        })
+    }
+
+    pub fn synchronous(&self) -> Synchronous {
+        self.synchronous
+    }
+
+    pub fn operation_ttl(&self) -> Duration {
+        self.operation_ttl
+    }
+
+    /// Runs `work` in the writer's next batch, inside its own savepoint, and answers once the
+    /// batch committed. If the caller goes away first the write still happens.
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let jobs = self.jobs.as_ref().ok_or_else(writer_stopped)?;
+        let (reply, answer) = oneshot::channel();
+        jobs.send(Box::new(Request::new(work, reply))).await.map_err(|_| writer_stopped())?;
+        answer.await.map_err(|_| writer_stopped())?
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        self.jobs = None;
+        // Waiting for the last batch means the file is closed and unlocked when drop returns,
+        // so the same process can reopen it at once.
+        if let Some(writer) = self.writer.take()
+            && writer.join().is_err()
+        {
+            tracing::error!("the SQLite writer thread panicked");
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
+        let ttl = self.operation_ttl;
+        self.write(move |conn| writes::change(conn, &req, change, ttl)).await
+    }
+
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
+        let key = rows::normalize_key(key);
+        self.readers.run(move |conn| rows::get_resource(conn, &key)).await
+    }
+
+    async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        let query = query.clone();
+        self.readers.run(move |conn| rows::list_resources(conn, &query)).await
+    }
+
+    async fn get_operation(
+        &self,
+        subscription: &str,
+        id: &OperationId,
+        now: Timestamp,
+    ) -> Result<Option<Operation>, StoreError> {
+        let subscription = subscription.to_ascii_lowercase();
+        let id = id.clone();
+        self.readers.run(move |conn| rows::get_operation(conn, &subscription, &id, now)).await
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
+        let req = req.clone();
+        self.write(move |conn| writes::claim(conn, &req)).await
+    }
+
+    async fn renew_leases(&self, owner: &str, until: Timestamp) -> Result<u64, StoreError> {
+        let owner = owner.to_string();
+        self.write(move |conn| writes::renew_leases(conn, &owner, until)).await
+    }
+
+    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+        let owner = owner.to_string();
+        self.write(move |conn| writes::release_leases(conn, &owner)).await
+    }
+
+    async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |conn| writes::sweep_operations(conn, now)).await
+    }
+
+    async fn due_notifications(&self, now: Timestamp, limit: usize) -> Result<Vec<Notification>, StoreError> {
+        self.readers.run(move |conn| rows::due_notifications(conn, now, limit)).await
+    }
+
+    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
+        self.write(move |conn| writes::finish_notification(conn, id)).await
+    }
+
+    async fn reschedule_notification(
+        &self,
+        id: i64,
+        next_attempt_at: Timestamp,
+        last_error: &str,
+    ) -> Result<(), StoreError> {
+        let last_error = last_error.to_string();
+        self.write(move |conn| writes::reschedule_notification(conn, id, next_attempt_at, &last_error)).await
+    }
+
+    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
+        let last_error = last_error.to_string();
+        self.write(move |conn| writes::abandon_notification(conn, id, &last_error)).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        // A store whose writer is gone cannot accept work, however readable the file is.
+        if self.jobs.as_ref().is_none_or(|jobs| jobs.is_closed()) {
+            return Err(writer_stopped());
+        }
+        self.readers.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error)).await
+    }
+}
+
+fn writer_stopped() -> StoreError {
+    StoreError::Unavailable("the SQLite writer has stopped".into())
+}
+
+/// Busy and locked mean "someone else holds the database": retryable. Everything else is a
+/// bug, corruption or a broken disk.
+pub(crate) fn db_error(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Unavailable(e.to_string()),
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+/// SQLite's own locking would let a second process share the file; two engines claiming from
+/// one database would then break the single-process lease model, so we refuse it outright.
+/// `File::try_lock` is `flock(LOCK_EX | LOCK_NB)` on Unix and needs no `unsafe`.
+fn lock_exclusive(db: &Path) -> Result<File, StoreError> {
+    let mut name = OsString::from(db.as_os_str());
+    name.push(".lock");
+    let path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| StoreError::Unavailable(format!("cannot open lock file {}: {e}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => {
+            Err(StoreError::Unavailable(format!("database {} is in use by another Slipway process", db.display())))
+        }
+        Err(TryLockError::Error(e)) => Err(StoreError::Unavailable(format!("cannot lock {}: {e}", path.display()))),
+    }
+}

@@ -1,0 +1,477 @@
+//! One ansible-runner private data directory per job: what we write before launching, the
+//! `job.json` record that lets a restarted Slipway find the process, and reading the
+//! results runner leaves in `artifacts/run/`.
+//!
+//! Everything here is blocking; callers run it on the blocking pool.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use slipway_provider::LaunchRequest;
+
+/// The `--ident` we run with, so artifacts always land in `artifacts/run/`.
+pub const IDENT: &str = "run";
+
+/// Environment variable set on the runner and inherited by every process of the job
+/// (ansible-playbook, its workers, modules, their children). Ansible's workers call
+/// `setsid()` and can be reparented to init, escaping both the process tree and the
+/// process group; this marker still finds them in `/proc/<pid>/environ`.
+pub const JOB_MARKER_VAR: &str = "SLIPWAY_ANSIBLE_JOB_DIR";
+
+/// Bound on failure details kept with a job.
+pub const MAX_DETAILS: usize = 2000;
+
+/// What we record about a launched runner, written atomically right after spawning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub key: String,
+    /// The `ansible-runner` process.
+    pub pid: i32,
+    /// `/proc/<pid>/stat` field 22, so a reused pid is never mistaken for our runner.
+    pub start_time_ticks: u64,
+    pub playbook: String,
+    /// RFC 3339, UTC.
+    pub launched_at: String,
+}
+
+/// Paths inside one job directory.
+#[derive(Clone, Debug)]
+pub struct JobDir {
+    pub dir: PathBuf,
+}
+
+impl JobDir {
+    pub fn new(dir: PathBuf) -> Self {
+        JobDir { dir }
+    }
+
+    pub fn record_path(&self) -> PathBuf {
+        self.dir.join("job.json")
+    }
+    pub fn artifacts(&self) -> PathBuf {
+        self.dir.join("artifacts")
+    }
+    fn run_artifacts(&self) -> PathBuf {
+        self.artifacts().join(IDENT)
+    }
+    pub fn status_path(&self) -> PathBuf {
+        self.run_artifacts().join("status")
+    }
+    pub fn rc_path(&self) -> PathBuf {
+        self.run_artifacts().join("rc")
+    }
+    pub fn events_dir(&self) -> PathBuf {
+        self.run_artifacts().join("job_events")
+    }
+    pub fn playbook_stdout(&self) -> PathBuf {
+        self.run_artifacts().join("stdout")
+    }
+    /// The runner's own stdout/stderr (files, not pipes: a pipe would SIGPIPE the runner
+    /// once Slipway exits).
+    pub fn runner_stdout(&self) -> PathBuf {
+        self.dir.join("runner.out")
+    }
+    pub fn runner_stderr(&self) -> PathBuf {
+        self.dir.join("runner.err")
+    }
+    /// Written when cancellation is requested: it outlives a Slipway restart and lets a
+    /// runner killed before it could record `canceled` still read as canceled.
+    pub fn cancel_marker(&self) -> PathBuf {
+        self.dir.join("cancel-requested")
+    }
+    /// Written once the job's end was handled (leftovers swept, tmp removed).
+    pub fn finished_marker(&self) -> PathBuf {
+        self.dir.join("finished")
+    }
+    /// `TMPDIR`, `ANSIBLE_LOCAL_TEMP` and `ANSIBLE_REMOTE_TEMP` point here, so the files
+    /// a cancelled run leaves behind (module payloads, AnsiballZ's `ansible_*_payload_*`
+    /// dirs) stay inside the job dir, where they are removed once the job is over.
+    pub fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    /// The `SLIPWAY_ANSIBLE_JOB_DIR=<dir>` environment entry of this job's processes.
+    pub fn marker_entry(&self) -> Vec<u8> {
+        format!("{JOB_MARKER_VAR}={}", self.dir.display()).into_bytes()
+    }
+
+    pub fn exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    /// Creates the directory (exclusively: an existing dir is an error) and everything
+    /// ansible-runner reads from it.
+    pub fn create(&self, layout: &Layout<'_>) -> io::Result<()> {
+        fs::DirBuilder::new().mode(0o700).create(&self.dir)?;
+        for sub in ["env", "inventory", "tmp"] {
+            fs::DirBuilder::new().mode(0o700).create(self.dir.join(sub))?;
+        }
+        let python = layout.python.display().to_string();
+        write_private(
+            &self.dir.join("env/extravars"),
+            extravars_yaml(&extravars(layout.request, &python, layout.extra_vars)).as_bytes(),
+        )?;
+        write_private(
+            &self.dir.join("inventory/hosts"),
+            format!("localhost ansible_connection=local ansible_python_interpreter={python}\n").as_bytes(),
+        )?;
+        let mut settings = json!({
+            // How often runner checks for cancellation and job_timeout (default 5 s).
+            "pexpect_timeout": 1,
+            // The playbook output is in artifacts/run/stdout; don't duplicate it.
+            "suppress_ansible_output": true,
+        });
+        if let Some(t) = layout.job_timeout_secs {
+            settings["job_timeout"] = json!(t);
+        }
+        write_private(&self.dir.join("env/settings"), settings.to_string().as_bytes())?;
+        // Runner records its whole environment in artifacts/run/command: only paths here.
+        let tmp = self.tmp();
+        let envvars = json!({
+            // AnsiballZ unpacks modules with Python's tempfile, which ignores ANSIBLE_*.
+            "TMPDIR": tmp.display().to_string(),
+            "ANSIBLE_LOCAL_TEMP": tmp.join("local").display().to_string(),
+            "ANSIBLE_REMOTE_TEMP": tmp.join("remote").display().to_string(),
+            "ANSIBLE_NOCOLOR": "1",
+        });
+        write_private(&self.dir.join("env/envvars"), envvars.to_string().as_bytes())?;
+        Ok(())
+    }
+
+    pub fn write_record(&self, record: &JobRecord) -> io::Result<()> {
+        let body = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        let tmp = self.dir.join("job.json.tmp");
+        write_private(&tmp, &body)?;
+        // Rename is atomic: a reader sees no record or a whole one.
+        fs::rename(&tmp, self.record_path())
+    }
+
+    /// `Ok(None)` when there is no record; a corrupt record is an error.
+    pub fn read_record(&self) -> io::Result<Option<JobRecord>> {
+        match fs::read(self.record_path()) {
+            Ok(raw) => {
+                serde_json::from_slice(&raw).map(Some).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runner's final status word, once it has written one.
+    pub fn runner_status(&self) -> Option<String> {
+        let s = fs::read_to_string(self.status_path()).ok()?;
+        let s = s.trim();
+        (!s.is_empty()).then(|| s.to_owned())
+    }
+
+    pub fn has_rc(&self) -> bool {
+        fs::read_to_string(self.rc_path()).is_ok_and(|s| !s.trim().is_empty())
+    }
+
+    /// Event files in `counter` order (`<counter>-<uuid>.json`).
+    fn event_files(&self) -> Vec<PathBuf> {
+        let Ok(entries) = fs::read_dir(self.events_dir()) else {
+            return Vec::new();
+        };
+        let mut files: Vec<(u64, PathBuf)> = entries
+            .filter_map(|e| {
+                let path = e.ok()?.path();
+                let name = path.file_name()?.to_str()?;
+                if !name.ends_with(".json") {
+                    return None; // runner writes `*.json.tmp` first and renames
+                }
+                let counter = name.split('-').next()?.parse().ok()?;
+                Some((counter, path))
+            })
+            .collect();
+        files.sort();
+        files.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// The ansible-playbook pid, as recorded in the first event.
+    pub fn playbook_pid(&self) -> Option<i32> {
+        let first = self.event_files().into_iter().next()?;
+        let ev: Value = serde_json::from_slice(&fs::read(first).ok()?).ok()?;
+        ev.get("pid")?.as_i64().and_then(|p| i32::try_from(p).ok())
+    }
+
+    /// Why the job failed, for `error_details`: the failed tasks' messages, else the tail
+    /// of the playbook output, else the tail of the runner's own stderr.
+    pub fn failure_details(&self) -> String {
+        let mut out = String::new();
+        for path in self.event_files() {
+            let Ok(raw) = fs::read(&path) else { continue };
+            let Ok(ev) = serde_json::from_slice::<Value>(&raw) else {
+                continue;
+            };
+            if let Some(line) = failed_task_line(&ev) {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&line);
+                if out.len() >= MAX_DETAILS {
+                    break;
+                }
+            }
+        }
+        if out.is_empty() {
+            out = tail(&self.playbook_stdout());
+        }
+        if out.is_empty() {
+            out = tail(&self.runner_stderr());
+        }
+        bound(out)
+    }
+}
+
+/// What [`JobDir::create`] needs.
+pub struct Layout<'a> {
+    pub request: &'a LaunchRequest,
+    pub python: &'a Path,
+    pub extra_vars: &'a serde_json::Map<String, Value>,
+    pub job_timeout_secs: Option<u64>,
+}
+
+/// `Task 'x' failed on host: msg` for a failure event; `None` for anything else,
+/// including failures the playbook chose to ignore.
+fn failed_task_line(ev: &Value) -> Option<String> {
+    let kind = ev.get("event")?.as_str()?;
+    let verb = match kind {
+        "runner_on_failed" => "failed",
+        "runner_on_unreachable" => "unreachable",
+        _ => return None,
+    };
+    let data = ev.get("event_data")?;
+    if data.get("ignore_errors").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let task = data.get("task").and_then(Value::as_str).unwrap_or("?");
+    let host = data.get("host").and_then(Value::as_str).unwrap_or("?");
+    let res = data.get("res");
+    let msg = ["msg", "stderr", "module_stderr"]
+        .iter()
+        .find_map(|k| match res?.get(*k)? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Value::String(_) | Value::Null => None,
+            other => Some(other.to_string()),
+        })
+        .unwrap_or_default();
+    let what = if verb == "failed" { "failed on" } else { "could not reach" };
+    Some(format!("Task '{task}' {what} {host}: {msg}"))
+}
+
+/// The last [`MAX_DETAILS`] characters of a text file, with ANSI escapes removed.
+fn tail(path: &Path) -> String {
+    let Ok(raw) = fs::read(path) else {
+        return String::new();
+    };
+    let start = raw.len().saturating_sub(MAX_DETAILS * 2);
+    let text = strip_ansi(&String::from_utf8_lossy(&raw[start..]));
+    let text = text.trim();
+    let skip = text.chars().count().saturating_sub(MAX_DETAILS);
+    text.chars().skip(skip).collect()
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            // CSI: parameters and intermediates, then one final byte in '@'..='~'.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Truncates to [`MAX_DETAILS`] characters on a character boundary.
+pub fn bound(s: String) -> String {
+    if s.chars().count() <= MAX_DETAILS {
+        return s;
+    }
+    let mut out: String = s.chars().take(MAX_DETAILS - 1).collect();
+    out.push('…');
+    out
+}
+
+fn write_private(path: &Path, body: &[u8]) -> io::Result<()> {
+    // Extra vars carry the resource's properties: readable by the owner only.
+    let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(body)?;
+    f.sync_all()
+}
+
+/// The extra vars a playbook sees: the `slipway` envelope plus the idempotency key and
+/// the pinned interpreter (interpreter discovery picks broken shims on some hosts).
+pub fn extravars(r: &LaunchRequest, python: &str, static_vars: &serde_json::Map<String, Value>) -> Value {
+    let mut vars = static_vars.clone();
+    let envelope = json!({
+        "slipway": {
+            "resource": {
+                "id": r.resource_id,
+                "name": r.resource_name,
+                "type": r.resource_type,
+                "kind": r.kind,
+                "location": r.location,
+                "tags": r.tags,
+                "properties": r.properties,
+            },
+            "operationId": r.operation_id,
+            "action": r.action.as_str(),
+            "configVersion": r.config_version,
+            "idempotencyKey": r.idempotency_key,
+        },
+        "slipway_idempotency_key": r.idempotency_key,
+        "ansible_python_interpreter": python,
+    });
+    if let Value::Object(m) = envelope {
+        vars.extend(m);
+    }
+    Value::Object(vars)
+}
+
+/// Renders extra vars as YAML flow text with every string tagged `!unsafe`.
+///
+/// Ansible templates extra vars: a property such as `{{ lookup('pipe', 'id') }}` would
+/// run on this host (verified with ansible-core 2.19). `!unsafe` makes Ansible treat the
+/// value as a literal. Keys are not templated, so they stay plain. JSON is not enough:
+/// it cannot carry the tag.
+pub fn extravars_yaml(v: &Value) -> String {
+    let mut out = String::new();
+    write_yaml(&mut out, v);
+    out.push('\n');
+    out
+}
+
+fn write_yaml(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&yaml_number(n)),
+        Value::String(s) => {
+            out.push_str("!unsafe ");
+            write_yaml_str(out, s);
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_yaml(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_yaml_str(out, k);
+                out.push_str(": ");
+                write_yaml(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// YAML 1.1 (PyYAML) reads `1e300` as a string: a float needs a `.` in the mantissa and
+/// a signed exponent (`1.0e+300`).
+fn yaml_number(n: &serde_json::Number) -> String {
+    let s = n.to_string();
+    if !n.is_f64() {
+        return s;
+    }
+    let (mantissa, exp) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s.as_str(), None),
+    };
+    let mut out = mantissa.to_owned();
+    if !out.contains('.') {
+        out.push_str(".0");
+    }
+    if let Some(exp) = exp {
+        out.push('e');
+        if !exp.starts_with(['+', '-']) {
+            out.push('+');
+        }
+        out.push_str(exp);
+    }
+    out
+}
+
+/// A YAML double-quoted scalar. Escapes everything PyYAML would reject as non-printable
+/// (control characters, DEL, C1 controls, U+FFFE/U+FFFF) or would read as a line break.
+fn write_yaml_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            // NEL, LS, PS and BOM are printable but YAML folds or strips them: escaped.
+            '\u{85}' | '\u{2028}' | '\u{2029}' | '\u{feff}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            ' '..='~' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' => out.push(c),
+            c if (c as u32) >= 0x10000 => out.push(c),
+            c => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+        }
+    }
+    out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_tags_every_string_and_escapes() {
+        let v = json!({"a": "x\"y\\z\n\u{7f}é😀", "n": [1, -2, 1.5, 1e300, 2.5e-7], "b": true, "z": null});
+        let y = extravars_yaml(&v);
+        assert_eq!(
+            y,
+            "{\"a\": !unsafe \"x\\\"y\\\\z\\n\\u007fé😀\", \"b\": true, \
+             \"n\": [1, -2, 1.5, 1.0e+300, 2.5e-7], \"z\": null}\n"
+        );
+    }
+
+    #[test]
+    fn failed_task_lines() {
+        let ev = json!({"event": "runner_on_failed", "event_data": {
+            "task": "fail", "host": "localhost", "res": {"msg": "boom"}}});
+        assert_eq!(failed_task_line(&ev).unwrap(), "Task 'fail' failed on localhost: boom");
+        let ignored = json!({"event": "runner_on_failed", "event_data": {
+            "task": "t", "host": "h", "ignore_errors": true, "res": {"msg": "x"}}});
+        assert_eq!(failed_task_line(&ignored), None);
+        let ok = json!({"event": "runner_on_ok", "event_data": {}});
+        assert_eq!(failed_task_line(&ok), None);
+    }
+
+    #[test]
+    fn strips_ansi_and_bounds() {
+        assert_eq!(strip_ansi("\u{1b}[0;31mred\u{1b}[0m ok"), "red ok");
+        let long = "é".repeat(MAX_DETAILS + 10);
+        let b = bound(long);
+        assert_eq!(b.chars().count(), MAX_DETAILS);
+        assert!(b.ends_with('…'));
+    }
+}

@@ -1,0 +1,230 @@
+//! The local Ansible provider against real ansible-runner / ansible-playbook runs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Fixture, eventually, processes_with_argv, request, sleep_marker, terminal};
+use serde_json::json;
+use slipway_ansible::AnsibleProvider;
+use slipway_domain::JobState;
+use slipway_provider::{CancelOutcome, Provider, ProviderError};
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn successful_job_sees_its_extra_vars() {
+    let fx = Fixture::new();
+    fx.playbook(
+        "create-virtual-network.yml",
+        r#"    - copy:
+        dest: "{{ slipway.resource.properties.out }}"
+        content: "{{ slipway.resource.properties.x }}|{{ slipway.resource.properties.y }}|{{ slipway_idempotency_key }}|{{ slipway.resource.kind }}|{{ slipway.action }}"
+"#,
+    );
+    let out = fx.work.path().join("result.txt");
+    let p = fx.provider();
+    let key = "6f1c2e9a-0000-4000-8000-000000000001:1";
+    // A directory left by a crash before spawn (no job.json, no artifacts) is replaced.
+    let stale = fx.work.path().join("6f1c2e9a-0000-4000-8000-000000000001_1");
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::write(stale.join("junk"), "x").unwrap();
+    let req = request(
+        key,
+        "VirtualNetwork",
+        json!({
+            "x": "hello-42",
+            // Must arrive as text: Ansible would otherwise run the lookup.
+            "y": "{{ lookup('pipe', 'echo pwned') }}",
+            "out": out.display().to_string(),
+        }),
+    );
+    assert_eq!(p.find(&req).await.unwrap(), None);
+
+    let launched = p.launch(&req).await.unwrap();
+    assert_eq!(launched.state, JobState::Running);
+    assert_eq!(launched.template, "create-virtual-network.yml");
+    assert_eq!(launched.handle.job_id, "6f1c2e9a-0000-4000-8000-000000000001_1");
+    assert!(!stale.join("junk").exists());
+
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+    assert_eq!(st.message, "successful");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        format!("hello-42|{{{{ lookup('pipe', 'echo pwned') }}}}|{key}|VirtualNetwork|create")
+    );
+    // Launching again with the same key returns the same job, not a second run.
+    let again = p.launch(&req).await.unwrap();
+    assert_eq!(again.handle, launched.handle);
+    assert_eq!(again.state, JobState::Succeeded);
+}
+
+#[tokio::test]
+async fn failed_task_message_is_reported() {
+    let fx = Fixture::new();
+    fx.playbook("slipway-create-subnet.yml", "    - fail: msg=boom-123\n");
+    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions {
+        playbook_prefix: Some("slipway".into()),
+        ..fx.options()
+    })
+    .unwrap();
+    let launched = p.launch(&request("fail:1", "Subnet", json!({}))).await.unwrap();
+    assert_eq!(launched.template, "slipway-create-subnet.yml");
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Failed, "{st:?}");
+    assert_eq!(st.message, "failed");
+    assert!(st.error_details.contains("boom-123"), "{st:?}");
+    assert!(st.error_details.contains("Task 'fail' failed on localhost"), "{st:?}");
+}
+
+#[tokio::test]
+async fn cancel_leaves_no_orphans() {
+    let fx = Fixture::new();
+    let marker = sleep_marker(1);
+    fx.playbook("create-nat-gateway.yml", &format!("    - command: sleep {marker}\n"));
+    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions { max_concurrent: 1, ..fx.options() }).unwrap();
+    let launched = p.launch(&request("cancel:1", "NATGateway", json!({}))).await.unwrap();
+
+    // One job at a time: a second launch is turned away, not queued.
+    let busy = p.launch(&request("cancel:2", "NATGateway", json!({}))).await;
+    assert!(matches!(busy, Err(ProviderError::RateLimited { .. })), "{busy:?}");
+
+    eventually("the job's sleep to start", RUN_TIMEOUT, || async {
+        (!processes_with_argv(&["sleep", &marker]).is_empty()).then_some(())
+    })
+    .await;
+    let st = p.status(std::slice::from_ref(&launched.handle)).await.remove(0).unwrap();
+    assert_eq!(st.state, JobState::Running);
+
+    assert_eq!(p.cancel(&launched.handle).await.unwrap(), CancelOutcome::Requested);
+    // Idempotent while pending.
+    assert_eq!(p.cancel(&launched.handle).await.unwrap(), CancelOutcome::Requested);
+    let st = terminal(&p, &launched.handle, Duration::from_secs(20)).await;
+    assert_eq!(st.state, JobState::Canceled, "{st:?}");
+    eventually("no process of the job to remain", Duration::from_secs(10), || async {
+        processes_with_argv(&["sleep", &marker]).is_empty().then_some(())
+    })
+    .await;
+    assert_eq!(p.cancel(&launched.handle).await.unwrap(), CancelOutcome::AlreadyFinished);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn cancel_of_adopted_job_escalates_to_sigkill() {
+    let fx = Fixture::new();
+    let marker = sleep_marker(3);
+    // The shell and its sleep ignore SIGTERM: only the SIGKILL after the grace ends them.
+    fx.playbook("create-subnet.yml", &format!("    - shell: \"trap '' TERM; sleep {marker}; true\"\n"));
+    let req = request("escalate:1", "Subnet", json!({}));
+    // Launch from a runtime that then goes away, like a Slipway that restarted: no reaper
+    // and no child handle remain, so only the cancel escalation can clean up.
+    let (opts, req2) = (fx.options(), req.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async { AnsibleProvider::new(opts).unwrap().launch(&req2).await.unwrap() })
+    })
+    .join()
+    .unwrap();
+
+    let b =
+        AnsibleProvider::new(slipway_ansible::AnsibleOptions { cancel_grace: Duration::from_secs(1), ..fx.options() })
+            .unwrap();
+    eventually("the job's sleep to start", RUN_TIMEOUT, || async {
+        (!processes_with_argv(&["sleep", &marker]).is_empty()).then_some(())
+    })
+    .await;
+    let found = b.find(&req).await.unwrap().expect("the job is found");
+    assert_eq!(found.state, JobState::Running);
+    assert_eq!(b.cancel(&found.handle).await.unwrap(), CancelOutcome::Requested);
+    // No status polls here: the escalation alone must leave nothing behind.
+    eventually("no process of the job to remain", Duration::from_secs(15), || async {
+        processes_with_argv(&["sleep", &marker]).is_empty().then_some(())
+    })
+    .await;
+    b.shutdown().await;
+    let st = terminal(&b, &found.handle, Duration::from_secs(10)).await;
+    assert_eq!(st.state, JobState::Canceled, "{st:?}");
+}
+
+#[tokio::test]
+async fn restarted_provider_adopts_running_job() {
+    let fx = Fixture::new();
+    fx.playbook("create-public-ip-pool.yml", "    - command: sleep 2\n");
+    let req = request("adopt:1", "PublicIPPool", json!({}));
+    let launched = {
+        let a = fx.provider();
+        a.launch(&req).await.unwrap()
+        // `a` is dropped here, as on a Slipway restart; the runner must keep going.
+    };
+    let job_json = fx.work.path().join("adopt_1/job.json");
+    let pid_before = std::fs::read_to_string(&job_json).unwrap();
+
+    // Also simulate a crash between spawn and writing job.json: B finds the runner in
+    // the process table.
+    std::fs::remove_file(&job_json).unwrap();
+    let b = fx.provider();
+    let found = b.find(&req).await.unwrap().expect("the job is found");
+    assert_eq!(found.handle, launched.handle);
+    assert_eq!(found.state, JobState::Running);
+    assert_eq!(found.template, "create-public-ip-pool.yml");
+    let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&job_json).unwrap()).unwrap();
+    let before: serde_json::Value = serde_json::from_str(&pid_before).unwrap();
+    assert_eq!(rec["pid"], before["pid"]);
+    assert_eq!(rec["start_time_ticks"], before["start_time_ticks"]);
+
+    let st = terminal(&b, &found.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+    let found = b.find(&req).await.unwrap().expect("still found");
+    assert_eq!(found.state, JobState::Succeeded);
+
+    assert_eq!(b.find(&request("unknown:1", "PublicIPPool", json!({}))).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn job_timeout_fails_and_kills_orphans() {
+    let fx = Fixture::new();
+    let marker = sleep_marker(2);
+    fx.playbook("create-subnet.yml", &format!("    - command: sleep {marker}\n"));
+    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions {
+        job_timeout: Some(Duration::from_secs(2)),
+        ..fx.options()
+    })
+    .unwrap();
+    let launched = p.launch(&request("timeout:1", "Subnet", json!({}))).await.unwrap();
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Failed, "{st:?}");
+    assert!(st.message.contains("timeout"), "{st:?}");
+    // Runner's own timeout kill leaks ansible's setsid workers; the provider sweeps them.
+    eventually("no process of the job to remain", Duration::from_secs(10), || async {
+        processes_with_argv(&["sleep", &marker]).is_empty().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn missing_playbook_is_permanent_and_leaves_nothing() {
+    let fx = Fixture::new();
+    let p = fx.provider();
+    let err = p.launch(&request("missing:1", "VirtualNetwork", json!({}))).await.unwrap_err();
+    match err {
+        ProviderError::Permanent(m) => {
+            assert!(m.contains("create-virtual-network.yml"), "{m}");
+            assert!(m.contains("not found"), "{m}");
+        }
+        other => panic!("expected Permanent, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_dir(fx.work.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn unknown_job_dir_is_not_found() {
+    let fx = Fixture::new();
+    let p = fx.provider();
+    let handle = slipway_provider::JobHandle { job_id: "nope_1".into(), data: json!({}) };
+    let st = p.status(std::slice::from_ref(&handle)).await;
+    assert!(matches!(st[0], Err(ProviderError::NotFound(_))), "{st:?}");
+    assert!(matches!(p.cancel(&handle).await, Err(ProviderError::NotFound(_))));
+    let bad = slipway_provider::JobHandle { job_id: "..".into(), data: json!({}) };
+    assert!(matches!(p.status(&[bad]).await[0], Err(ProviderError::Permanent(_))));
+}

@@ -1,0 +1,97 @@
+//! ARM error responses: `{"error": {code, message, target?, details?}}` with the matching
+//! status and `x-ms-error-code`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use slipway_domain::CloudError;
+use slipway_domain::admission::Rejection;
+use slipway_store::StoreError;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArmError {
+    pub status: StatusCode,
+    pub body: CloudError,
+    /// Seconds, for 429/503.
+    pub retry_after: Option<u64>,
+}
+
+impl ArmError {
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        ArmError { status, body: CloudError::new(code, message), retry_after: None }
+    }
+
+    pub fn with_target(mut self, target: impl Into<String>) -> Self {
+        self.body.target = Some(target.into());
+        self
+    }
+
+    pub fn bad_request(code: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn invalid_content(message: impl Into<String>, target: impl Into<String>) -> Self {
+        Self::bad_request("InvalidRequestContent", message).with_target(target)
+    }
+
+    pub fn not_found(code: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code, message)
+    }
+
+    pub fn resource_not_found(id: &str) -> Self {
+        Self::not_found("ResourceNotFound", format!("The resource '{id}' was not found."))
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message);
+        e.retry_after = Some(5);
+        e
+    }
+
+    pub fn internal() -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError", "Internal server error.")
+    }
+}
+
+impl From<Rejection> for ArmError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::Conflict { message, target } => {
+                ArmError::new(StatusCode::CONFLICT, "Conflict", message).with_target(target)
+            }
+            Rejection::NotFound => ArmError::not_found("ResourceNotFound", "The resource was not found."),
+            Rejection::OperationNotFound => ArmError::not_found("ResourceNotFound", "The operation was not found."),
+            Rejection::Invalid(body) => ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None },
+        }
+    }
+}
+
+impl From<StoreError> for ArmError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Rejected(r) => r.into(),
+            StoreError::Unavailable(m) => {
+                tracing::warn!(error = %m, "store unavailable");
+                ArmError::unavailable("The service is temporarily unavailable; retry later.")
+            }
+            StoreError::LeaseLost | StoreError::Internal(_) => {
+                tracing::error!(error = %e, "store failure");
+                ArmError::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for ArmError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.body });
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        let headers = resp.headers_mut();
+        if let Ok(v) = HeaderValue::from_str(&self.body.code) {
+            headers.insert("x-ms-error-code", v);
+        }
+        if let Some(secs) = self.retry_after {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}

@@ -1,0 +1,168 @@
+//! The ARM wire format: request bodies in, resource and operation-status bodies out. Domain
+//! types are converted by hand here; nothing else in Slipway knows these shapes.
+
+use std::collections::BTreeMap;
+
+use axum::http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use slipway_domain::{Operation, ResourceRecord};
+
+use crate::error::ArmError;
+use crate::types::ResourceType;
+
+/// PUT body. Read-only fields (`id`, `name`, `type`, `systemData`) are ignored.
+#[derive(Debug, Deserialize)]
+pub struct PutBody {
+    #[serde(default)]
+    pub location: Option<String>,
+    #[serde(default)]
+    pub tags: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub properties: Option<Value>,
+}
+
+/// PATCH body: tags replace, properties merge-patch.
+#[derive(Debug, Deserialize)]
+pub struct PatchBody {
+    #[serde(default)]
+    pub tags: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub properties: Option<Value>,
+}
+
+pub fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ArmError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ArmError::invalid_content("The request body is empty; a JSON object is required.", ""));
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ArmError::bad_request(
+            "InvalidRequestContent",
+            format!("The request content was invalid and could not be deserialized: {e}"),
+        )
+    })
+}
+
+/// Server-owned fields a client may echo back inside `properties`; they are not spec.
+const SERVER_PROPERTIES: &[&str] = &["provisioningState"];
+
+/// `properties` must be an object (or absent: `{}`); server-owned fields are dropped.
+pub fn spec_properties(properties: Option<Value>) -> Result<Value, ArmError> {
+    match properties {
+        None | Some(Value::Null) => Ok(Value::Object(Map::new())),
+        Some(Value::Object(mut m)) => {
+            for f in SERVER_PROPERTIES {
+                m.remove(*f);
+            }
+            Ok(Value::Object(m))
+        }
+        Some(_) => Err(ArmError::invalid_content("'properties' must be a JSON object.", "properties")),
+    }
+}
+
+/// A merge patch for `properties`: an object, with server-owned fields dropped.
+pub fn patch_properties(properties: Option<Value>) -> Result<Option<Value>, ArmError> {
+    match properties {
+        None => Ok(None),
+        Some(Value::Object(mut m)) => {
+            for f in SERVER_PROPERTIES {
+                m.remove(*f);
+            }
+            Ok(Some(Value::Object(m)))
+        }
+        Some(_) => Err(ArmError::invalid_content("'properties' must be a JSON object.", "properties")),
+    }
+}
+
+pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
+    let mut properties = match &res.spec.properties {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    properties.insert("provisioningState".into(), json!(res.provisioning_state.as_str()));
+    let sd = &res.system_data;
+    let mut body = json!({
+        "id": res.id.to_string(),
+        "name": res.id.name,
+        "type": ty.display_name(),
+        "tags": res.spec.tags,
+        "properties": properties,
+        "systemData": {
+            "createdBy": sd.created_by,
+            "createdByType": sd.created_by_type,
+            "createdAt": sd.created_at.to_rfc3339(),
+            "lastModifiedBy": sd.last_modified_by,
+            "lastModifiedByType": sd.last_modified_by_type,
+            "lastModifiedAt": sd.last_modified_at.to_rfc3339(),
+        },
+    });
+    if let Some(loc) = &res.spec.location {
+        body["location"] = json!(loc);
+    }
+    body
+}
+
+/// The path of an operation's status resource (its `id`).
+pub fn status_path(op: &Operation, location: &str) -> String {
+    let namespace = slipway_domain::ArmId::parse(&op.resource_id).map(|id| id.namespace).unwrap_or_default();
+    format!("/subscriptions/{}/providers/{namespace}/locations/{location}/operationStatuses/{}", op.subscription, op.id)
+}
+
+/// The operation-status document (also the async-notification body).
+pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
+    let mut body = json!({
+        "id": status_path,
+        "name": op.id.as_str(),
+        "status": op.status.as_str(),
+        "startTime": op.start_time.to_rfc3339(),
+    });
+    if let Some(end) = op.end_time() {
+        body["endTime"] = json!(end.to_rfc3339());
+    }
+    if let Some(p) = op.percent_complete {
+        body["percentComplete"] = json!(p);
+    }
+    if let Some(err) = &op.error {
+        body["error"] = json!(err);
+    }
+    body
+}
+
+/// Scheme and authority for absolute URLs: from `Referer` (what ARM sends), else from the
+/// request's `Host`, honouring `X-Forwarded-Proto`.
+pub fn base_url(headers: &HeaderMap) -> String {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some((scheme, rest)) = header("referer").and_then(|r| r.split_once("://")) {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if !authority.is_empty() && (scheme == "http" || scheme == "https") {
+            return format!("{scheme}://{authority}");
+        }
+    }
+    let scheme = header("x-forwarded-proto").and_then(|p| p.split(',').next()).map(str::trim).unwrap_or("http");
+    let host = header("host").unwrap_or("localhost");
+    format!("{scheme}://{host}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_url_prefers_referer() {
+        let mut h = HeaderMap::new();
+        h.insert("host", "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(base_url(&h), "http://127.0.0.1:8080");
+        h.insert("x-forwarded-proto", "https".parse().unwrap());
+        assert_eq!(base_url(&h), "https://127.0.0.1:8080");
+        h.insert("referer", "https://foo.example:8443/subscriptions/s?api-version=1&x=1".parse().unwrap());
+        assert_eq!(base_url(&h), "https://foo.example:8443");
+    }
+
+    #[test]
+    fn properties_must_be_objects_and_drop_server_fields() {
+        assert_eq!(spec_properties(None).unwrap(), json!({}));
+        assert_eq!(spec_properties(Some(json!({"a": 1, "provisioningState": "Succeeded"}))).unwrap(), json!({"a": 1}));
+        assert!(spec_properties(Some(json!([1]))).is_err());
+        assert!(patch_properties(Some(json!("x"))).is_err());
+    }
+}

@@ -1,0 +1,105 @@
+//! Performs one effect against the provider that owns the job. This is the only place the
+//! engine talks to automation backends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
+use slipway_domain::{Job, JobType, ResourceRecord};
+use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider};
+
+/// Provider instances by configured name.
+pub type Providers = HashMap<String, Arc<dyn Provider>>;
+
+pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
+    LaunchRequest {
+        idempotency_key: job.idempotency_key.clone(),
+        action: match job.job_type {
+            JobType::Provision => JobAction::Create,
+            JobType::Deprovision => JobAction::Delete,
+        },
+        kind: res.kind.clone(),
+        resource_type: res.id.type_key().to_string(),
+        resource_id: res.id.to_string(),
+        resource_name: res.id.name.clone(),
+        location: res.spec.location.clone(),
+        tags: res.spec.tags.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
+        properties: res.spec.properties.clone(),
+        operation_id: job.operation_id.as_ref().map(|o| o.to_string()),
+        config_version: job.config_version.to_string(),
+    }
+}
+
+fn started(l: Launched) -> JobStart {
+    JobStart { job_id: l.handle.job_id, handle: l.handle.data, state: l.state, template: l.template }
+}
+
+fn handle(job: &Job) -> JobHandle {
+    JobHandle { job_id: job.job_id.clone(), data: job.handle.clone() }
+}
+
+#[derive(Clone, Copy)]
+enum Io {
+    Launch,
+    Find,
+    Poll,
+    Cancel,
+}
+
+/// Runs `effect` for `res` and reports what happened; `None` for `Sleep`, which needs no
+/// I/O. Provider errors are outcomes the domain knows how to fold in.
+pub async fn perform(providers: &Providers, res: &ResourceRecord, effect: &Effect) -> Option<Outcome> {
+    let (key, io) = match effect {
+        Effect::Launch { key } => (key, Io::Launch),
+        Effect::Find { key } => (key, Io::Find),
+        Effect::Poll { key } => (key, Io::Poll),
+        Effect::Cancel { key } => (key, Io::Cancel),
+        Effect::Sleep { .. } => return None,
+    };
+    Some(perform_io(providers, res, key, io).await)
+}
+
+async fn perform_io(providers: &Providers, res: &ResourceRecord, key: &str, io: Io) -> Outcome {
+    let Some(job) = res.jobs.iter().find(|j| j.idempotency_key == key) else {
+        return Outcome::Failed(Failure {
+            kind: FailureKind::NotFound,
+            message: format!("job {key} is not in the history"),
+        });
+    };
+    let Some(provider) = providers.get(&job.provider) else {
+        return Outcome::Failed(Failure {
+            kind: FailureKind::Permanent,
+            message: format!("provider '{}' is not configured", job.provider),
+        });
+    };
+    match io {
+        Io::Launch => match provider.launch(&launch_request(res, job)).await {
+            Ok(l) => Outcome::Launched(started(l)),
+            Err(e) => Outcome::Failed(e.into()),
+        },
+        Io::Find => match provider.find(&launch_request(res, job)).await {
+            Ok(found) => Outcome::Found(found.map(started)),
+            Err(e) => Outcome::Failed(e.into()),
+        },
+        Io::Poll => {
+            let mut results = provider.status(&[handle(job)]).await;
+            match results.pop() {
+                Some(Ok(s)) => Outcome::Observed(Observation {
+                    state: s.state,
+                    message: s.message,
+                    error_details: s.error_details,
+                }),
+                Some(Err(e)) => Outcome::Failed(e.into()),
+                None => Outcome::Failed(Failure {
+                    kind: FailureKind::Transient,
+                    message: "provider returned no status".into(),
+                }),
+            }
+        }
+        Io::Cancel => match provider.cancel(&handle(job)).await {
+            Ok(CancelOutcome::Requested) => Outcome::CancelRequested,
+            Ok(CancelOutcome::AlreadyFinished) => Outcome::CancelNotNeeded,
+            Err(e) => Outcome::Failed(e.into()),
+        },
+    }
+}

@@ -1,0 +1,222 @@
+//! Drives one resource: decide → effect → apply, until it has nothing to do for a while.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slipway_domain::reconcile::{Effect, apply, decide};
+use slipway_domain::resource::Snapshot;
+use slipway_domain::{ResourceKey, Timestamp, TypeKey, TypePolicy};
+use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
+use tokio::sync::watch;
+
+use crate::{Shared, Slot, effects};
+
+/// Pause before retrying a step the store could not take (e.g. the database is down).
+const STORE_RETRY: Duration = Duration::from_millis(500);
+
+pub(crate) struct Worker {
+    shared: Arc<Shared>,
+    key: ResourceKey,
+    type_key: TypeKey,
+    fence: Fence,
+    slot: Arc<Slot>,
+    stop: watch::Receiver<bool>,
+    /// Client-write generation of the state the last decision saw.
+    seen_generation: u64,
+}
+
+/// Why a wait ended.
+enum Woken {
+    DueOrPoked,
+    Stopping,
+}
+
+impl Worker {
+    pub fn new(
+        shared: Arc<Shared>,
+        key: ResourceKey,
+        type_key: TypeKey,
+        fence: Fence,
+        generation: u64,
+        slot: Arc<Slot>,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
+        Worker { shared, key, type_key, fence, slot, stop, seen_generation: generation }
+    }
+
+    pub async fn run(mut self) {
+        let Some(policy) = self.shared.policies.get(&self.type_key).cloned() else {
+            tracing::warn!(resource = %self.key, r#type = %self.type_key, "no such resource type configured; leaving it alone");
+            self.release(None).await;
+            self.leave();
+            return;
+        };
+        loop {
+            if *self.stop.borrow() {
+                // Due again right away: whoever runs next picks it up where we stopped.
+                self.release(Some(self.shared.clock.now())).await;
+                self.leave();
+                return;
+            }
+            self.take_pending_fence();
+            let next = self.step(&policy).await;
+            let now = self.shared.clock.now();
+            let release_at = match next {
+                Next::Continue => continue,
+                Next::Gone => {
+                    self.leave();
+                    return;
+                }
+                Next::Wait(until) if until.since(now) <= self.shared.options.hold_in_memory => {
+                    self.wait(until.since(now)).await;
+                    continue;
+                }
+                Next::Wait(until) => Some(until),
+                Next::Idle(until) => until,
+            };
+            if self.release(release_at).await && self.exit() {
+                return;
+            }
+        }
+    }
+
+    fn request(&self, now: Timestamp) -> ChangeRequest {
+        ChangeRequest::new(self.key.clone(), now).fenced(self.fence.clone())
+    }
+
+    /// One decide (and, if it names one, one effect and its recording).
+    async fn step(&mut self, policy: &TypePolicy) -> Next {
+        let decided = self
+            .retrying(|now| {
+                let policy = policy.clone();
+                move |snap: &mut Snapshot| {
+                    if let Some(res) = snap.resource.as_mut() {
+                        // We are looking at the freshest state now: the client's intent is seen.
+                        res.schedule.intent = false;
+                    }
+                    Ok(decide(snap, &policy, now))
+                }
+            })
+            .await;
+        let Some((effect, snap)) = decided else { return Next::Gone };
+        self.signal_outbox(&snap);
+        let Some(res) = snap.resource.as_ref() else { return Next::Gone };
+        self.seen_generation = res.generation;
+        if let Effect::Sleep { until } = effect {
+            return Next::Idle(until);
+        }
+        let Some(outcome) = effects::perform(&self.shared.providers, res, &effect).await else {
+            return Next::Continue;
+        };
+        let recorded = self
+            .retrying(|now| {
+                let policy = policy.clone();
+                let effect = effect.clone();
+                let outcome = outcome.clone();
+                move |snap: &mut Snapshot| Ok(apply(snap, &effect, outcome, &policy, now))
+            })
+            .await;
+        let Some((hold, snap)) = recorded else { return Next::Gone };
+        self.signal_outbox(&snap);
+        match hold {
+            Some(until) if until > self.shared.clock.now() => Next::Wait(until),
+            _ => Next::Continue,
+        }
+    }
+
+    /// Runs a change until the store takes it. `None` when the lease is lost or the
+    /// engine stops while the store is unavailable.
+    async fn retrying<R, M, F>(&mut self, make: M) -> Option<(R, Snapshot)>
+    where
+        R: Send + 'static,
+        M: Fn(Timestamp) -> F,
+        F: FnOnce(&mut Snapshot) -> Result<R, slipway_domain::admission::Rejection> + Send + 'static,
+    {
+        loop {
+            let now = self.shared.clock.now();
+            match change_with(self.shared.store.as_ref(), self.request(now), make(now)).await {
+                Ok(done) => return Some(done),
+                Err(StoreError::LeaseLost) => {
+                    tracing::info!(resource = %self.key, "lease lost; another owner continues");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(resource = %self.key, error = %e, "store write failed; retrying");
+                    if let Woken::Stopping = self.wait(STORE_RETRY).await {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives the resource back with its next due time. Returns false when a client touched
+    /// it since the last decision: then the worker keeps it and decides again.
+    async fn release(&mut self, until: Option<Timestamp>) -> bool {
+        let seen = self.seen_generation;
+        let released = self
+            .retrying(move |now| {
+                move |snap: &mut Snapshot| {
+                    let Some(res) = snap.resource.as_mut() else { return Ok(true) };
+                    if res.schedule.intent || res.generation != seen {
+                        return Ok(false);
+                    }
+                    res.lease = None;
+                    res.schedule.next_due = until.map(|t| t.max(now));
+                    Ok(true)
+                }
+            })
+            .await;
+        released.is_none_or(|(done, _)| done)
+    }
+
+    /// Leaves the running set whatever is pending (the lease is gone or we are stopping).
+    fn leave(&mut self) {
+        self.shared.running.lock().expect("running map").remove(&self.key);
+    }
+
+    /// Leaves the running set unless the scheduler handed over more work; true if gone.
+    fn exit(&mut self) -> bool {
+        let mut running = self.shared.running.lock().expect("running map");
+        if let Some(fence) = self.slot.pending.lock().expect("slot").take() {
+            self.fence = fence;
+            return false;
+        }
+        running.remove(&self.key);
+        true
+    }
+
+    fn take_pending_fence(&mut self) {
+        if let Some(fence) = self.slot.pending.lock().expect("slot").take() {
+            self.fence = fence;
+        }
+    }
+
+    async fn wait(&mut self, d: Duration) -> Woken {
+        if *self.stop.borrow() {
+            return Woken::Stopping;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Woken::DueOrPoked,
+            _ = self.slot.poke.notified() => Woken::DueOrPoked,
+            _ = self.stop.changed() => Woken::Stopping,
+        }
+    }
+
+    fn signal_outbox(&self, snap: &Snapshot) {
+        if !snap.notifications.is_empty() {
+            self.shared.outbox.notify_one();
+        }
+    }
+}
+
+enum Next {
+    /// Decide again now.
+    Continue,
+    /// Decide again at this time.
+    Wait(Timestamp),
+    /// Nothing to do until this time (or until a client asks for something).
+    Idle(Option<Timestamp>),
+    /// The resource is gone or no longer ours.
+    Gone,
+}

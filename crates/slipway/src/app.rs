@@ -1,0 +1,240 @@
+//! Builds every component from the configuration and runs them until shutdown.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use slipway_ansible::{AnsibleOptions, AnsibleProvider};
+use slipway_api::notify::{Notifier, NotifierOptions};
+use slipway_api::{ApiOptions, ApiState, ResourceType, TypeRegistry};
+use slipway_domain::backoff::BackoffPolicy;
+use slipway_domain::time::Clock;
+use slipway_domain::{TypeKey, TypePolicy};
+use slipway_engine::{Engine, EngineOptions, Providers};
+use slipway_provider::Provider;
+use slipway_store::Store;
+use slipway_store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::{Config, ProviderConfig, TypeConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    Config(String),
+    #[error("store: {0}")]
+    Store(#[from] slipway_store::StoreError),
+    #[error("listening on {0}: {1}")]
+    Listen(String, std::io::Error),
+    #[error("http server: {0}")]
+    Serve(std::io::Error),
+    #[error("engine: {0}")]
+    Engine(#[from] slipway_engine::EngineError),
+}
+
+/// A running Slipway: the bound address and a way to stop it.
+pub struct App {
+    pub addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: tokio::task::JoinSet<Result<(), AppError>>,
+}
+
+impl App {
+    /// Builds and starts everything; returns once the listener is bound.
+    pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<App, AppError> {
+        let store = open_store(&config)?;
+        let providers = build_providers(&config)?;
+        let (types, policies) = build_types(&config)?;
+        let engine_options = EngineOptions {
+            owner: config.engine.node_name.clone().unwrap_or_else(host_name),
+            lease_for: Duration::from_secs(config.engine.lease_seconds.max(3)),
+            max_concurrent: config.engine.max_concurrent.max(1),
+            shutdown_grace: Duration::from_secs(config.engine.shutdown_grace_seconds),
+            ..EngineOptions::default()
+        };
+        let engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
+        let handle = engine.handle();
+        let notifier = Notifier::new(
+            store.clone(),
+            clock.clone(),
+            handle.outbox_signal(),
+            NotifierOptions { location: config.server.location.clone(), ..NotifierOptions::default() },
+        )
+        .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
+        let wake = handle.clone();
+        let state = Arc::new(ApiState {
+            store: store.clone(),
+            types,
+            clock,
+            options: ApiOptions {
+                location: config.server.location.clone(),
+                retry_after_secs: config.server.retry_after_seconds,
+                max_body_bytes: config.server.max_body_bytes,
+                page_size: config.server.page_size.clamp(1, 1000),
+            },
+            on_accept: Arc::new(move || wake.wake()),
+        });
+        let listener = TcpListener::bind(&config.server.listen)
+            .await
+            .map_err(|e| AppError::Listen(config.server.listen.clone(), e))?;
+        let addr = listener.local_addr().map_err(|e| AppError::Listen(config.server.listen.clone(), e))?;
+
+        let (stop, stopped) = watch::channel(false);
+        let until_stopped = move || {
+            let mut rx = stopped.clone();
+            async move {
+                let _ = rx.wait_for(|s| *s).await;
+            }
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        let api_stop = until_stopped();
+        tasks.spawn(async move { slipway_api::serve(listener, state, api_stop).await.map_err(AppError::Serve) });
+        let engine_stop = until_stopped();
+        tasks.spawn(async move { engine.run(engine_stop).await.map_err(AppError::from) });
+        let notifier_stop = until_stopped();
+        tasks.spawn(async move {
+            notifier.run(notifier_stop).await;
+            Ok(())
+        });
+        tracing::info!(%addr, "slipway serving");
+        Ok(App { addr, stop, tasks })
+    }
+
+    /// Stops accepting work, drains, and waits for every component.
+    pub async fn shutdown(mut self) -> Result<(), AppError> {
+        let _ = self.stop.send(true);
+        let mut result = Ok(());
+        while let Some(done) = self.tasks.join_next().await {
+            match done {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(e),
+                Err(e) => result = Err(AppError::Config(format!("a component panicked: {e}"))),
+            }
+        }
+        result
+    }
+
+    /// Runs until a component fails or `signal` resolves, then shuts down.
+    pub async fn run_until(mut self, signal: impl std::future::Future<Output = ()>) -> Result<(), AppError> {
+        tokio::select! {
+            _ = signal => {}
+            Some(done) = self.tasks.join_next() => {
+                tracing::error!("a component stopped early: {done:?}");
+            }
+        }
+        self.shutdown().await
+    }
+}
+
+fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
+    let url = config.store.url.as_str();
+    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+    if url.contains("://") && !url.starts_with("sqlite://") {
+        return Err(AppError::Config(format!("store url '{url}': only sqlite: is supported by this build")));
+    }
+    let synchronous = match config.store.synchronous.to_ascii_lowercase().as_str() {
+        "full" => Synchronous::Full,
+        "normal" => Synchronous::Normal,
+        other => return Err(AppError::Config(format!("store.synchronous '{other}': use full or normal"))),
+    };
+    let mut options = SqliteOptions::new(config.resolve(&PathBuf::from(path)));
+    options.synchronous = synchronous;
+    options.operation_ttl = Duration::from_secs(config.store.operation_ttl_seconds);
+    Ok(Arc::new(SqliteStore::open(options)?))
+}
+
+fn build_providers(config: &Config) -> Result<Providers, AppError> {
+    let mut providers: Providers = HashMap::new();
+    for p in &config.providers {
+        let provider: Arc<dyn Provider> = match p.kind.as_str() {
+            "ansible" => Arc::new(ansible_provider(config, p)?),
+            other => return Err(AppError::Config(format!("provider '{}': unknown type '{other}'", p.name))),
+        };
+        providers.insert(p.name.clone(), provider);
+    }
+    Ok(providers)
+}
+
+fn ansible_provider(config: &Config, p: &ProviderConfig) -> Result<AnsibleProvider, AppError> {
+    let mut playbooks = HashMap::new();
+    for t in config.types.iter().filter(|t| t.provider == p.name) {
+        if t.create.is_some() || t.delete.is_some() {
+            playbooks.insert(t.kind.clone(), (t.create.clone(), t.delete.clone()));
+        }
+    }
+    let options = AnsibleOptions {
+        name: p.name.clone(),
+        playbook_dir: absolute(config.resolve(&p.playbook_dir)),
+        work_dir: absolute(config.resolve(&p.work_dir)),
+        runner: absolute(config.resolve(&p.runner)),
+        python_interpreter: absolute(config.resolve(&p.python)),
+        playbook_prefix: p.playbook_prefix.clone(),
+        playbooks,
+        job_timeout: p.job_timeout_seconds.map(Duration::from_secs),
+        cancel_grace: Duration::from_secs(p.cancel_grace_seconds),
+        max_concurrent: p.max_concurrent_jobs.max(1),
+        extra_vars: serde_json::to_value(&p.extra_vars).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default(),
+    };
+    AnsibleProvider::new(options).map_err(|e| AppError::Config(format!("provider '{}': {e}", p.name)))
+}
+
+fn absolute(p: PathBuf) -> PathBuf {
+    if p.is_absolute() {
+        return p;
+    }
+    std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p)
+}
+
+type Types = (TypeRegistry, HashMap<TypeKey, TypePolicy>);
+
+fn build_types(config: &Config) -> Result<Types, AppError> {
+    let mut types = Vec::new();
+    let mut policies = HashMap::new();
+    for t in &config.types {
+        let schema = match &t.schema {
+            Some(path) => {
+                let path = config.resolve(path);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| AppError::Config(format!("schema {}: {e}", path.display())))?;
+                Some(
+                    serde_json::from_str(&text)
+                        .map_err(|e| AppError::Config(format!("schema {}: {e}", path.display())))?,
+                )
+            }
+            None => None,
+        };
+        let ty = ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
+            .map_err(|e| AppError::Config(e.to_string()))?;
+        policies.insert(ty.key(), policy(t));
+        types.push(ty);
+    }
+    Ok((TypeRegistry::new(types), policies))
+}
+
+fn policy(t: &TypeConfig) -> TypePolicy {
+    TypePolicy {
+        provider: t.provider.clone(),
+        poll_interval: Duration::from_secs_f64(t.poll_interval_seconds),
+        backoff: t.retry_failures.then_some(BackoffPolicy {
+            base: Duration::from_secs(t.backoff_base_seconds),
+            max: Duration::from_secs(t.backoff_max_seconds),
+        }),
+        create_deadline: Duration::from_secs(t.create_deadline_seconds),
+        update_deadline: Duration::from_secs(t.update_deadline_seconds),
+        delete_deadline: Duration::from_secs(t.delete_deadline_seconds),
+        max_history: t.max_history.max(1),
+        block_deletion_on_failure: t.block_deletion_on_failure,
+        ..TypePolicy::default()
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "local".into())
+}

@@ -1,0 +1,323 @@
+//! `slipway.toml`: one file, every key overridable by `SLIPWAY_*` environment variables
+//! (`SLIPWAY_SERVER__LISTEN=0.0.0.0:8080`, `SLIPWAY_TYPES__0__POLL_INTERVAL_SECONDS=5`).
+//! Relative paths are resolved against the config file's directory (the working directory
+//! for the built-in default).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The configuration used when no file is given: SQLite in the working directory, the local
+/// Ansible provider, and the example resource types under `examples/`.
+pub const DEFAULT_CONFIG: &str = include_str!("../../../examples/slipway.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error("parsing configuration: {0}")]
+    Parse(String),
+    #[error("environment override {0}: {1}")]
+    Env(String, String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: Server,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub engine: EngineConfig,
+    #[serde(default)]
+    pub providers: Vec<ProviderConfig>,
+    #[serde(default)]
+    pub types: Vec<TypeConfig>,
+    /// Directory of the config file; base for relative paths.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    pub listen: String,
+    /// RP location in operation URLs.
+    pub location: String,
+    pub retry_after_seconds: u64,
+    pub max_body_bytes: usize,
+    pub page_size: usize,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server {
+            listen: "127.0.0.1:8080".into(),
+            location: "local".into(),
+            retry_after_seconds: 1,
+            max_body_bytes: 1024 * 1024,
+            page_size: 100,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite:PATH` (or a bare path).
+    pub url: String,
+    /// `full` (default: an accepted operation survives power loss) or `normal`.
+    pub synchronous: String,
+    pub operation_ttl_seconds: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: "sqlite:slipway.db".into(),
+            synchronous: "full".into(),
+            operation_ttl_seconds: 7 * 24 * 3600,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Lease owner name; defaults to the host name.
+    pub node_name: Option<String>,
+    pub lease_seconds: u64,
+    pub max_concurrent: usize,
+    pub shutdown_grace_seconds: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { node_name: None, lease_seconds: 30, max_concurrent: 4096, shutdown_grace_seconds: 20 }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    pub name: String,
+    /// `ansible`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub playbook_dir: PathBuf,
+    #[serde(default = "default_work_dir")]
+    pub work_dir: PathBuf,
+    #[serde(default = "default_runner")]
+    pub runner: PathBuf,
+    #[serde(default = "default_python")]
+    pub python: PathBuf,
+    #[serde(default)]
+    pub playbook_prefix: Option<String>,
+    #[serde(default)]
+    pub job_timeout_seconds: Option<u64>,
+    #[serde(default = "default_cancel_grace")]
+    pub cancel_grace_seconds: u64,
+    /// Jobs run at once; further launches wait.
+    #[serde(default = "default_max_jobs")]
+    pub max_concurrent_jobs: usize,
+    /// Static extra vars for every job of this provider.
+    #[serde(default)]
+    pub extra_vars: toml::Table,
+}
+
+fn default_work_dir() -> PathBuf {
+    ".slipway/jobs".into()
+}
+fn default_runner() -> PathBuf {
+    ".venv/bin/ansible-runner".into()
+}
+fn default_python() -> PathBuf {
+    ".venv/bin/python".into()
+}
+fn default_cancel_grace() -> u64 {
+    10
+}
+fn default_max_jobs() -> usize {
+    8
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypeConfig {
+    pub namespace: String,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub kind: String,
+    pub api_versions: Vec<String>,
+    /// JSON Schema file for `properties`.
+    #[serde(default)]
+    pub schema: Option<PathBuf>,
+    pub provider: String,
+    /// Explicit playbook or template names; default `{prefix}-{create|delete}-{kind-kebab}`.
+    #[serde(default)]
+    pub create: Option<String>,
+    #[serde(default)]
+    pub delete: Option<String>,
+    #[serde(default = "default_poll")]
+    pub poll_interval_seconds: f64,
+    /// Convergence retries after a failure; `false` stops after the operation fails.
+    #[serde(default = "yes")]
+    pub retry_failures: bool,
+    #[serde(default = "default_backoff_base")]
+    pub backoff_base_seconds: u64,
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max_seconds: u64,
+    #[serde(default = "default_deadline")]
+    pub create_deadline_seconds: u64,
+    #[serde(default = "default_deadline")]
+    pub update_deadline_seconds: u64,
+    #[serde(default = "default_delete_deadline")]
+    pub delete_deadline_seconds: u64,
+    #[serde(default = "default_history")]
+    pub max_history: usize,
+    #[serde(default = "yes")]
+    pub block_deletion_on_failure: bool,
+}
+
+fn default_poll() -> f64 {
+    2.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_backoff_base() -> u64 {
+    120
+}
+fn default_backoff_max() -> u64 {
+    1800
+}
+fn default_deadline() -> u64 {
+    3600
+}
+fn default_delete_deadline() -> u64 {
+    12 * 3600
+}
+fn default_history() -> usize {
+    10
+}
+
+impl Config {
+    /// Reads `path` (or the built-in default), applies `SLIPWAY_*` overrides from `env`.
+    pub fn load(path: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let (text, base_dir) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError::Read(p.to_path_buf(), e))?;
+                let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+                (text, dir)
+            }
+            None => (DEFAULT_CONFIG.to_string(), PathBuf::new()),
+        };
+        let mut value: toml::Value = toml::from_str(&text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        for (k, v) in env {
+            if let Some(rest) = k.strip_prefix("SLIPWAY_")
+                && rest.contains("__")
+            {
+                apply_override(&mut value, rest, &v).map_err(|e| ConfigError::Env(k.clone(), e))?;
+            }
+        }
+        let mut config: Config = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse(e.to_string()))?;
+        config.base_dir = base_dir;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        for t in &self.types {
+            if !self.providers.iter().any(|p| p.name == t.provider) {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{} uses provider '{}', which is not configured",
+                    t.namespace, t.type_name, t.provider
+                )));
+            }
+            if !t.poll_interval_seconds.is_finite() || t.poll_interval_seconds <= 0.0 {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{}: poll_interval_seconds must be positive",
+                    t.namespace, t.type_name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `SERVER__LISTEN` → `server.listen`; numeric segments index arrays. Values parse as TOML
+/// scalars when they can (numbers, booleans), else as strings.
+fn apply_override(root: &mut toml::Value, path: &str, raw: &str) -> Result<(), String> {
+    let segs: Vec<String> = path.split("__").map(|s| s.to_ascii_lowercase()).collect();
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut cur = root;
+    for (i, seg) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        cur = match cur {
+            toml::Value::Table(t) => {
+                if last {
+                    t.insert(seg.clone(), value);
+                    return Ok(());
+                }
+                t.entry(seg.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            }
+            toml::Value::Array(a) => {
+                let idx: usize = seg.parse().map_err(|_| format!("'{seg}' is not an array index"))?;
+                let slot = a.get_mut(idx).ok_or_else(|| format!("index {idx} is out of range"))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+            _ => return Err(format!("'{seg}' is below a plain value")),
+        };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_loads() {
+        let c = Config::load(None, []).unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:8080");
+        assert_eq!(c.store.url, "sqlite:slipway.db");
+        assert!(c.types.len() >= 4);
+        assert_eq!(c.providers[0].kind, "ansible");
+    }
+
+    #[test]
+    fn env_overrides_tables_arrays_and_scalars() {
+        let env = [
+            ("SLIPWAY_SERVER__LISTEN".to_string(), "0.0.0.0:9000".to_string()),
+            ("SLIPWAY_SERVER__RETRY_AFTER_SECONDS".to_string(), "5".to_string()),
+            ("SLIPWAY_TYPES__0__POLL_INTERVAL_SECONDS".to_string(), "0.5".to_string()),
+            ("SLIPWAY_IGNORED".to_string(), "x".to_string()),
+        ];
+        let c = Config::load(None, env).unwrap();
+        assert_eq!(c.server.listen, "0.0.0.0:9000");
+        assert_eq!(c.server.retry_after_seconds, 5);
+        assert_eq!(c.types[0].poll_interval_seconds, 0.5);
+    }
+
+    #[test]
+    fn bad_overrides_and_unknown_keys_are_errors() {
+        let bad = [("SLIPWAY_TYPES__99__KIND".to_string(), "X".to_string())];
+        assert!(matches!(Config::load(None, bad), Err(ConfigError::Env(..))));
+        let unknown = [("SLIPWAY_SERVER__LISTN".to_string(), "x".to_string())];
+        assert!(matches!(Config::load(None, unknown), Err(ConfigError::Parse(_))));
+    }
+}

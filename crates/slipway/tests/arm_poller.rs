@@ -1,0 +1,25 @@
+//! The real Python `azure-mgmt-core` ARMPolling client against Slipway (reference arm §6.10).
+
+mod common;
+
+use common::{API, SUB, TestServer, python_tools, repo};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_sdk_poller_drives_put_patch_failure_and_delete() {
+    let venv = python_tools();
+    let mut s = TestServer::start().await;
+    let script = repo().join("tests/python/arm_poller.py");
+    let out = tokio::process::Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .args([&s.base, SUB, API])
+        .output()
+        .await
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "poller script failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    for scenario in ["\"put\"", "\"patch\"", "\"failing-put\"", "\"delete\"", "\"delete-absent\""] {
+        assert!(stdout.contains(scenario), "missing scenario {scenario}:\n{stdout}");
+    }
+    s.stop().await;
+}

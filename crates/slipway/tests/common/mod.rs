@@ -1,0 +1,194 @@
+//! Starts a whole Slipway in-process (SQLite in a temp dir, the local Ansible provider, the
+//! example types) on an ephemeral port, for black-box HTTP tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use slipway::app::App;
+use slipway::config::Config;
+use slipway_domain::time::ShiftedClock;
+
+pub const API: &str = "2025-06-01";
+pub const SUB: &str = "11111111-1111-1111-1111-111111111111";
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+/// Installs the Python tools once (idempotent; fast when already there).
+pub fn python_tools() -> PathBuf {
+    static READY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    READY
+        .get_or_init(|| {
+            let status = std::process::Command::new(repo().join("scripts/setup-python.sh"))
+                .status()
+                .expect("run setup-python.sh");
+            assert!(status.success(), "setup-python.sh failed");
+            repo().join(".venv")
+        })
+        .clone()
+}
+
+/// A config for tests: everything under `dir`, fast polling, short Retry-After.
+pub fn config_text(dir: &Path, extra_type_settings: &str) -> String {
+    let repo = repo();
+    let venv = python_tools();
+    let mut types = String::new();
+    for (ty, kind) in [
+        ("virtualNetworks", "VirtualNetwork"),
+        ("subnets", "Subnet"),
+        ("securityGroups", "SecurityGroup"),
+        ("computeInstances", "ComputeInstance"),
+    ] {
+        types.push_str(&format!(
+            r#"
+[[types]]
+namespace = "Slipway.Example"
+type = "{ty}"
+kind = "{kind}"
+api_versions = ["{API}"]
+schema = "{schema}"
+provider = "ansible"
+poll_interval_seconds = 0.2
+{extra_type_settings}
+"#,
+            schema = repo.join(format!("examples/schemas/{ty}.json")).display(),
+        ));
+    }
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+retry_after_seconds = 0
+
+[store]
+url = "sqlite:{db}"
+
+[engine]
+node_name = "test"
+shutdown_grace_seconds = 10
+
+[[providers]]
+name = "ansible"
+type = "ansible"
+playbook_dir = "{playbooks}"
+work_dir = "{jobs}"
+runner = "{venv}/bin/ansible-runner"
+python = "{venv}/bin/python"
+playbook_prefix = "slipway"
+cancel_grace_seconds = 3
+extra_vars = {{ slipway_state_dir = "{state}" }}
+{types}"#,
+        state = dir.join("state").display(),
+        db = dir.join("slipway.db").display(),
+        playbooks = repo.join("examples/playbooks").display(),
+        jobs = dir.join("jobs").display(),
+        venv = venv.display(),
+    )
+}
+
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub clock: Arc<ShiftedClock>,
+    pub app: Option<App>,
+    pub http: reqwest::Client,
+}
+
+impl TestServer {
+    pub async fn start() -> TestServer {
+        Self::start_with("").await
+    }
+
+    pub async fn start_with(extra_type_settings: &str) -> TestServer {
+        init_logging();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("slipway.toml");
+        std::fs::write(&path, config_text(dir.path(), extra_type_settings)).expect("write config");
+        let config = Config::load(Some(&path), []).expect("config");
+        let clock = Arc::new(ShiftedClock::default());
+        let app = App::start(config, clock.clone()).await.expect("start slipway");
+        let base = format!("http://{}", app.addr);
+        TestServer { dir, base, clock, app: Some(app), http: reqwest::Client::new() }
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(app) = self.app.take() {
+            app.shutdown().await.expect("clean shutdown");
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        format!("{}{path}{sep}api-version={API}", self.base)
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> reqwest::Response {
+        self.http.put(self.url(path)).json(&body).send().await.expect("PUT")
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.http.get(self.url(path)).send().await.expect("GET")
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let r = self.get(path).await;
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// GETs an absolute URL from a response header.
+    pub async fn follow(&self, url: &str) -> (u16, Value) {
+        let r = self.http.get(url).send().await.expect("GET");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls an operation-status URL until it is terminal.
+    pub async fn wait_terminal(&self, status_url: &str, timeout: Duration) -> Value {
+        let start = Instant::now();
+        loop {
+            let (code, body) = self.follow(status_url).await;
+            assert_eq!(code, 200, "status endpoint: {body}");
+            if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
+                return body;
+            }
+            assert!(start.elapsed() < timeout, "operation not terminal after {timeout:?}: {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until `f` holds for the resource body (or its absence: status 404).
+    pub async fn wait_resource(&self, path: &str, timeout: Duration, f: impl Fn(u16, &Value) -> bool) -> (u16, Value) {
+        let start = Instant::now();
+        loop {
+            let (code, body) = self.get_json(path).await;
+            if f(code, &body) {
+                return (code, body);
+            }
+            assert!(start.elapsed() < timeout, "condition not met after {timeout:?}: {code} {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// `SLIPWAY_LOG=debug cargo test …` shows what the server did.
+pub fn init_logging() {
+    if let Ok(filter) = std::env::var("SLIPWAY_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+pub fn rid(ty: &str, name: &str) -> String {
+    format!("/subscriptions/{SUB}/resourceGroups/rg1/providers/Slipway.Example/{ty}/{name}")
+}
+
+pub fn header(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string)
+}

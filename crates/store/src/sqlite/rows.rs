@@ -1,0 +1,203 @@
+//! Rows ⇄ domain records, and the queries the read pool runs.
+//!
+//! Decoding never trusts the file: a body that does not parse, or that names another key
+//! than its row, is reported as [`StoreError::Internal`] naming the row.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
+use slipway_domain::{Operation, Timestamp};
+
+use super::db_error;
+use crate::{ListQuery, Notification, Page, StoreError};
+
+/// The `resources` columns [`ResourceRow::read`] expects, as a literal for `concat!`.
+macro_rules! resource_columns {
+    () => {
+        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body"
+    };
+}
+pub(super) use resource_columns;
+
+/// A `resources` row as stored, before its body is trusted.
+pub(super) struct ResourceRow {
+    pub(super) key: String,
+    next_due: Option<i64>,
+    intent: bool,
+    pub(super) lease_owner: Option<String>,
+    pub(super) lease_until: Option<i64>,
+    pub(super) lease_epoch: i64,
+    generation: i64,
+    body: String,
+}
+
+impl ResourceRow {
+    /// Reads the columns in [`resource_columns!`] order.
+    pub(super) fn read(row: &Row<'_>) -> rusqlite::Result<ResourceRow> {
+        Ok(ResourceRow {
+            key: row.get(0)?,
+            next_due: row.get(1)?,
+            intent: row.get(2)?,
+            lease_owner: row.get(3)?,
+            lease_until: row.get(4)?,
+            lease_epoch: row.get(5)?,
+            generation: row.get(6)?,
+            body: row.get(7)?,
+        })
+    }
+
+    /// The record with lease, schedule and generation taken from the columns, which are what
+    /// claims and queries act on.
+    pub(super) fn into_record(self) -> Result<ResourceRecord, StoreError> {
+        let mut rec: ResourceRecord =
+            serde_json::from_str(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
+        if rec.key().as_str() != self.key {
+            return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
+        }
+        rec.schedule = Schedule { next_due: self.next_due.map(Timestamp), intent: self.intent };
+        rec.lease = match (self.lease_owner, self.lease_until) {
+            (Some(owner), Some(until)) => {
+                Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })
+            }
+            _ => None,
+        };
+        rec.generation = from_i64(self.generation, "generation")?;
+        Ok(rec)
+    }
+}
+
+pub(super) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
+    StoreError::Internal(format!("corrupt {what} row {key}: {why}"))
+}
+
+pub(super) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
+}
+
+pub(super) fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Internal(format!("{what} {v} does not fit the database")))
+}
+
+/// SQLite's LIMIT takes an i64; anything larger means "no limit" anyway.
+pub(super) fn sql_limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Keys are stored lowercased; lowercasing again makes a hand-built key match too.
+pub(super) fn normalize_key(key: &ResourceKey) -> ResourceKey {
+    ResourceKey(key.as_str().to_ascii_lowercase())
+}
+
+pub(super) fn get_resource(conn: &Connection, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = ?1"))
+        .map_err(db_error)?;
+    let row = stmt.query_row([key.as_str()], ResourceRow::read).optional().map_err(db_error)?;
+    row.map(ResourceRow::into_record).transpose()
+}
+
+pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Page, StoreError> {
+    // A zero limit could never make progress; treat it as the smallest page.
+    let limit = query.limit.max(1);
+    // One row more than asked tells whether another page follows.
+    let fetch = sql_limit(limit.saturating_add(1));
+    let type_key = query.type_key.as_str().to_ascii_lowercase();
+    let subscription = query.subscription.to_ascii_lowercase();
+    // Every key starts with '/', so '' sorts before all of them.
+    let after = query.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+    let rows: Vec<ResourceRow> = match &query.resource_group {
+        Some(group) => {
+            let mut stmt = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    resource_columns!(),
+                    " FROM resources
+                     WHERE type_key = ?1 AND subscription = ?2 AND resource_group = ?3 AND key > ?4
+                     ORDER BY key LIMIT ?5"
+                ))
+                .map_err(db_error)?;
+            stmt.query_map(params![type_key, subscription, group.to_ascii_lowercase(), after, fetch], ResourceRow::read)
+                .and_then(Iterator::collect)
+                .map_err(db_error)?
+        }
+        None => {
+            let mut stmt = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    resource_columns!(),
+                    " FROM resources
+                     WHERE type_key = ?1 AND subscription = ?2 AND key > ?3
+                     ORDER BY key LIMIT ?4"
+                ))
+                .map_err(db_error)?;
+            stmt.query_map(params![type_key, subscription, after, fetch], ResourceRow::read)
+                .and_then(Iterator::collect)
+                .map_err(db_error)?
+        }
+    };
+    let more = rows.len() > limit;
+    let items = rows.into_iter().take(limit).map(ResourceRow::into_record).collect::<Result<Vec<_>, _>>()?;
+    let next = if more { items.last().map(ResourceRecord::key) } else { None };
+    Ok(Page { items, next })
+}
+
+pub(super) fn decode_operation(id: &str, body: &str) -> Result<Operation, StoreError> {
+    let op: Operation = serde_json::from_str(body).map_err(|e| corrupt("operation", id, &e.to_string()))?;
+    if op.id.as_str() != id {
+        return Err(corrupt("operation", id, &format!("body is for {}", op.id)));
+    }
+    Ok(op)
+}
+
+pub(super) fn get_operation(
+    conn: &Connection,
+    subscription: &str,
+    id: &OperationId,
+    now: Timestamp,
+) -> Result<Option<Operation>, StoreError> {
+    // Expiry is checked here, not only by the sweeper, so a TTL is exact whenever it runs.
+    let mut stmt = conn
+        .prepare_cached("SELECT id, body FROM operations WHERE subscription = ?1 AND id = ?2 AND expires_at > ?3")
+        .map_err(db_error)?;
+    let row: Option<(String, String)> = stmt
+        .query_row(params![subscription, id.as_str(), now.as_millis()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()
+        .map_err(db_error)?;
+    row.map(|(id, body)| decode_operation(&id, &body)).transpose()
+}
+
+pub(super) fn due_notifications(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+) -> Result<Vec<Notification>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, subscription, operation_id, uri, attempts, next_attempt_at, created_at
+             FROM outbox WHERE state = 'pending' AND next_attempt_at <= ?1
+             ORDER BY next_attempt_at, id LIMIT ?2",
+        )
+        .map_err(db_error)?;
+    type Raw = (i64, String, String, String, i64, i64, i64);
+    let raw: Vec<Raw> = stmt
+        .query_map(params![now.as_millis(), sql_limit(limit)], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?))
+        })
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    raw.into_iter()
+        .map(|(id, subscription, operation_id, uri, attempts, next_attempt_at, created_at)| {
+            let row = || format!("#{id}");
+            Ok(Notification {
+                id,
+                subscription,
+                operation_id: OperationId::parse(&operation_id)
+                    .ok_or_else(|| corrupt("outbox", &row(), "bad operation id"))?,
+                uri,
+                attempts: u32::try_from(attempts).map_err(|_| corrupt("outbox", &row(), "bad attempts"))?,
+                next_attempt_at: Timestamp(next_attempt_at),
+                created_at: Timestamp(created_at),
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,127 @@
+//! Connections, pragmas and the embedded migrations.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use slipway_domain::Timestamp;
+
+use super::{Synchronous, db_error};
+use crate::StoreError;
+
+/// Only reached when something outside this process touches the file (an operator's
+/// `sqlite3` shell, a backup): long enough to ride that out, short enough to surface.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Applied in order, each exactly once, recorded in `schema_migrations`. Append only: a
+/// migration that has shipped is never edited.
+const MIGRATIONS: &[&str] = &[
+    // 1. Everything. Resource and operation bodies are the serde JSON of the domain types;
+    // the other columns exist to be indexed and are always derived from the body's record
+    // (lease and schedule live only in columns: claims change them without a body rewrite).
+    "
+    CREATE TABLE resources (
+        key            TEXT PRIMARY KEY NOT NULL,
+        subscription   TEXT NOT NULL,
+        resource_group TEXT NOT NULL,
+        type_key       TEXT NOT NULL,
+        next_due       INTEGER,
+        intent         INTEGER NOT NULL DEFAULT 0,
+        lease_owner    TEXT,
+        lease_until    INTEGER,
+        lease_epoch    INTEGER NOT NULL DEFAULT 0,
+        generation     INTEGER NOT NULL,
+        body           TEXT NOT NULL
+    );
+    CREATE INDEX resources_by_group ON resources (type_key, subscription, resource_group, key);
+    CREATE INDEX resources_by_subscription ON resources (type_key, subscription, key);
+    CREATE INDEX resources_due ON resources (intent, next_due) WHERE next_due IS NOT NULL;
+    CREATE INDEX resources_by_lease_owner ON resources (lease_owner) WHERE lease_owner IS NOT NULL;
+
+    CREATE TABLE operations (
+        subscription TEXT NOT NULL,
+        id           TEXT NOT NULL,
+        resource_key TEXT NOT NULL,
+        status       TEXT NOT NULL,
+        terminal     INTEGER NOT NULL,
+        expires_at   INTEGER NOT NULL,
+        body         TEXT NOT NULL,
+        PRIMARY KEY (subscription, id)
+    );
+    CREATE INDEX operations_active ON operations (resource_key) WHERE terminal = 0;
+    CREATE INDEX operations_expiry ON operations (expires_at);
+
+    CREATE TABLE outbox (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        subscription    TEXT NOT NULL,
+        operation_id    TEXT NOT NULL,
+        uri             TEXT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at INTEGER NOT NULL,
+        created_at      INTEGER NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+        last_error      TEXT
+    );
+    CREATE INDEX outbox_due ON outbox (next_attempt_at, id) WHERE state = 'pending';
+    ",
+];
+
+/// The one read-write connection, migrated and ready for the writer thread.
+pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+    let mut conn = Connection::open(path).map_err(|e| cannot_open(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).map_err(db_error)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::Internal(format!("{}: cannot switch to WAL (journal_mode is {mode})", path.display())));
+    }
+    conn.pragma_update(None, "synchronous", synchronous.as_str()).map_err(db_error)?;
+    conn.pragma_update(None, "foreign_keys", "ON").map_err(db_error)?;
+    // Every statement the writer runs stays prepared.
+    conn.set_prepared_statement_cache_capacity(64);
+    migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+pub(super) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| cannot_open(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
+
+fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(format!("cannot open database {}: {e}", path.display()))
+}
+
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version    INTEGER PRIMARY KEY,
+            applied_at INTEGER NOT NULL
+        )",
+    )
+    .map_err(db_error)?;
+    let current: i64 = tx
+        .query_row("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", [], |row| row.get(0))
+        .map_err(db_error)?;
+    let known = MIGRATIONS.len() as i64;
+    if current > known {
+        // Running an older binary on a newer schema could silently drop what it does not know.
+        return Err(StoreError::Internal(format!(
+            "database {} has schema version {current}, newer than this Slipway understands ({known})",
+            path.display()
+        )));
+    }
+    let applied_at = Timestamp::from_system(SystemTime::now()).as_millis();
+    let done = usize::try_from(current)
+        .map_err(|_| StoreError::Internal(format!("database {}: bad schema version {current}", path.display())))?;
+    for (version, sql) in (1_i64..).zip(MIGRATIONS).skip(done) {
+        tx.execute_batch(sql).map_err(|e| StoreError::Internal(format!("migration {version} failed: {e}")))?;
+        tx.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)", (version, applied_at))
+            .map_err(db_error)?;
+        tracing::info!(version, "applied SQLite migration");
+    }
+    tx.commit().map_err(db_error)
+}

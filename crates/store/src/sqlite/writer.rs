@@ -1,0 +1,133 @@
+//! The group-commit writer: one thread owns the read-write connection, drains every pending
+//! request, runs them in one transaction (each in its own savepoint) and commits once.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use super::db_error;
+use crate::StoreError;
+
+/// One write request, type-erased so requests with different results share a batch.
+pub(super) trait Job: Send {
+    /// Runs the work inside the request's savepoint; `false` means roll the savepoint back.
+    fn run(&mut self, conn: &Connection) -> bool;
+    /// Answers the caller once the batch's fate is known.
+    fn finish(self: Box<Self>, committed: Result<(), StoreError>);
+}
+
+pub(super) struct Request<T, F> {
+    work: Option<F>,
+    outcome: Option<Result<T, StoreError>>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Request<T, F> {
+    pub(super) fn new(work: F, reply: oneshot::Sender<Result<T, StoreError>>) -> Self {
+        Request { work: Some(work), outcome: None, reply }
+    }
+}
+
+impl<T, F> Job for Request<T, F>
+where
+    T: Send,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let Some(work) = self.work.take() else {
+            return false;
+        };
+        // Change functions are caller code; a panic in one must not take the writer (and
+        // with it every other request) down.
+        let outcome = catch_unwind(AssertUnwindSafe(|| work(conn)))
+            .unwrap_or_else(|panic| Err(StoreError::Internal(format!("write panicked: {}", panic_text(&panic)))));
+        let ok = outcome.is_ok();
+        self.outcome = Some(outcome);
+        ok
+    }
+
+    fn finish(self: Box<Self>, committed: Result<(), StoreError>) {
+        let answer = match (self.outcome, committed) {
+            // A request that failed on its own says why, whatever happened to the batch.
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (_, Err(e)) => Err(e),
+            (None, Ok(())) => Err(StoreError::Internal("write request was never run".into())),
+        };
+        // The caller may have gone away; the write stands regardless.
+        let _ = self.reply.send(answer);
+    }
+}
+
+fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+/// The writer thread's body; returns when every sender is gone.
+pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {
+    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(max_batch);
+    while let Some(first) = jobs.blocking_recv() {
+        batch.push(first);
+        while batch.len() < max_batch {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&conn, &mut batch);
+    }
+}
+
+fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        fail_all(batch, db_error(e));
+        return;
+    }
+    let lost = batch.iter_mut().find_map(|job| run_in_savepoint(conn, job.as_mut()).err());
+    if let Some(e) = lost {
+        abort(conn);
+        fail_all(batch, e);
+        return;
+    }
+    let committed = conn.execute_batch("COMMIT").map_err(db_error);
+    if let Err(e) = &committed {
+        tracing::error!(error = %e, requests = batch.len(), "SQLite group commit failed");
+        abort(conn);
+    }
+    for job in batch.drain(..) {
+        job.finish(committed.clone());
+    }
+}
+
+/// `Err` means the whole transaction is lost, not just this request.
+fn run_in_savepoint(conn: &Connection, job: &mut dyn Job) -> Result<(), StoreError> {
+    conn.execute_batch("SAVEPOINT request").map_err(db_error)?;
+    let ok = job.run(conn);
+    if conn.is_autocommit() {
+        // SQLite rolled the whole transaction back by itself (I/O error, disk full, …):
+        // every earlier request of the batch went with it.
+        return Err(StoreError::Unavailable("the SQLite transaction was rolled back".into()));
+    }
+    let end = if ok { "RELEASE request" } else { "ROLLBACK TO request; RELEASE request" };
+    conn.execute_batch(end).map_err(db_error)
+}
+
+fn abort(conn: &Connection) {
+    if !conn.is_autocommit()
+        && let Err(e) = conn.execute_batch("ROLLBACK")
+    {
+        tracing::error!(error = %e, "SQLite rollback failed");
+    }
+}
+
+fn fail_all(batch: &mut Vec<Box<dyn Job>>, error: StoreError) {
+    for job in batch.drain(..) {
+        job.finish(Err(error.clone()));
+    }
+}

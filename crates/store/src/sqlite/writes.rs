@@ -1,0 +1,330 @@
+//! Everything the writer thread runs. Each function is one request: it runs inside its own
+//! savepoint of the current batch, so returning `Err` undoes exactly what it did.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+use slipway_domain::ids::ResourceKey;
+use slipway_domain::resource::{Lease, ResourceRecord, Schedule, Snapshot};
+use slipway_domain::{Operation, Timestamp};
+
+use super::db_error;
+use super::rows::{self, ResourceRow, normalize_key, resource_columns, sql_limit, to_i64};
+use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
+
+pub(super) fn change(
+    conn: &Connection,
+    req: &ChangeRequest,
+    change: ChangeFn,
+    operation_ttl: Duration,
+) -> Result<Snapshot, StoreError> {
+    let key = normalize_key(&req.key);
+    let before = load_snapshot(conn, &key, req)?;
+    if let Some(fence) = &req.fence {
+        let held = before
+            .resource
+            .as_ref()
+            .and_then(|res| res.lease.as_ref())
+            .is_some_and(|lease| lease.owner == fence.owner && lease.epoch == fence.epoch);
+        if !held {
+            return Err(StoreError::LeaseLost);
+        }
+    }
+    let mut after = before.clone();
+    change(&mut after)?;
+    write_resource(conn, &key, before.resource.as_ref(), after.resource.as_ref())?;
+    let expires_at = req.now.add(operation_ttl);
+    for op in &after.operations {
+        let old = before.operations.iter().find(|old| old.id == op.id && old.subscription == op.subscription);
+        match old {
+            Some(old) if old == op => {}
+            Some(_) => write_operation(conn, op, expires_at, false)?,
+            None => write_operation(conn, op, expires_at, true)?,
+        }
+    }
+    if !after.notifications.is_empty() {
+        let mut insert = conn
+            .prepare_cached(
+                "INSERT INTO outbox (subscription, operation_id, uri, attempts, next_attempt_at, created_at, state)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?4, 'pending')",
+            )
+            .map_err(db_error)?;
+        for n in &after.notifications {
+            insert
+                .execute(params![
+                    n.subscription.to_ascii_lowercase(),
+                    n.operation_id.as_str(),
+                    n.uri,
+                    req.now.as_millis()
+                ])
+                .map_err(db_error)?;
+        }
+    }
+    Ok(after)
+}
+
+fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> Result<Snapshot, StoreError> {
+    let resource = rows::get_resource(conn, key)?;
+    let mut stmt = conn
+        .prepare_cached("SELECT id, body FROM operations WHERE resource_key = ?1 AND terminal = 0 ORDER BY rowid")
+        .map_err(db_error)?;
+    let raw: Vec<(String, String)> = stmt
+        .query_map([key.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    let mut operations =
+        raw.iter().map(|(id, body)| rows::decode_operation(id, body)).collect::<Result<Vec<Operation>, _>>()?;
+    if let Some((subscription, id)) = &req.operation {
+        let subscription = subscription.to_ascii_lowercase();
+        let loaded = operations.iter().any(|op| &op.id == id && op.subscription == subscription);
+        if !loaded {
+            operations.extend(rows::get_operation(conn, &subscription, id, req.now)?);
+        }
+    }
+    Ok(Snapshot { resource, operations, notifications: Vec::new() })
+}
+
+/// The indexed columns of a record. The record is authoritative: its lease and schedule go
+/// to the columns and are left out of the body, so no stale copy can exist.
+struct ResourceColumns {
+    subscription: String,
+    resource_group: String,
+    type_key: String,
+    next_due: Option<i64>,
+    intent: bool,
+    lease_owner: Option<String>,
+    lease_until: Option<i64>,
+    lease_epoch: Option<i64>,
+    generation: i64,
+    body: String,
+}
+
+impl ResourceColumns {
+    fn of(rec: &ResourceRecord, key: &ResourceKey) -> Result<ResourceColumns, StoreError> {
+        if &rec.key() != key {
+            return Err(StoreError::Internal(format!("a change of {key} produced the resource {}", rec.id)));
+        }
+        let mut stored = rec.clone();
+        stored.lease = None;
+        stored.schedule = Schedule::default();
+        let body = serde_json::to_string(&stored)
+            .map_err(|e| StoreError::Internal(format!("cannot encode resource {key}: {e}")))?;
+        let lease = rec.lease.as_ref();
+        Ok(ResourceColumns {
+            subscription: rec.id.subscription_key(),
+            resource_group: rec.id.resource_group_key(),
+            type_key: rec.id.type_key().as_str().to_string(),
+            next_due: rec.schedule.next_due.map(Timestamp::as_millis),
+            intent: rec.schedule.intent,
+            lease_owner: lease.map(|l| l.owner.clone()),
+            lease_until: lease.map(|l| l.until.as_millis()),
+            lease_epoch: lease.map(|l| to_i64(l.epoch, "lease epoch")).transpose()?,
+            generation: to_i64(rec.generation, "generation")?,
+            body,
+        })
+    }
+}
+
+fn write_resource(
+    conn: &Connection,
+    key: &ResourceKey,
+    before: Option<&ResourceRecord>,
+    after: Option<&ResourceRecord>,
+) -> Result<(), StoreError> {
+    let (sql, rec) = match (before, after) {
+        (Some(_), None) => {
+            let mut delete = conn.prepare_cached("DELETE FROM resources WHERE key = ?1").map_err(db_error)?;
+            delete.execute([key.as_str()]).map_err(db_error)?;
+            return Ok(());
+        }
+        (None, Some(rec)) => (
+            "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
+                                    lease_owner, lease_until, lease_epoch, generation, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, COALESCE(?9, 0), ?10, ?11)",
+            rec,
+        ),
+        (Some(old), Some(rec)) if old != rec => (
+            // Epochs only grow: a record that dropped its lease keeps the row's epoch, so a
+            // later claim still moves past every fence ever handed out.
+            "UPDATE resources SET subscription = ?2, resource_group = ?3, type_key = ?4, next_due = ?5,
+                 intent = ?6, lease_owner = ?7, lease_until = ?8,
+                 lease_epoch = MAX(lease_epoch, COALESCE(?9, 0)), generation = ?10, body = ?11
+             WHERE key = ?1",
+            rec,
+        ),
+        _ => return Ok(()),
+    };
+    let c = ResourceColumns::of(rec, key)?;
+    let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
+    stmt.execute(params![
+        key.as_str(),
+        c.subscription,
+        c.resource_group,
+        c.type_key,
+        c.next_due,
+        c.intent,
+        c.lease_owner,
+        c.lease_until,
+        c.lease_epoch,
+        c.generation,
+        c.body,
+    ])
+    .map_err(db_error)?;
+    Ok(())
+}
+
+fn write_operation(conn: &Connection, op: &Operation, expires_at: Timestamp, new: bool) -> Result<(), StoreError> {
+    let body = serde_json::to_string(op)
+        .map_err(|e| StoreError::Internal(format!("cannot encode operation {}: {e}", op.id)))?;
+    let sql = if new {
+        "INSERT INTO operations (subscription, id, resource_key, status, terminal, expires_at, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+    } else {
+        "UPDATE operations SET resource_key = ?3, status = ?4, terminal = ?5, expires_at = ?6, body = ?7
+         WHERE subscription = ?1 AND id = ?2"
+    };
+    let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
+    stmt.execute(params![
+        op.subscription.to_ascii_lowercase(),
+        op.id.as_str(),
+        normalize_key(&op.resource_key).as_str(),
+        op.status.as_str(),
+        op.is_terminal(),
+        expires_at.as_millis(),
+        body,
+    ])
+    .map_err(db_error)?;
+    Ok(())
+}
+
+pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
+    let room = req.intent_limit.saturating_add(req.followup_limit);
+    if room == 0 {
+        return Ok(Vec::new());
+    }
+    // Each lane may end up with the whole room when the other is empty.
+    let intent = claimable(conn, true, req, room)?;
+    let followup = claimable(conn, false, req, room)?;
+    let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
+    let until = req.now.add(req.lease_for);
+    let mut update = conn
+        .prepare_cached(
+            "UPDATE resources SET lease_owner = ?2, lease_until = ?3, lease_epoch = ?4, intent = 0 WHERE key = ?1",
+        )
+        .map_err(db_error)?;
+    let mut claimed = Vec::with_capacity(from_intent + from_followup);
+    for row in intent.into_iter().take(from_intent).chain(followup.into_iter().take(from_followup)) {
+        let held = row.lease_owner.as_deref() == Some(req.owner.as_str())
+            && row.lease_until.is_some_and(|until| until >= req.now.as_millis());
+        let epoch = if held { row.lease_epoch } else { row.lease_epoch.saturating_add(1) };
+        let key = row.key.clone();
+        let mut rec = row.into_record().inspect_err(|e| {
+            tracing::error!(%key, error = %e, "cannot claim a corrupt resource row");
+        })?;
+        update.execute(params![key, req.owner, until.as_millis(), epoch]).map_err(db_error)?;
+        rec.lease = Some(Lease { owner: req.owner.clone(), until, epoch: rows::from_i64(epoch, "lease epoch")? });
+        rec.schedule.intent = false;
+        claimed.push(rec);
+    }
+    Ok(claimed)
+}
+
+/// Due rows of one lane that `req.owner` may take, earliest first.
+fn claimable(conn: &Connection, intent: bool, req: &ClaimRequest, room: usize) -> Result<Vec<ResourceRow>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            resource_columns!(),
+            " FROM resources
+             WHERE intent = ?1 AND next_due IS NOT NULL AND next_due <= ?2
+               AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < ?2
+                    OR (lease_owner = ?3 AND intent = 1))
+             ORDER BY next_due, rowid LIMIT ?4"
+        ))
+        .map_err(db_error)?;
+    stmt.query_map(params![intent, req.now.as_millis(), req.owner, sql_limit(room)], ResourceRow::read)
+        .and_then(Iterator::collect)
+        .map_err(db_error)
+}
+
+/// How many to take from each lane: each lane's own limit first, then whatever room one lane
+/// leaves unused goes to the other.
+fn shares(intent_limit: usize, followup_limit: usize, intent_ready: usize, followup_ready: usize) -> (usize, usize) {
+    let mut intent = intent_ready.min(intent_limit);
+    let mut followup = followup_ready.min(followup_limit);
+    let mut spare = intent_limit.saturating_add(followup_limit) - intent - followup;
+    let extra = (intent_ready - intent).min(spare);
+    intent += extra;
+    spare -= extra;
+    followup += (followup_ready - followup).min(spare);
+    (intent, followup)
+}
+
+pub(super) fn renew_leases(conn: &Connection, owner: &str, until: Timestamp) -> Result<u64, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("UPDATE resources SET lease_until = ?2 WHERE lease_owner = ?1").map_err(db_error)?;
+    let n = stmt.execute(params![owner, until.as_millis()]).map_err(db_error)?;
+    Ok(n as u64)
+}
+
+/// The epoch stays: the next claim, by anyone, increments it past the released fences.
+pub(super) fn release_leases(conn: &Connection, owner: &str) -> Result<u64, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("UPDATE resources SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?1")
+        .map_err(db_error)?;
+    let n = stmt.execute([owner]).map_err(db_error)?;
+    Ok(n as u64)
+}
+
+pub(super) fn sweep_operations(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
+    let mut stmt = conn.prepare_cached("DELETE FROM operations WHERE expires_at <= ?1").map_err(db_error)?;
+    let n = stmt.execute([now.as_millis()]).map_err(db_error)?;
+    Ok(n as u64)
+}
+
+// The notification updates are idempotent: an unknown or already finished id is no error,
+// since a notifier retrying after a lost answer must not fail.
+
+pub(super) fn finish_notification(conn: &Connection, id: i64) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare_cached("DELETE FROM outbox WHERE id = ?1").map_err(db_error)?;
+    stmt.execute([id]).map_err(db_error)?;
+    Ok(())
+}
+
+pub(super) fn reschedule_notification(
+    conn: &Connection,
+    id: i64,
+    next_attempt_at: Timestamp,
+    last_error: &str,
+) -> Result<(), StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = ?2, last_error = ?3
+             WHERE id = ?1 AND state = 'pending'",
+        )
+        .map_err(db_error)?;
+    stmt.execute(params![id, next_attempt_at.as_millis(), last_error]).map_err(db_error)?;
+    Ok(())
+}
+
+pub(super) fn abandon_notification(conn: &Connection, id: i64, last_error: &str) -> Result<(), StoreError> {
+    let mut stmt =
+        conn.prepare_cached("UPDATE outbox SET state = 'dead', last_error = ?2 WHERE id = ?1").map_err(db_error)?;
+    stmt.execute(params![id, last_error]).map_err(db_error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shares;
+
+    #[test]
+    fn lanes_share_unused_room() {
+        assert_eq!(shares(2, 1, 5, 5), (2, 1), "both lanes full: each gets its own limit");
+        assert_eq!(shares(2, 2, 1, 5), (1, 3), "intent leaves room to follow-up");
+        assert_eq!(shares(1, 2, 5, 0), (3, 0), "follow-up leaves room to intent");
+        assert_eq!(shares(2, 2, 1, 1), (1, 1));
+        assert_eq!(shares(0, 0, 3, 3), (0, 0));
+        assert_eq!(shares(usize::MAX, 1, 2, 2), (2, 2));
+    }
+}

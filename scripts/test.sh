@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test: formatting and lints, then the whole workspace test suite (domain tables,
+# store conformance on SQLite, real ansible-playbook runs, black-box HTTP tests, the Azure
+# SDK poller, crash tests). Installs what it needs (Python venv) idempotently.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup-python.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+# Two test binaries at a time: the suite runs real playbooks on a 2-core machine.
+cargo test --workspace --locked -- --test-threads "${SLIPWAY_TEST_THREADS:-4}"
