@@ -83,7 +83,13 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
 }
 
 /// PUT: create, replace, replay or conflict.
-pub fn admit_put(snap: &mut Snapshot, id: &ArmId, kind: &str, spec: Spec, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+pub fn admit_put(
+    snap: &mut Snapshot,
+    id: &ArmId,
+    kind: &str,
+    spec: Spec,
+    ctx: &RequestContext,
+) -> Result<Admitted, Rejection> {
     if snap.resource.is_none() {
         let op = new_operation(id, OperationRequest::Create, ProvisioningState::Accepted, ctx);
         let desired = spec.config_version();

@@ -18,20 +18,14 @@ pub struct BackoffPolicy {
 
 impl Default for BackoffPolicy {
     fn default() -> Self {
-        BackoffPolicy {
-            base: Duration::from_secs(120),
-            max: Duration::from_secs(1800),
-        }
+        BackoffPolicy { base: Duration::from_secs(120), max: Duration::from_secs(1800) }
     }
 }
 
 impl BackoffPolicy {
     fn after_failures(self, jobs: &[Job], matches: impl Fn(&Job) -> bool) -> Duration {
         // Array order (newest appended last), Failed only — as the reference does.
-        let mut failed = jobs
-            .iter()
-            .rev()
-            .filter(|j| j.state == JobState::Failed && matches(j));
+        let mut failed = jobs.iter().rev().filter(|j| j.state == JobState::Failed && matches(j));
         let (Some(last), Some(prev)) = (failed.next(), failed.next()) else {
             return self.base;
         };
@@ -44,9 +38,7 @@ impl BackoffPolicy {
 
     /// Backoff before retrying provisioning of `version`.
     pub fn provision(self, jobs: &[Job], version: &ConfigVersion) -> Duration {
-        self.after_failures(jobs, |j| {
-            j.job_type == JobType::Provision && &j.config_version == version
-        })
+        self.after_failures(jobs, |j| j.job_type == JobType::Provision && &j.config_version == version)
     }
 
     /// Backoff before retrying a failed deprovision.
@@ -116,16 +108,8 @@ mod tests {
                 ],
                 mins(6),
             ),
-            (
-                "A-B-A history lengthens",
-                vec![f("v1", -20 * MIN), f("v2", -10 * MIN), f("v1", 0)],
-                mins(30),
-            ),
-            (
-                "negative gap (clock skew) floors",
-                vec![f("v1", 0), f("v1", -5 * MIN)],
-                mins(2),
-            ),
+            ("A-B-A history lengthens", vec![f("v1", -20 * MIN), f("v2", -10 * MIN), f("v1", 0)], mins(30)),
+            ("negative gap (clock skew) floors", vec![f("v1", 0), f("v1", -5 * MIN)], mins(2)),
         ];
         for (name, jobs, want) in cases {
             assert_eq!(b.provision(&jobs, &v1), want, "{name}");

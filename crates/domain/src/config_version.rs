@@ -48,9 +48,7 @@ impl fmt::Display for ConfigVersion {
 }
 
 pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(FNV_OFFSET_BASIS, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME)
-    })
+    bytes.iter().fold(FNV_OFFSET_BASIS, |h, b| (h ^ u64::from(*b)).wrapping_mul(FNV_PRIME))
 }
 
 /// Compact JSON with object keys sorted by their UTF-8 bytes, as Go marshals a map.
@@ -125,10 +123,7 @@ mod tests {
             (br#"{"key":"b"}"#, "bfac7fbcfae417be"),
             (b"{}", "08f44b07b5901a25"),
             (b"null", "5b9bc4ba528108e4"),
-            (
-                br#"{"region":"us-east-1","networkClass":"default","implementationStrategy":"cudn"}"#,
-                "27bc29625b17b04f",
-            ),
+            (br#"{"region":"us-east-1","networkClass":"default","implementationStrategy":"cudn"}"#, "27bc29625b17b04f"),
             (
                 br#"{"Spec":{"virtualNetwork":"vnet-1","ipv4Cidr":"10.0.0.0/24"},"ImplementationStrategy":"cudn"}"#,
                 "77bf11f97e9a9078",
@@ -138,21 +133,13 @@ mod tests {
             (b"foobar", "85944171f73967e8"),
         ];
         for (bytes, want) in cases {
-            assert_eq!(
-                ConfigVersion::of_bytes(bytes).as_str(),
-                *want,
-                "{}",
-                String::from_utf8_lossy(bytes)
-            );
+            assert_eq!(ConfigVersion::of_bytes(bytes).as_str(), *want, "{}", String::from_utf8_lossy(bytes));
         }
     }
 
     #[test]
     fn values_hash_through_canonical_json() {
-        assert_eq!(
-            ConfigVersion::of(&json!({"key": "value"})).as_str(),
-            "90f31220e6080755"
-        );
+        assert_eq!(ConfigVersion::of(&json!({"key": "value"})).as_str(), "90f31220e6080755");
         assert_eq!(ConfigVersion::of(&json!({})).as_str(), "08f44b07b5901a25");
         assert_eq!(ConfigVersion::of(&Value::Null).as_str(), "5b9bc4ba528108e4");
         let v = ConfigVersion::of(&json!({"key": "a"}));

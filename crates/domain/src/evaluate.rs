@@ -29,11 +29,7 @@ pub fn evaluate_action<'a>(
             return (Action::Poll, latest);
         }
         if &l.config_version == desired {
-            return if l.state == JobState::Succeeded {
-                (Action::Skip, latest)
-            } else {
-                (Action::Backoff, latest)
-            };
+            return if l.state == JobState::Succeeded { (Action::Skip, latest) } else { (Action::Backoff, latest) };
         }
         if l.config_version.is_legacy() && l.state == JobState::Succeeded {
             return (Action::Skip, latest);
@@ -83,24 +79,150 @@ mod tests {
             want_job: Option<&'static str>,
         }
         let rows = vec![
-            Row { name: "1 none, api false", jobs: vec![], desired: "v1", api: false, want: Action::Trigger, want_job: None },
-            Row { name: "2 none, api true", jobs: vec![], desired: "v1", api: true, want: Action::Requeue, want_job: None },
-            Row { name: "3 empty id", jobs: vec![p("", Failed, "", 0)], desired: "v2", api: false, want: Action::Trigger, want_job: Some("") },
-            Row { name: "3 empty id, non-terminal", jobs: vec![p("", Running, "v2", 0)], desired: "v2", api: false, want: Action::Trigger, want_job: Some("") },
-            Row { name: "4 running", jobs: vec![p("1", Running, "v0", 0)], desired: "v1", api: true, want: Action::Poll, want_job: Some("1") },
-            Row { name: "4 pending", jobs: vec![p("1", Pending, "v1", 0)], desired: "v1", api: false, want: Action::Poll, want_job: Some("1") },
-            Row { name: "4 waiting", jobs: vec![p("1", Waiting, "", 0)], desired: "v1", api: false, want: Action::Poll, want_job: Some("1") },
-            Row { name: "4 unknown", jobs: vec![p("1", Unknown, "v1", 0)], desired: "v1", api: false, want: Action::Poll, want_job: Some("1") },
-            Row { name: "5 succeeded same", jobs: vec![p("1", Succeeded, "v1", 0)], desired: "v1", api: true, want: Action::Skip, want_job: Some("1") },
-            Row { name: "6 failed same", jobs: vec![p("1", Failed, "v1", 0)], desired: "v1", api: true, want: Action::Backoff, want_job: Some("1") },
-            Row { name: "7 canceled same", jobs: vec![p("1", Canceled, "v1", 0)], desired: "v1", api: true, want: Action::Backoff, want_job: Some("1") },
-            Row { name: "8 legacy succeeded", jobs: vec![p("1", Succeeded, "", 0)], desired: "v1", api: true, want: Action::Skip, want_job: Some("1") },
-            Row { name: "9 succeeded other, api false", jobs: vec![p("old", Succeeded, "v1", 0)], desired: "v2", api: false, want: Action::Trigger, want_job: Some("old") },
-            Row { name: "9 succeeded other, api true", jobs: vec![p("old", Succeeded, "v1", 0)], desired: "v2", api: true, want: Action::Requeue, want_job: None },
-            Row { name: "10 failed other", jobs: vec![p("1", Failed, "v1", 0)], desired: "v2", api: false, want: Action::Trigger, want_job: Some("1") },
-            Row { name: "10 canceled other, api true", jobs: vec![p("1", Canceled, "v1", 0)], desired: "v2", api: true, want: Action::Requeue, want_job: None },
-            Row { name: "10 legacy failed", jobs: vec![p("1", Failed, "", 0)], desired: "v2", api: false, want: Action::Trigger, want_job: Some("1") },
-            Row { name: "D empty: failed legacy backs off", jobs: vec![p("1", Failed, "", 0)], desired: "", api: false, want: Action::Backoff, want_job: Some("1") },
+            Row {
+                name: "1 none, api false",
+                jobs: vec![],
+                desired: "v1",
+                api: false,
+                want: Action::Trigger,
+                want_job: None,
+            },
+            Row {
+                name: "2 none, api true",
+                jobs: vec![],
+                desired: "v1",
+                api: true,
+                want: Action::Requeue,
+                want_job: None,
+            },
+            Row {
+                name: "3 empty id",
+                jobs: vec![p("", Failed, "", 0)],
+                desired: "v2",
+                api: false,
+                want: Action::Trigger,
+                want_job: Some(""),
+            },
+            Row {
+                name: "3 empty id, non-terminal",
+                jobs: vec![p("", Running, "v2", 0)],
+                desired: "v2",
+                api: false,
+                want: Action::Trigger,
+                want_job: Some(""),
+            },
+            Row {
+                name: "4 running",
+                jobs: vec![p("1", Running, "v0", 0)],
+                desired: "v1",
+                api: true,
+                want: Action::Poll,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "4 pending",
+                jobs: vec![p("1", Pending, "v1", 0)],
+                desired: "v1",
+                api: false,
+                want: Action::Poll,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "4 waiting",
+                jobs: vec![p("1", Waiting, "", 0)],
+                desired: "v1",
+                api: false,
+                want: Action::Poll,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "4 unknown",
+                jobs: vec![p("1", Unknown, "v1", 0)],
+                desired: "v1",
+                api: false,
+                want: Action::Poll,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "5 succeeded same",
+                jobs: vec![p("1", Succeeded, "v1", 0)],
+                desired: "v1",
+                api: true,
+                want: Action::Skip,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "6 failed same",
+                jobs: vec![p("1", Failed, "v1", 0)],
+                desired: "v1",
+                api: true,
+                want: Action::Backoff,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "7 canceled same",
+                jobs: vec![p("1", Canceled, "v1", 0)],
+                desired: "v1",
+                api: true,
+                want: Action::Backoff,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "8 legacy succeeded",
+                jobs: vec![p("1", Succeeded, "", 0)],
+                desired: "v1",
+                api: true,
+                want: Action::Skip,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "9 succeeded other, api false",
+                jobs: vec![p("old", Succeeded, "v1", 0)],
+                desired: "v2",
+                api: false,
+                want: Action::Trigger,
+                want_job: Some("old"),
+            },
+            Row {
+                name: "9 succeeded other, api true",
+                jobs: vec![p("old", Succeeded, "v1", 0)],
+                desired: "v2",
+                api: true,
+                want: Action::Requeue,
+                want_job: None,
+            },
+            Row {
+                name: "10 failed other",
+                jobs: vec![p("1", Failed, "v1", 0)],
+                desired: "v2",
+                api: false,
+                want: Action::Trigger,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "10 canceled other, api true",
+                jobs: vec![p("1", Canceled, "v1", 0)],
+                desired: "v2",
+                api: true,
+                want: Action::Requeue,
+                want_job: None,
+            },
+            Row {
+                name: "10 legacy failed",
+                jobs: vec![p("1", Failed, "", 0)],
+                desired: "v2",
+                api: false,
+                want: Action::Trigger,
+                want_job: Some("1"),
+            },
+            Row {
+                name: "D empty: failed legacy backs off",
+                jobs: vec![p("1", Failed, "", 0)],
+                desired: "",
+                api: false,
+                want: Action::Backoff,
+                want_job: Some("1"),
+            },
         ];
         for row in rows {
             let mut asked = false;
@@ -126,9 +248,8 @@ mod tests {
         // Scenario 19: in-memory shows only an old succeeded job; the fresh read has a running one.
         let jobs = vec![p("1", Succeeded, "v1", -1)];
         let fresh = [p("1", Succeeded, "v1", -1), p("2", Running, "", 0)];
-        let fresh_has_running = || {
-            latest_job_by_type(&fresh, JobType::Provision).is_some_and(|j| !j.state.is_terminal())
-        };
+        let fresh_has_running =
+            || latest_job_by_type(&fresh, JobType::Provision).is_some_and(|j| !j.state.is_terminal());
         assert_eq!(evaluate_action(&jobs, &v("v2"), fresh_has_running).0, Action::Requeue);
     }
 
@@ -140,9 +261,6 @@ mod tests {
         assert!(!is_config_applied(&[p("1", Failed, "v2", 0)], &v("v2")));
         assert!(is_config_applied(&[p("1", Succeeded, "", 0)], &v("v1")));
         // A-B-A: an older success for v1 must not count once v2 was applied later.
-        assert!(!is_config_applied(
-            &[p("1", Succeeded, "v1", -1), p("2", Succeeded, "v2", 0)],
-            &v("v1")
-        ));
+        assert!(!is_config_applied(&[p("1", Succeeded, "v1", -1), p("2", Succeeded, "v2", 0)], &v("v1")));
     }
 }

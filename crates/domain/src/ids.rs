@@ -29,9 +29,7 @@ pub fn validate_name(name: &str) -> Result<(), IdError> {
     let ok = !name.is_empty()
         && name.len() <= 90
         && !name.ends_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '(' | ')'));
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '(' | ')'));
     if ok { Ok(()) } else { Err(IdError::InvalidName(name.to_string())) }
 }
 
@@ -149,10 +147,7 @@ impl OperationId {
         let groups: Vec<&str> = s.split('-').collect();
         let lens = [8, 4, 4, 4, 12];
         let ok = groups.len() == 5
-            && groups
-                .iter()
-                .zip(lens)
-                .all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()));
+            && groups.iter().zip(lens).all(|(g, n)| g.len() == n && g.chars().all(|c| c.is_ascii_hexdigit()));
         ok.then(|| OperationId(s.to_ascii_lowercase()))
     }
 
@@ -173,7 +168,9 @@ mod tests {
 
     #[test]
     fn parses_and_echoes_casing() {
-        let id = ArmId::parse("/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1").unwrap();
+        let id =
+            ArmId::parse("/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1")
+                .unwrap();
         assert_eq!(id.subscription, "SUB-1");
         assert_eq!(id.resource_group, "My.RG");
         assert_eq!(id.type_name, "virtualNetworks");
@@ -181,7 +178,9 @@ mod tests {
             id.to_string(),
             "/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1"
         );
-        let other = ArmId::parse("/SUBSCRIPTIONS/sub-1/RESOURCEGROUPS/my.rg/PROVIDERS/slipway.example/VIRTUALNETWORKS/vnet1").unwrap();
+        let other =
+            ArmId::parse("/SUBSCRIPTIONS/sub-1/RESOURCEGROUPS/my.rg/PROVIDERS/slipway.example/VIRTUALNETWORKS/vnet1")
+                .unwrap();
         assert_eq!(id.key(), other.key());
         assert_eq!(id.type_key(), TypeKey("slipway.example/virtualnetworks".into()));
     }

@@ -30,10 +30,7 @@ pub enum JobState {
 
 impl JobState {
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Succeeded | JobState::Failed | JobState::Canceled
-        )
+        matches!(self, JobState::Succeeded | JobState::Failed | JobState::Canceled)
     }
 
     pub fn is_successful(self) -> bool {
@@ -290,11 +287,8 @@ mod tests {
 
     #[test]
     fn update_replaces_every_field_of_the_matching_entry_only() {
-        let mut jobs = vec![
-            p("job-1", JobState::Running, 0),
-            p("job-2", JobState::Running, 1),
-            p("job-3", JobState::Running, 2),
-        ];
+        let mut jobs =
+            vec![p("job-1", JobState::Running, 0), p("job-2", JobState::Running, 1), p("job-3", JobState::Running, 2)];
         let mut updated = d("job-2", JobState::Succeeded, 9).with_message("Second job completed");
         updated.block_deletion_on_failure = true;
         assert!(update_job(&mut jobs, updated.clone()));

@@ -83,7 +83,6 @@ pub struct Operation {
     pub api_version: String,
 }
 
-
 impl Operation {
     pub fn end_time(&self) -> Option<Timestamp> {
         self.status.is_terminal().then_some(self.last_transition_time)

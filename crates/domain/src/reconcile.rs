@@ -31,12 +31,22 @@ use crate::time::Timestamp;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// Nothing to do until `until` (`None`: until a client asks for something).
-    Sleep { until: Option<Timestamp> },
-    Launch { key: String },
+    Sleep {
+        until: Option<Timestamp>,
+    },
+    Launch {
+        key: String,
+    },
     /// Resolve a `Launching` entry left by a crash or an indeterminate launch.
-    Find { key: String },
-    Poll { key: String },
-    Cancel { key: String },
+    Find {
+        key: String,
+    },
+    Poll {
+        key: String,
+    },
+    Cancel {
+        key: String,
+    },
 }
 
 /// What performing an effect produced.
@@ -97,11 +107,7 @@ pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effec
     if let Some(effect) = resolve_launching(snap) {
         return effect;
     }
-    if res(snap).is_deleting() {
-        decide_delete(snap, policy, now)
-    } else {
-        decide_provision(snap, policy, now)
-    }
+    if res(snap).is_deleting() { decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
 }
 
 fn res(snap: &Snapshot) -> &ResourceRecord {
@@ -128,12 +134,10 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
         OperationRequest::Delete => "delete",
     };
     let id = op.id.clone();
-    let last_job = res(snap).jobs.last().map(|j| format!("; last job: {} {}", j.state.as_str(), j.message_with_details()));
-    let message = format!(
-        "The {what} operation did not complete within {}s{}",
-        limit.as_secs(),
-        last_job.unwrap_or_default()
-    );
+    let last_job =
+        res(snap).jobs.last().map(|j| format!("; last job: {} {}", j.state.as_str(), j.message_with_details()));
+    let message =
+        format!("The {what} operation did not complete within {}s{}", limit.as_secs(), last_job.unwrap_or_default());
     snap.set_operation_status(
         &id,
         ProvisioningState::Failed,
@@ -180,7 +184,13 @@ fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
 }
 
 /// Records a `Launching` entry (the intent) and names it.
-fn begin_launch(snap: &mut Snapshot, policy: &TypePolicy, job_type: JobType, op: Option<OperationId>, now: Timestamp) -> Effect {
+fn begin_launch(
+    snap: &mut Snapshot,
+    policy: &TypePolicy,
+    job_type: JobType,
+    op: Option<OperationId>,
+    now: Timestamp,
+) -> Effect {
     let res = res_mut(snap);
     res.job_seq += 1;
     let prefix = op.as_ref().unwrap_or(&res.last_operation_id);
@@ -247,10 +257,9 @@ fn finish_from_job(snap: &mut Snapshot, op_id: &OperationId, job: &Job, user_can
             ProvisioningState::Canceled,
             Some(CloudError::new(codes::CANCELED, "The job was canceled outside Slipway")),
         ),
-        _ => (
-            ProvisioningState::Failed,
-            Some(job_error(codes::PROVISIONING_FAILED, job, "The provisioning job failed")),
-        ),
+        _ => {
+            (ProvisioningState::Failed, Some(job_error(codes::PROVISIONING_FAILED, job, "The provisioning job failed")))
+        }
     };
     if status == ProvisioningState::Succeeded {
         res_mut(snap).convergence_stopped_for = None;
@@ -362,7 +371,13 @@ fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
 
 /// Folds an effect's outcome into `snap`. Returns the earliest time the engine should
 /// decide again (`None`: right away).
-pub fn apply(snap: &mut Snapshot, effect: &Effect, outcome: Outcome, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {
+pub fn apply(
+    snap: &mut Snapshot,
+    effect: &Effect,
+    outcome: Outcome,
+    policy: &TypePolicy,
+    now: Timestamp,
+) -> Option<Timestamp> {
     let key = match effect {
         Effect::Launch { key } | Effect::Find { key } | Effect::Poll { key } | Effect::Cancel { key } => key,
         Effect::Sleep { .. } => return None,
@@ -416,7 +431,8 @@ pub fn apply(snap: &mut Snapshot, effect: &Effect, outcome: Outcome, policy: &Ty
             }
         },
         (Effect::Poll { .. }, Outcome::Observed(obs)) => {
-            let changed = job.state != obs.state || job.message != obs.message || job.error_details != obs.error_details;
+            let changed =
+                job.state != obs.state || job.message != obs.message || job.error_details != obs.error_details;
             if changed {
                 job.state = obs.state;
                 job.message = obs.message;
@@ -424,7 +440,10 @@ pub fn apply(snap: &mut Snapshot, effect: &Effect, outcome: Outcome, policy: &Ty
             }
             if obs.state.is_terminal() { None } else { poll_later }
         }
-        (Effect::Poll { .. } | Effect::Cancel { .. }, Outcome::Failed(Failure { kind: FailureKind::NotFound, message })) => {
+        (
+            Effect::Poll { .. } | Effect::Cancel { .. },
+            Outcome::Failed(Failure { kind: FailureKind::NotFound, message }),
+        ) => {
             job.state = if matches!(effect, Effect::Cancel { .. }) { JobState::Canceled } else { JobState::Failed };
             job.message = format!("The job no longer exists at the provider: {message}");
             None

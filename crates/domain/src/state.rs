@@ -31,10 +31,7 @@ impl ProvisioningState {
     ];
 
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            ProvisioningState::Succeeded | ProvisioningState::Failed | ProvisioningState::Canceled
-        )
+        matches!(self, ProvisioningState::Succeeded | ProvisioningState::Failed | ProvisioningState::Canceled)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -74,9 +71,7 @@ pub enum StateName {
 
 impl StateName {
     pub fn from_str_lossy(s: &str) -> Self {
-        ProvisioningState::parse(s)
-            .map(StateName::Known)
-            .unwrap_or_else(|| StateName::Unrecognised(s.to_string()))
+        ProvisioningState::parse(s).map(StateName::Known).unwrap_or_else(|| StateName::Unrecognised(s.to_string()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -134,11 +129,7 @@ pub fn compare_operation_state(a: Option<&OperationState>, b: Option<&OperationS
         (None, None) => Ordering::Equal,
         (None, Some(_)) => Ordering::Less,
         (Some(_), None) => Ordering::Greater,
-        (Some(a), Some(b)) => a
-            .state
-            .rank()
-            .cmp(&b.state.rank())
-            .then_with(|| a.message.cmp(&b.message)),
+        (Some(a), Some(b)) => a.state.rank().cmp(&b.state.rank()).then_with(|| a.message.cmp(&b.message)),
     }
 }
 
@@ -224,12 +215,9 @@ mod tests {
         assert_eq!(pick_worst_operation_state(&[]), Err(PickWorstError::Empty));
         let empty = OperationState::new(StateName::Unrecognised(String::new()), "");
         assert_eq!(pick_worst_operation_state(&[empty]), Err(PickWorstError::EmptyState));
-        let merged = worst_of(vec![
-            st(Succeeded, ""),
-            st(Failed, "b").with_source("B"),
-            st(Failed, "a").with_source("A"),
-        ])
-        .unwrap();
+        let merged =
+            worst_of(vec![st(Succeeded, ""), st(Failed, "b").with_source("B"), st(Failed, "a").with_source("A")])
+                .unwrap();
         assert_eq!(merged.state, StateName::Known(Failed));
         assert_eq!(merged.message, "[A] a; [B] b");
         assert_eq!(worst_of(vec![st(Failed, "").with_source("A")]).unwrap().message, "[A] <no_message>");

@@ -60,13 +60,7 @@ impl fmt::Display for Timestamp {
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60
-        )
+        write!(f, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z", sod / 3600, (sod / 60) % 60, sod % 60)
     }
 }
 
@@ -91,14 +85,8 @@ mod tests {
     #[test]
     fn formats_rfc3339() {
         assert_eq!(Timestamp(0).to_rfc3339(), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            Timestamp(1_764_449_625_123).to_rfc3339(),
-            "2025-11-29T20:53:45.123Z"
-        );
-        assert_eq!(
-            Timestamp(951_782_400_000).to_rfc3339(),
-            "2000-02-29T00:00:00.000Z"
-        );
+        assert_eq!(Timestamp(1_764_449_625_123).to_rfc3339(), "2025-11-29T20:53:45.123Z");
+        assert_eq!(Timestamp(951_782_400_000).to_rfc3339(), "2000-02-29T00:00:00.000Z");
         assert_eq!(Timestamp(-1).to_rfc3339(), "1969-12-31T23:59:59.999Z");
     }
 
@@ -135,8 +123,7 @@ pub struct ShiftedClock {
 
 impl ShiftedClock {
     pub fn advance(&self, d: Duration) {
-        self.offset_ms
-            .fetch_add(d.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
+        self.offset_ms.fetch_add(d.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! An engine's test file runs the whole suite with one line:
 //!
-//! ```ignore
+//! ```text
 //! slipway_store::conformance_suite!(make_store());
 //! ```
 //!
@@ -102,6 +102,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,
             case_operation_ttl,
+            case_running_operations_never_expire,
             case_operation_expiry_follows_last_write,
             case_concurrent_changes_lose_no_update,
         );
@@ -330,13 +331,8 @@ pub async fn case_noop_change_writes_nothing(h: &Harness) {
     .expect("change");
 
     assert_eq!(store.get_resource(&id.key()).await, Ok(created.resource.clone()));
-    // Nothing rewrote the operation: it still expires one TTL after its only write.
-    let expiry = T0.add(h.operation_ttl);
-    assert_eq!(
-        store.get_operation("sub-noop", &op.id, expiry.sub(Duration::from_millis(1))).await,
-        Ok(Some(op.clone()))
-    );
-    assert_eq!(store.get_operation("sub-noop", &op.id, expiry).await, Ok(None));
+    // (Engines also prove no row was touched in their own tests, e.g. SQLite's data_version.)
+    assert_eq!(store.get_operation("sub-noop", &op.id, at(5 * SECOND)).await, Ok(Some(op.clone())));
 }
 
 pub async fn case_rejection_writes_nothing(store: &dyn Store) {
@@ -698,7 +694,7 @@ pub async fn case_operation_expiry_follows_last_write(h: &Harness) {
     let key = id.key();
     put(store, &id, spec(1), ctx(1, T0)).await;
     let t1 = T0.add(ttl / 2);
-    set_status(store, &key, &op_id(1), ProvisioningState::Provisioning, None, t1).await;
+    set_status(store, &key, &op_id(1), ProvisioningState::Succeeded, None, t1).await;
 
     let first_expiry = T0.add(ttl);
     let expiry = t1.add(ttl);
@@ -716,6 +712,7 @@ pub async fn case_operation_expiry_follows_last_write(h: &Harness) {
     // Writing the resource alone does not touch its unchanged operation's expiry.
     let other = vnet("sub-expiry", "rg", "r2");
     put(store, &other, spec(1), ctx(2, T0)).await;
+    set_status(store, &other.key(), &op_id(2), ProvisioningState::Succeeded, None, T0).await;
     apply(store, ChangeRequest::new(other.key(), t1), |s| {
         s.resource.as_mut().ok_or(Rejection::NotFound)?.job_seq += 1;
         Ok(())
@@ -726,6 +723,17 @@ pub async fn case_operation_expiry_follows_last_write(h: &Harness) {
 
     assert_eq!(store.sweep_operations(first_expiry).await, Ok(1), "only the unrewritten one");
     assert_eq!(store.sweep_operations(expiry).await, Ok(1));
+}
+
+pub async fn case_running_operations_never_expire(h: &Harness) {
+    let store: &dyn Store = &**h;
+    let id = vnet("sub-running", "rg", "r1");
+    put(store, &id, spec(1), ctx(1, T0)).await;
+    let long_after = T0.add(h.operation_ttl * 3);
+    assert!(store.get_operation("sub-running", &op_id(1), long_after).await.expect("get").is_some());
+    assert_eq!(store.sweep_operations(long_after).await, Ok(0), "an operation still running is kept");
+    set_status(store, &id.key(), &op_id(1), ProvisioningState::Failed, None, long_after).await;
+    assert_eq!(store.sweep_operations(long_after.add(h.operation_ttl)).await, Ok(1), "once ended it expires");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -121,8 +121,9 @@ pub trait Store: Send + Sync + 'static {
     /// (resource upsert or delete, changed and new operations, new notifications with
     /// `next_attempt_at = now`), and return the snapshot as committed.
     ///
-    /// Operations written get `expires_at = now + operation TTL`. A change that alters
-    /// nothing writes nothing.
+    /// Operations written get `expires_at = now + operation TTL`; only terminal operations
+    /// ever expire (a running one must stay visible until it ends — deadlines end it). A
+    /// change that alters nothing writes nothing.
     async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError>;
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError>;
@@ -130,7 +131,8 @@ pub trait Store: Send + Sync + 'static {
     /// Resources of one type in key order.
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError>;
 
-    /// An operation of the subscription that has not expired at `now`.
+    /// An operation of the subscription (matched case-insensitively) that has not expired
+    /// at `now`.
     async fn get_operation(
         &self,
         subscription: &str,
@@ -150,7 +152,7 @@ pub trait Store: Send + Sync + 'static {
     /// Drops every lease `owner` holds (graceful shutdown; a restart of a single node).
     async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;
 
-    /// Deletes operations whose expiry has passed; returns how many.
+    /// Deletes terminal operations whose expiry has passed; returns how many.
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError>;
 
     async fn due_notifications(&self, now: Timestamp, limit: usize) -> Result<Vec<Notification>, StoreError>;

@@ -157,7 +157,9 @@ pub(super) fn get_operation(
 ) -> Result<Option<Operation>, StoreError> {
     // Expiry is checked here, not only by the sweeper, so a TTL is exact whenever it runs.
     let mut stmt = conn
-        .prepare_cached("SELECT id, body FROM operations WHERE subscription = ?1 AND id = ?2 AND expires_at > ?3")
+        .prepare_cached(
+            "SELECT id, body FROM operations WHERE subscription = ?1 AND id = ?2 AND (terminal = 0 OR expires_at > ?3)",
+        )
         .map_err(db_error)?;
     let row: Option<(String, String)> = stmt
         .query_row(params![subscription, id.as_str(), now.as_millis()], |row| Ok((row.get(0)?, row.get(1)?)))

@@ -277,7 +277,8 @@ pub(super) fn release_leases(conn: &Connection, owner: &str) -> Result<u64, Stor
 }
 
 pub(super) fn sweep_operations(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
-    let mut stmt = conn.prepare_cached("DELETE FROM operations WHERE expires_at <= ?1").map_err(db_error)?;
+    let mut stmt =
+        conn.prepare_cached("DELETE FROM operations WHERE terminal = 1 AND expires_at <= ?1").map_err(db_error)?;
     let n = stmt.execute([now.as_millis()]).map_err(db_error)?;
     Ok(n as u64)
 }

@@ -1,0 +1,196 @@
+//! Crash and restart: the real `slipway` binary is killed with SIGKILL (or stopped with
+//! SIGTERM) while operations are in flight, restarted on the same database, and every
+//! operation must still end — with no job launched twice for one idempotency key.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{API, config_text, header, rid};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(120);
+
+struct Node {
+    child: Child,
+    base: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn write_config(dir: &Path, port: u16) -> PathBuf {
+    let text = config_text(dir, "").replace("listen = \"127.0.0.1:0\"", &format!("listen = \"127.0.0.1:{port}\""));
+    let path = dir.join("slipway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn start_node(dir: &Path, config: &Path, port: u16, run: usize) -> Node {
+    let log = std::fs::File::create(dir.join(format!("slipway-{run}.log"))).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_slipway"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("SLIPWAY_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("spawn slipway");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let start = Instant::now();
+    while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+        assert!(start.elapsed() < T, "slipway did not become ready; see {}", dir.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Node { child, base }
+}
+
+fn url(base: &str, path: &str) -> String {
+    format!("{base}{path}?api-version={API}")
+}
+
+/// Idempotency keys of every job the example playbooks actually started.
+fn launches(dir: &Path) -> HashMap<String, usize> {
+    let text = std::fs::read_to_string(dir.join("state/launches.log")).unwrap_or_default();
+    let mut counts = HashMap::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        *counts.entry(line.to_string()).or_insert(0) += 1;
+    }
+    counts
+}
+
+async fn status(http: &reqwest::Client, status_url: &str) -> Value {
+    http.get(status_url).send().await.unwrap().json().await.unwrap()
+}
+
+async fn wait_all_terminal(http: &reqwest::Client, base: &str, paths: &[String]) -> Vec<Value> {
+    let start = Instant::now();
+    let mut done = Vec::new();
+    for p in paths {
+        loop {
+            let body = status(http, &format!("{base}{p}")).await;
+            if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
+                done.push(body);
+                break;
+            }
+            assert!(start.elapsed() < T, "not terminal: {body}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    done
+}
+
+fn path_of(status_url: &str) -> String {
+    let without_host = status_url.splitn(4, '/').nth(3).unwrap_or_default();
+    format!("/{without_host}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_flight_then_restart_finishes_everything_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    let http = reqwest::Client::new();
+    let mut node = start_node(dir.path(), &config, port, 1).await;
+
+    let mut ops = Vec::new();
+    for i in 0..8 {
+        let props = json!({"size": "small", "image": "debian", "delaySeconds": 2});
+        let r = http
+            .put(url(&node.base, &rid("computeInstances", &format!("vm{i}"))))
+            .json(&json!({"properties": props}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        ops.push(path_of(&header(&r, "azure-asyncoperation").unwrap()));
+    }
+    // Kill while jobs are launching and running (some Accepted, some Provisioning).
+    let start = Instant::now();
+    loop {
+        let mut running = 0;
+        for p in &ops {
+            if status(&http, &format!("{}{p}", node.base)).await["status"] == "Provisioning" {
+                running += 1;
+            }
+        }
+        if running >= 2 {
+            break;
+        }
+        assert!(start.elapsed() < T, "jobs never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.child.kill().unwrap(); // SIGKILL
+    node.child.wait().unwrap();
+
+    // A second life, killed again right away, then a third that finishes the work.
+    let mut node = start_node(dir.path(), &config, port, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    let mut node = start_node(dir.path(), &config, port, 3).await;
+
+    let done = wait_all_terminal(&http, &node.base, &ops).await;
+    for d in &done {
+        assert_eq!(d["status"], "Succeeded", "{d}");
+    }
+    for i in 0..8 {
+        let r: Value = http
+            .get(url(&node.base, &rid("computeInstances", &format!("vm{i}"))))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["properties"]["provisioningState"], "Succeeded", "{r}");
+    }
+    let counts = launches(dir.path());
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "jobs launched more than once: {twice:?}");
+    assert_eq!(counts.len(), 8, "one job per operation: {counts:?}");
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_and_a_restart_adopts_the_running_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    let http = reqwest::Client::new();
+    let mut node = start_node(dir.path(), &config, port, 1).await;
+    let r = http
+        .put(url(&node.base, &rid("virtualNetworks", "graceful")))
+        .json(&json!({"properties": {"addressSpace": "10.0.0.0/16", "delaySeconds": 3}}))
+        .send()
+        .await
+        .unwrap();
+    let op = path_of(&header(&r, "azure-asyncoperation").unwrap());
+    let start = Instant::now();
+    while status(&http, &format!("{}{op}", node.base)).await["status"] != "Provisioning" {
+        assert!(start.elapsed() < T);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SIGTERM: stop claiming, record in-flight effects, exit 0.
+    let pid = node.child.id() as i32;
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let exit = tokio::task::spawn_blocking(move || node.child.wait().unwrap()).await.unwrap();
+    assert!(exit.success(), "graceful shutdown exits 0: {exit:?}");
+    assert!(start.elapsed() < Duration::from_secs(30));
+
+    let mut node = start_node(dir.path(), &config, port, 2).await;
+    let done = wait_all_terminal(&http, &node.base, std::slice::from_ref(&op)).await;
+    assert_eq!(done[0]["status"], "Succeeded", "{}", done[0]);
+    let counts = launches(dir.path());
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert!(counts.values().all(|n| *n == 1), "the running job was adopted, not relaunched: {counts:?}");
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+}
