@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-python.sh
-exec cargo run --release --locked -p slipway -- serve "$@"
+exec cargo run --release -p slipway -- serve "$@"

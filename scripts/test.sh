@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-python.sh
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets -- -D warnings
 # Two test binaries at a time: the suite runs real playbooks on a 2-core machine.
-cargo test --workspace --locked -- --test-threads "${SLIPWAY_TEST_THREADS:-4}"
+cargo test --workspace -- --test-threads "${SLIPWAY_TEST_THREADS:-4}"

@@ -4,6 +4,7 @@
 
 mod error;
 mod handlers;
+mod hooks;
 pub mod notify;
 mod route;
 pub mod types;
@@ -43,6 +44,9 @@ impl Default for ApiOptions {
     }
 }
 
+/// `(provider, job id) -> whether a worker follows that job`.
+pub type JobChanged = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+
 pub struct ApiState {
     pub store: Arc<dyn Store>,
     pub types: TypeRegistry,
@@ -50,12 +54,17 @@ pub struct ApiState {
     pub options: ApiOptions,
     /// Called after a request's change committed (wakes the engine).
     pub on_accept: Arc<dyn Fn() + Send + Sync>,
+    /// Push-hint webhooks by provider name: the shared token a caller must present.
+    pub hooks: std::collections::HashMap<String, String>,
+    /// Called with (provider, job id) when a webhook says a job changed.
+    pub on_job_changed: JobChanged,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/hooks/{provider}", axum::routing::post(hooks::job_notification))
         .fallback(|State(state): State<Arc<ApiState>>, req: Request<Body>| handlers::handle(state, req))
         .layer(middleware::from_fn(correlation))
         .with_state(state)

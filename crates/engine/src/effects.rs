@@ -8,8 +8,13 @@ use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observat
 use slipway_domain::{Job, JobType, ResourceRecord};
 use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider};
 
+use crate::batch::StatusBatcher;
+
 /// Provider instances by configured name.
 pub type Providers = HashMap<String, Arc<dyn Provider>>;
+
+/// Status batchers by provider name.
+pub(crate) type Batchers = HashMap<String, StatusBatcher>;
 
 pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
     LaunchRequest {
@@ -48,7 +53,12 @@ enum Io {
 
 /// Runs `effect` for `res` and reports what happened; `None` for `Sleep`, which needs no
 /// I/O. Provider errors are outcomes the domain knows how to fold in.
-pub async fn perform(providers: &Providers, res: &ResourceRecord, effect: &Effect) -> Option<Outcome> {
+pub(crate) async fn perform(
+    providers: &Providers,
+    batchers: &Batchers,
+    res: &ResourceRecord,
+    effect: &Effect,
+) -> Option<Outcome> {
     let (key, io) = match effect {
         Effect::Launch { key } => (key, Io::Launch),
         Effect::Find { key } => (key, Io::Find),
@@ -56,10 +66,10 @@ pub async fn perform(providers: &Providers, res: &ResourceRecord, effect: &Effec
         Effect::Cancel { key } => (key, Io::Cancel),
         Effect::Sleep { .. } => return None,
     };
-    Some(perform_io(providers, res, key, io).await)
+    Some(perform_io(providers, batchers, res, key, io).await)
 }
 
-async fn perform_io(providers: &Providers, res: &ResourceRecord, key: &str, io: Io) -> Outcome {
+async fn perform_io(providers: &Providers, batchers: &Batchers, res: &ResourceRecord, key: &str, io: Io) -> Outcome {
     let Some(job) = res.jobs.iter().find(|j| j.idempotency_key == key) else {
         return Outcome::Failed(Failure {
             kind: FailureKind::NotFound,
@@ -82,18 +92,19 @@ async fn perform_io(providers: &Providers, res: &ResourceRecord, key: &str, io: 
             Err(e) => Outcome::Failed(e.into()),
         },
         Io::Poll => {
-            let mut results = provider.status(&[handle(job)]).await;
-            match results.pop() {
-                Some(Ok(s)) => Outcome::Observed(Observation {
+            let status = match batchers.get(&job.provider) {
+                Some(batcher) => batcher.status(handle(job)).await,
+                None => provider.status(&[handle(job)]).await.pop().unwrap_or_else(|| {
+                    Err(slipway_provider::ProviderError::Transient("provider returned no status".into()))
+                }),
+            };
+            match status {
+                Ok(s) => Outcome::Observed(Observation {
                     state: s.state,
                     message: s.message,
                     error_details: s.error_details,
                 }),
-                Some(Err(e)) => Outcome::Failed(e.into()),
-                None => Outcome::Failed(Failure {
-                    kind: FailureKind::Transient,
-                    message: "provider returned no status".into(),
-                }),
+                Err(e) => Outcome::Failed(e.into()),
             }
         }
         Io::Cancel => match provider.cancel(&handle(job)).await {

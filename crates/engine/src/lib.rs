@@ -12,6 +12,7 @@
 //!   sleeps in memory, a long one releases the resource with its next due time.
 //! * On shutdown, in-flight effects finish and are recorded; leases are released.
 
+mod batch;
 mod effects;
 mod worker;
 
@@ -44,6 +45,10 @@ pub struct EngineOptions {
     pub sweep_interval: Duration,
     /// How long shutdown waits for in-flight effects.
     pub shutdown_grace: Duration,
+    /// Most jobs in one provider status call.
+    pub status_batch: usize,
+    /// How long a status batch waits for more requests after its first.
+    pub status_window: Duration,
 }
 
 impl Default for EngineOptions {
@@ -57,6 +62,8 @@ impl Default for EngineOptions {
             hold_in_memory: Duration::from_secs(60),
             sweep_interval: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(20),
+            status_batch: 200,
+            status_window: Duration::from_millis(10),
         }
     }
 }
@@ -71,7 +78,7 @@ pub enum EngineError {
 #[derive(Clone)]
 pub struct EngineHandle {
     wake: Arc<Notify>,
-    outbox: Arc<Notify>,
+    shared: Arc<Shared>,
 }
 
 impl EngineHandle {
@@ -79,21 +86,40 @@ impl EngineHandle {
         self.wake.notify_one();
     }
 
+    /// A provider said a job changed (e.g. an AAP webhook): the worker following that job
+    /// polls it now instead of at its next poll time. Only a hint — the status is still
+    /// read from the provider. Returns whether a worker was following the job.
+    pub fn job_changed(&self, provider: &str, job_id: &str) -> bool {
+        let key =
+            self.shared.watched.lock().expect("watch index").get(&(provider.to_string(), job_id.to_string())).cloned();
+        let Some(key) = key else { return false };
+        match self.shared.running.lock().expect("running map").get(&key) {
+            Some(slot) => {
+                slot.poke.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Notified whenever a committed change queued an async notification.
     pub fn outbox_signal(&self) -> Arc<Notify> {
-        self.outbox.clone()
+        self.shared.outbox.clone()
     }
 }
 
 pub(crate) struct Shared {
     pub store: Arc<dyn Store>,
     pub providers: Providers,
+    pub batchers: effects::Batchers,
     pub policies: HashMap<TypeKey, TypePolicy>,
     pub clock: Arc<dyn Clock>,
     pub options: EngineOptions,
     pub outbox: Arc<Notify>,
     /// Workers in flight by resource.
     pub running: Mutex<HashMap<ResourceKey, Arc<Slot>>>,
+    /// Which resource's worker follows a (provider, job id), for push hints.
+    pub watched: Mutex<HashMap<(String, String), ResourceKey>>,
 }
 
 /// How the scheduler reaches a running worker: a claim returned its resource again (a
@@ -118,20 +144,28 @@ impl Engine {
         clock: Arc<dyn Clock>,
         options: EngineOptions,
     ) -> Self {
+        let batchers = providers
+            .iter()
+            .map(|(name, p)| {
+                (name.clone(), batch::StatusBatcher::new(p.clone(), options.status_batch, options.status_window))
+            })
+            .collect();
         let shared = Shared {
             store,
+            batchers,
             providers,
             policies,
             clock,
             options,
             outbox: Arc::new(Notify::new()),
             running: Mutex::new(HashMap::new()),
+            watched: Mutex::new(HashMap::new()),
         };
         Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
     }
 
     pub fn handle(&self) -> EngineHandle {
-        EngineHandle { wake: self.wake.clone(), outbox: self.shared.outbox.clone() }
+        EngineHandle { wake: self.wake.clone(), shared: self.shared.clone() }
     }
 
     /// Runs until `shutdown` resolves, then drains and releases leases.

@@ -1,5 +1,6 @@
 //! Drives one resource: decide → effect → apply, until it has nothing to do for a while.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,8 @@ pub(crate) struct Worker {
     stop: watch::Receiver<bool>,
     /// Client-write generation of the state the last decision saw.
     seen_generation: u64,
+    /// The (provider, job id) this worker follows, registered for push hints.
+    watching: Option<(String, String)>,
 }
 
 /// Why a wait ended.
@@ -41,7 +44,7 @@ impl Worker {
         slot: Arc<Slot>,
         stop: watch::Receiver<bool>,
     ) -> Self {
-        Worker { shared, key, type_key, fence, slot, stop, seen_generation: generation }
+        Worker { shared, key, type_key, fence, slot, stop, seen_generation: generation, watching: None }
     }
 
     pub async fn run(mut self) {
@@ -105,7 +108,7 @@ impl Worker {
         if let Effect::Sleep { until } = effect {
             return Next::Idle(until);
         }
-        let Some(outcome) = effects::perform(&self.shared.providers, res, &effect).await else {
+        let Some(outcome) = effects::perform(&self.shared.providers, &self.shared.batchers, res, &effect).await else {
             return Next::Continue;
         };
         let recorded = self
@@ -118,8 +121,14 @@ impl Worker {
             .await;
         let Some((hold, snap)) = recorded else { return Next::Gone };
         self.signal_outbox(&snap);
+        let followed = snap.resource.as_ref().and_then(|r| {
+            let key = effect_key(&effect)?;
+            let job = r.jobs.iter().find(|j| j.idempotency_key == key)?;
+            (!job.state.is_terminal() && !job.job_id.is_empty()).then(|| (job.provider.clone(), job.job_id.clone()))
+        });
+        self.watch(followed);
         match hold {
-            Some(until) if until > self.shared.clock.now() => Next::Wait(until),
+            Some(until) if until > self.shared.clock.now() => Next::Wait(on_grid(until, policy.poll_interval)),
             _ => Next::Continue,
         }
     }
@@ -172,7 +181,8 @@ impl Worker {
 
     /// Leaves the running set whatever is pending (the lease is gone or we are stopping).
     fn leave(&mut self) {
-        self.shared.running.lock().expect("running map").remove(&self.key);
+        let mut running = self.shared.running.lock().expect("running map");
+        self.remove_own_slot(&mut running);
     }
 
     /// Leaves the running set unless the scheduler handed over more work; true if gone.
@@ -182,8 +192,32 @@ impl Worker {
             self.fence = fence;
             return false;
         }
-        running.remove(&self.key);
+        self.remove_own_slot(&mut running);
         true
+    }
+
+    /// Registers the job this worker now follows (or none) in the push-hint index.
+    fn watch(&mut self, job: Option<(String, String)>) {
+        if self.watching == job {
+            return;
+        }
+        let Ok(mut watched) = self.shared.watched.lock() else { return };
+        if let Some(old) = self.watching.take()
+            && watched.get(&old) == Some(&self.key)
+        {
+            watched.remove(&old);
+        }
+        if let Some(new) = job {
+            watched.insert(new.clone(), self.key.clone());
+            self.watching = Some(new);
+        }
+    }
+
+    /// Removes this worker's slot — never a successor's that took the key after we left.
+    fn remove_own_slot(&self, running: &mut HashMap<ResourceKey, Arc<Slot>>) {
+        if running.get(&self.key).is_some_and(|s| Arc::ptr_eq(s, &self.slot)) {
+            running.remove(&self.key);
+        }
     }
 
     fn take_pending_fence(&mut self) {
@@ -206,6 +240,31 @@ impl Worker {
     fn signal_outbox(&self, snap: &Snapshot) {
         if !snap.notifications.is_empty() {
             self.shared.outbox.notify_one();
+        }
+    }
+}
+
+fn effect_key(effect: &Effect) -> Option<&str> {
+    match effect {
+        Effect::Launch { key } | Effect::Find { key } | Effect::Poll { key } | Effect::Cancel { key } => Some(key),
+        Effect::Sleep { .. } => None,
+    }
+}
+
+/// Rounds a wake-up time up to the type's poll grid, so the polls of many resources fall
+/// due together and reach the provider as one batch.
+fn on_grid(t: Timestamp, interval: Duration) -> Timestamp {
+    let step = interval.as_millis().max(1) as i64;
+    Timestamp(t.0.div_euclid(step) * step + if t.0.rem_euclid(step) == 0 { 0 } else { step })
+}
+
+impl Drop for Worker {
+    /// A worker that panicked or was aborted must not leave its resource marked as running:
+    /// the scheduler would only ever poke the dead slot.
+    fn drop(&mut self) {
+        self.watch(None);
+        if let Ok(mut running) = self.shared.running.lock() {
+            self.remove_own_slot(&mut running);
         }
     }
 }

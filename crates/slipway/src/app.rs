@@ -65,6 +65,7 @@ impl App {
         )
         .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
         let wake = handle.clone();
+        let hinted = handle.clone();
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
@@ -76,6 +77,8 @@ impl App {
                 page_size: config.server.page_size.clamp(1, 1000),
             },
             on_accept: Arc::new(move || wake.wake()),
+            hooks: HashMap::new(),
+            on_job_changed: Arc::new(move |provider, job| hinted.job_changed(provider, job)),
         });
         let listener = TcpListener::bind(&config.server.listen)
             .await

@@ -265,17 +265,28 @@ async fn operations_are_scoped_expire_and_urls_follow_the_referer() {
     // The same operation id under another subscription is not found.
     let other = local.replace(SUB, "22222222-2222-2222-2222-222222222222");
     assert_eq!(s.follow(&other).await.0, 404);
-    // X-Forwarded-Proto drives the scheme when there is no Referer.
+    // X-Forwarded-Proto drives the scheme when there is no Referer; an operation started
+    // by an identity is visible only to that identity (tenant and client).
     let r = s
         .http
         .patch(s.url(&id))
         .header("x-forwarded-proto", "https")
+        .header("x-ms-home-tenant-id", "T1")
+        .header("x-ms-client-object-id", "O1")
         .json(&json!({"tags": {"a": "b"}}))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 202);
-    assert!(header(&r, "azure-asyncoperation").unwrap().starts_with("https://"));
+    let patch_url = header(&r, "azure-asyncoperation").unwrap();
+    assert!(patch_url.starts_with("https://"), "{patch_url}");
+    let patch_local = format!("{}/{}", s.base, patch_url.splitn(4, '/').nth(3).unwrap());
+    let as_identity = |tenant: &str, client: &str| {
+        s.http.get(&patch_local).header("x-ms-home-tenant-id", tenant).header("x-ms-client-object-id", client).send()
+    };
+    assert_eq!(as_identity("T1", "O1").await.unwrap().status().as_u16(), 200);
+    assert_eq!(as_identity("T1", "O2").await.unwrap().status().as_u16(), 404);
+    assert_eq!(as_identity("T2", "O1").await.unwrap().status().as_u16(), 404);
     // Operations expire 7 days after their last write.
     s.clock.advance(Duration::from_secs(7 * 24 * 3600 + 60));
     let (code, body) = s.follow(&local).await;

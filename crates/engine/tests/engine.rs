@@ -1,0 +1,186 @@
+//! The engine against a real SQLite store and an in-test provider double: lanes, batching
+//! of status reads, push hints and shutdown.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use slipway_domain::admission::{RequestContext, admit_put};
+use slipway_domain::resource::Spec;
+use slipway_domain::time::{Clock, SystemClock};
+use slipway_domain::{ArmId, Initiator, JobState, OperationId, ProvisioningState, TypePolicy};
+use slipway_engine::{Engine, EngineOptions, Providers};
+use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_store::sqlite::{SqliteOptions, SqliteStore};
+use slipway_store::{ChangeRequest, Store, change_with};
+
+/// Jobs that finish `run_for` after launch; records every status call's size.
+struct Double {
+    run_for: Duration,
+    started: Mutex<HashMap<String, Instant>>,
+    status_calls: Mutex<Vec<usize>>,
+}
+
+#[async_trait]
+impl Provider for Double {
+    fn name(&self) -> &str {
+        "double"
+    }
+    async fn launch(&self, r: &LaunchRequest) -> Result<Launched, ProviderError> {
+        self.started.lock().unwrap().entry(r.idempotency_key.clone()).or_insert_with(Instant::now);
+        Ok(Launched {
+            handle: JobHandle { job_id: r.idempotency_key.clone(), data: serde_json::Value::Null },
+            state: JobState::Running,
+            template: "t".into(),
+        })
+    }
+    async fn status(&self, handles: &[JobHandle]) -> Vec<Result<JobStatus, ProviderError>> {
+        self.status_calls.lock().unwrap().push(handles.len());
+        let started = self.started.lock().unwrap();
+        handles
+            .iter()
+            .map(|h| {
+                let t = started.get(&h.job_id).ok_or_else(|| ProviderError::NotFound(h.job_id.clone()))?;
+                let state = if t.elapsed() >= self.run_for { JobState::Succeeded } else { JobState::Running };
+                Ok(JobStatus { state, message: format!("{state:?}"), error_details: String::new() })
+            })
+            .collect()
+    }
+    async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
+        Ok(CancelOutcome::AlreadyFinished)
+    }
+    async fn find(&self, r: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
+        if self.started.lock().unwrap().contains_key(&r.idempotency_key) {
+            self.launch(r).await.map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    double: Arc<Double>,
+    engine: Option<Engine>,
+}
+
+fn setup(run_for: Duration, poll: Duration) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
+    let double = Arc::new(Double { run_for, started: Mutex::default(), status_calls: Mutex::default() });
+    let mut providers: Providers = HashMap::new();
+    providers.insert("double".into(), double.clone());
+    let policy = TypePolicy { provider: "double".into(), poll_interval: poll, ..TypePolicy::default() };
+    let policies = HashMap::from([(id(0).type_key(), policy)]);
+    let options =
+        EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() };
+    let engine = Engine::new(store.clone(), providers, policies, Arc::new(SystemClock), options);
+    Setup { _dir: dir, store, double, engine: Some(engine) }
+}
+
+fn id(i: usize) -> ArmId {
+    ArmId::new("sub", "rg", "Test.Ns", "things", format!("r{i}")).unwrap()
+}
+
+async fn create(store: &dyn Store, i: usize) -> OperationId {
+    let now = SystemClock.now();
+    let ctx = RequestContext {
+        operation_id: OperationId::parse(&format!("00000000-0000-0000-0000-{i:012}")).unwrap(),
+        now,
+        initiator: Initiator::default(),
+        notification_uri: None,
+        api_version: "v1".into(),
+        actor: "test".into(),
+        actor_type: "User".into(),
+    };
+    let spec = Spec { location: None, tags: Default::default(), properties: serde_json::json!({"i": i}) };
+    let op = ctx.operation_id.clone();
+    change_with(store, ChangeRequest::new(id(i).key(), now), move |s| admit_put(s, &id(i), "Thing", spec, &ctx))
+        .await
+        .unwrap();
+    op
+}
+
+async fn wait_succeeded(store: &dyn Store, ops: &[OperationId], timeout: Duration) {
+    let start = Instant::now();
+    for op in ops {
+        loop {
+            let got = store.get_operation("sub", op, SystemClock.now()).await.unwrap().unwrap();
+            if got.status == ProvisioningState::Succeeded {
+                break;
+            }
+            assert!(!got.is_terminal(), "{got:?}");
+            assert!(start.elapsed() < timeout, "not done: {got:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_polls_reach_the_provider_in_batches() {
+    let mut s = setup(Duration::from_millis(600), Duration::from_millis(200));
+    let engine = s.engine.take().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    let mut ops = Vec::new();
+    for i in 0..60 {
+        ops.push(create(s.store.as_ref(), i).await);
+    }
+    wait_succeeded(s.store.as_ref(), &ops, Duration::from_secs(30)).await;
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
+    let calls = s.double.status_calls.lock().unwrap().clone();
+    let polls: usize = calls.iter().sum();
+    // Each job is polled at least 3 times (600 ms at a 200 ms grid); unbatched that is one
+    // call per poll.
+    assert!(polls >= 60 * 2, "{polls} polls");
+    assert!(calls.len() * 4 <= polls, "{} status calls for {polls} polls: {calls:?}", calls.len());
+    assert_eq!(s.double.started.lock().unwrap().len(), 60, "one launch per operation");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_work_that_a_restart_finishes() {
+    let mut s = setup(Duration::from_millis(300), Duration::from_millis(100));
+    let engine = s.engine.take().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    let op = create(s.store.as_ref(), 1).await;
+    // Stop as soon as the job has launched.
+    let start = Instant::now();
+    while s.double.started.lock().unwrap().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
+    let res = s.store.get_resource(&id(1).key()).await.unwrap().unwrap();
+    assert!(res.lease.is_none(), "leases are released on shutdown");
+    assert!(res.schedule.next_due.is_some(), "and the resource stays due");
+
+    // A new engine on the same store picks it up and finishes without relaunching.
+    let mut providers: Providers = HashMap::new();
+    providers.insert("double".into(), s.double.clone());
+    let policy =
+        TypePolicy { provider: "double".into(), poll_interval: Duration::from_millis(100), ..TypePolicy::default() };
+    let engine = Engine::new(
+        s.store.clone(),
+        providers,
+        HashMap::from([(id(0).type_key(), policy)]),
+        Arc::new(SystemClock),
+        EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() },
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    wait_succeeded(s.store.as_ref(), &[op], Duration::from_secs(10)).await;
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
+    assert_eq!(s.double.started.lock().unwrap().len(), 1);
+}
