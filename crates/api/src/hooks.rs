@@ -34,15 +34,22 @@ pub(crate) async fn job_notification(
         return ArmError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "A valid webhook token is required.")
             .into_response();
     }
-    let job_id = serde_json::from_slice::<Value>(&body).ok().and_then(|v| match &v["id"] {
+    let notification = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    let job_id = match &notification["id"] {
         Value::Number(n) => n.as_u64().map(|n| n.to_string()),
         Value::String(s) if !s.is_empty() => Some(s.clone()),
         _ => None,
-    });
+    };
     let Some(job_id) = job_id else {
         return ArmError::bad_request("InvalidRequestContent", "Expected a job notification with an 'id'.")
             .into_response();
     };
+    // A job that merely started changes nothing a client waits for: the regular poll will
+    // see it. Only an ending is worth an immediate status read.
+    let still_running = matches!(notification["status"].as_str(), Some("new" | "pending" | "waiting" | "running"));
+    if still_running {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let followed = (state.on_job_changed)(&provider, &job_id);
     tracing::debug!(%provider, job = %job_id, followed, "job notification");
     StatusCode::NO_CONTENT.into_response()

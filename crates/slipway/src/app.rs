@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, Secret};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_api::notify::{Notifier, NotifierOptions};
 use slipway_api::{ApiOptions, ApiState, ResourceType, TypeRegistry};
@@ -19,7 +20,7 @@ use slipway_store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::config::{Config, ProviderConfig, TypeConfig};
+use crate::config::{AapConfig, AnsibleConfig, Config, ProviderConfig, TypeConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -48,6 +49,7 @@ impl App {
         let store = open_store(&config)?;
         let providers = build_providers(&config)?;
         let (types, policies) = build_types(&config)?;
+        let hooks = webhook_tokens(&config)?;
         let engine_options = EngineOptions {
             owner: config.engine.node_name.clone().unwrap_or_else(host_name),
             lease_for: Duration::from_secs(config.engine.lease_seconds.max(3)),
@@ -77,7 +79,7 @@ impl App {
                 page_size: config.server.page_size.clamp(1, 1000),
             },
             on_accept: Arc::new(move || wake.wake()),
-            hooks: HashMap::new(),
+            hooks,
             on_job_changed: Arc::new(move |provider, job| hinted.job_changed(provider, job)),
         });
         let listener = TcpListener::bind(&config.server.listen)
@@ -152,22 +154,28 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
 fn build_providers(config: &Config) -> Result<Providers, AppError> {
     let mut providers: Providers = HashMap::new();
     for p in &config.providers {
-        let provider: Arc<dyn Provider> = match p.kind.as_str() {
-            "ansible" => Arc::new(ansible_provider(config, p)?),
-            other => return Err(AppError::Config(format!("provider '{}': unknown type '{other}'", p.name))),
+        let provider: Arc<dyn Provider> = match p {
+            ProviderConfig::Ansible(a) => Arc::new(ansible_provider(config, a)?),
+            ProviderConfig::Aap(a) => Arc::new(aap_provider(config, a)?),
         };
-        providers.insert(p.name.clone(), provider);
+        if providers.insert(p.name().to_string(), provider).is_some() {
+            return Err(AppError::Config(format!("provider '{}' is configured twice", p.name())));
+        }
     }
     Ok(providers)
 }
 
-fn ansible_provider(config: &Config, p: &ProviderConfig) -> Result<AnsibleProvider, AppError> {
-    let mut playbooks = HashMap::new();
-    for t in config.types.iter().filter(|t| t.provider == p.name) {
-        if t.create.is_some() || t.delete.is_some() {
-            playbooks.insert(t.kind.clone(), (t.create.clone(), t.delete.clone()));
-        }
-    }
+/// Explicit template or playbook names of the types served by `provider`.
+fn explicit_names(config: &Config, provider: &str) -> HashMap<String, (Option<String>, Option<String>)> {
+    config
+        .types
+        .iter()
+        .filter(|t| t.provider == provider && (t.create.is_some() || t.delete.is_some()))
+        .map(|t| (t.kind.clone(), (t.create.clone(), t.delete.clone())))
+        .collect()
+}
+
+fn ansible_provider(config: &Config, p: &AnsibleConfig) -> Result<AnsibleProvider, AppError> {
     let options = AnsibleOptions {
         name: p.name.clone(),
         playbook_dir: absolute(config.resolve(&p.playbook_dir)),
@@ -175,13 +183,86 @@ fn ansible_provider(config: &Config, p: &ProviderConfig) -> Result<AnsibleProvid
         runner: absolute(config.resolve(&p.runner)),
         python_interpreter: absolute(config.resolve(&p.python)),
         playbook_prefix: p.playbook_prefix.clone(),
-        playbooks,
+        playbooks: explicit_names(config, &p.name),
         job_timeout: p.job_timeout_seconds.map(Duration::from_secs),
         cancel_grace: Duration::from_secs(p.cancel_grace_seconds),
         max_concurrent: p.max_concurrent_jobs.max(1),
         extra_vars: serde_json::to_value(&p.extra_vars).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default(),
     };
     AnsibleProvider::new(options).map_err(|e| AppError::Config(format!("provider '{}': {e}", p.name)))
+}
+
+/// A secret from a file or an environment variable; errors never contain the value.
+fn secret(
+    provider: &str,
+    what: &str,
+    file: &Option<PathBuf>,
+    env: &Option<String>,
+    config: &Config,
+) -> Result<Option<Secret>, AppError> {
+    let loaded = match (file, env) {
+        (Some(_), Some(_)) => {
+            return Err(AppError::Config(format!("provider '{provider}': give {what}_file or {what}_env, not both")));
+        }
+        (Some(f), None) => Some(Secret::from_file(config.resolve(f))),
+        (None, Some(var)) => Some(Secret::from_env(var)),
+        (None, None) => None,
+    };
+    loaded.transpose().map_err(|e| AppError::Config(format!("provider '{provider}': {what}: {e}")))
+}
+
+fn aap_provider(config: &Config, p: &AapConfig) -> Result<AapProvider, AppError> {
+    let token = secret(&p.name, "token", &p.token_file, &p.token_env, config)?;
+    let password = secret(&p.name, "password", &p.password_file, &p.password_env, config)?;
+    let auth = match (token, &p.username, password) {
+        (Some(t), None, None) => AapAuth::Token(t),
+        (None, Some(u), Some(pw)) => AapAuth::Basic { username: u.clone(), password: pw },
+        (None, None, None) => AapAuth::None,
+        _ => {
+            return Err(AppError::Config(format!(
+                "provider '{}': configure either a token (token_file/token_env) or username + password",
+                p.name
+            )));
+        }
+    };
+    let envelope = match p.envelope.as_str() {
+        "slipway" => Envelope::Slipway,
+        "osac" => Envelope::OsacEda,
+        other => {
+            return Err(AppError::Config(format!("provider '{}': envelope '{other}': use slipway or osac", p.name)));
+        }
+    };
+    let options = AapOptions {
+        name: p.name.clone(),
+        base_url: p.url.clone(),
+        api_prefix: p.api_prefix.clone(),
+        auth,
+        organization: p.organization.clone(),
+        template_prefix: p.template_prefix.clone(),
+        templates: explicit_names(config, &p.name),
+        kind_overrides: p.kind_overrides.clone(),
+        envelope,
+        ca_bundle: p.ca_bundle.as_ref().map(|c| config.resolve(c)),
+        insecure: p.insecure,
+        request_timeout: Duration::from_secs(p.request_timeout_seconds.max(1)),
+        max_concurrent_requests: p.max_concurrent_requests.max(1),
+        purge_grace: Duration::from_secs(p.purge_grace_seconds),
+        ..AapOptions::default()
+    };
+    AapProvider::new(options).map_err(|e| AppError::Config(format!("provider '{}': {e}", p.name)))
+}
+
+/// Webhook tokens by provider name (providers without one get no hook).
+fn webhook_tokens(config: &Config) -> Result<HashMap<String, String>, AppError> {
+    let mut hooks = HashMap::new();
+    for p in &config.providers {
+        if let ProviderConfig::Aap(a) = p
+            && let Some(token) = secret(&a.name, "webhook_token", &a.webhook_token_file, &a.webhook_token_env, config)?
+        {
+            hooks.insert(a.name.clone(), token.expose().to_string());
+        }
+    }
+    Ok(hooks)
 }
 
 fn absolute(p: PathBuf) -> PathBuf {

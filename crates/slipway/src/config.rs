@@ -100,13 +100,29 @@ impl Default for EngineConfig {
     }
 }
 
+/// One automation backend instance, selected by `type`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ProviderConfig {
+    /// Local `ansible-runner` processes.
+    Ansible(AnsibleConfig),
+    /// AWX / Ansible Automation Platform REST API v2.
+    Aap(Box<AapConfig>),
+}
+
+impl ProviderConfig {
+    pub fn name(&self) -> &str {
+        match self {
+            ProviderConfig::Ansible(a) => &a.name,
+            ProviderConfig::Aap(a) => &a.name,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProviderConfig {
+pub struct AnsibleConfig {
     pub name: String,
-    /// `ansible`.
-    #[serde(rename = "type")]
-    pub kind: String,
     pub playbook_dir: PathBuf,
     #[serde(default = "default_work_dir")]
     pub work_dir: PathBuf,
@@ -128,6 +144,73 @@ pub struct ProviderConfig {
     pub extra_vars: toml::Table,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AapConfig {
+    pub name: String,
+    /// e.g. `https://aap.example.com`.
+    pub url: String,
+    /// `/api/` (AWX, AAP <= 2.4) or `/api/controller/` (AAP 2.5+ gateway).
+    #[serde(default = "default_api_prefix")]
+    pub api_prefix: String,
+    /// Bearer token, read from a file or an environment variable (never from this file).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// Basic credentials instead of a token.
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// Restricts template lookups to this organization.
+    #[serde(default)]
+    pub organization: Option<String>,
+    /// `{prefix}-{create|delete}-{kind-kebab}` template names.
+    #[serde(default)]
+    pub template_prefix: Option<String>,
+    /// Per-kind suffix replacing `kind-kebab` (e.g. `ClusterOrder = "hosted-cluster"`).
+    #[serde(default)]
+    pub kind_overrides: std::collections::HashMap<String, String>,
+    /// `slipway` (default) or `osac` (`ansible_eda.event.payload`, for OSAC playbooks).
+    #[serde(default = "default_envelope")]
+    pub envelope: String,
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
+    /// Accept any certificate. Test installations only.
+    #[serde(default)]
+    pub insecure: bool,
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_seconds: u64,
+    #[serde(default = "default_max_requests")]
+    pub max_concurrent_requests: usize,
+    /// How long a job may be missing from AAP before it counts as purged (Failed).
+    #[serde(default = "default_purge_grace")]
+    pub purge_grace_seconds: u64,
+    /// Shared token for `POST /hooks/{name}` (AAP webhook notifications); no token, no hook.
+    #[serde(default)]
+    pub webhook_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub webhook_token_env: Option<String>,
+}
+
+fn default_api_prefix() -> String {
+    "/api/".into()
+}
+fn default_envelope() -> String {
+    "slipway".into()
+}
+fn default_request_timeout() -> u64 {
+    30
+}
+fn default_max_requests() -> usize {
+    8
+}
+fn default_purge_grace() -> u64 {
+    300
+}
 fn default_work_dir() -> PathBuf {
     ".slipway/jobs".into()
 }
@@ -235,7 +318,7 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         for t in &self.types {
-            if !self.providers.iter().any(|p| p.name == t.provider) {
+            if !self.providers.iter().any(|p| p.name() == t.provider) {
                 return Err(ConfigError::Invalid(format!(
                     "type {}/{} uses provider '{}', which is not configured",
                     t.namespace, t.type_name, t.provider
@@ -296,7 +379,7 @@ mod tests {
         assert_eq!(c.server.listen, "127.0.0.1:8080");
         assert_eq!(c.store.url, "sqlite:slipway.db");
         assert!(c.types.len() >= 4);
-        assert_eq!(c.providers[0].kind, "ansible");
+        assert!(matches!(c.providers[0], ProviderConfig::Ansible(_)));
     }
 
     #[test]
@@ -311,6 +394,42 @@ mod tests {
         assert_eq!(c.server.listen, "0.0.0.0:9000");
         assert_eq!(c.server.retry_after_seconds, 5);
         assert_eq!(c.types[0].poll_interval_seconds, 0.5);
+    }
+
+    #[test]
+    fn aap_providers_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slipway.toml");
+        std::fs::write(
+            &path,
+            r#"
+[[providers]]
+name = "aap"
+type = "aap"
+url = "https://aap.example.com"
+api_prefix = "/api/controller/"
+token_env = "AAP_TOKEN"
+organization = "Platform"
+template_prefix = "osac"
+kind_overrides = { ClusterOrder = "hosted-cluster" }
+[[types]]
+namespace = "Ns"
+type = "things"
+kind = "Thing"
+api_versions = ["2025-01-01"]
+provider = "aap"
+"#,
+        )
+        .unwrap();
+        let c = Config::load(Some(&path), []).unwrap();
+        let ProviderConfig::Aap(a) = &c.providers[0] else { panic!("not aap: {:?}", c.providers[0]) };
+        assert_eq!(a.api_prefix, "/api/controller/");
+        assert_eq!(a.token_env.as_deref(), Some("AAP_TOKEN"));
+        assert_eq!(a.kind_overrides["ClusterOrder"], "hosted-cluster");
+        assert_eq!(a.envelope, "slipway");
+        std::fs::write(&path, "[[providers]]\nname = \"x\"\ntype = \"aap\"\nurl = \"u\"\ntoken = \"inline\"\n")
+            .unwrap();
+        assert!(matches!(Config::load(Some(&path), []), Err(ConfigError::Parse(_))), "no inline secrets");
     }
 
     #[test]

@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SLIPWAY_LOG").unwrap_or_else(|_| "info".into()))
         .init();
     let config = match Config::load(config_path.as_deref(), std::env::vars()) {

@@ -1,0 +1,270 @@
+//! Configuration: what the simulated controller holds (organizations, templates, users, webhook
+//! notifications) and how it misbehaves (faults). Deserialized from TOML by the binary; built in
+//! code by tests. Every struct has a `Default` and `#[serde(default)]`, so a file or a struct
+//! literal only names what it changes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole simulator configuration. See `examples/aap-sim.toml` for every option.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimConfig {
+    /// `"/api/"` (AWX, AAP ≤ 2.4) or `"/api/controller/"` (the AAP 2.5+ gateway). The API lives
+    /// under `{api_prefix}v2/`; the other prefix answers 404.
+    pub api_prefix: String,
+    /// The accepted bearer token. `None`: no static token (tokens created through
+    /// `POST …/v2/tokens/` still work when `users` is non-empty).
+    pub token: Option<String>,
+    /// Users for basic auth (and for `POST …/v2/tokens/`, which awx.awx uses with basic auth).
+    /// With no `token` and no `users`, no authentication is required at all.
+    pub users: Vec<SimUser>,
+    pub organizations: Vec<SimOrganization>,
+    pub job_templates: Vec<SimTemplate>,
+    pub workflow_job_templates: Vec<SimTemplate>,
+    /// Webhook notification templates attached to every template.
+    pub notifications: Vec<SimWebhook>,
+    pub faults: Faults,
+    /// Lifecycle granularity: jobs change state on ticks of this many milliseconds.
+    pub tick_ms: u64,
+}
+
+/// A basic-auth user.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimUser {
+    pub username: String,
+    pub password: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimOrganization {
+    pub id: u64,
+    pub name: String,
+}
+
+/// A job template or a workflow job template, with the timings and outcome of the jobs it
+/// launches (both overridable per launch through extra vars, see the crate docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimTemplate {
+    /// Unique across job templates and workflow job templates (AWX's unified job templates
+    /// share one id space).
+    pub id: u64,
+    pub name: String,
+    /// Organization id; must be one of `organizations`.
+    pub organization: u64,
+    pub ask_variables_on_launch: bool,
+    /// Without a survey spec in the simulator, an enabled survey accepts any variable.
+    pub survey_enabled: bool,
+    /// `false`: a launch while another job of this template is active waits in `pending`.
+    pub allow_simultaneous: bool,
+    /// Time spent `running`.
+    pub duration_seconds: f64,
+    /// Terminal status: `successful`, `failed`, `error` or `canceled`.
+    pub outcome: String,
+    /// Time spent `pending` + `waiting` (half each) once nothing blocks the job.
+    pub pending_seconds: f64,
+}
+
+/// A webhook notification template (AWX `notification_type: webhook`, default message bodies).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimWebhook {
+    pub url: String,
+    /// Any of `started` (job → running), `success` (→ successful), `error` (→ failed, error or
+    /// canceled). Default: all three.
+    pub events: Vec<String>,
+    /// Extra request headers.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Fault injection, applied to API requests (not to `/_sim/` admin endpoints), in this order:
+/// latency, rate limiting, 5xx, dropped connection; a launch can additionally lose its response.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Faults {
+    /// Added before every API answer.
+    pub latency_ms: u64,
+    /// 0 = off; otherwise every Nth API request (counted since the faults were set) is answered
+    /// `429` with `Retry-After`.
+    pub rate_limit_every: u64,
+    /// `Retry-After` of those 429s (default 1).
+    pub retry_after_seconds: u64,
+    /// Percentage of API requests answered `503`.
+    pub error_5xx_percent: u8,
+    /// Percentage of API requests whose connection is closed without any response.
+    pub drop_percent: u8,
+    /// Percentage of launches that happen (the job is created and runs) but whose response is
+    /// lost: the connection is closed instead.
+    pub lose_launch_response_percent: u8,
+    /// Seed of the deterministic generator behind the percentages.
+    pub seed: u64,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            latency_ms: 0,
+            rate_limit_every: 0,
+            retry_after_seconds: 1,
+            error_5xx_percent: 0,
+            drop_percent: 0,
+            lose_launch_response_percent: 0,
+            seed: 0,
+        }
+    }
+}
+
+impl Default for SimTemplate {
+    fn default() -> Self {
+        SimTemplate {
+            id: 0,
+            name: String::new(),
+            organization: 1,
+            ask_variables_on_launch: false,
+            survey_enabled: false,
+            allow_simultaneous: false,
+            duration_seconds: 2.0,
+            outcome: "successful".into(),
+            pending_seconds: 0.1,
+        }
+    }
+}
+
+impl Default for SimWebhook {
+    fn default() -> Self {
+        SimWebhook {
+            url: String::new(),
+            events: vec!["started".into(), "success".into(), "error".into()],
+            headers: BTreeMap::new(),
+        }
+    }
+}
+
+/// The four example kinds Slipway ships, as template name suffixes (`slipway-{verb}-{kind}`).
+const SLIPWAY_KINDS: [&str; 4] = ["virtual-network", "subnet", "security-group", "compute-instance"];
+
+impl Default for SimConfig {
+    /// Prefix `/api/`, one organization (1, `Default`), no authentication, the templates of
+    /// Slipway's example types ([`SimConfig::slipway_templates`]), no notifications, no faults,
+    /// 50 ms ticks. A struct literal or a TOML file that names a template list replaces it
+    /// entirely (ids must stay unique across both lists: set both when in doubt).
+    fn default() -> Self {
+        let (job_templates, workflow_job_templates) = SimConfig::slipway_templates();
+        SimConfig {
+            api_prefix: "/api/".into(),
+            token: None,
+            users: Vec::new(),
+            organizations: vec![SimOrganization { id: 1, name: "Default".into() }],
+            job_templates,
+            workflow_job_templates,
+            notifications: Vec::new(),
+            faults: Faults::default(),
+            tick_ms: 50,
+        }
+    }
+}
+
+impl SimConfig {
+    /// The templates Slipway's example types map to: `slipway-create-virtual-network` (id 1),
+    /// `slipway-delete-virtual-network` (2), … subnet (3, 4), security-group (5, 6),
+    /// compute-instance (7, 8), all prompting for variables and allowing simultaneous jobs (one
+    /// job per resource, many resources per type); and the workflow `slipway-workflow-demo` (9).
+    pub fn slipway_templates() -> (Vec<SimTemplate>, Vec<SimTemplate>) {
+        let mut jts = Vec::new();
+        for kind in SLIPWAY_KINDS {
+            for verb in ["create", "delete"] {
+                jts.push(SimTemplate {
+                    id: jts.len() as u64 + 1,
+                    name: format!("slipway-{verb}-{kind}"),
+                    ask_variables_on_launch: true,
+                    allow_simultaneous: true,
+                    ..SimTemplate::default()
+                });
+            }
+        }
+        let wf = SimTemplate {
+            id: jts.len() as u64 + 1,
+            name: "slipway-workflow-demo".into(),
+            ask_variables_on_launch: true,
+            allow_simultaneous: true,
+            ..SimTemplate::default()
+        };
+        (jts, vec![wf])
+    }
+
+    /// Reads a TOML file; absent keys take their defaults.
+    pub fn load(path: &Path) -> Result<SimConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read(path.display().to_string(), e))?;
+        Self::from_toml(&text)
+    }
+
+    pub fn from_toml(text: &str) -> Result<SimConfig, ConfigError> {
+        let config: SimConfig = toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validated()
+    }
+
+    /// Normalises the prefix and rejects what the simulator cannot serve faithfully.
+    pub fn validated(mut self) -> Result<SimConfig, ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        if !self.api_prefix.starts_with('/') {
+            self.api_prefix.insert(0, '/');
+        }
+        if !self.api_prefix.ends_with('/') {
+            self.api_prefix.push('/');
+        }
+        if self.api_prefix == "/" || self.api_prefix.starts_with("/_sim/") {
+            return invalid(format!("api_prefix {:?} would shadow other routes", self.api_prefix));
+        }
+        if self.tick_ms == 0 {
+            return invalid("tick_ms must be at least 1".into());
+        }
+        let mut org_ids = std::collections::BTreeSet::new();
+        for org in &self.organizations {
+            if !org_ids.insert(org.id) {
+                return invalid(format!("duplicate organization id {}", org.id));
+            }
+        }
+        let mut template_ids = std::collections::BTreeSet::new();
+        for t in self.job_templates.iter().chain(&self.workflow_job_templates) {
+            if !template_ids.insert(t.id) {
+                return invalid(format!("duplicate template id {} (job and workflow templates share ids)", t.id));
+            }
+            if t.id == 0 {
+                return invalid(format!("template {:?} needs an id ≥ 1", t.name));
+            }
+            if !org_ids.contains(&t.organization) {
+                return invalid(format!("template {:?}: organization {} is not configured", t.name, t.organization));
+            }
+            if crate::state::Status::parse_outcome(&t.outcome).is_none() {
+                return invalid(format!(
+                    "template {:?}: outcome {:?} is not one of successful, failed, error, canceled",
+                    t.name, t.outcome
+                ));
+            }
+            if !(t.duration_seconds >= 0.0 && t.pending_seconds >= 0.0) {
+                return invalid(format!("template {:?}: durations must be ≥ 0", t.name));
+            }
+        }
+        for n in &self.notifications {
+            if let Some(e) = n.events.iter().find(|e| !matches!(e.as_str(), "started" | "success" | "error")) {
+                return invalid(format!("notification {:?}: unknown event {e:?}", n.url));
+            }
+        }
+        Ok(self)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("parsing the configuration: {0}")]
+    Parse(String),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}

@@ -1,0 +1,34 @@
+//! `aap-sim`: a simulator of the AWX / Ansible Automation Platform controller REST API v2
+//! subset Slipway's AAP provider uses, faithful to AWX 24.6.1's shapes and status codes (see
+//! `shared/reference/aap-and-environment.md` §1) and checked against the real `awx.awx`
+//! collection (`tests/awx_collection.rs`).
+//!
+//! What it serves, under `{api_prefix}` (`/api/` or `/api/controller/`):
+//!
+//! * discovery `GET {prefix}`, `v2/`, `v2/ping/`, `v2/me/`; `v2/tokens/` (POST, `{id}/` DELETE),
+//!   which awx.awx uses with basic auth; `v2/organizations/`;
+//! * `v2/job_templates/` and `v2/workflow_job_templates/`: list (filters, ordering, pagination),
+//!   detail (by id or named URL `name++org`), `launch/` (GET and POST), and their jobs;
+//! * `v2/jobs/`, `v2/workflow_jobs/`, `v2/unified_jobs/`: list and detail, `cancel/` (GET, POST),
+//!   `jobs/{id}/job_events/`.
+//!
+//! Jobs go `pending → waiting → running → <outcome>` on a ticker (`tick_ms`), with timings and
+//! outcome from the template, overridable per launch by extra vars: `aap_sim_outcome`,
+//! `aap_sim_duration_seconds`, `aap_sim_pending_seconds`, or Slipway's envelope
+//! `slipway.resource.properties.simulateFailure` / `.delaySeconds`.
+//!
+//! Test hooks: [`SimHandle`] in process, and the same over HTTP for the binary under `/_sim/`
+//! (`GET requests`, `POST requests/reset`, `GET jobs`, `GET jobs/{id}`, `DELETE jobs/{id}`,
+//! `PUT jobs/{id}/status` `{"status": …}`, `GET|PUT faults`).
+
+mod api;
+mod config;
+mod query;
+mod server;
+mod state;
+mod util;
+mod webhook;
+
+pub use config::{ConfigError, Faults, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
+pub use server::{Sim, SimHandle};
+pub use state::SimJob;

@@ -1,0 +1,256 @@
+//! The running simulator: the HTTP server, the lifecycle ticker, and the handle tests use.
+//!
+//! Dropped connections: hyper offers no "close without answering" from a handler, so every
+//! accepted TCP stream is wrapped in [`KillableStream`] and its kill switch is handed to the
+//! handler as connection info. A handler that wants the client to see a dropped connection
+//! flips the switch; hyper's next read or write on the stream then fails, so it closes the
+//! socket without a single response byte.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::connect_info::Connected;
+use axum::serve::IncomingStream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::{Faults, SimConfig};
+use crate::state::{SimJob, State, Status};
+use crate::webhook::Notifier;
+
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub notifier: Notifier,
+}
+
+impl Shared {
+    /// The lock is never held across an await, and a panic inside it is a bug that already
+    /// failed the test; keep serving rather than poisoning every later request.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The kill switch of one accepted connection.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ConnCtl(Arc<AtomicBool>);
+
+impl ConnCtl {
+    /// Makes the connection close without (further) response bytes.
+    pub fn kill(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    fn killed(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+pub(crate) struct KillableStream {
+    inner: TcpStream,
+    ctl: ConnCtl,
+}
+
+fn aborted() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, "aap-sim: connection dropped by fault injection")
+}
+
+impl AsyncRead for KillableStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.ctl.killed() {
+            return Poll::Ready(Err(aborted()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for KillableStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if self.ctl.killed() {
+            return Poll::Ready(Err(aborted()));
+        }
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.ctl.killed() {
+            return Poll::Ready(Err(aborted()));
+        }
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+pub(crate) struct SimListener {
+    inner: TcpListener,
+}
+
+impl axum::serve::Listener for SimListener {
+    type Io = KillableStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    return (KillableStream { inner: stream, ctl: ConnCtl::default() }, addr);
+                }
+                // Per-connection errors (reset before accept) are routine; resource exhaustion
+                // (EMFILE) needs a pause or the loop spins. Either way: keep accepting.
+                Err(e) => {
+                    tracing::debug!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.inner.local_addr()
+    }
+}
+
+impl Connected<IncomingStream<'_, SimListener>> for ConnCtl {
+    fn connect_info(stream: IncomingStream<'_, SimListener>) -> Self {
+        stream.io().ctl.clone()
+    }
+}
+
+/// A running simulator. Dropping it without [`Sim::shutdown`] leaves the server running until
+/// the runtime stops.
+pub struct Sim {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    server: JoinHandle<io::Result<()>>,
+    ticker: JoinHandle<()>,
+}
+
+/// A cheap, cloneable view of a running (or stopped) simulator's state.
+#[derive(Clone)]
+pub struct SimHandle {
+    shared: Arc<Shared>,
+}
+
+impl Sim {
+    /// Binds `listen` (e.g. `127.0.0.1:0`) and starts serving on the current tokio runtime.
+    pub async fn start(listen: &str, config: SimConfig) -> io::Result<Sim> {
+        let config = config.validated().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let tick = Duration::from_millis(config.tick_ms);
+        let notifier = Notifier::start(&config.notifications);
+        let shared = Arc::new(Shared { state: Mutex::new(State::new(config, format!("http://{addr}"))), notifier });
+
+        let ticker = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                let mut interval = tokio::time::interval(tick);
+                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    interval.tick().await;
+                    let notices = shared.lock().tick(Instant::now());
+                    shared.notifier.send(notices);
+                }
+            })
+        };
+
+        let app = Router::new().fallback(crate::api::dispatch).with_state(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(async move {
+            axum::serve(SimListener { inner: listener }, app.into_make_service_with_connect_info::<ConnCtl>())
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+        });
+        tracing::info!(%addr, "aap-sim listening");
+        Ok(Sim { addr, shared, stop: Some(stop), server, ticker })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT`, without the API prefix.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn handle(&self) -> SimHandle {
+        SimHandle { shared: self.shared.clone() }
+    }
+
+    /// Stops accepting, lets in-flight requests finish (at most 5 s), stops the lifecycle and
+    /// the webhook senders. Handles keep answering from the final state.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let abort = self.server.abort_handle();
+        if tokio::time::timeout(Duration::from_secs(5), &mut self.server).await.is_err() {
+            abort.abort();
+        }
+        self.ticker.abort();
+        self.shared.notifier.shutdown();
+    }
+}
+
+impl SimHandle {
+    /// Replaces the fault settings; restarts the rate-limit count and the seeded generator.
+    pub fn set_faults(&self, f: Faults) {
+        self.shared.lock().set_faults(f);
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.shared.lock().faults.clone()
+    }
+
+    /// Requests seen per `"METHOD /normalised/path/"` (ids as `{id}`), including requests a
+    /// fault answered; admin endpoints are not counted.
+    pub fn requests(&self) -> BTreeMap<String, u64> {
+        self.shared.lock().requests.clone()
+    }
+
+    pub fn reset_requests(&self) {
+        self.shared.lock().requests.clear();
+    }
+
+    /// Every job and workflow job created and not purged, by id.
+    pub fn jobs(&self) -> Vec<SimJob> {
+        let state = self.shared.lock();
+        state.jobs.values().map(|j| state.sim_job(j)).collect()
+    }
+
+    pub fn job(&self, id: u64) -> Option<SimJob> {
+        let state = self.shared.lock();
+        state.jobs.get(&id).map(|j| state.sim_job(j))
+    }
+
+    /// Deletes a job: the API answers 404 for it from now on.
+    pub fn purge_job(&self, id: u64) {
+        self.shared.lock().jobs.remove(&id);
+    }
+
+    /// Forces a status (any AWX job status). The lifecycle stops driving the job (a pending
+    /// cancel still applies); entering `running` or a terminal status sends the notifications
+    /// AWX would. An unknown status or job is ignored (and logged).
+    pub fn set_job_status(&self, id: u64, status: &str) {
+        let Some(status) = Status::parse(status) else {
+            tracing::warn!(status, "set_job_status: unknown status ignored");
+            return;
+        };
+        let notices = self.shared.lock().force_status(id, status);
+        self.shared.notifier.send(notices);
+    }
+}

@@ -1,0 +1,208 @@
+//! The `extra_vars` a launched job receives.
+
+use serde_json::{Map, Value, json};
+use slipway_provider::LaunchRequest;
+
+/// The top-level extra var carrying the idempotency key in every envelope; `find` matches
+/// jobs on it.
+pub const KEY_VAR: &str = "slipway_idempotency_key";
+
+/// `apiVersion` of the OSAC-compatible payload (the OSAC CRDs' group/version).
+pub const OSAC_API_VERSION: &str = "osac.openshift.io/v1alpha1";
+
+/// Annotations Slipway adds to the OSAC payload's `metadata.annotations` (tags go there too).
+pub const ANNOTATION_RESOURCE_ID: &str = "slipway.io/resource-id";
+pub const ANNOTATION_RESOURCE_TYPE: &str = "slipway.io/resource-type";
+pub const ANNOTATION_LOCATION: &str = "slipway.io/location";
+pub const ANNOTATION_OPERATION_ID: &str = "slipway.io/operation-id";
+pub const ANNOTATION_ACTION: &str = "slipway.io/action";
+pub const ANNOTATION_CONFIG_VERSION: &str = "slipway.io/config-version";
+pub const ANNOTATION_IDEMPOTENCY_KEY: &str = "slipway.io/idempotency-key";
+
+/// How the resource is handed to the playbook.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Envelope {
+    /// `{"slipway": {"resource": {…}, "operationId", "action", "configVersion",
+    /// "idempotencyKey"}, "slipway_idempotency_key": key}` — the local provider's shape.
+    #[default]
+    Slipway,
+    /// `{"ansible_eda": {"event": {"payload": <Kubernetes-style object>}},
+    /// "slipway_idempotency_key": key}` — for playbooks written for OSAC (osac §9.6).
+    OsacEda,
+}
+
+/// The `extra_vars` object for a launch.
+pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
+    match envelope {
+        Envelope::Slipway => json!({
+            "slipway": {
+                "resource": {
+                    "id": r.resource_id,
+                    "name": r.resource_name,
+                    "type": r.resource_type,
+                    "kind": r.kind,
+                    "location": r.location,
+                    "tags": r.tags,
+                    "properties": r.properties,
+                },
+                "operationId": r.operation_id,
+                "action": r.action.as_str(),
+                "configVersion": r.config_version,
+                "idempotencyKey": r.idempotency_key,
+            },
+            KEY_VAR: r.idempotency_key,
+        }),
+        Envelope::OsacEda => json!({
+            "ansible_eda": { "event": { "payload": osac_payload(r) } },
+            KEY_VAR: r.idempotency_key,
+        }),
+    }
+}
+
+/// The Kubernetes-style object OSAC playbooks read as `ansible_eda.event.payload`:
+/// `metadata.name` = resource name, `metadata.namespace` = resource group, tags become
+/// annotations (string values as they are, others as JSON text) next to `slipway.io/*`
+/// annotations describing the request (Slipway's win on a clash), `spec` = properties.
+fn osac_payload(r: &LaunchRequest) -> Value {
+    let mut annotations = Map::new();
+    for (k, v) in &r.tags {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        annotations.insert(k.clone(), Value::String(text));
+    }
+    let mut put = |k: &str, v: Option<&str>| {
+        if let Some(v) = v {
+            annotations.insert(k.to_owned(), Value::String(v.to_owned()));
+        }
+    };
+    put(ANNOTATION_RESOURCE_ID, Some(&r.resource_id));
+    put(ANNOTATION_RESOURCE_TYPE, Some(&r.resource_type));
+    put(ANNOTATION_LOCATION, r.location.as_deref());
+    put(ANNOTATION_OPERATION_ID, r.operation_id.as_deref());
+    put(ANNOTATION_ACTION, Some(r.action.as_str()));
+    put(ANNOTATION_CONFIG_VERSION, Some(&r.config_version));
+    put(ANNOTATION_IDEMPOTENCY_KEY, Some(&r.idempotency_key));
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), Value::String(r.resource_name.clone()));
+    if let Some(rg) = resource_group(&r.resource_id) {
+        metadata.insert("namespace".into(), Value::String(rg.to_owned()));
+    }
+    metadata.insert("annotations".into(), Value::Object(annotations));
+    json!({
+        "apiVersion": OSAC_API_VERSION,
+        "kind": r.kind,
+        "metadata": metadata,
+        "spec": r.properties,
+    })
+}
+
+/// The resource group segment of an ARM id (`…/resourceGroups/<rg>/…`, any case).
+pub fn resource_group(id: &str) -> Option<&str> {
+    let mut parts = id.split('/');
+    while let Some(p) = parts.next() {
+        if p.eq_ignore_ascii_case("resourceGroups") {
+            return parts.next().filter(|rg| !rg.is_empty());
+        }
+    }
+    None
+}
+
+/// The idempotency key recorded in a job's `extra_vars`, which AWX returns as JSON text
+/// (an object is accepted too).
+pub fn key_of(extra_vars: &Value) -> Option<String> {
+    let parsed;
+    let vars = match extra_vars {
+        Value::String(s) => {
+            parsed = serde_json::from_str::<Value>(s).ok()?;
+            &parsed
+        }
+        v => v,
+    };
+    vars.get(KEY_VAR)?.as_str().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slipway_provider::JobAction;
+
+    pub(crate) fn request() -> LaunchRequest {
+        let mut tags = Map::new();
+        tags.insert("env".into(), json!("prod"));
+        tags.insert("osac.openshift.io/implementation-strategy".into(), json!("metallb-l2"));
+        LaunchRequest {
+            idempotency_key: "op-1:1".into(),
+            action: JobAction::Create,
+            kind: "VirtualNetwork".into(),
+            resource_type: "osac.network/virtualnetworks".into(),
+            resource_id: "/subscriptions/s1/resourceGroups/rg-a/providers/OSAC.Network/virtualNetworks/test-resource"
+                .into(),
+            resource_name: "test-resource".into(),
+            location: Some("eu-1".into()),
+            tags,
+            properties: json!({"cidr": "10.0.0.0/16", "templateID": "t1"}),
+            operation_id: Some("op-1".into()),
+            config_version: "cv1".into(),
+        }
+    }
+
+    #[test]
+    fn slipway_envelope_matches_the_local_provider_shape() {
+        let v = extra_vars(Envelope::Slipway, &request());
+        assert_eq!(v["slipway_idempotency_key"], "op-1:1");
+        let s = &v["slipway"];
+        assert_eq!(s["idempotencyKey"], "op-1:1");
+        assert_eq!(s["action"], "create");
+        assert_eq!(s["operationId"], "op-1");
+        assert_eq!(s["configVersion"], "cv1");
+        assert_eq!(s["resource"]["kind"], "VirtualNetwork");
+        assert_eq!(s["resource"]["name"], "test-resource");
+        assert_eq!(s["resource"]["type"], "osac.network/virtualnetworks");
+        assert_eq!(s["resource"]["location"], "eu-1");
+        assert_eq!(s["resource"]["tags"]["env"], "prod");
+        assert_eq!(s["resource"]["properties"]["cidr"], "10.0.0.0/16");
+        assert_eq!(v.as_object().unwrap().len(), 2);
+    }
+
+    /// osac §14.7 scenario 63: `ansible_eda.event.payload.metadata.name` / `namespace`.
+    #[test]
+    fn osac_envelope() {
+        let v = extra_vars(Envelope::OsacEda, &request());
+        assert_eq!(v["slipway_idempotency_key"], "op-1:1");
+        let p = &v["ansible_eda"]["event"]["payload"];
+        assert_eq!(p["apiVersion"], OSAC_API_VERSION);
+        assert_eq!(p["kind"], "VirtualNetwork");
+        assert_eq!(p["metadata"]["name"], "test-resource");
+        assert_eq!(p["metadata"]["namespace"], "rg-a");
+        assert_eq!(p["spec"]["templateID"], "t1");
+        let a = &p["metadata"]["annotations"];
+        assert_eq!(a["osac.openshift.io/implementation-strategy"], "metallb-l2");
+        assert_eq!(a["env"], "prod");
+        assert_eq!(a[ANNOTATION_IDEMPOTENCY_KEY], "op-1:1");
+        assert_eq!(a[ANNOTATION_ACTION], "create");
+        assert_eq!(a[ANNOTATION_OPERATION_ID], "op-1");
+        assert_eq!(a[ANNOTATION_RESOURCE_ID], request().resource_id);
+        // osac §14.7 scenario 65: no tenant storage classes → no key.
+        assert!(v["ansible_eda"]["event"].get("tenant_storage_classes").is_none());
+    }
+
+    #[test]
+    fn resource_groups() {
+        assert_eq!(resource_group("/subscriptions/s/resourcegroups/RG/providers/a/b/c"), Some("RG"));
+        assert_eq!(resource_group("/subscriptions/s"), None);
+        assert_eq!(resource_group("/subscriptions/s/resourceGroups/"), None);
+    }
+
+    #[test]
+    fn keys_from_awx_extra_vars() {
+        let v = extra_vars(Envelope::Slipway, &request());
+        assert_eq!(key_of(&Value::String(v.to_string())).as_deref(), Some("op-1:1"));
+        assert_eq!(key_of(&v).as_deref(), Some("op-1:1"));
+        assert_eq!(key_of(&json!("{}")), None);
+        assert_eq!(key_of(&json!("not: json")), None);
+        assert_eq!(key_of(&json!({"slipway_idempotency_key": 5})), None);
+        assert_eq!(key_of(&Value::Null), None);
+    }
+}

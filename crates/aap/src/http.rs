@@ -1,0 +1,436 @@
+//! The HTTP layer: one `reqwest` client per provider, a concurrency limit around every
+//! request, retries with backoff for idempotent requests, and error classification that
+//! keeps "certainly not sent" apart from "may have reached AAP".
+//!
+//! Nothing here logs or formats a credential: the `Authorization` header is built once
+//! (marked sensitive, so `reqwest` never prints it) and every text that goes into an error
+//! is scrubbed of the configured secret values (defence against servers or proxies that
+//! echo request headers).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use reqwest::{Method, StatusCode, Url};
+use serde_json::Value;
+use slipway_provider::ProviderError;
+
+/// Longest piece of a response body quoted in an error.
+pub const MAX_BODY_PREVIEW: usize = 500;
+/// The wait reported for a 429 that carries no usable `Retry-After`.
+pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
+/// Pages followed in one listing at most (200 rows each): a guard against `next` loops.
+const MAX_PAGES: usize = 10_000;
+
+/// What went wrong with one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HttpError {
+    /// AAP (or a proxy/gateway in front of it) answered with a non-success status.
+    Status { status: u16, retry_after: Option<Duration>, message: String },
+    /// The request was certainly not sent: connection refused, DNS or TLS handshake failure.
+    NotSent(String),
+    /// The request may have reached AAP but no complete answer came back (timeout, reset).
+    Unknown(String),
+    /// A success status with a body that is not what the API documents.
+    BadBody(String),
+    /// A request that cannot be made (bad URL, a `next` link to another host).
+    Invalid(String),
+}
+
+impl HttpError {
+    pub fn message(&self) -> &str {
+        match self {
+            HttpError::Status { message, .. }
+            | HttpError::NotSent(message)
+            | HttpError::Unknown(message)
+            | HttpError::BadBody(message)
+            | HttpError::Invalid(message) => message,
+        }
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            HttpError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Whether an idempotent request may be repeated after this.
+    fn retryable(&self) -> bool {
+        match self {
+            HttpError::Status { status, .. } => is_retryable_status(*status),
+            HttpError::NotSent(_) | HttpError::Unknown(_) => true,
+            HttpError::BadBody(_) | HttpError::Invalid(_) => false,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HttpError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The provider error for a failed idempotent request (lookups, lists, cancel): a
+    /// request that can simply be made again, so nothing is ever `Indeterminate`.
+    pub fn into_provider(self) -> ProviderError {
+        match self {
+            HttpError::Status { status: 429, retry_after, message } => {
+                ProviderError::RateLimited { retry_after: retry_after.unwrap_or(DEFAULT_RATE_LIMIT_WAIT), message }
+            }
+            HttpError::Status { status, message, .. } if status >= 500 || status == 408 => {
+                ProviderError::Transient(message)
+            }
+            HttpError::Status { message, .. } => ProviderError::Permanent(message),
+            HttpError::NotSent(m) | HttpError::Unknown(m) | HttpError::BadBody(m) => ProviderError::Transient(m),
+            HttpError::Invalid(m) => ProviderError::Permanent(m),
+        }
+    }
+}
+
+/// Statuses worth retrying an idempotent request on: rate limiting and the gateway errors
+/// a proxy in front of AAP produces while it (re)starts.
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 429 | 502 | 503 | 504)
+}
+
+/// A complete answer.
+pub struct Reply {
+    pub status: StatusCode,
+    pub retry_after: Option<Duration>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json(&self, what: &str) -> Result<Value, HttpError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| HttpError::BadBody(format!("{what}: the response is not valid JSON: {e}")))
+    }
+}
+
+/// How requests are made; see [`Http::new`].
+pub struct HttpSettings {
+    pub client: reqwest::Client,
+    /// `base_url` + `api_prefix`, ending in `/` (e.g. `https://aap/api/controller/`).
+    pub root: Url,
+    pub authorization: Option<HeaderValue>,
+    /// Texts never to show in a message (token, password, the encoded Basic credentials).
+    pub scrub: Vec<String>,
+    pub max_concurrent: usize,
+    pub retries: u32,
+    /// The first retry's wait; it doubles per retry.
+    pub backoff: Duration,
+    /// The longest wait between two tries; a `Retry-After` beyond it is not waited for
+    /// in-process but reported (as `RateLimited`) for the engine to schedule.
+    pub max_wait: Duration,
+    pub timeout: Duration,
+}
+
+pub struct Http {
+    s: HttpSettings,
+    permits: tokio::sync::Semaphore,
+}
+
+impl Http {
+    pub fn new(settings: HttpSettings) -> Self {
+        let permits = tokio::sync::Semaphore::new(settings.max_concurrent.max(1));
+        Http { s: settings, permits }
+    }
+
+    /// An API URL from a path relative to the API root (`v2/jobs/`).
+    pub fn url(&self, path: &str) -> Url {
+        // The root is a valid base and `path` a relative reference built by this crate.
+        self.s.root.join(path).unwrap_or_else(|_| self.s.root.clone())
+    }
+
+    /// The path (without query) shown in messages: stable across calls, no secrets.
+    pub fn what(method: &Method, url: &Url) -> String {
+        format!("AAP {method} {}", url.path())
+    }
+
+    /// Replaces every configured secret in `text` with `***`.
+    pub fn scrub(&self, text: &str) -> String {
+        scrub(text, &self.s.scrub)
+    }
+
+    /// One request, no retry. Any status is a `Reply`; only transport failures are errors.
+    pub async fn send(&self, method: Method, url: &Url, body: Option<&Value>) -> Result<Reply, HttpError> {
+        let what = Self::what(&method, url);
+        let _permit =
+            self.permits.acquire().await.map_err(|_| HttpError::Invalid(format!("{what}: provider is shut down")))?;
+        let mut req = self.s.client.request(method, url.clone()).header(ACCEPT, "application/json");
+        if let Some(auth) = &self.s.authorization {
+            req = req.header(AUTHORIZATION, auth.clone());
+        }
+        if let Some(body) = body {
+            req = req.json(body);
+        }
+        let resp = req.send().await.map_err(|e| self.transport_error(&what, e))?;
+        let status = resp.status();
+        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let body = resp.bytes().await.map_err(|e| {
+            HttpError::Unknown(format!("{what}: the answer ({status}) broke off: {}", self.scrub(&chain(&e))))
+        })?;
+        Ok(Reply { status, retry_after, body: body.to_vec() })
+    }
+
+    fn transport_error(&self, what: &str, e: reqwest::Error) -> HttpError {
+        let detail = self.scrub(&chain(&e));
+        if e.is_builder() {
+            HttpError::Invalid(format!("{what}: invalid request: {detail}"))
+        } else if e.is_connect() {
+            // Connection refused, DNS and TLS handshake failures (and connect timeouts)
+            // happen before a byte of the request is written.
+            HttpError::NotSent(format!("{what}: cannot connect to AAP: {detail}"))
+        } else if e.is_timeout() {
+            HttpError::Unknown(format!("{what}: no answer within {:?}", self.s.timeout))
+        } else {
+            HttpError::Unknown(format!("{what}: {detail}"))
+        }
+    }
+
+    /// The error for a non-success reply.
+    pub fn status_error(&self, what: &str, reply: &Reply) -> HttpError {
+        let text = self.scrub(&String::from_utf8_lossy(&reply.body));
+        let preview = preview(&text);
+        let status = reply.status;
+        let message =
+            if preview.is_empty() { format!("{what}: {status}") } else { format!("{what}: {status}: {preview}") };
+        HttpError::Status { status: status.as_u16(), retry_after: reply.retry_after, message }
+    }
+
+    /// An idempotent request, retried on 429/502/503/504 and transport errors with
+    /// exponential backoff, never sooner than a `Retry-After` asks. Answers any reply that
+    /// is not retryable (success or not); the last retryable failure is an error.
+    pub async fn send_idempotent(&self, method: Method, url: &Url, body: Option<&Value>) -> Result<Reply, HttpError> {
+        let what = Self::what(&method, url);
+        let mut attempt = 0u32;
+        loop {
+            let err = match self.send(method.clone(), url, body).await {
+                Ok(reply) if !is_retryable_status(reply.status.as_u16()) => return Ok(reply),
+                Ok(reply) => self.status_error(&what, &reply),
+                Err(e) => e,
+            };
+            if !err.retryable() || attempt >= self.s.retries {
+                return Err(err);
+            }
+            let advertised = err.retry_after().unwrap_or_default();
+            if advertised > self.s.max_wait {
+                return Err(err);
+            }
+            let wait = backoff(self.s.backoff, attempt, self.s.max_wait).max(advertised);
+            tracing::debug!(request = %what, attempt, wait_ms = wait.as_millis() as u64, error = %err.message(), "retrying AAP request");
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
+    /// `GET` a JSON document (with retries); a non-2xx reply is an error.
+    pub async fn get_json(&self, url: &Url) -> Result<Value, HttpError> {
+        let what = Self::what(&Method::GET, url);
+        let reply = self.send_idempotent(Method::GET, url, None).await?;
+        if !reply.status.is_success() {
+            return Err(self.status_error(&what, &reply));
+        }
+        reply.json(&what)
+    }
+
+    /// Walks a paged AWX list from `first`, following `next` links, calling `visit` on
+    /// every row until it answers `true` (found) or the list ends. Answers whether `visit`
+    /// stopped it.
+    pub async fn walk(&self, first: Url, mut visit: impl FnMut(&Value) -> bool) -> Result<bool, HttpError> {
+        let mut url = first;
+        for _ in 0..MAX_PAGES {
+            let what = Self::what(&Method::GET, &url);
+            let page = self.get_json(&url).await?;
+            let Some(rows) = page.get("results").and_then(Value::as_array) else {
+                return Err(HttpError::BadBody(format!("{what}: the list has no results array")));
+            };
+            if rows.iter().any(&mut visit) {
+                return Ok(true);
+            }
+            match page.get("next") {
+                Some(Value::String(next)) if !next.is_empty() => {
+                    let next_url = self.next_url(&what, next)?;
+                    if next_url == url {
+                        return Err(HttpError::BadBody(format!("{what}: the next link points to the same page")));
+                    }
+                    url = next_url;
+                }
+                _ => return Ok(false),
+            }
+        }
+        Err(HttpError::BadBody(format!("AAP list longer than {MAX_PAGES} pages")))
+    }
+
+    /// Resolves a `next` link (a path with query, or a full URL) against the API root; a
+    /// link to another origin is refused (the credentials would go with it).
+    fn next_url(&self, what: &str, next: &str) -> Result<Url, HttpError> {
+        let url = self
+            .s
+            .root
+            .join(next)
+            .map_err(|e| HttpError::BadBody(format!("{what}: invalid next link {next:?}: {e}")))?;
+        if url.origin() != self.s.root.origin() {
+            return Err(HttpError::Invalid(format!("{what}: refusing a next link to another origin: {next}")));
+        }
+        Ok(url)
+    }
+}
+
+/// `base · 2^attempt`, capped, plus up to 25% jitter (still capped).
+fn backoff(base: Duration, attempt: u32, cap: Duration) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.min(16)).min(cap);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let jitter = exp.mul_f64(f64::from(nanos % 250) / 1000.0);
+    (exp + jitter).min(cap.max(exp))
+}
+
+/// An error and its sources, `: `-joined (reqwest's own text is "error sending request").
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_owned();
+    for s in secrets.iter().filter(|s| s.len() >= 3) {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "***");
+        }
+    }
+    out
+}
+
+/// A response body as one line of at most [`MAX_BODY_PREVIEW`] characters.
+pub fn preview(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    bound(one_line, MAX_BODY_PREVIEW)
+}
+
+/// Truncates to `max` characters on a character boundary, marking the cut with `…`.
+pub fn bound(s: String, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s;
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// `Retry-After` as delay-seconds or an HTTP-date (IMF-fixdate), relative to `now`.
+pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let text = value.to_str().ok()?.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = parse_http_date(text)?;
+    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
+    // `now` is truncated to whole seconds, so the wait is never shorter than asked.
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT` → seconds since the Unix epoch.
+fn parse_http_date(text: &str) -> Option<u64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let day: u32 = day.parse().ok()?;
+    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        .iter()
+        .position(|m| m == month)? as u32
+        + 1;
+    let year: i64 = year.parse().ok()?;
+    let hms: Vec<u64> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
+    let [h, m, s] = hms.as_slice() else { return None };
+    if !(1..=31).contains(&day) || *h > 23 || *m > 59 || *s > 60 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    u64::try_from(days * 86_400 + (*h * 3600 + *m * 60 + *s) as i64).ok()
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_forms() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
+        let h = |s: &str| HeaderValue::from_str(s).unwrap();
+        assert_eq!(parse_retry_after(&h("3"), now), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(&h(" 120 "), now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov 1994 08:49:47 GMT"), now), Some(Duration::from_secs(10)));
+        assert_eq!(parse_retry_after(&h("Sun, 06 Nov 1994 08:49:00 GMT"), now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after(&h("soon"), now), None);
+        assert_eq!(parse_retry_after(&h("-1"), now), None);
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(parse_http_date("Sun, 29 Nov 2026 21:30:56 GMT"), Some(1_795_987_856));
+        assert_eq!(parse_http_date("Sun, 29 Foo 2026 21:30:56 GMT"), None);
+    }
+
+    #[test]
+    fn error_classification_for_idempotent_requests() {
+        let st = |status, retry_after| HttpError::Status { status, retry_after, message: format!("s{status}") };
+        assert_eq!(
+            st(429, Some(Duration::from_secs(7))).into_provider(),
+            ProviderError::RateLimited { retry_after: Duration::from_secs(7), message: "s429".into() }
+        );
+        assert_eq!(
+            st(429, None).into_provider(),
+            ProviderError::RateLimited { retry_after: DEFAULT_RATE_LIMIT_WAIT, message: "s429".into() }
+        );
+        for s in [500, 502, 503, 504, 408] {
+            assert!(matches!(st(s, None).into_provider(), ProviderError::Transient(_)), "{s}");
+        }
+        for s in [400, 401, 403, 404, 405, 409] {
+            assert!(matches!(st(s, None).into_provider(), ProviderError::Permanent(_)), "{s}");
+        }
+        assert!(matches!(HttpError::NotSent("x".into()).into_provider(), ProviderError::Transient(_)));
+        assert!(matches!(HttpError::Unknown("x".into()).into_provider(), ProviderError::Transient(_)));
+        assert!(matches!(HttpError::Invalid("x".into()).into_provider(), ProviderError::Permanent(_)));
+        assert!(st(503, None).retryable() && st(429, None).retryable() && !st(500, None).retryable());
+        assert!(!st(401, None).retryable());
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let base = Duration::from_millis(100);
+        let cap = Duration::from_secs(1);
+        let b0 = backoff(base, 0, cap);
+        assert!(b0 >= base && b0 <= base.mul_f64(1.25), "{b0:?}");
+        let b2 = backoff(base, 2, cap);
+        assert!(b2 >= base * 4 && b2 <= cap, "{b2:?}");
+        assert_eq!(backoff(base, 30, cap), cap);
+    }
+
+    #[test]
+    fn scrubbing_and_previews() {
+        let secrets = vec!["s3cr3t-token".to_owned(), "ab".to_owned()];
+        assert_eq!(scrub("bad token s3cr3t-token here, ab", &secrets), "bad token *** here, ab");
+        assert_eq!(preview("<html>\n  <b>502</b>\n</html>"), "<html> <b>502</b> </html>");
+        let long = preview(&"x".repeat(MAX_BODY_PREVIEW * 2));
+        assert_eq!(long.chars().count(), MAX_BODY_PREVIEW);
+        assert!(long.ends_with('…'));
+    }
+}

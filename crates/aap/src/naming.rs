@@ -1,0 +1,115 @@
+//! Pure naming rules: which AAP template a request runs.
+
+use std::collections::HashMap;
+
+use slipway_provider::JobAction;
+
+/// Kebab-case a resource kind the way OSAC (go-strcase) does: `VirtualNetwork` →
+/// `virtual-network`, `PublicIPPool` → `public-ip-pool`. Same rule as the local provider's
+/// playbook names, so one kind names the same automation everywhere.
+pub fn kebab(kind: &str) -> String {
+    let chars: Vec<char> = kind.chars().collect();
+    let mut out = String::with_capacity(kind.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_is_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if prev.is_lowercase() || (prev.is_uppercase() && next_is_lower) {
+                out.push('-');
+            }
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// Template naming configuration of one provider instance.
+#[derive(Clone, Debug, Default)]
+pub struct TemplateNaming {
+    pub prefix: Option<String>,
+    /// Explicit `(create, delete)` names per kind; they win over the convention.
+    pub templates: HashMap<String, (Option<String>, Option<String>)>,
+    /// Per-kind suffix replacing `kebab(kind)` (OSAC: `ClusterOrder` → `hosted-cluster`).
+    pub kind_overrides: HashMap<String, String>,
+}
+
+impl TemplateNaming {
+    /// The template name for `kind`/`action`: the explicit name, else
+    /// `{prefix}-{action}-{suffix}` (`{action}-{suffix}` without a prefix), where suffix is
+    /// the kind override or `kebab(kind)`.
+    pub fn template_name(&self, kind: &str, action: JobAction) -> Result<String, String> {
+        let explicit = self.templates.get(kind).and_then(|(create, delete)| match action {
+            JobAction::Create => create.clone(),
+            JobAction::Delete => delete.clone(),
+        });
+        if let Some(name) = explicit.filter(|n| !n.trim().is_empty()) {
+            return Ok(name);
+        }
+        if kind.is_empty() {
+            return Err(format!("the resource has no kind; cannot derive the {} template name", action.as_str()));
+        }
+        let suffix = self.kind_overrides.get(kind).cloned().unwrap_or_else(|| kebab(kind));
+        Ok(match self.prefix.as_deref() {
+            Some(p) if !p.is_empty() => format!("{p}-{}-{suffix}", action.as_str()),
+            _ => format!("{}-{suffix}", action.as_str()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kebab_matches_go_strcase() {
+        for (kind, want) in [
+            ("VirtualNetwork", "virtual-network"),
+            ("SecurityGroup", "security-group"),
+            ("ComputeInstance", "compute-instance"),
+            ("Subnet", "subnet"),
+            ("PublicIPPool", "public-ip-pool"),
+            ("PublicIP", "public-ip"),
+            ("NATGateway", "nat-gateway"),
+            ("ExternalIPPool", "external-ip-pool"),
+            ("HostedClusterV2", "hosted-cluster-v2"),
+            ("", ""),
+        ] {
+            assert_eq!(kebab(kind), want, "kebab({kind:?})");
+        }
+    }
+
+    /// osac §14.7 scenario 72 (prefix naming, overrides, explicit names).
+    #[test]
+    fn osac_template_names() {
+        let mut n = TemplateNaming { prefix: Some("osac".into()), ..Default::default() };
+        n.kind_overrides.insert("ClusterOrder".into(), "hosted-cluster".into());
+        n.templates.insert("ComputeInstance".into(), (Some("my-ci-create".into()), None));
+        let name = |k: &str, a| n.template_name(k, a).unwrap();
+        assert_eq!(name("VirtualNetwork", JobAction::Create), "osac-create-virtual-network");
+        assert_eq!(name("Subnet", JobAction::Delete), "osac-delete-subnet");
+        assert_eq!(name("SecurityGroup", JobAction::Create), "osac-create-security-group");
+        assert_eq!(name("ClusterOrder", JobAction::Create), "osac-create-hosted-cluster");
+        assert_eq!(name("ClusterOrder", JobAction::Delete), "osac-delete-hosted-cluster");
+        // Explicit create, delete from the convention (mixing is allowed).
+        assert_eq!(name("ComputeInstance", JobAction::Create), "my-ci-create");
+        assert_eq!(name("ComputeInstance", JobAction::Delete), "osac-delete-compute-instance");
+        let e = n.template_name("", JobAction::Create).unwrap_err();
+        assert!(e.contains("no kind"), "{e}");
+    }
+
+    #[test]
+    fn names_without_prefix() {
+        let n = TemplateNaming::default();
+        assert_eq!(n.template_name("PublicIPPool", JobAction::Delete).unwrap(), "delete-public-ip-pool");
+        let n = TemplateNaming { prefix: Some(String::new()), ..Default::default() };
+        assert_eq!(n.template_name("Subnet", JobAction::Create).unwrap(), "create-subnet");
+    }
+
+    #[test]
+    fn blank_explicit_name_falls_back_to_convention() {
+        let mut n = TemplateNaming { prefix: Some("osac".into()), ..Default::default() };
+        n.templates.insert("Subnet".into(), (Some(" ".into()), Some("rm-subnet".into())));
+        assert_eq!(n.template_name("Subnet", JobAction::Create).unwrap(), "osac-create-subnet");
+        assert_eq!(n.template_name("Subnet", JobAction::Delete).unwrap(), "rm-subnet");
+    }
+}

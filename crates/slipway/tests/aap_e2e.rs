@@ -1,0 +1,311 @@
+//! Slipway with the `aap` provider against the AWX-API simulator, driven through the ARM
+//! API: the whole lifecycle, failures with AAP's traceback, cancel, delete-while-running,
+//! push hints, and a SIGKILL between launch and record that must not duplicate the job.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aap_sim::{Faults, Sim, SimConfig, SimWebhook};
+use common::{API, header, rid};
+use serde_json::{Value, json};
+use slipway::app::App;
+use slipway::config::Config;
+use slipway_domain::SystemClock;
+
+const T: Duration = Duration::from_secs(60);
+const HOOK_TOKEN: &str = "e2e-hook-token";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+async fn sim(webhook_to: Option<u16>) -> Sim {
+    let mut config = SimConfig { tick_ms: 20, token: Some("sim-token".into()), ..SimConfig::default() };
+    for t in &mut config.job_templates {
+        t.duration_seconds = 0.5;
+    }
+    if let Some(port) = webhook_to {
+        config.notifications.push(SimWebhook {
+            url: format!("http://127.0.0.1:{port}/hooks/aap"),
+            headers: BTreeMap::from([("X-Slipway-Token".to_string(), HOOK_TOKEN.to_string())]),
+            ..SimWebhook::default()
+        });
+    }
+    Sim::start("127.0.0.1:0", config).await.expect("start aap-sim")
+}
+
+fn config_text(dir: &Path, port: u16, sim: &Sim, poll_seconds: f64) -> String {
+    std::fs::write(dir.join("aap-token"), "sim-token").unwrap();
+    std::fs::write(dir.join("hook-token"), HOOK_TOKEN).unwrap();
+    let mut types = String::new();
+    for (ty, kind) in [("virtualNetworks", "VirtualNetwork"), ("computeInstances", "ComputeInstance")] {
+        types.push_str(&format!(
+            "[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"{ty}\"\nkind = \"{kind}\"\napi_versions = [\"{API}\"]\nprovider = \"aap\"\npoll_interval_seconds = {poll_seconds}\n"
+        ));
+    }
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:{port}"
+retry_after_seconds = 0
+[store]
+url = "sqlite:{db}"
+[engine]
+node_name = "e2e"
+shutdown_grace_seconds = 5
+[[providers]]
+name = "aap"
+type = "aap"
+url = "{url}"
+template_prefix = "slipway"
+token_file = "{token}"
+webhook_token_file = "{hook}"
+request_timeout_seconds = 5
+{types}"#,
+        db = dir.join("slipway.db").display(),
+        url = sim.base_url(),
+        token = dir.join("aap-token").display(),
+        hook = dir.join("hook-token").display(),
+    )
+}
+
+struct Harness {
+    _dir: tempfile::TempDir,
+    base: String,
+    app: Option<App>,
+    sim: Sim,
+    http: reqwest::Client,
+}
+
+impl Harness {
+    async fn start(webhooks: bool, poll_seconds: f64) -> Harness {
+        common::init_logging();
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let sim = sim(webhooks.then_some(port)).await;
+        let path = dir.path().join("slipway.toml");
+        std::fs::write(&path, config_text(dir.path(), port, &sim, poll_seconds)).unwrap();
+        let config = Config::load(Some(&path), []).unwrap();
+        let app = App::start(config, Arc::new(SystemClock)).await.expect("start slipway");
+        Harness {
+            _dir: dir,
+            base: format!("http://127.0.0.1:{port}"),
+            app: Some(app),
+            sim,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}?api-version={API}", self.base)
+    }
+
+    async fn put(&self, path: &str, body: Value) -> reqwest::Response {
+        self.http.put(self.url(path)).json(&body).send().await.unwrap()
+    }
+
+    async fn op(&self, status_url: &str) -> Value {
+        self.http.get(status_url).send().await.unwrap().json().await.unwrap()
+    }
+
+    async fn wait_op(&self, status_url: &str, want: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let body = self.op(status_url).await;
+            if body["status"] == want {
+                return body;
+            }
+            assert!(start.elapsed() < T, "waiting for {want}: {body}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(app) = self.app.take() {
+            app.shutdown().await.unwrap();
+        }
+        self.sim.shutdown().await;
+    }
+}
+
+fn jobs_by_key(sim: &Sim) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
+    for job in sim.handle().jobs() {
+        let key = job.extra_vars["slipway_idempotency_key"].as_str().unwrap_or_default().to_string();
+        *counts.entry(key).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_through_aap() {
+    let h = Harness::start(false, 0.2).await;
+    let id = rid("virtualNetworks", "vnet-aap");
+    let r = h.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    assert_eq!(r.status().as_u16(), 201);
+    let create = header(&r, "azure-asyncoperation").unwrap();
+    h.wait_op(&create, "Succeeded").await;
+    let jobs = h.sim.handle().jobs();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].template_name, "slipway-create-virtual-network");
+    assert_eq!(jobs[0].extra_vars["slipway"]["resource"]["properties"]["addressSpace"], "10.0.0.0/16");
+
+    // A failing update carries AAP's traceback into the operation's error.
+    let r = h.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16", "simulateFailure": true}})).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let failed = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Failed").await;
+    assert_eq!(failed["error"]["code"], "ProvisioningFailed");
+    assert!(failed["error"]["message"].as_str().unwrap().contains("simulated failure"), "{failed}");
+
+    // Delete runs the delete template; the resource is gone afterwards.
+    let r = h.http.delete(h.url(&id)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    assert_eq!(h.http.get(h.url(&id)).send().await.unwrap().status().as_u16(), 404);
+    let names: Vec<String> = h.sim.handle().jobs().into_iter().map(|j| j.template_name).collect();
+    assert_eq!(names.last().map(String::as_str), Some("slipway-delete-virtual-network"), "{names:?}");
+    assert!(jobs_by_key(&h.sim).values().all(|n| *n == 1), "one AAP job per idempotency key");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_delete_while_running_cancel_the_aap_job() {
+    let h = Harness::start(false, 0.2).await;
+    // Cancel.
+    let id = rid("computeInstances", "vm-cancel");
+    let r = h.put(&id, json!({"properties": {"size": "small", "image": "x", "delaySeconds": 60}})).await;
+    let op = header(&r, "azure-asyncoperation").unwrap();
+    h.wait_op(&op, "Provisioning").await;
+    let cancel = h.http.post(op.replace("?api-version", "/cancel?api-version")).send().await.unwrap();
+    assert_eq!(cancel.status().as_u16(), 202);
+    let done = h.wait_op(&op, "Canceled").await;
+    assert_eq!(done["error"]["code"], "Canceled");
+    let job = h.sim.handle().jobs().into_iter().next().unwrap();
+    assert_eq!(job.status, "canceled");
+
+    // Delete while provisioning: the provision job is canceled before the delete job runs.
+    let id = rid("computeInstances", "vm-delete");
+    let r = h.put(&id, json!({"properties": {"size": "small", "image": "x", "delaySeconds": 60}})).await;
+    let create = header(&r, "azure-asyncoperation").unwrap();
+    h.wait_op(&create, "Provisioning").await;
+    let r = h.http.delete(h.url(&id)).send().await.unwrap();
+    let delete = header(&r, "azure-asyncoperation").unwrap();
+    assert_eq!(h.op(&create).await["status"], "Canceled");
+    h.wait_op(&delete, "Succeeded").await;
+    let jobs = h.sim.handle().jobs();
+    let provision = jobs
+        .iter()
+        .find(|j| {
+            j.template_name == "slipway-create-compute-instance"
+                && j.extra_vars["slipway"]["resource"]["name"] == "vm-delete"
+        })
+        .unwrap();
+    assert_eq!(provision.status, "canceled");
+    assert!(jobs.iter().any(|j| j.template_name == "slipway-delete-compute-instance" && j.status == "successful"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhook_hints_beat_a_slow_poll() {
+    // Polling every 30 s: without the webhook the operation could not finish in time.
+    let h = Harness::start(true, 30.0).await;
+    let id = rid("virtualNetworks", "hinted");
+    let r = h.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    let op = header(&r, "azure-asyncoperation").unwrap();
+    let start = Instant::now();
+    h.wait_op(&op, "Succeeded").await;
+    assert!(start.elapsed() < Duration::from_secs(10), "finished via the hint in {:?}", start.elapsed());
+    // A forged hint without the token is refused.
+    let forged = h
+        .http
+        .post(format!("{}/hooks/aap", h.base))
+        .json(&json!({"id": 1, "status": "successful"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 401);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
+    common::init_logging();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let sim = sim(None).await;
+    // Every AAP answer takes 1.5 s: a kill in that window happens after the launch POST was
+    // sent and before Slipway could record its answer.
+    sim.handle().set_faults(Faults { latency_ms: 1500, ..Faults::default() });
+    let config = dir.path().join("slipway.toml");
+    std::fs::write(&config, config_text(dir.path(), port, &sim, 0.2)).unwrap();
+    let spawn = |run: usize| {
+        let log = std::fs::File::create(dir.path().join(format!("slipway-{run}.log"))).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_slipway"))
+            .args(["serve", "--config"])
+            .arg(&config)
+            .env("SLIPWAY_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let ready = |http: reqwest::Client, base: String| async move {
+        let start = Instant::now();
+        while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            assert!(start.elapsed() < T);
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    };
+    let mut child = spawn(1);
+    ready(http.clone(), base.clone()).await;
+    let mut ops = Vec::new();
+    for i in 0..3 {
+        let r = http
+            .put(format!("{base}{}?api-version={API}", rid("virtualNetworks", &format!("crash{i}"))))
+            .json(&json!({"properties": {"addressSpace": "10.0.0.0/16"}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        ops.push(header(&r, "azure-asyncoperation").unwrap());
+    }
+    // Wait until the launch POSTs reached the simulator, then kill before they answer.
+    let start = Instant::now();
+    while sim.handle().requests().iter().filter(|(k, _)| k.starts_with("POST ")).map(|(_, n)| n).sum::<u64>() < 3 {
+        assert!(start.elapsed() < T, "launches never sent: {:?}", sim.handle().requests());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sim.handle().set_faults(Faults::default());
+
+    let mut child = spawn(2);
+    ready(http.clone(), base.clone()).await;
+    let start = Instant::now();
+    for op in &ops {
+        loop {
+            let body: Value = http.get(op).send().await.unwrap().json().await.unwrap();
+            if body["status"] == "Succeeded" {
+                break;
+            }
+            assert!(!matches!(body["status"].as_str(), Some("Failed" | "Canceled")), "{body}");
+            assert!(start.elapsed() < T, "not done: {body}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let counts = jobs_by_key(&sim);
+    assert_eq!(counts.len(), 3, "one key per operation: {counts:?}");
+    assert!(counts.values().all(|n| *n == 1), "exactly one AAP job per operation: {counts:?}");
+    assert_eq!(sim.handle().jobs().len(), 3);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sim.shutdown().await;
+}
