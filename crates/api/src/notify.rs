@@ -20,6 +20,9 @@ pub struct NotifierOptions {
     pub idle_interval: Duration,
     pub request_timeout: Duration,
     pub max_backoff: Duration,
+    /// How long a claimed notification is hidden from other notifiers (replicas) while this
+    /// one delivers it; longer than a delivery attempt can take.
+    pub claim_hold: Duration,
     /// RP location for the status document's `id`.
     pub location: String,
 }
@@ -31,6 +34,7 @@ impl Default for NotifierOptions {
             idle_interval: Duration::from_secs(1),
             request_timeout: Duration::from_secs(10),
             max_backoff: Duration::from_secs(300),
+            claim_hold: Duration::from_secs(60),
             location: "local".into(),
         }
     }
@@ -63,7 +67,7 @@ impl Notifier {
                 _ = self.signal.notified() => {}
                 _ = tokio::time::sleep(self.options.idle_interval) => {}
             }
-            match self.store.due_notifications(self.clock.now(), self.options.batch).await {
+            match self.store.claim_notifications(self.clock.now(), self.options.batch, self.options.claim_hold).await {
                 Ok(due) => {
                     for n in due {
                         self.deliver(n).await;

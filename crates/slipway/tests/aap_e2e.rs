@@ -238,9 +238,9 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let sim = sim(None).await;
-    // Every AAP answer takes 1.5 s: a kill in that window happens after the launch POST was
-    // sent and before Slipway could record its answer.
-    sim.handle().set_faults(Faults { latency_ms: 1500, ..Faults::default() });
+    // AAP starts every job but its launch answers are lost: Slipway cannot know whether the
+    // jobs exist, and is killed in that state.
+    sim.handle().set_faults(Faults { lose_launch_response_percent: 100, ..Faults::default() });
     let config = dir.path().join("slipway.toml");
     std::fs::write(&config, config_text(dir.path(), port, &sim, 0.2)).unwrap();
     let spawn = |run: usize| {
@@ -277,10 +277,10 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
         assert_eq!(r.status().as_u16(), 201);
         ops.push(header(&r, "azure-asyncoperation").unwrap());
     }
-    // Wait until the launch POSTs reached the simulator, then kill before they answer.
+    // Wait until AAP has started all three jobs (whose answers were lost), then kill.
     let start = Instant::now();
-    while sim.handle().requests().iter().filter(|(k, _)| k.starts_with("POST ")).map(|(_, n)| n).sum::<u64>() < 3 {
-        assert!(start.elapsed() < T, "launches never sent: {:?}", sim.handle().requests());
+    while sim.handle().jobs().len() < 3 {
+        assert!(start.elapsed() < T, "launches never reached AAP: {:?}", sim.handle().requests());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     child.kill().unwrap();
@@ -305,6 +305,7 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
     assert_eq!(counts.len(), 3, "one key per operation: {counts:?}");
     assert!(counts.values().all(|n| *n == 1), "exactly one AAP job per operation: {counts:?}");
     assert_eq!(sim.handle().jobs().len(), 3);
+    assert!(sim.handle().jobs().iter().all(|j| j.launch_lost), "the jobs Slipway adopted are the lost launches");
     child.kill().unwrap();
     child.wait().unwrap();
     sim.shutdown().await;

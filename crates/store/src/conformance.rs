@@ -135,6 +135,8 @@ pub const T0: Timestamp = Timestamp(1_767_225_600_000);
 
 pub const KIND: &str = "VirtualNetwork";
 const SECOND: i64 = 1_000;
+/// How long a claimed notification stays hidden.
+const HOLD: Duration = Duration::from_secs(60);
 
 /// `T0` plus `ms` milliseconds.
 pub fn at(ms: i64) -> Timestamp {
@@ -374,7 +376,7 @@ pub async fn case_rejection_writes_nothing(store: &dyn Store) {
     assert_eq!(resource(store, &id.key()).await, rec);
     assert_eq!(operation_of(store, "sub-reject", &op1.id).await, Some(op1));
     assert_eq!(operation_of(store, "sub-reject", &op_id(3)).await, None);
-    assert_eq!(store.due_notifications(at(1_000 * SECOND), 10).await, Ok(vec![]));
+    assert_eq!(store.claim_notifications(at(1_000 * SECOND), 10, HOLD).await, Ok(vec![]));
 
     // A refused create creates nothing.
     let other = vnet("sub-reject", "rg", "r2");
@@ -415,7 +417,7 @@ pub async fn case_delete_supersedes_running_operation(store: &dyn Store) {
     assert_eq!(rec.deletion.as_ref().map(|d| d.requested_at), Some(now));
     assert_eq!(rec.generation, 2);
     assert_eq!(rec.schedule, Schedule::now(now));
-    let due = store.due_notifications(now, 10).await.expect("due");
+    let due = store.claim_notifications(now, 10, HOLD).await.expect("claim");
     assert_eq!(due.len(), 1);
     assert_eq!(due[0].subscription, "sub-supersede");
     assert_eq!(due[0].operation_id, op_id(1));
@@ -633,33 +635,43 @@ pub async fn case_notifications_lifecycle(store: &dyn Store) {
         assert_eq!(snap.notifications.len(), 1, "queued with the terminal status");
         expected.push((op_id(n), uri, at(done * SECOND)));
     }
-    assert_eq!(store.due_notifications(at(10 * SECOND - 1), 10).await, Ok(vec![]));
-    let due = store.due_notifications(at(30 * SECOND), 10).await.expect("due");
-    let seen: Vec<_> = due.iter().map(|n| (n.operation_id.clone(), n.uri.clone(), n.next_attempt_at)).collect();
-    assert_eq!(seen, expected, "earliest first");
-    for n in &due {
+    assert_eq!(store.claim_notifications(at(10 * SECOND - 1), 10, HOLD).await, Ok(vec![]));
+    let first = store.claim_notifications(at(30 * SECOND), 2, HOLD).await.expect("claim");
+    let seen: Vec<_> = first.iter().map(|n| (n.operation_id.clone(), n.uri.clone(), n.next_attempt_at)).collect();
+    assert_eq!(seen, expected[..2].to_vec(), "earliest first, at most the limit");
+    for n in &first {
         assert_eq!(n.subscription, "sub-notify");
         assert_eq!(n.attempts, 0);
         assert_eq!(n.created_at, n.next_attempt_at);
     }
-    assert_eq!(store.due_notifications(at(30 * SECOND), 2).await.expect("due"), due[..2].to_vec());
-    let (a, b, c) = (due[0].clone(), due[1].clone(), due[2].clone());
-
-    store.reschedule_notification(a.id, at(100 * SECOND), "HTTP 503").await.expect("reschedule");
+    // Claimed rows are hidden from a concurrent notifier (another replica) ...
     let ids = |v: Vec<crate::Notification>| v.into_iter().map(|n| n.id).collect::<Vec<_>>();
-    assert_eq!(ids(store.due_notifications(at(99 * SECOND), 10).await.expect("due")), vec![b.id, c.id]);
-    let due = store.due_notifications(at(100 * SECOND), 10).await.expect("due");
-    assert_eq!(ids(due.clone()), vec![b.id, c.id, a.id]);
-    let retried = &due[2];
-    assert_eq!((retried.attempts, retried.next_attempt_at, retried.created_at), (1, at(100 * SECOND), a.created_at));
+    let rest = store.claim_notifications(at(30 * SECOND), 10, HOLD).await.expect("claim");
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].operation_id, expected[2].0);
+    let (a, b, c) = (first[0].clone(), first[1].clone(), rest[0].clone());
+    assert_eq!(
+        store.claim_notifications(at(30 * SECOND).add(HOLD).sub(Duration::from_millis(1)), 10, HOLD).await,
+        Ok(vec![])
+    );
+    // ... until the hold passes (the notifier that took them died without bookkeeping).
+    let again = store.claim_notifications(at(30 * SECOND).add(HOLD), 10, HOLD).await.expect("claim");
+    assert_eq!(ids(again), vec![a.id, b.id, c.id]);
 
+    store.reschedule_notification(a.id, at(200 * SECOND), "HTTP 503").await.expect("reschedule");
     store.finish_notification(b.id).await.expect("finish");
     store.finish_notification(b.id).await.expect("finishing twice is harmless");
     store.abandon_notification(c.id, "operation expired").await.expect("abandon");
-    store.reschedule_notification(c.id, at(200 * SECOND), "late").await.expect("reschedule dead");
-    assert_eq!(ids(store.due_notifications(at(1_000 * SECOND), 10).await.expect("due")), vec![a.id]);
+    store.reschedule_notification(c.id, at(300 * SECOND), "late").await.expect("reschedule dead");
+    assert_eq!(store.claim_notifications(at(200 * SECOND - 1), 10, HOLD).await, Ok(vec![]));
+    let retried = store.claim_notifications(at(200 * SECOND), 10, HOLD).await.expect("claim");
+    assert_eq!(ids(retried.clone()), vec![a.id], "finished and dead rows never come back");
+    assert_eq!(
+        (retried[0].attempts, retried[0].next_attempt_at, retried[0].created_at),
+        (1, at(200 * SECOND), a.created_at)
+    );
     store.finish_notification(a.id).await.expect("finish");
-    assert_eq!(store.due_notifications(at(1_000 * SECOND), 10).await, Ok(vec![]));
+    assert_eq!(store.claim_notifications(at(1_000 * SECOND), 10, HOLD).await, Ok(vec![]));
 }
 
 pub async fn case_operation_ttl(h: &Harness) {

@@ -155,7 +155,16 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes terminal operations whose expiry has passed; returns how many.
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError>;
 
-    async fn due_notifications(&self, now: Timestamp, limit: usize) -> Result<Vec<Notification>, StoreError>;
+    /// Hands out up to `limit` due pending notifications, earliest first, and hides each for
+    /// `hold` (its due time moves to `now + hold`): concurrent notifiers — other replicas —
+    /// never get the same row at once, and one that dies mid-delivery lets the row reappear
+    /// after `hold`. Returned rows show the time they were due at.
+    async fn claim_notifications(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<Notification>, StoreError>;
 
     /// Delivered: the row is removed.
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError>;

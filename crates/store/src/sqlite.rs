@@ -225,8 +225,13 @@ impl Store for SqliteStore {
         self.write(move |conn| writes::sweep_operations(conn, now)).await
     }
 
-    async fn due_notifications(&self, now: Timestamp, limit: usize) -> Result<Vec<Notification>, StoreError> {
-        self.readers.run(move |conn| rows::due_notifications(conn, now, limit)).await
+    async fn claim_notifications(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<Notification>, StoreError> {
+        self.write(move |conn| writes::claim_notifications(conn, now, limit, hold)).await
     }
 
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {

@@ -286,6 +286,21 @@ pub(super) fn sweep_operations(conn: &Connection, now: Timestamp) -> Result<u64,
 // The notification updates are idempotent: an unknown or already finished id is no error,
 // since a notifier retrying after a lost answer must not fail.
 
+/// Due rows, each hidden for `hold` in the same transaction that reads it.
+pub(super) fn claim_notifications(
+    conn: &Connection,
+    now: Timestamp,
+    limit: usize,
+    hold: Duration,
+) -> Result<Vec<crate::Notification>, StoreError> {
+    let due = rows::due_notifications(conn, now, limit)?;
+    let mut hide = conn.prepare_cached("UPDATE outbox SET next_attempt_at = ?2 WHERE id = ?1").map_err(db_error)?;
+    for n in &due {
+        hide.execute(params![n.id, now.add(hold).as_millis()]).map_err(db_error)?;
+    }
+    Ok(due)
+}
+
 pub(super) fn finish_notification(conn: &Connection, id: i64) -> Result<(), StoreError> {
     let mut stmt = conn.prepare_cached("DELETE FROM outbox WHERE id = ?1").map_err(db_error)?;
     stmt.execute([id]).map_err(db_error)?;
