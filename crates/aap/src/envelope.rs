@@ -3,9 +3,7 @@
 use serde_json::{Map, Value, json};
 use slipway_provider::LaunchRequest;
 
-/// The top-level extra var carrying the idempotency key in every envelope; `find` matches
-/// jobs on it.
-pub const KEY_VAR: &str = "slipway_idempotency_key";
+pub use slipway_provider::KEY_VAR;
 
 /// `apiVersion` of the OSAC-compatible payload (the OSAC CRDs' group/version).
 pub const OSAC_API_VERSION: &str = "osac.openshift.io/v1alpha1";
@@ -34,24 +32,7 @@ pub enum Envelope {
 /// The `extra_vars` object for a launch.
 pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
     match envelope {
-        Envelope::Slipway => json!({
-            "slipway": {
-                "resource": {
-                    "id": r.resource_id,
-                    "name": r.resource_name,
-                    "type": r.resource_type,
-                    "kind": r.kind,
-                    "location": r.location,
-                    "tags": r.tags,
-                    "properties": r.properties,
-                },
-                "operationId": r.operation_id,
-                "action": r.action.as_str(),
-                "configVersion": r.config_version,
-                "idempotencyKey": r.idempotency_key,
-            },
-            KEY_VAR: r.idempotency_key,
-        }),
+        Envelope::Slipway => Value::Object(slipway_provider::slipway_extra_vars(r)),
         Envelope::OsacEda => json!({
             "ansible_eda": { "event": { "payload": osac_payload(r) } },
             KEY_VAR: r.idempotency_key,

@@ -797,15 +797,7 @@ fn failed_task_line(ev: &Value) -> Option<String> {
     }
     let task = text(ev.get("task")).or_else(|| text(data.and_then(|d| d.get("task")))).unwrap_or("?");
     let host = text(ev.get("host_name")).or_else(|| text(data.and_then(|d| d.get("host")))).unwrap_or("?");
-    let res = data.and_then(|d| d.get("res"));
-    let msg = ["msg", "stderr", "module_stderr"]
-        .iter()
-        .find_map(|k| match res?.get(*k)? {
-            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-            Value::String(_) | Value::Null => None,
-            other => Some(other.to_string()),
-        })
-        .unwrap_or_default();
+    let msg = slipway_provider::task_failure_message(data.and_then(|d| d.get("res")));
     Some(format!("Task '{task}' {what} {host}: {msg}"))
 }
 

@@ -4,24 +4,7 @@ use std::collections::HashMap;
 
 use slipway_provider::JobAction;
 
-/// Kebab-case a resource kind the way OSAC (go-strcase) does: `VirtualNetwork` →
-/// `virtual-network`, `PublicIPPool` → `public-ip-pool`. Same rule as the local provider's
-/// playbook names, so one kind names the same automation everywhere.
-pub fn kebab(kind: &str) -> String {
-    let chars: Vec<char> = kind.chars().collect();
-    let mut out = String::with_capacity(kind.len() + 4);
-    for (i, &c) in chars.iter().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            let prev = chars[i - 1];
-            let next_is_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            if prev.is_lowercase() || (prev.is_uppercase() && next_is_lower) {
-                out.push('-');
-            }
-        }
-        out.extend(c.to_lowercase());
-    }
-    out
-}
+pub use slipway_provider::kebab;
 
 /// Template naming configuration of one provider instance.
 #[derive(Clone, Debug, Default)]
@@ -60,25 +43,6 @@ impl TemplateNaming {
 mod tests {
     use super::*;
 
-    #[test]
-    fn kebab_matches_go_strcase() {
-        for (kind, want) in [
-            ("VirtualNetwork", "virtual-network"),
-            ("SecurityGroup", "security-group"),
-            ("ComputeInstance", "compute-instance"),
-            ("Subnet", "subnet"),
-            ("PublicIPPool", "public-ip-pool"),
-            ("PublicIP", "public-ip"),
-            ("NATGateway", "nat-gateway"),
-            ("ExternalIPPool", "external-ip-pool"),
-            ("HostedClusterV2", "hosted-cluster-v2"),
-            ("", ""),
-        ] {
-            assert_eq!(kebab(kind), want, "kebab({kind:?})");
-        }
-    }
-
-    /// osac §14.7 scenario 72 (prefix naming, overrides, explicit names).
     #[test]
     fn osac_template_names() {
         let mut n = TemplateNaming { prefix: Some("osac".into()), ..Default::default() };

@@ -252,15 +252,7 @@ fn failed_task_line(ev: &Value) -> Option<String> {
     }
     let task = data.get("task").and_then(Value::as_str).unwrap_or("?");
     let host = data.get("host").and_then(Value::as_str).unwrap_or("?");
-    let res = data.get("res");
-    let msg = ["msg", "stderr", "module_stderr"]
-        .iter()
-        .find_map(|k| match res?.get(*k)? {
-            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
-            Value::String(_) | Value::Null => None,
-            other => Some(other.to_string()),
-        })
-        .unwrap_or_default();
+    let msg = slipway_provider::task_failure_message(data.get("res"));
     let what = if verb == "failed" { "failed on" } else { "could not reach" };
     Some(format!("Task '{task}' {what} {host}: {msg}"))
 }
@@ -317,28 +309,8 @@ fn write_private(path: &Path, body: &[u8]) -> io::Result<()> {
 /// the pinned interpreter (interpreter discovery picks broken shims on some hosts).
 pub fn extravars(r: &LaunchRequest, python: &str, static_vars: &serde_json::Map<String, Value>) -> Value {
     let mut vars = static_vars.clone();
-    let envelope = json!({
-        "slipway": {
-            "resource": {
-                "id": r.resource_id,
-                "name": r.resource_name,
-                "type": r.resource_type,
-                "kind": r.kind,
-                "location": r.location,
-                "tags": r.tags,
-                "properties": r.properties,
-            },
-            "operationId": r.operation_id,
-            "action": r.action.as_str(),
-            "configVersion": r.config_version,
-            "idempotencyKey": r.idempotency_key,
-        },
-        "slipway_idempotency_key": r.idempotency_key,
-        "ansible_python_interpreter": python,
-    });
-    if let Value::Object(m) = envelope {
-        vars.extend(m);
-    }
+    vars.extend(slipway_provider::slipway_extra_vars(r));
+    vars.insert("ansible_python_interpreter".into(), json!(python));
     Value::Object(vars)
 }
 

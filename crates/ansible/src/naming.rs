@@ -1,28 +1,7 @@
 //! Pure naming rules: playbook names from resource kinds, job directory names from
 //! idempotency keys.
 
-/// Kebab-case a resource kind the way OSAC (go-strcase) does, so the same kind names the
-/// same playbook/template in every provider: `VirtualNetwork` → `virtual-network`,
-/// `PublicIPPool` → `public-ip-pool`, `NATGateway` → `nat-gateway`.
-///
-/// A `-` goes before an uppercase letter that follows a lowercase one (`lN`), or that
-/// follows an uppercase one and is followed by a lowercase one (the last capital of an
-/// acronym starts the next word: `IPPool` → `ip-pool`).
-pub fn kebab(kind: &str) -> String {
-    let chars: Vec<char> = kind.chars().collect();
-    let mut out = String::with_capacity(kind.len() + 4);
-    for (i, &c) in chars.iter().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            let prev = chars[i - 1];
-            let next_is_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            if prev.is_lowercase() || (prev.is_uppercase() && next_is_lower) {
-                out.push('-');
-            }
-        }
-        out.extend(c.to_lowercase());
-    }
-    out
-}
+pub use slipway_provider::kebab;
 
 /// The conventional playbook file name: `{prefix}-{action}-{kebab(kind)}.yml`.
 pub fn conventional_playbook(prefix: Option<&str>, action: &str, kind: &str) -> String {
@@ -65,24 +44,6 @@ pub fn is_job_dir_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kebab_matches_go_strcase() {
-        let cases = [
-            ("VirtualNetwork", "virtual-network"),
-            ("PublicIPPool", "public-ip-pool"),
-            ("NATGateway", "nat-gateway"),
-            ("Subnet", "subnet"),
-            ("subnet", "subnet"),
-            ("IP", "ip"),
-            ("ClusterOrder", "cluster-order"),
-            ("HostedClusterV2", "hosted-cluster-v2"),
-            ("", ""),
-        ];
-        for (kind, want) in cases {
-            assert_eq!(kebab(kind), want, "kebab({kind:?})");
-        }
-    }
 
     #[test]
     fn conventional_names() {

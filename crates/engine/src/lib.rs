@@ -120,6 +120,10 @@ pub(crate) struct Shared {
     pub running: Mutex<HashMap<ResourceKey, Arc<Slot>>>,
     /// Which resource's worker follows a (provider, job id), for push hints.
     pub watched: Mutex<HashMap<(String, String), ResourceKey>>,
+    /// `until` of the last successful renewal of this node's leases (ms). A lease can only
+    /// have been taken over after renewals stopped, so no lease of ours is valid past this
+    /// (or past its own claim's `until`, whichever is later).
+    pub renewed_until: std::sync::atomic::AtomicI64,
 }
 
 /// How the scheduler reaches a running worker: a claim returned its resource again (a
@@ -128,7 +132,7 @@ pub(crate) struct Shared {
 /// makes "worker exits" and "scheduler hands it more work" mutually exclusive.
 pub(crate) struct Slot {
     pub poke: Notify,
-    pub pending: Mutex<Option<slipway_store::Fence>>,
+    pub pending: Mutex<Option<(slipway_store::Fence, slipway_domain::Timestamp)>>,
 }
 
 pub struct Engine {
@@ -160,6 +164,7 @@ impl Engine {
             outbox: Arc::new(Notify::new()),
             running: Mutex::new(HashMap::new()),
             watched: Mutex::new(HashMap::new()),
+            renewed_until: std::sync::atomic::AtomicI64::new(0),
         };
         Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
     }
@@ -186,8 +191,9 @@ impl Engine {
                 _ = tokio::time::sleep(opts.idle_interval) => {}
                 _ = renew.tick() => {
                     let until = shared.clock.now().add(opts.lease_for);
-                    if let Err(e) = shared.store.renew_leases(&opts.owner, until).await {
-                        tracing::warn!(error = %e, "lease renewal failed");
+                    match shared.store.renew_leases(&opts.owner, until).await {
+                        Ok(_) => shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst),
+                        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
                     }
                     continue;
                 }
@@ -250,7 +256,7 @@ async fn claim_and_dispatch(
             let fence = slipway_store::Fence { owner: lease.owner, epoch: lease.epoch };
             let mut running = shared.running.lock().expect("running map");
             if let Some(slot) = running.get(&key) {
-                *slot.pending.lock().expect("slot") = Some(fence);
+                *slot.pending.lock().expect("slot") = Some((fence, lease.until));
                 slot.poke.notify_one();
                 continue;
             }
@@ -263,6 +269,7 @@ async fn claim_and_dispatch(
                 record.id.type_key(),
                 fence,
                 record.generation,
+                lease.until,
                 slot,
                 stop.clone(),
             );

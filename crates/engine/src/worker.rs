@@ -20,6 +20,8 @@ pub(crate) struct Worker {
     key: ResourceKey,
     type_key: TypeKey,
     fence: Fence,
+    /// Lease expiry as claimed; renewals extend it (see `Shared::renewed_until`).
+    claim_until: Timestamp,
     slot: Arc<Slot>,
     stop: watch::Receiver<bool>,
     /// Client-write generation of the state the last decision saw.
@@ -41,10 +43,11 @@ impl Worker {
         type_key: TypeKey,
         fence: Fence,
         generation: u64,
+        claim_until: Timestamp,
         slot: Arc<Slot>,
         stop: watch::Receiver<bool>,
     ) -> Self {
-        Worker { shared, key, type_key, fence, slot, stop, seen_generation: generation, watching: None }
+        Worker { shared, key, type_key, fence, claim_until, slot, stop, seen_generation: generation, watching: None }
     }
 
     pub async fn run(mut self) {
@@ -67,6 +70,13 @@ impl Worker {
             let release_at = match next {
                 Next::Continue => continue,
                 Next::Gone => {
+                    self.leave();
+                    return;
+                }
+                Next::Relinquish => {
+                    // Fenced: a no-op if another node already owns it; otherwise it is due
+                    // again at once and whoever claims it resolves the launch intent.
+                    self.release(Some(now)).await;
                     self.leave();
                     return;
                 }
@@ -107,6 +117,10 @@ impl Worker {
         self.seen_generation = res.generation;
         if let Effect::Sleep { until } = effect {
             return Next::Idle(until);
+        }
+        if matches!(effect, Effect::Launch { .. }) && !self.lease_surely_held() {
+            tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
+            return Next::Relinquish;
         }
         let Some(outcome) = effects::perform(&self.shared.providers, &self.shared.batchers, res, &effect).await else {
             return Next::Continue;
@@ -188,8 +202,9 @@ impl Worker {
     /// Leaves the running set unless the scheduler handed over more work; true if gone.
     fn exit(&mut self) -> bool {
         let mut running = self.shared.running.lock().expect("running map");
-        if let Some(fence) = self.slot.pending.lock().expect("slot").take() {
+        if let Some((fence, until)) = self.slot.pending.lock().expect("slot").take() {
             self.fence = fence;
+            self.claim_until = until;
             return false;
         }
         self.remove_own_slot(&mut running);
@@ -221,9 +236,21 @@ impl Worker {
     }
 
     fn take_pending_fence(&mut self) {
-        if let Some(fence) = self.slot.pending.lock().expect("slot").take() {
+        if let Some((fence, until)) = self.slot.pending.lock().expect("slot").take() {
             self.fence = fence;
+            self.claim_until = until;
         }
+    }
+
+    /// Whether our lease surely still holds for a while. Checked right before a launch: a
+    /// process that was paused (SIGSTOP, a long GC-like stall) after recording the launch
+    /// intent may have lost the resource to another node, which will resolve the intent
+    /// itself — launching now could start the same job twice.
+    fn lease_surely_held(&self) -> bool {
+        let renewed = Timestamp(self.shared.renewed_until.load(std::sync::atomic::Ordering::SeqCst));
+        let valid_until = renewed.max(self.claim_until);
+        let margin = self.shared.options.lease_for / 3;
+        self.shared.clock.now().add(margin) < valid_until
     }
 
     async fn wait(&mut self, d: Duration) -> Woken {
@@ -278,4 +305,6 @@ enum Next {
     Idle(Option<Timestamp>),
     /// The resource is gone or no longer ours.
     Gone,
+    /// Ours, but we cannot be sure for long enough to act: hand it back.
+    Relinquish,
 }

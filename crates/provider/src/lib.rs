@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
+use serde_json::{Value, json};
 use slipway_domain::JobState;
 use slipway_domain::reconcile::{Failure, FailureKind};
 
@@ -133,4 +133,101 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Stops background work (e.g. lets cancellations finish) before the process exits.
     async fn shutdown(&self) {}
+}
+
+/// The extra var carrying the idempotency key in every launch (providers find lost
+/// launches by it).
+pub const KEY_VAR: &str = "slipway_idempotency_key";
+
+/// Kebab-case a resource kind the way OSAC (go-strcase) does, so one kind names the same
+/// playbook or template in every provider: `VirtualNetwork` → `virtual-network`,
+/// `PublicIPPool` → `public-ip-pool`, `NATGateway` → `nat-gateway`.
+///
+/// A `-` goes before an uppercase letter that follows a lowercase one, or that follows an
+/// uppercase one and is followed by a lowercase one (the last capital of an acronym starts
+/// the next word).
+pub fn kebab(kind: &str) -> String {
+    let chars: Vec<char> = kind.chars().collect();
+    let mut out = String::with_capacity(kind.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_is_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if prev.is_lowercase() || (prev.is_uppercase() && next_is_lower) {
+                out.push('-');
+            }
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// The `slipway` extra-vars envelope every provider hands a job, plus the key variable:
+/// `{"slipway": {"resource": {…}, "operationId", "action", "configVersion",
+/// "idempotencyKey"}, "slipway_idempotency_key": key}`.
+pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
+    let mut vars = serde_json::Map::new();
+    vars.insert(
+        "slipway".into(),
+        json!({
+            "resource": {
+                "id": r.resource_id,
+                "name": r.resource_name,
+                "type": r.resource_type,
+                "kind": r.kind,
+                "location": r.location,
+                "tags": r.tags,
+                "properties": r.properties,
+            },
+            "operationId": r.operation_id,
+            "action": r.action.as_str(),
+            "configVersion": r.config_version,
+            "idempotencyKey": r.idempotency_key,
+        }),
+    );
+    vars.insert(KEY_VAR.into(), json!(r.idempotency_key));
+    vars
+}
+
+/// The message of a failed Ansible task result (`res` of a `runner_on_failed` event, the
+/// same in ansible-runner artifacts and AWX job events): `msg`, else `stderr`, else
+/// `module_stderr`.
+pub fn task_failure_message(res: Option<&Value>) -> String {
+    ["msg", "stderr", "module_stderr"]
+        .iter()
+        .find_map(|k| match res?.get(*k)? {
+            Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+            Value::String(_) | Value::Null => None,
+            other => Some(other.to_string()),
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kebab_matches_go_strcase() {
+        for (kind, want) in [
+            ("VirtualNetwork", "virtual-network"),
+            ("Subnet", "subnet"),
+            ("SecurityGroup", "security-group"),
+            ("ComputeInstance", "compute-instance"),
+            ("PublicIPPool", "public-ip-pool"),
+            ("PublicIP", "public-ip"),
+            ("NATGateway", "nat-gateway"),
+            ("ExternalIPPool", "external-ip-pool"),
+        ] {
+            assert_eq!(kebab(kind), want, "{kind}");
+        }
+    }
+
+    #[test]
+    fn failure_messages_prefer_msg() {
+        assert_eq!(task_failure_message(Some(&json!({"msg": " boom ", "stderr": "x"}))), "boom");
+        assert_eq!(task_failure_message(Some(&json!({"msg": "", "stderr": "err"}))), "err");
+        assert_eq!(task_failure_message(Some(&json!({"module_stderr": {"a": 1}}))), r#"{"a":1}"#);
+        assert_eq!(task_failure_message(None), "");
+    }
 }
