@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: formatting and lints, then the whole workspace test suite (domain tables,
 # store conformance on SQLite, real ansible-playbook runs, black-box HTTP tests, the Azure
-# SDK poller, crash tests). Installs what it needs (Python venv) idempotently.
+# SDK poller, crash tests). Installs what it needs (Python venv) idempotently, and uses the
+# machine's PostgreSQL or starts a throwaway one (scripts/postgres-for-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-python.sh
+. scripts/postgres-for-tests.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-# Two test binaries at a time: the suite runs real playbooks on a 2-core machine.
+# A few tests at a time per binary: the suite runs real playbooks on a 2-core machine.
 cargo test --workspace -- --test-threads "${SLIPWAY_TEST_THREADS:-4}"

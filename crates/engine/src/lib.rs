@@ -191,7 +191,8 @@ impl Engine {
                 _ = tokio::time::sleep(opts.idle_interval) => {}
                 _ = renew.tick() => {
                     let until = shared.clock.now().add(opts.lease_for);
-                    match shared.store.renew_leases(&opts.owner, until).await {
+                    let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
+                    match shared.store.renew_leases(&opts.owner, &held, until).await {
                         Ok(_) => shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst),
                         Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
                     }
@@ -250,10 +251,13 @@ async fn claim_and_dispatch(
             })
             .await?;
         let full = claimed.len() >= room;
+        if !claimed.is_empty() {
+            tracing::debug!(claimed = claimed.len(), in_flight, "claimed due resources");
+        }
         for record in claimed {
             let key = record.key();
             let Some(lease) = record.lease.clone() else { continue };
-            let fence = slipway_store::Fence { owner: lease.owner, epoch: lease.epoch };
+            let fence = slipway_store::Fence { owner: lease.owner.clone(), epoch: lease.epoch };
             let mut running = shared.running.lock().expect("running map");
             if let Some(slot) = running.get(&key) {
                 *slot.pending.lock().expect("slot") = Some((fence, lease.until));
@@ -263,16 +267,7 @@ async fn claim_and_dispatch(
             let slot = Arc::new(Slot { poke: Notify::new(), pending: Mutex::new(None) });
             running.insert(key.clone(), slot.clone());
             drop(running);
-            let job = worker::Worker::new(
-                shared.clone(),
-                key,
-                record.id.type_key(),
-                fence,
-                record.generation,
-                lease.until,
-                slot,
-                stop.clone(),
-            );
+            let job = worker::Worker::new(shared.clone(), &record, &lease, slot, stop.clone());
             workers.spawn(job.run());
         }
         if !full {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slipway_domain::reconcile::{Effect, apply, decide};
-use slipway_domain::resource::Snapshot;
-use slipway_domain::{ResourceKey, Timestamp, TypeKey, TypePolicy};
+use slipway_domain::resource::{Lease, Snapshot};
+use slipway_domain::{ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy};
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
 use tokio::sync::watch;
 
@@ -37,17 +37,25 @@ enum Woken {
 }
 
 impl Worker {
+    /// A worker for a resource just claimed with `lease`.
     pub fn new(
         shared: Arc<Shared>,
-        key: ResourceKey,
-        type_key: TypeKey,
-        fence: Fence,
-        generation: u64,
-        claim_until: Timestamp,
+        claimed: &ResourceRecord,
+        lease: &Lease,
         slot: Arc<Slot>,
         stop: watch::Receiver<bool>,
     ) -> Self {
-        Worker { shared, key, type_key, fence, claim_until, slot, stop, seen_generation: generation, watching: None }
+        Worker {
+            shared,
+            key: claimed.key(),
+            type_key: claimed.id.type_key(),
+            fence: Fence { owner: lease.owner.clone(), epoch: lease.epoch },
+            claim_until: lease.until,
+            slot,
+            stop,
+            seen_generation: claimed.generation,
+            watching: None,
+        }
     }
 
     pub async fn run(mut self) {
@@ -115,6 +123,7 @@ impl Worker {
         self.signal_outbox(&snap);
         let Some(res) = snap.resource.as_ref() else { return Next::Gone };
         self.seen_generation = res.generation;
+        tracing::debug!(resource = %self.key, ?effect, "decided");
         if let Effect::Sleep { until } = effect {
             return Next::Idle(until);
         }

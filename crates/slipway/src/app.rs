@@ -16,6 +16,7 @@ use slipway_domain::{TypeKey, TypePolicy};
 use slipway_engine::{Engine, EngineOptions, Providers};
 use slipway_provider::Provider;
 use slipway_store::Store;
+use slipway_store::postgres::{PostgresOptions, PostgresStore};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -46,7 +47,7 @@ pub struct App {
 impl App {
     /// Builds and starts everything; returns once the listener is bound.
     pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<App, AppError> {
-        let store = open_store(&config)?;
+        let store = open_store(&config).await?;
         let providers = build_providers(&config)?;
         let (types, policies) = build_types(&config)?;
         let hooks = webhook_tokens(&config)?;
@@ -134,11 +135,20 @@ impl App {
     }
 }
 
-fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
+async fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
     let url = config.store.url.as_str();
+    let ttl = Duration::from_secs(config.store.operation_ttl_seconds);
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let mut options = PostgresOptions::new(url);
+        options.schema = config.store.schema.clone();
+        options.pool_size = config.store.pool_size.max(1);
+        options.statement_timeout = Duration::from_secs(config.store.statement_timeout_seconds);
+        options.operation_ttl = ttl;
+        return Ok(Arc::new(PostgresStore::connect(options).await?));
+    }
     let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
     if url.contains("://") && !url.starts_with("sqlite://") {
-        return Err(AppError::Config(format!("store url '{url}': only sqlite: is supported by this build")));
+        return Err(AppError::Config(format!("store url '{url}': use sqlite:PATH or postgres://…")));
     }
     let synchronous = match config.store.synchronous.to_ascii_lowercase().as_str() {
         "full" => Synchronous::Full,
@@ -147,7 +157,7 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
     };
     let mut options = SqliteOptions::new(config.resolve(&PathBuf::from(path)));
     options.synchronous = synchronous;
-    options.operation_ttl = Duration::from_secs(config.store.operation_ttl_seconds);
+    options.operation_ttl = ttl;
     Ok(Arc::new(SqliteStore::open(options)?))
 }
 

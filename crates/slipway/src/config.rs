@@ -67,11 +67,17 @@ impl Default for Server {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// `sqlite:PATH` (or a bare path).
+    /// `sqlite:PATH` (or a bare path), or `postgres://user@host:port/database`.
     pub url: String,
-    /// `full` (default: an accepted operation survives power loss) or `normal`.
+    /// SQLite: `full` (default: an accepted operation survives power loss) or `normal`.
     pub synchronous: String,
     pub operation_ttl_seconds: u64,
+    /// PostgreSQL: keep the tables in this schema (created if missing).
+    pub schema: Option<String>,
+    /// PostgreSQL: connections per replica.
+    pub pool_size: usize,
+    /// PostgreSQL: limit on every statement (and on waiting for a pooled connection).
+    pub statement_timeout_seconds: u64,
 }
 
 impl Default for StoreConfig {
@@ -80,6 +86,9 @@ impl Default for StoreConfig {
             url: "sqlite:slipway.db".into(),
             synchronous: "full".into(),
             operation_ttl_seconds: 7 * 24 * 3600,
+            schema: None,
+            pool_size: 16,
+            statement_timeout_seconds: 5,
         }
     }
 }

@@ -952,10 +952,14 @@ pub async fn case_renew_and_release_leases(store: &dyn Store) {
     assert_eq!(keys(&store.claim(&claim_req("engine-a", now, 2, 0)).await.expect("claim")), all[..2].to_vec());
     assert_eq!(keys(&store.claim(&claim_req("engine-b", now, 2, 0)).await.expect("claim")), all[2..].to_vec());
 
-    assert_eq!(store.renew_leases("engine-a", at(90 * SECOND)).await, Ok(2));
+    assert_eq!(store.renew_leases("engine-a", &all, at(90 * SECOND)).await, Ok(2));
     assert_eq!(resource(store, &all[0]).await.lease, lease("engine-a", at(90 * SECOND), 1));
     assert_eq!(resource(store, &all[2]).await.lease, lease("engine-b", at(31 * SECOND), 1), "others' leases untouched");
-    assert_eq!(store.renew_leases("nobody", at(90 * SECOND)).await, Ok(0));
+    assert_eq!(store.renew_leases("nobody", &all, at(90 * SECOND)).await, Ok(0));
+    // Only the named resources: a lease the owner does not know about is left to expire.
+    assert_eq!(store.renew_leases("engine-a", &all[..1], at(95 * SECOND)).await, Ok(1));
+    assert_eq!(resource(store, &all[1]).await.lease, lease("engine-a", at(90 * SECOND), 1));
+    assert_eq!(resource(store, &all[0]).await.lease, lease("engine-a", at(95 * SECOND), 1));
 
     assert_eq!(store.release_leases("engine-a").await, Ok(2));
     assert_eq!(store.release_leases("engine-a").await, Ok(0));

@@ -1,7 +1,7 @@
 //! The single source of truth: resources, operations, the notification outbox and engine
 //! leases, behind one [`Store`] trait. Every method is one transaction. Engines: SQLite
-//! ([`sqlite`], the embedded default) and PostgreSQL (next). [`conformance`] is the one test
-//! suite every engine must pass.
+//! ([`sqlite`], the embedded default, one process) and PostgreSQL ([`postgres`], any number of
+//! replicas). [`conformance`] is the one test suite every engine must pass.
 //!
 //! The central primitive is [`Store::change`]: read a [`Snapshot`] of one resource, let a
 //! pure domain function change it, and write back exactly what differs — all in one
@@ -17,6 +17,7 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 pub mod conformance;
+pub mod postgres;
 pub mod sqlite;
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
@@ -146,8 +147,10 @@ pub trait Store: Send + Sync + 'static {
     /// lease, else increments it. Returns the records with their new lease.
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError>;
 
-    /// Extends every lease `owner` holds; returns how many.
-    async fn renew_leases(&self, owner: &str, until: Timestamp) -> Result<u64, StoreError>;
+    /// Extends the leases `owner` holds on `keys` (the resources it is working on); returns
+    /// how many. Only named keys are renewed, so a lease its owner forgot about — a claim
+    /// whose answer was lost, a worker that died — simply expires and is taken over.
+    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError>;
 
     /// Drops every lease `owner` holds (graceful shutdown; a restart of a single node).
     async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;

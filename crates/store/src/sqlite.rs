@@ -211,9 +211,10 @@ impl Store for SqliteStore {
         self.write(move |conn| writes::claim(conn, &req)).await
     }
 
-    async fn renew_leases(&self, owner: &str, until: Timestamp) -> Result<u64, StoreError> {
+    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
         let owner = owner.to_string();
-        self.write(move |conn| writes::renew_leases(conn, &owner, until)).await
+        let keys = keys.to_vec();
+        self.write(move |conn| writes::renew_leases(conn, &owner, &keys, until)).await
     }
 
     async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {

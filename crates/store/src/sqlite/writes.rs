@@ -260,10 +260,19 @@ fn shares(intent_limit: usize, followup_limit: usize, intent_ready: usize, follo
     (intent, followup)
 }
 
-pub(super) fn renew_leases(conn: &Connection, owner: &str, until: Timestamp) -> Result<u64, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("UPDATE resources SET lease_until = ?2 WHERE lease_owner = ?1").map_err(db_error)?;
-    let n = stmt.execute(params![owner, until.as_millis()]).map_err(db_error)?;
+pub(super) fn renew_leases(
+    conn: &Connection,
+    owner: &str,
+    keys: &[ResourceKey],
+    until: Timestamp,
+) -> Result<u64, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("UPDATE resources SET lease_until = ?3 WHERE key = ?2 AND lease_owner = ?1")
+        .map_err(db_error)?;
+    let mut n = 0;
+    for key in keys {
+        n += stmt.execute(params![owner, normalize_key(key).as_str(), until.as_millis()]).map_err(db_error)?;
+    }
     Ok(n as u64)
 }
 

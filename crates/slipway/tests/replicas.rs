@@ -1,0 +1,254 @@
+//! Several Slipway replicas on one PostgreSQL with the AAP simulator: replicas are killed
+//! with SIGKILL and restarted while operations run; every operation must end Succeeded with
+//! exactly one AAP job per (operation, attempt).
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aap_sim::{Sim, SimConfig};
+use common::{API, rid};
+use serde_json::{Value, json};
+
+fn pg_url() -> String {
+    std::env::var("SLIPWAY_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+struct Replica {
+    name: String,
+    port: u16,
+    config: PathBuf,
+    log_dir: PathBuf,
+    lives: usize,
+    child: Option<Child>,
+}
+
+impl Replica {
+    fn new(dir: &Path, i: usize, schema: &str, sim: &Sim, lease_seconds: u64) -> Replica {
+        let port = free_port();
+        let name = format!("replica-{i}");
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[server]
+listen = "127.0.0.1:{port}"
+retry_after_seconds = 0
+[store]
+url = "{pg}"
+schema = "{schema}"
+pool_size = 8
+[engine]
+node_name = "{name}"
+lease_seconds = {lease_seconds}
+shutdown_grace_seconds = 5
+[[providers]]
+name = "aap"
+type = "aap"
+url = "{sim}"
+template_prefix = "slipway"
+request_timeout_seconds = 5
+[[types]]
+namespace = "Slipway.Example"
+type = "computeInstances"
+kind = "ComputeInstance"
+api_versions = ["{API}"]
+provider = "aap"
+poll_interval_seconds = 0.5
+"#,
+                pg = pg_url(),
+                sim = sim.base_url(),
+            ),
+        )
+        .unwrap();
+        Replica { name, port, config, log_dir: dir.to_path_buf(), lives: 0, child: None }
+    }
+
+    fn start(&mut self) {
+        self.lives += 1;
+        let log = std::fs::File::create(self.log_dir.join(format!("{}-{}.log", self.name, self.lives))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_slipway"))
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("SLIPWAY_LOG", std::env::var("SLIPWAY_TEST_REPLICA_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn ready(http: &reqwest::Client, base: &str, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+/// A tiny deterministic generator: which replica to kill next.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
+    const OPS: usize = 300;
+    const T: Duration = Duration::from_secs(300);
+    let dir = tempfile::tempdir().unwrap();
+    if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
+        println!("replicas: logs kept in {}", dir.path().display());
+    }
+    let schema = format!("rep_{}", uuid_like());
+    let mut sim_config = SimConfig { tick_ms: 20, ..SimConfig::default() };
+    for t in &mut sim_config.job_templates {
+        t.duration_seconds = 1.0;
+    }
+    let sim = Sim::start("127.0.0.1:0", sim_config).await.unwrap();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let mut replicas: Vec<Replica> = (0..3).map(|i| Replica::new(dir.path(), i, &schema, &sim, 3)).collect();
+    for r in &mut replicas {
+        r.start();
+    }
+    for r in &replicas {
+        assert!(ready(&http, &r.base(), T).await, "{} never became ready; logs in {}", r.name, dir.path().display());
+    }
+
+    // Spread the creates over every replica's API.
+    let accepting = Instant::now();
+    let mut ops = Vec::new();
+    for i in 0..OPS {
+        let id = rid("computeInstances", &format!("vm{i}"));
+        let mut accepted = None;
+        for attempt in 0..replicas.len() {
+            let r = &replicas[(i + attempt) % replicas.len()];
+            let resp = http
+                .put(format!("{}{id}?api-version={API}", r.base()))
+                .json(&json!({"properties": {"size": "small", "image": "debian"}}))
+                .send()
+                .await;
+            if let Ok(resp) = resp
+                && resp.status().as_u16() == 201
+            {
+                accepted = resp.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(path_of);
+                break;
+            }
+        }
+        ops.push(accepted.unwrap_or_else(|| panic!("create {i} was accepted by no replica")));
+    }
+
+    println!("replicas: {OPS} creates accepted in {:.1} s", accepting.elapsed().as_secs_f64());
+    // Kill -9 a random replica every ~1.5 s, restart it right after, five times.
+    let mut rng = Lcg(7);
+    let mut kills = 0;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let victim = rng.next(replicas.len());
+        replicas[victim].kill();
+        kills += 1;
+        replicas[victim].start();
+    }
+    let last_kill = Instant::now();
+
+    // Every operation ends Succeeded; read through whichever replica answers.
+    let mut pending: Vec<&String> = ops.iter().collect();
+    while !pending.is_empty() {
+        assert!(
+            last_kill.elapsed() < T,
+            "{} operations still running; logs in {}",
+            pending.len(),
+            dir.path().display()
+        );
+        let mut still = Vec::new();
+        for op in pending {
+            let mut status = None;
+            for r in &replicas {
+                if let Ok(resp) = http.get(format!("{}{op}", r.base())).send().await
+                    && let Ok(body) = resp.json::<Value>().await
+                {
+                    status = body["status"].as_str().map(str::to_string);
+                    break;
+                }
+            }
+            match status.as_deref() {
+                Some("Succeeded") => {}
+                Some("Failed" | "Canceled") => panic!("operation {op} ended {status:?}"),
+                _ => still.push(op),
+            }
+        }
+        pending = still;
+        if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
+            println!("replicas: {} pending at {:.1} s", pending.len(), last_kill.elapsed().as_secs_f64());
+        }
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let settle = last_kill.elapsed();
+
+    let mut by_key: HashMap<String, usize> = HashMap::new();
+    for job in sim.handle().jobs() {
+        *by_key
+            .entry(job.extra_vars["slipway_idempotency_key"].as_str().unwrap_or_default().to_string())
+            .or_default() += 1;
+    }
+    let duplicates: Vec<_> = by_key.iter().filter(|(_, n)| **n > 1).collect();
+    println!(
+        "replicas: {OPS} operations, {kills} replica kills, {} AAP jobs, {} duplicates, {:.1} s from the last kill to all terminal",
+        sim.handle().jobs().len(),
+        duplicates.len(),
+        settle.as_secs_f64()
+    );
+    assert!(duplicates.is_empty(), "duplicate AAP jobs: {duplicates:?}");
+    assert_eq!(by_key.len(), OPS, "one job per operation");
+    for r in &mut replicas {
+        r.kill();
+    }
+    sim.shutdown().await;
+    if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
+        let _ = dir.keep();
+    }
+}
+
+fn path_of(url: &str) -> String {
+    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or_default())
+}
+
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{:x}{:x}", nanos, std::process::id())
+}

@@ -1,0 +1,530 @@
+//! The PostgreSQL engine: any number of Slipway replicas share one database.
+//!
+//! Where SQLite gets its isolation from having one writer, this engine gets it from locks the
+//! server holds for the length of one transaction:
+//!
+//! * [`Store::change`] takes `pg_advisory_xact_lock(hashtextextended(key, 0))` first, so every
+//!   change of one key — including concurrent creates of a key that has no row yet — runs one
+//!   after the other, then reads the resource row `FOR UPDATE`, which serialises it with claims
+//!   (they skip the locked row) and lease renewals (they wait for it). A change that alters
+//!   nothing rolls back instead of committing: no WAL flush for a poll that saw nothing new.
+//! * [`Store::claim`] and [`Store::claim_notifications`] pick rows with
+//!   `FOR UPDATE SKIP LOCKED` and take them in the same transaction: two replicas never get
+//!   the same row, and neither waits for the other.
+//! * Engine writes are fenced by the lease epoch read under the row lock.
+//!
+//! Every call runs on its own tokio task, so a caller that goes away (a dropped HTTP request)
+//! never leaves a transaction half done: the write finishes or rolls back on its own. Calls
+//! that failed without committing — a deadlock, a pooled connection the server had closed —
+//! are retried on a fresh connection; a change is retried only when its snapshot reads back
+//! unchanged, since the change function runs once. A server that stops answering without
+//! closing anything (a partition) cannot hang a caller: each attempt is bounded client-side
+//! (twice the statement timeout plus the connect timeout) and its connection is then dropped.
+//!
+//! Pooled connections get their settings in the startup packet — `statement_timeout`,
+//! `idle_in_transaction_session_timeout` (twice the former) and, with a schema, `search_path`
+//! — so reconnects have them too.
+//!
+//! Errors: the database being unreachable, restarting, overloaded, timing out a statement or
+//! the pool being exhausted are [`StoreError::Unavailable`] (the API answers 503 with
+//! `Retry-After`); everything else is [`StoreError::Internal`].
+//!
+//! Known limit: connections are plain TCP (or a Unix socket) — no TLS yet; a URL asking for
+//! `sslmode=require` is refused.
+//!
+//! Layout: [`schema`] (URL and session settings, migrations), [`rows`] (row ⇄ record and the
+//! read queries), [`writes`] (change, claim, leases, outbox).
+
+mod rows;
+mod schema;
+mod writes;
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
+use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::{Operation, Timestamp};
+use tokio_postgres::NoTls;
+
+use crate::{ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError};
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// `postgres://user[:password]@host[:port]/database[?options]` (or the key=value form).
+    pub url: String,
+    /// Tables live in this schema (created if missing) instead of the connection's default
+    /// search path: one database can hold several independent stores (tests do this).
+    /// Lowercase letters, digits and `_`, starting with a letter or `_`.
+    pub schema: Option<String>,
+    /// Most connections held open (and so most concurrent transactions).
+    pub pool_size: usize,
+    /// Server-side limit on every statement, lock waits included; also how long a call waits
+    /// for a free pooled connection. Zero disables both.
+    pub statement_timeout: Duration,
+    /// How long an operation stays readable after its last write.
+    pub operation_ttl: Duration,
+    /// Limit on establishing one connection; also bounds [`Store::ping`].
+    pub connect_timeout: Duration,
+}
+
+impl PostgresOptions {
+    pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+    pub const DEFAULT_POOL_SIZE: usize = 16;
+    pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresOptions {
+            url: url.into(),
+            schema: None,
+            pool_size: Self::DEFAULT_POOL_SIZE,
+            statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
+            operation_ttl: Self::DEFAULT_OPERATION_TTL,
+            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
+        self.schema = Some(schema.into());
+        self
+    }
+}
+
+/// The URL's password never reaches logs.
+impl fmt::Debug for PostgresOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresOptions")
+            .field("url", &redact(&self.url))
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("statement_timeout", &self.statement_timeout)
+            .field("operation_ttl", &self.operation_ttl)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// The URL with any password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
+            && let Some((user, _)) = userinfo.split_once(':')
+        {
+            return redact_password_param(&format!("{scheme}://{user}:***@{host}{tail}"));
+        }
+        return redact_password_param(url);
+    }
+    redact_password_param(url)
+}
+
+/// `password=…` in a query string or a key=value connection string.
+fn redact_password_param(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("password=") {
+        let starts_word = at == 0 || matches!(rest.as_bytes()[at - 1], b'?' | b'&' | b' ');
+        let value_start = at + "password=".len();
+        out.push_str(&rest[..value_start]);
+        rest = &rest[value_start..];
+        if starts_word {
+            let end = rest.find(['&', ' ']).unwrap_or(rest.len());
+            out.push_str("***");
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The PostgreSQL [`Store`]. Cheap to share behind an `Arc`; any number of them, in any
+/// number of processes, may use one database (and schema) at once.
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    operation_ttl: Duration,
+    /// Client-side bound on one attempt: a server that stops answering (a partition) does not
+    /// hang the caller; `None` when statement timeouts are disabled.
+    attempt_limit: Option<Duration>,
+    timeouts: Timeouts,
+    ping_timeout: Duration,
+    /// Dead pooled connections one call may run into before giving up.
+    broken_budget: usize,
+    /// `host:port/database` for messages (never the password).
+    target: String,
+    schema: Option<String>,
+}
+
+/// Deadlock and serialization-failure retries per call.
+const CONFLICT_RETRIES: usize = 3;
+
+impl PostgresStore {
+    /// Connects, creates the schema if asked to, applies pending migrations (once, however many
+    /// replicas start together) and opens the connection pool.
+    pub async fn connect(options: PostgresOptions) -> Result<PostgresStore, StoreError> {
+        let settings = schema::Settings::new(&options)?;
+        schema::migrate(&settings).await?;
+        let manager = Manager::from_config(
+            settings.pool_config.clone(),
+            NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool_size = options.pool_size.max(1);
+        let wait = (!options.statement_timeout.is_zero()).then_some(options.statement_timeout);
+        let timeouts = Timeouts { wait, create: Some(options.connect_timeout), recycle: Some(options.connect_timeout) };
+        let pool = Pool::builder(manager)
+            .max_size(pool_size)
+            .timeouts(timeouts)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Internal(format!("cannot build the PostgreSQL pool: {e}")))?;
+        let attempt_limit = wait.map(|t| t.saturating_mul(2).saturating_add(options.connect_timeout));
+        tracing::info!(
+            target = %settings.target,
+            schema = options.schema.as_deref().unwrap_or("(search path)"),
+            pool_size,
+            "PostgreSQL store open"
+        );
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                pool,
+                operation_ttl: options.operation_ttl,
+                attempt_limit,
+                timeouts,
+                ping_timeout: options.connect_timeout,
+                broken_budget: pool_size + 1,
+                target: settings.target,
+                schema: options.schema,
+            }),
+        })
+    }
+
+    pub fn operation_ttl(&self) -> Duration {
+        self.inner.operation_ttl
+    }
+
+    pub fn schema(&self) -> Option<&str> {
+        self.inner.schema.as_deref()
+    }
+
+    /// Runs a write on its own task: once started it commits or rolls back even if the caller
+    /// stops waiting.
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move { inner.run(inner.attempt_limit, inner.timeouts, work).await })
+            .await
+            .map_err(|e| StoreError::Internal(format!("PostgreSQL write task failed: {e}")))?
+    }
+
+    async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T>,
+    {
+        self.inner.run(self.inner.attempt_limit, self.inner.timeouts, work).await
+    }
+}
+
+/// One try at a call, on one pooled connection.
+type Attempt<'c, T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>;
+
+/// Why one attempt failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Nothing was committed and running the call again may succeed: a deadlock, or a
+    /// connection that turned out dead (`broken`: do not reuse it).
+    Retry { error: StoreError, broken: bool },
+    /// The answer.
+    Fail(StoreError),
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Failure::Fail(e)
+    }
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let message = describe(&e);
+        match classify(&e) {
+            Class::Conflict => Failure::Retry { error: StoreError::Unavailable(message), broken: false },
+            Class::Broken => Failure::Retry { error: StoreError::Unavailable(message), broken: true },
+            Class::Unavailable => Failure::Fail(StoreError::Unavailable(message)),
+            Class::Internal => Failure::Fail(StoreError::Internal(message)),
+        }
+    }
+}
+
+impl Inner {
+    async fn client(&self, timeouts: &Timeouts) -> Result<Object, StoreError> {
+        self.pool.timeout_get(timeouts).await.map_err(|e| self.pool_error(e))
+    }
+
+    fn pool_error(&self, e: PoolError) -> StoreError {
+        let target = &self.target;
+        match e {
+            PoolError::Timeout(kind) => {
+                StoreError::Unavailable(format!("PostgreSQL at {target}: timed out getting a connection ({kind:?})"))
+            }
+            // Whatever keeps a connection from being made (down, refusing logins, database
+            // gone) is outside this process and may pass: never a bug of ours.
+            PoolError::Backend(e) => {
+                StoreError::Unavailable(format!("cannot connect to PostgreSQL at {target}: {}", describe(&e)))
+            }
+            PoolError::Closed => StoreError::Unavailable("the PostgreSQL pool is closed".into()),
+            other => StoreError::Internal(format!("PostgreSQL pool: {other}")),
+        }
+    }
+
+    /// Runs `work` on a pooled connection, again on another one when it failed without
+    /// committing anything.
+    async fn run<T, F>(&self, limit: Option<Duration>, timeouts: Timeouts, mut work: F) -> Result<T, StoreError>
+    where
+        F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T>,
+    {
+        let mut conflicts = 0;
+        let mut broken = 0;
+        loop {
+            let mut client = self.client(&timeouts).await?;
+            let outcome = match limit {
+                Some(limit) => match tokio::time::timeout(limit, work(&mut client)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => {
+                        // The server may be gone without a word (a partition): this connection
+                        // is not trusted again. Dropping it rolls back whatever it had begun.
+                        drop(Object::take(client));
+                        return Err(StoreError::Unavailable(format!(
+                            "PostgreSQL at {} did not answer within {limit:?}",
+                            self.target
+                        )));
+                    }
+                },
+                None => work(&mut client).await,
+            };
+            let failure = match outcome {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
+            };
+            let dead = matches!(failure, Failure::Retry { broken: true, .. }) || client.is_closed();
+            if dead {
+                drop(Object::take(client));
+            }
+            match failure {
+                Failure::Fail(e) => return Err(e),
+                Failure::Retry { error, broken: true } if broken < self.broken_budget => {
+                    broken += 1;
+                    tracing::debug!(error = %error, "PostgreSQL connection lost; retrying on another");
+                }
+                Failure::Retry { error, broken: false } if conflicts < CONFLICT_RETRIES => {
+                    conflicts += 1;
+                    tracing::debug!(error = %error, "PostgreSQL transaction conflict; retrying");
+                }
+                Failure::Retry { error, .. } => return Err(error),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
+        let ttl = self.inner.operation_ttl;
+        let req = Arc::new(req);
+        let pending = Arc::new(Mutex::new(writes::Pending::new(change)));
+        self.write(move |c| Box::pin(writes::change(c, Arc::clone(&req), Arc::clone(&pending), ttl))).await
+    }
+
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
+        let key = rows::normalize_key(key);
+        self.read(|c| Box::pin(rows::get_resource(c, key.clone()))).await
+    }
+
+    async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        self.read(|c| Box::pin(rows::list_resources(c, query.clone()))).await
+    }
+
+    async fn get_operation(
+        &self,
+        subscription: &str,
+        id: &OperationId,
+        now: Timestamp,
+    ) -> Result<Option<Operation>, StoreError> {
+        let subscription = subscription.to_ascii_lowercase();
+        self.read(|c| Box::pin(rows::get_operation(c, subscription.clone(), id.clone(), now))).await
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
+        let req = Arc::new(req.clone());
+        self.write(move |c| Box::pin(writes::claim(c, Arc::clone(&req)))).await
+    }
+
+    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
+        let owner = owner.to_string();
+        let keys: Vec<String> = keys.iter().map(|k| k.as_str().to_ascii_lowercase()).collect();
+        self.write(move |c| Box::pin(writes::renew_leases(c, owner.clone(), keys.clone(), until))).await
+    }
+
+    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+        let owner = owner.to_string();
+        self.write(move |c| Box::pin(writes::release_leases(c, owner.clone()))).await
+    }
+
+    async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |c| Box::pin(writes::sweep_operations(c, now))).await
+    }
+
+    async fn claim_notifications(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<Notification>, StoreError> {
+        self.write(move |c| Box::pin(writes::claim_notifications(c, now, limit, hold))).await
+    }
+
+    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
+        self.write(move |c| Box::pin(writes::finish_notification(c, id))).await
+    }
+
+    async fn reschedule_notification(
+        &self,
+        id: i64,
+        next_attempt_at: Timestamp,
+        last_error: &str,
+    ) -> Result<(), StoreError> {
+        let last_error = last_error.to_string();
+        self.write(move |c| Box::pin(writes::reschedule_notification(c, id, next_attempt_at, last_error.clone()))).await
+    }
+
+    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
+        let last_error = last_error.to_string();
+        self.write(move |c| Box::pin(writes::abandon_notification(c, id, last_error.clone()))).await
+    }
+
+    /// `SELECT 1` on a pooled connection; getting (or making) the connection and the query
+    /// are each bounded by the connect timeout: a replica that cannot reach its database
+    /// reports not ready, promptly.
+    async fn ping(&self) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let limit = inner.ping_timeout;
+        let timeouts = Timeouts { wait: Some(limit), create: Some(limit), recycle: Some(limit) };
+        inner.run(Some(limit), timeouts, rows::ping).await
+    }
+}
+
+/// How a failed statement is handled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Deadlock or serialization failure: the transaction was rolled back; run it again.
+    Conflict,
+    /// The connection is gone (or the server ended the session): nothing after the last
+    /// commit happened; another connection may work.
+    Broken,
+    /// Reachable but not serving: overloaded, shutting down, timed out, refusing logins.
+    Unavailable,
+    /// A bug, bad data or a schema mismatch.
+    Internal,
+}
+
+fn classify(e: &tokio_postgres::Error) -> Class {
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return match code {
+            // serialization_failure, deadlock_detected
+            "40001" | "40P01" => Class::Conflict,
+            // admin_shutdown, crash_shutdown, idle_in_transaction_session_timeout,
+            // idle_session_timeout: the server ended this session.
+            "57P01" | "57P02" | "25P03" | "57P05" => Class::Broken,
+            // connection_exception
+            _ if code.starts_with("08") => Class::Broken,
+            // query_canceled (statement_timeout), cannot_connect_now, database_dropped,
+            // lock_not_available, insufficient_resources (too many connections, disk full,
+            // out of memory), invalid_authorization (a login the server refuses),
+            // read_only_sql_transaction (a standby after a failover)
+            "57014" | "57P03" | "57P04" | "55P03" | "25006" => Class::Unavailable,
+            _ if code.starts_with("53") || code.starts_with("28") => Class::Unavailable,
+            _ => Class::Internal,
+        };
+    }
+    if e.is_closed() || source_is_io(e) {
+        return Class::Broken;
+    }
+    // tokio-postgres exposes no error kind; its messages for these kinds are fixed strings.
+    let text = e.to_string();
+    let unreachable = ["error connecting to server", "timeout waiting for server", "authentication error"];
+    if unreachable.iter().any(|prefix| text.starts_with(prefix)) {
+        return Class::Unavailable;
+    }
+    Class::Internal
+}
+
+fn source_is_io(e: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// The server's message and SQLSTATE, or the client error with its cause.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return match db.detail() {
+            Some(detail) => format!("{} ({}): {detail}", db.message(), db.code().code()),
+            None => format!("{} ({})", db.message(), db.code().code()),
+        };
+    }
+    match std::error::Error::source(e) {
+        Some(source) => format!("{e}: {source}"),
+        None => e.to_string(),
+    }
+}
+
+/// A `tokio_postgres` error as the trait reports it.
+pub(crate) fn pg_error(e: &tokio_postgres::Error) -> StoreError {
+    match classify(e) {
+        Class::Internal => StoreError::Internal(describe(e)),
+        _ => StoreError::Unavailable(describe(e)),
+    }
+}
+
+pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("postgres://u:secret@db:5432/x"), "postgres://u:***@db:5432/x");
+        assert_eq!(redact("postgresql://u:p@ss@db/x?sslmode=disable"), "postgresql://u:***@db/x?sslmode=disable");
+        assert_eq!(redact("postgres://u@db/x"), "postgres://u@db/x");
+        assert_eq!(redact("postgres://db/x?user=u&password=secret&a=b"), "postgres://db/x?user=u&password=***&a=b");
+        assert_eq!(redact("host=db user=u password=secret dbname=x"), "host=db user=u password=*** dbname=x");
+        assert_eq!(redact("host=db mypassword=x"), "host=db mypassword=x");
+    }
+}

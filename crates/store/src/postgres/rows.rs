@@ -1,0 +1,213 @@
+//! Rows ⇄ domain records, and the read queries.
+//!
+//! Decoding never trusts the database: a body that does not parse, names another key than
+//! its row, or a column of an unexpected type is reported as [`StoreError::Internal`] naming
+//! the row.
+
+use deadpool_postgres::{GenericClient, Object};
+use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
+use slipway_domain::{Operation, Timestamp};
+use tokio_postgres::Row;
+use tokio_postgres::types::FromSql;
+
+use super::{Attempt, Failure};
+use crate::{ListQuery, Notification, Page, StoreError};
+
+/// The `resources` columns [`ResourceRow::read`] expects, as a literal for `concat!`.
+macro_rules! resource_columns {
+    () => {
+        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body"
+    };
+}
+pub(super) use resource_columns;
+
+/// A `resources` row as stored, before its body is trusted.
+pub(super) struct ResourceRow {
+    pub(super) key: String,
+    next_due: Option<i64>,
+    intent: bool,
+    pub(super) lease_owner: Option<String>,
+    pub(super) lease_until: Option<i64>,
+    pub(super) lease_epoch: i64,
+    generation: i64,
+    body: String,
+}
+
+impl ResourceRow {
+    /// Reads the columns in [`resource_columns!`] order.
+    pub(super) fn read(row: &Row) -> Result<ResourceRow, StoreError> {
+        let key: String = column(row, 0, "resource", "?")?;
+        let get = |i| (row, i, "resource", key.as_str());
+        Ok(ResourceRow {
+            next_due: at(get(1))?,
+            intent: at(get(2))?,
+            lease_owner: at(get(3))?,
+            lease_until: at(get(4))?,
+            lease_epoch: at(get(5))?,
+            generation: at(get(6))?,
+            body: at(get(7))?,
+            key,
+        })
+    }
+
+    /// The record with lease, schedule and generation taken from the columns, which are what
+    /// claims and queries act on.
+    pub(super) fn into_record(self) -> Result<ResourceRecord, StoreError> {
+        let mut rec: ResourceRecord =
+            serde_json::from_str(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
+        if rec.key().as_str() != self.key {
+            return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
+        }
+        rec.schedule = Schedule { next_due: self.next_due.map(Timestamp), intent: self.intent };
+        rec.lease = match (self.lease_owner, self.lease_until) {
+            (Some(owner), Some(until)) => {
+                Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })
+            }
+            _ => None,
+        };
+        rec.generation = from_i64(self.generation, "generation")?;
+        Ok(rec)
+    }
+}
+
+/// Column `i` of a row of `table` named `name`, or why it is unreadable.
+pub(super) fn column<'a, T: FromSql<'a>>(row: &'a Row, i: usize, table: &str, name: &str) -> Result<T, StoreError> {
+    row.try_get(i).map_err(|e| corrupt(table, name, &format!("column {i}: {}", super::describe(&e))))
+}
+
+fn at<'a, T: FromSql<'a>>((row, i, table, name): (&'a Row, usize, &str, &str)) -> Result<T, StoreError> {
+    column(row, i, table, name)
+}
+
+pub(super) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
+    StoreError::Internal(format!("corrupt {what} row {key}: {why}"))
+}
+
+pub(super) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
+}
+
+pub(super) fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::Internal(format!("{what} {v} does not fit the database")))
+}
+
+/// LIMIT takes a BIGINT; anything larger means "no limit" anyway.
+pub(super) fn sql_limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Keys are stored lowercased; lowercasing again makes a hand-built key match too.
+pub(crate) fn normalize_key(key: &ResourceKey) -> ResourceKey {
+    ResourceKey(key.as_str().to_ascii_lowercase())
+}
+
+pub(super) const GET_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = $1");
+
+/// An operation of a subscription, unless it ended and expired (expiry is checked here, not
+/// only by the sweeper, so a TTL is exact whenever it runs).
+pub(super) const GET_OPERATION: &str =
+    "SELECT id, body FROM operations WHERE subscription = $1 AND id = $2 AND (NOT terminal OR expires_at > $3)";
+
+pub(super) fn ping(client: &mut Object) -> Attempt<'_, ()> {
+    Box::pin(async move {
+        client.simple_query("SELECT 1").await?;
+        Ok(())
+    })
+}
+
+pub(super) async fn get_resource(client: &mut Object, key: ResourceKey) -> Result<Option<ResourceRecord>, Failure> {
+    let stmt = client.prepare_cached(GET_RESOURCE).await?;
+    let row = client.query_opt(&stmt, &[&key.as_str()]).await?;
+    Ok(row.map(|row| ResourceRow::read(&row)?.into_record()).transpose()?)
+}
+
+pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Result<Page, Failure> {
+    // A zero limit could never make progress; treat it as the smallest page.
+    let limit = query.limit.max(1);
+    // One row more than asked tells whether another page follows.
+    let fetch = sql_limit(limit.saturating_add(1));
+    let type_key = query.type_key.as_str().to_ascii_lowercase();
+    let subscription = query.subscription.to_ascii_lowercase();
+    // Every key starts with '/', so '' sorts before all of them.
+    let after = query.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+    let rows = match &query.resource_group {
+        Some(group) => {
+            let stmt = client
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    resource_columns!(),
+                    " FROM resources
+                     WHERE type_key = $1 AND subscription = $2 AND resource_group = $3 AND key > $4
+                     ORDER BY key LIMIT $5"
+                ))
+                .await?;
+            let group = group.to_ascii_lowercase();
+            client.query(&stmt, &[&type_key, &subscription, &group, &after, &fetch]).await?
+        }
+        None => {
+            let stmt = client
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    resource_columns!(),
+                    " FROM resources
+                     WHERE type_key = $1 AND subscription = $2 AND key > $3
+                     ORDER BY key LIMIT $4"
+                ))
+                .await?;
+            client.query(&stmt, &[&type_key, &subscription, &after, &fetch]).await?
+        }
+    };
+    let more = rows.len() > limit;
+    let items = rows
+        .iter()
+        .take(limit)
+        .map(|row| ResourceRow::read(row)?.into_record())
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let next = if more { items.last().map(ResourceRecord::key) } else { None };
+    Ok(Page { items, next })
+}
+
+/// An `(id, body)` row of `operations`.
+pub(super) fn read_operation(row: &Row) -> Result<Operation, StoreError> {
+    let id: String = column(row, 0, "operation", "?")?;
+    let body: String = column(row, 1, "operation", &id)?;
+    decode_operation(&id, &body)
+}
+
+pub(super) fn decode_operation(id: &str, body: &str) -> Result<Operation, StoreError> {
+    let op: Operation = serde_json::from_str(body).map_err(|e| corrupt("operation", id, &e.to_string()))?;
+    if op.id.as_str() != id {
+        return Err(corrupt("operation", id, &format!("body is for {}", op.id)));
+    }
+    Ok(op)
+}
+
+pub(super) async fn get_operation(
+    client: &mut Object,
+    subscription: String,
+    id: OperationId,
+    now: Timestamp,
+) -> Result<Option<Operation>, Failure> {
+    let stmt = client.prepare_cached(GET_OPERATION).await?;
+    let row = client.query_opt(&stmt, &[&subscription, &id.as_str(), &now.as_millis()]).await?;
+    Ok(row.as_ref().map(read_operation).transpose()?)
+}
+
+/// `id, subscription, operation_id, uri, attempts, next_attempt_at, created_at` of `outbox`.
+pub(super) fn read_notification(row: &Row) -> Result<Notification, StoreError> {
+    let id: i64 = column(row, 0, "outbox", "?")?;
+    let name = format!("#{id}");
+    let get = |i| (row, i, "outbox", name.as_str());
+    let operation_id: String = at(get(2))?;
+    let attempts: i64 = at(get(4))?;
+    Ok(Notification {
+        id,
+        subscription: at(get(1))?,
+        operation_id: OperationId::parse(&operation_id).ok_or_else(|| corrupt("outbox", &name, "bad operation id"))?,
+        uri: at(get(3))?,
+        attempts: u32::try_from(attempts).map_err(|_| corrupt("outbox", &name, "bad attempts"))?,
+        next_attempt_at: Timestamp(at(get(5))?),
+        created_at: Timestamp(at(get(6))?),
+    })
+}

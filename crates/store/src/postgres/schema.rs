@@ -1,0 +1,281 @@
+//! Connection settings and the embedded migrations.
+
+use std::time::{Duration, SystemTime};
+
+use slipway_domain::Timestamp;
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::{Client, Config, NoTls};
+
+use super::{PostgresOptions, describe, pg_error, redact};
+use crate::StoreError;
+
+/// Applied in order, each exactly once, recorded in `schema_migrations`. Append only: a
+/// migration that has shipped is never edited.
+///
+/// The tables mirror SQLite's column for column. Differences, each for a reason:
+/// * text compared or sorted by the store is `COLLATE "C"` — byte order, as SQLite's BINARY
+///   and Rust's `Ord` (a locale collation would page listings in another order);
+/// * `seq` stands in for SQLite's implicit rowid (insertion order breaks ties: claims of
+///   resources due at the same instant, the order of a resource's operations);
+/// * bodies are `TEXT`, exactly the JSON serde wrote (`JSONB` would re-encode it on every
+///   write and hand back a different text).
+const MIGRATIONS: &[&str] = &[
+    // 1. Everything. Resource and operation bodies are the serde JSON of the domain types;
+    // the other columns exist to be indexed and are always derived from the body's record
+    // (lease and schedule live only in columns: claims change them without a body rewrite).
+    r#"
+    CREATE TABLE resources (
+        key            TEXT COLLATE "C" PRIMARY KEY,
+        subscription   TEXT COLLATE "C" NOT NULL,
+        resource_group TEXT COLLATE "C" NOT NULL,
+        type_key       TEXT COLLATE "C" NOT NULL,
+        next_due       BIGINT,
+        intent         BOOLEAN NOT NULL DEFAULT FALSE,
+        lease_owner    TEXT COLLATE "C",
+        lease_until    BIGINT,
+        lease_epoch    BIGINT NOT NULL DEFAULT 0,
+        generation     BIGINT NOT NULL,
+        body           TEXT NOT NULL,
+        seq            BIGINT GENERATED ALWAYS AS IDENTITY
+    );
+    CREATE INDEX resources_by_group ON resources (type_key, subscription, resource_group, key);
+    CREATE INDEX resources_by_subscription ON resources (type_key, subscription, key);
+    CREATE INDEX resources_due ON resources (intent, next_due, seq) WHERE next_due IS NOT NULL;
+    CREATE INDEX resources_by_lease_owner ON resources (lease_owner) WHERE lease_owner IS NOT NULL;
+
+    CREATE TABLE operations (
+        subscription TEXT COLLATE "C" NOT NULL,
+        id           TEXT COLLATE "C" NOT NULL,
+        resource_key TEXT COLLATE "C" NOT NULL,
+        status       TEXT NOT NULL,
+        terminal     BOOLEAN NOT NULL,
+        expires_at   BIGINT NOT NULL,
+        body         TEXT NOT NULL,
+        seq          BIGINT GENERATED ALWAYS AS IDENTITY,
+        PRIMARY KEY (subscription, id)
+    );
+    CREATE INDEX operations_active ON operations (resource_key, seq) WHERE NOT terminal;
+    CREATE INDEX operations_expiry ON operations (expires_at) WHERE terminal;
+
+    CREATE TABLE outbox (
+        id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        subscription    TEXT NOT NULL,
+        operation_id    TEXT NOT NULL,
+        uri             TEXT NOT NULL,
+        attempts        BIGINT NOT NULL DEFAULT 0,
+        next_attempt_at BIGINT NOT NULL,
+        created_at      BIGINT NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+        last_error      TEXT
+    );
+    CREATE INDEX outbox_due ON outbox (next_attempt_at, id) WHERE state = 'pending';
+    "#,
+];
+
+/// The first key of the session-level advisory lock migrations run under (`'SLPW'`); the
+/// second is a hash of the schema, so stores in different schemas migrate independently.
+/// The two-key form lives in another lock space than the one-key locks changes take.
+const MIGRATION_LOCK: i32 = 0x534C_5057;
+
+/// A migration may rebuild an index on a big table: far longer than any statement the store
+/// runs later, and replicas that start meanwhile wait for it on the lock.
+const MIGRATION_STATEMENT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// The URL turned into connection configurations.
+pub(super) struct Settings {
+    /// For pooled connections: statement timeout and search path set at connection start.
+    pub(super) pool_config: Config,
+    /// For the one migration connection.
+    migrate_config: Config,
+    schema: Option<String>,
+    /// `host:port/database`, for messages.
+    pub(super) target: String,
+}
+
+impl Settings {
+    pub(super) fn new(options: &PostgresOptions) -> Result<Settings, StoreError> {
+        let mut config: Config = options.url.parse().map_err(|e| {
+            StoreError::Internal(format!("invalid PostgreSQL URL {}: {}", redact(&options.url), describe(&e)))
+        })?;
+        if matches!(config.get_ssl_mode(), SslMode::Require) {
+            return Err(StoreError::Internal(
+                "the PostgreSQL URL asks for TLS (sslmode=require), which Slipway does not support yet".into(),
+            ));
+        }
+        if let Some(schema) = &options.schema
+            && !valid_schema_name(schema)
+        {
+            return Err(StoreError::Internal(format!(
+                "invalid PostgreSQL schema name {schema:?}: use lowercase letters, digits and _ (at most 63)"
+            )));
+        }
+        config.connect_timeout(options.connect_timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("slipway");
+        }
+        let base = config.get_options().unwrap_or_default().to_string();
+        let schema = options.schema.as_deref();
+        let mut pool_config = config.clone();
+        pool_config.options(session_options(&base, options.statement_timeout, schema));
+        let mut migrate_config = config.clone();
+        migrate_config.options(session_options(&base, MIGRATION_STATEMENT_TIMEOUT, schema));
+        Ok(Settings { pool_config, migrate_config, schema: options.schema.clone(), target: target(&config) })
+    }
+}
+
+fn valid_schema_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 63
+        && !name.starts_with("pg_")
+}
+
+/// Session settings sent in the startup packet, so every connection — the pool's reconnects
+/// included — has them before its first statement. Settings given in the URL come first;
+/// ours win where both set the same one.
+fn session_options(base: &str, statement_timeout: Duration, schema: Option<&str>) -> String {
+    let mut options = base.trim().to_string();
+    let mut set = |setting: String| {
+        if !options.is_empty() {
+            options.push(' ');
+        }
+        options.push_str("-c ");
+        options.push_str(&setting);
+    };
+    let ms = millis(statement_timeout);
+    set(format!("statement_timeout={ms}"));
+    // A session that stalls inside a transaction (a frozen replica) would hold its locks
+    // forever; the server ends it instead. Twice the statement timeout leaves room for the
+    // change function between statements.
+    set(format!("idle_in_transaction_session_timeout={}", ms.saturating_mul(2)));
+    if let Some(schema) = schema {
+        set(format!("search_path={schema}"));
+    }
+    options
+}
+
+/// Milliseconds for a server setting; 0 disables it, so a nonzero duration is at least 1.
+fn millis(d: Duration) -> u64 {
+    if d.is_zero() { 0 } else { u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1) }
+}
+
+fn target(config: &Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        Some(Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().or(config.get_user()).unwrap_or("postgres");
+    format!("{host}:{port}/{db}")
+}
+
+/// Creates the schema if asked to and applies pending migrations, holding a session-level
+/// advisory lock so replicas starting together migrate once: the others wait, then find
+/// nothing left to do. The lock goes with the connection, which is closed at the end.
+pub(super) async fn migrate(settings: &Settings) -> Result<(), StoreError> {
+    // Whatever keeps us from connecting (down, refusing logins, no such database) is
+    // something to fix outside and retry, not a bug.
+    let (mut client, connection) = settings.migrate_config.connect(NoTls).await.map_err(|e| {
+        StoreError::Unavailable(format!("cannot connect to PostgreSQL at {}: {}", settings.target, describe(&e)))
+    })?;
+    let driver = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "PostgreSQL migration connection ended");
+        }
+    });
+    let outcome = migrate_locked(&mut client, settings).await;
+    drop(client);
+    // The connection ends (and the lock with it) once the client is gone.
+    if let Err(e) = driver.await {
+        tracing::debug!(error = %e, "PostgreSQL migration connection task failed");
+    }
+    outcome
+}
+
+async fn migrate_locked(client: &mut Client, settings: &Settings) -> Result<(), StoreError> {
+    let schema = settings.schema.as_deref();
+    client
+        .execute(
+            "SELECT pg_advisory_lock($1, hashtext(COALESCE($2::text, current_schema(), '')))",
+            &[&MIGRATION_LOCK, &schema],
+        )
+        .await
+        .map_err(|e| pg_error(&e))?;
+    if let Some(schema) = schema {
+        // Validated: a plain identifier, safe to quote.
+        client.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"")).await.map_err(|e| pg_error(&e))?;
+    }
+    let tx = client.transaction().await.map_err(|e| pg_error(&e))?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version    BIGINT PRIMARY KEY,
+            applied_at BIGINT NOT NULL
+        )",
+    )
+    .await
+    .map_err(|e| pg_error(&e))?;
+    let current: i64 = tx
+        .query_one("SELECT COALESCE(MAX(version), 0)::BIGINT FROM schema_migrations", &[])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| pg_error(&e))?;
+    let known = MIGRATIONS.len() as i64;
+    let place = match schema {
+        Some(schema) => format!("{} (schema {schema})", settings.target),
+        None => settings.target.clone(),
+    };
+    if current > known {
+        // Running an older binary on a newer schema could silently drop what it does not know.
+        return Err(StoreError::Internal(format!(
+            "database {place} has schema version {current}, newer than this Slipway understands ({known})"
+        )));
+    }
+    let done = usize::try_from(current)
+        .map_err(|_| StoreError::Internal(format!("database {place}: bad schema version {current}")))?;
+    let applied_at = Timestamp::from_system(SystemTime::now()).as_millis();
+    for (version, sql) in (1_i64..).zip(MIGRATIONS).skip(done) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration {version} failed: {}", describe(&e))))?;
+        tx.execute("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)", &[&version, &applied_at])
+            .await
+            .map_err(|e| pg_error(&e))?;
+        tracing::info!(version, database = %place, "applied PostgreSQL migration");
+    }
+    tx.commit().await.map_err(|e| pg_error(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{session_options, valid_schema_name};
+
+    #[test]
+    fn session_options_keep_the_urls_and_add_ours() {
+        assert_eq!(
+            session_options("", Duration::from_secs(5), None),
+            "-c statement_timeout=5000 -c idle_in_transaction_session_timeout=10000"
+        );
+        assert_eq!(
+            session_options("-c work_mem=8MB", Duration::from_micros(10), Some("t_1")),
+            "-c work_mem=8MB -c statement_timeout=1 -c idle_in_transaction_session_timeout=2 -c search_path=t_1"
+        );
+        assert_eq!(
+            session_options("", Duration::ZERO, None),
+            "-c statement_timeout=0 -c idle_in_transaction_session_timeout=0"
+        );
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        for good in ["slipway", "t_0123abc", "_x"] {
+            assert!(valid_schema_name(good), "{good}");
+        }
+        for bad in ["", "Slipway", "1abc", "a-b", "a b", "a\"b", "pg_temp", &"x".repeat(64)] {
+            assert!(!valid_schema_name(bad), "{bad}");
+        }
+    }
+}
