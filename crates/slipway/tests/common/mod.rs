@@ -2,6 +2,8 @@
 //! example types) on an ephemeral port, for black-box HTTP tests.
 #![allow(dead_code)]
 
+pub mod replica;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,0 +1,129 @@
+//! Slipway replicas as child processes of the real binary, sharing one PostgreSQL schema
+//! and an AWX-API simulator.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aap_sim::Sim;
+
+use super::API;
+
+pub fn pg_url() -> String {
+    std::env::var("SLIPWAY_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub struct Replica {
+    pub name: String,
+    pub port: u16,
+    config: PathBuf,
+    log_dir: PathBuf,
+    lives: usize,
+    child: Option<Child>,
+}
+
+impl Replica {
+    pub fn new(dir: &Path, i: usize, schema: &str, sim: &Sim, lease_seconds: u64) -> Replica {
+        let port = free_port();
+        let name = format!("replica-{i}");
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                r#"
+[server]
+listen = "127.0.0.1:{port}"
+retry_after_seconds = 0
+[store]
+url = "{pg}"
+schema = "{schema}"
+pool_size = 8
+[engine]
+node_name = "{name}"
+lease_seconds = {lease_seconds}
+shutdown_grace_seconds = 5
+[[providers]]
+name = "aap"
+type = "aap"
+url = "{sim}"
+template_prefix = "slipway"
+request_timeout_seconds = 5
+[[types]]
+namespace = "Slipway.Example"
+type = "computeInstances"
+kind = "ComputeInstance"
+api_versions = ["{API}"]
+provider = "aap"
+poll_interval_seconds = 0.5
+"#,
+                pg = pg_url(),
+                sim = sim.base_url(),
+            ),
+        )
+        .unwrap();
+        Replica { name, port, config, log_dir: dir.to_path_buf(), lives: 0, child: None }
+    }
+
+    pub fn start(&mut self) {
+        self.lives += 1;
+        let log = std::fs::File::create(self.log_dir.join(format!("{}-{}.log", self.name, self.lives))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_slipway"))
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("SLIPWAY_LOG", std::env::var("SLIPWAY_TEST_REPLICA_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub async fn ready(http: &reqwest::Client, base: &str, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+/// A tiny deterministic generator: which replica to kill next.
+pub struct Lcg(pub u64);
+impl Lcg {
+    pub fn next(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// A schema name no other test uses.
+pub fn unique_schema(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}_{nanos:x}{:x}", std::process::id())
+}
