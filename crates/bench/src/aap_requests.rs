@@ -1,17 +1,12 @@
 //! AAP requests per completed create operation, polling only vs with webhooks.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use aap_sim::{Sim, SimConfig, SimWebhook};
 use serde_json::{Value, json};
-use slipway::app::App;
-use slipway::config::Config;
-use slipway_domain::SystemClock;
 
-const API: &str = "2025-06-01";
-const SUB: &str = "00000000-0000-0000-0000-0000000000b0";
+use crate::harness::{aap_config, create_and_wait, free_port, start_slipway};
+
 const HOOK_TOKEN: &str = "bench-hook-token";
 
 struct Outcome {
@@ -53,11 +48,6 @@ pub async fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
-}
-
 async fn one(ops: usize, job_seconds: f64, poll_seconds: f64, webhooks: bool) -> Result<Outcome, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let port = free_port()?;
@@ -77,71 +67,10 @@ async fn one(ops: usize, job_seconds: f64, poll_seconds: f64, webhooks: bool) ->
     let token_file = dir.path().join("hook-token");
     std::fs::write(&token_file, HOOK_TOKEN).map_err(|e| e.to_string())?;
     let hook = if webhooks { format!("webhook_token_file = \"{}\"", token_file.display()) } else { String::new() };
-    let config_text = format!(
-        r#"
-[server]
-listen = "127.0.0.1:{port}"
-retry_after_seconds = 0
-[store]
-url = "sqlite:{db}"
-[engine]
-node_name = "bench"
-[[providers]]
-name = "aap"
-type = "aap"
-url = "{sim}"
-template_prefix = "slipway"
-max_concurrent_requests = 16
-{hook}
-[[types]]
-namespace = "Slipway.Example"
-type = "computeInstances"
-kind = "ComputeInstance"
-api_versions = ["{API}"]
-provider = "aap"
-poll_interval_seconds = {poll_seconds}
-"#,
-        db = dir.path().join("slipway.db").display(),
-        sim = sim.base_url(),
-    );
-    let config_path = dir.path().join("slipway.toml");
-    std::fs::write(&config_path, config_text).map_err(|e| e.to_string())?;
-    let config = Config::load(Some(&config_path), []).map_err(|e| e.to_string())?;
-    let app = App::start(config, Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
-    let http = reqwest::Client::new();
-    let start = Instant::now();
-    let mut puts = Vec::new();
-    for i in 0..ops {
-        let http = http.clone();
-        let url = format!(
-            "{base}/subscriptions/{SUB}/resourceGroups/bench/providers/Slipway.Example/computeInstances/vm{i}?api-version={API}"
-        );
-        puts.push(tokio::spawn(async move {
-            let r = http.put(&url).json(&json!({"properties": {"size": "small", "image": "debian"}})).send().await;
-            r.ok()
-                .and_then(|r| r.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(str::to_string))
-        }));
-    }
-    let mut status_urls = Vec::new();
-    for p in puts {
-        status_urls.push(p.await.map_err(|e| e.to_string())?.ok_or("a PUT was not accepted")?);
-    }
-    for url in &status_urls {
-        loop {
-            let body: Value =
-                http.get(url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
-            match body["status"].as_str() {
-                Some("Succeeded") => break,
-                Some("Failed" | "Canceled") => return Err(format!("operation ended {body}")),
-                _ => {}
-            }
-            if start.elapsed() > Duration::from_secs(600) {
-                return Err("operations did not finish within 10 minutes".into());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
+    let store = format!("url = \"sqlite:{}\"", dir.path().join("slipway.db").display());
+    let config_text = aap_config(port, &store, &sim.base_url(), poll_seconds, &hook);
+    let app = start_slipway(dir.path(), &config_text).await?;
+    let seconds = create_and_wait(&base, ops).await?.as_secs_f64();
     let requests = sim.handle().requests();
     app.shutdown().await.map_err(|e| e.to_string())?;
     sim.shutdown().await;

@@ -5,8 +5,12 @@
 //! * `aap-requests [--ops N] [--job-seconds S] [--poll-seconds P]` — N concurrent create
 //!   operations of S-second jobs against the AWX-API simulator, once polling only and once
 //!   with AAP webhook notifications; AAP HTTP requests per completed operation.
+//! * `store-compare [--ops N]` — N creates through one Slipway on SQLite (synchronous FULL
+//!   and NORMAL) and on PostgreSQL (`SLIPWAY_BENCH_POSTGRES_URL`), same run: ops/s.
 
 mod aap_requests;
+mod harness;
+mod store_compare;
 
 use std::process::ExitCode;
 
@@ -14,11 +18,13 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(scenario) = args.first() else {
         eprintln!("usage: slipway-bench aap-requests [--ops N] [--job-seconds S] [--poll-seconds P]");
+        eprintln!("       slipway-bench store-compare [--ops N]");
         return ExitCode::from(2);
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = match scenario.as_str() {
         "aap-requests" => runtime.block_on(aap_requests::run(&args[1..])),
+        "store-compare" => runtime.block_on(store_compare::run(&args[1..])),
         other => Err(format!("unknown scenario '{other}'")),
     };
     match result {
