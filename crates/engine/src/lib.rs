@@ -183,12 +183,16 @@ impl Engine {
         let mut workers = JoinSet::new();
         let mut renew = tokio::time::interval(opts.lease_for / 3);
         let mut sweep = tokio::time::interval(opts.sweep_interval);
+        // Intervals, not a sleep re-armed per loop: the other timers firing must never
+        // starve the look for due work.
+        let mut idle = tokio::time::interval(opts.idle_interval);
+        idle.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(opts.idle_interval) => {}
+                _ = idle.tick() => {}
                 _ = renew.tick() => {
                     let until = shared.clock.now().add(opts.lease_for);
                     let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();

@@ -184,3 +184,41 @@ async fn shutdown_releases_work_that_a_restart_finishes() {
     run.await.unwrap().unwrap();
     assert_eq!(s.double.started.lock().unwrap().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_work_is_found_without_a_wake_while_leases_renew_often() {
+    // Renewals every 100 ms, the idle look for work every 500 ms: renewals must not starve it.
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
+    let double = Arc::new(Double {
+        run_for: Duration::from_millis(50),
+        started: Mutex::default(),
+        status_calls: Mutex::default(),
+    });
+    let mut providers: Providers = HashMap::new();
+    providers.insert("double".into(), double.clone());
+    let policy =
+        TypePolicy { provider: "double".into(), poll_interval: Duration::from_millis(50), ..TypePolicy::default() };
+    let options = EngineOptions {
+        owner: "test".into(),
+        lease_for: Duration::from_millis(300),
+        idle_interval: Duration::from_millis(500),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::new(
+        store.clone(),
+        providers,
+        HashMap::from([(id(0).type_key(), policy)]),
+        Arc::new(SystemClock),
+        options,
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    // Written straight to the store: nobody wakes the engine.
+    let op = create(store.as_ref(), 7).await;
+    wait_succeeded(store.as_ref(), &[op], Duration::from_secs(10)).await;
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
+}
