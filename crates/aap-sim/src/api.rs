@@ -18,8 +18,11 @@ use crate::config::{Faults, SimTemplate};
 use crate::query::{self, Model};
 use crate::server::{ConnCtl, Shared};
 use crate::state::{AWX_VERSION, Kind, Plan, State, Status, User, View};
+use crate::throttle::{Violation, burst_retry_after};
 use crate::util::{base64_decode, format_api, now_micros, parse_yaml_or_json, percent_decode};
 
+/// Violations kept at most (the first ones), so a misbehaving client cannot grow memory.
+const MAX_VIOLATIONS: usize = 10_000;
 /// Larger request bodies are refused (AWX sits behind nginx, whose default is far smaller).
 const MAX_BODY: usize = 10 * 1024 * 1024;
 
@@ -79,23 +82,42 @@ pub(crate) fn request_key(method: &Method, path: &str) -> String {
 
 enum Fault {
     None,
+    /// `429` with this `Retry-After`.
     RateLimited(u64),
-    Unavailable,
+    /// `503`, with this `Retry-After` unless 0.
+    Unavailable(u64),
     Drop,
 }
 
-fn decide_fault(st: &mut State) -> (Duration, Fault) {
-    let Faults { latency_ms, rate_limit_every, retry_after_seconds, error_5xx_percent, drop_percent, .. } = st.faults;
-    let fault = if rate_limit_every > 0 && st.api_requests.is_multiple_of(rate_limit_every) {
+fn decide_fault(st: &mut State, now: Instant) -> (Duration, Fault) {
+    let Faults {
+        latency_ms,
+        rate_limit_every,
+        retry_after_seconds,
+        rate_limit_burst,
+        error_5xx_percent,
+        error_5xx_retry_after_seconds,
+        drop_percent,
+        ..
+    } = st.faults;
+    let burst = rate_limit_burst.and_then(|b| burst_retry_after(&b, st.faults_since, now));
+    let fault = if let Some(retry_after) = burst {
+        Fault::RateLimited(retry_after)
+    } else if rate_limit_every > 0 && st.api_requests.is_multiple_of(rate_limit_every) {
         Fault::RateLimited(retry_after_seconds)
     } else if st.rng.percent(error_5xx_percent) {
-        Fault::Unavailable
+        Fault::Unavailable(error_5xx_retry_after_seconds)
     } else if st.rng.percent(drop_percent) {
         Fault::Drop
     } else {
         Fault::None
     };
     (Duration::from_millis(latency_ms), fault)
+}
+
+/// The client a request comes from: its `User-Agent`.
+fn client_of(headers: &HeaderMap) -> String {
+    headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).unwrap_or_default()
 }
 
 pub(crate) async fn dispatch(
@@ -111,11 +133,21 @@ pub(crate) async fn dispatch(
         return admin(&shared, &method, &path, req).await;
     }
 
+    let client = client_of(req.headers());
     let (latency, fault) = {
         let mut st = shared.lock();
-        *st.requests.entry(request_key(&method, &path)).or_insert(0) += 1;
+        let key = request_key(&method, &path);
+        let grace = Duration::from_millis(st.config.retry_after_grace_ms);
+        if let Some(early) = st.clients.arrive(&client, started, grace) {
+            let early_by_ms = u64::try_from(early.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
+            tracing::warn!(%client, endpoint = %key, early_by_ms, "request before its Retry-After elapsed");
+            if st.violations.len() < MAX_VIOLATIONS {
+                st.violations.push(Violation { client: client.clone(), endpoint: key.clone(), early_by_ms });
+            }
+        }
+        *st.requests.entry(key).or_insert(0) += 1;
         st.api_requests += 1;
-        decide_fault(&mut st)
+        decide_fault(&mut st, started)
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -125,10 +157,23 @@ pub(crate) async fn dispatch(
         Fault::RateLimited(retry_after) => {
             let mut resp = detail(429, "Request was throttled.");
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+            let mut st = shared.lock();
+            st.injected.rate_limited += 1;
+            st.clients.block(&client, Instant::now(), Duration::from_secs(retry_after));
             return resp;
         }
-        Fault::Unavailable => return detail(503, "Service Unavailable (aap-sim fault injection)."),
+        Fault::Unavailable(retry_after) => {
+            let mut resp = detail(503, "Service Unavailable (aap-sim fault injection).");
+            let mut st = shared.lock();
+            st.injected.unavailable += 1;
+            if retry_after > 0 {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after));
+                st.clients.block(&client, Instant::now(), Duration::from_secs(retry_after));
+            }
+            return resp;
+        }
         Fault::Drop => {
+            shared.lock().injected.dropped += 1;
             conn.kill();
             return Response::new(Body::empty());
         }
@@ -577,6 +622,7 @@ fn launch(ctx: &Ctx, st: &mut State, kind: Kind, t: &SimTemplate, user: User) ->
         if let Some(job) = st.jobs.get_mut(&id) {
             job.launch_lost = true;
         }
+        st.injected.lost_launch_responses += 1;
         ctx.conn.kill();
         return Response::new(Body::empty());
     }
@@ -748,9 +794,12 @@ async fn admin(shared: &Shared, method: &Method, path: &str, req: Request) -> Re
     match (method.clone(), segs.as_slice()) {
         (Method::GET, ["requests"]) => json_response(200, &json!(st.requests)),
         (Method::POST, ["requests", "reset"]) => {
-            st.requests.clear();
+            st.reset_counters();
             no_content()
         }
+        (Method::GET, ["clients"]) => json_response(200, &json!(st.clients.requests())),
+        (Method::GET, ["injected"]) => json_response(200, &json!(st.injected)),
+        (Method::GET, ["violations"]) => json_response(200, &json!(st.violations)),
         (Method::GET, ["jobs"]) => {
             let jobs: Vec<_> = st.jobs.values().map(|j| st.sim_job(j)).collect();
             json_response(200, &json!(jobs))

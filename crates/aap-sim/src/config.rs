@@ -29,6 +29,11 @@ pub struct SimConfig {
     pub faults: Faults,
     /// Lifecycle granularity: jobs change state on ticks of this many milliseconds.
     pub tick_ms: u64,
+    /// Retry-After accounting (see [`crate::Violation`]): a request of a client that arrives
+    /// before the time a `429` (or a `503` with `Retry-After`) told it to wait for is a
+    /// violation, unless it arrived within this many milliseconds after that answer was sent
+    /// (it was already in flight).
+    pub retry_after_grace_ms: u64,
 }
 
 /// A basic-auth user.
@@ -83,7 +88,8 @@ pub struct SimWebhook {
 }
 
 /// Fault injection, applied to API requests (not to `/_sim/` admin endpoints), in this order:
-/// latency, rate limiting, 5xx, dropped connection; a launch can additionally lose its response.
+/// latency, rate limiting (bursts, then every Nth), 5xx, dropped connection; a launch can
+/// additionally lose its response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Faults {
@@ -94,8 +100,13 @@ pub struct Faults {
     pub rate_limit_every: u64,
     /// `Retry-After` of those 429s (default 1).
     pub retry_after_seconds: u64,
+    /// Periodic windows (the first starts when the faults are set) during which every API
+    /// request is answered `429`, with a `Retry-After` reaching the end of the window.
+    pub rate_limit_burst: Option<RateLimitBurst>,
     /// Percentage of API requests answered `503`.
     pub error_5xx_percent: u8,
+    /// `Retry-After` (seconds) on those 503s, as a gateway in maintenance sends it; 0 = none.
+    pub error_5xx_retry_after_seconds: u64,
     /// Percentage of API requests whose connection is closed without any response.
     pub drop_percent: u8,
     /// Percentage of launches that happen (the job is created and runs) but whose response is
@@ -111,12 +122,25 @@ impl Default for Faults {
             latency_ms: 0,
             rate_limit_every: 0,
             retry_after_seconds: 1,
+            rate_limit_burst: None,
             error_5xx_percent: 0,
+            error_5xx_retry_after_seconds: 0,
             drop_percent: 0,
             lose_launch_response_percent: 0,
             seed: 0,
         }
     }
+}
+
+/// A rate-limit burst schedule: windows of `length_ms` starting every `every_ms` (the first
+/// when the faults are set). Inside a window every API request is answered `429` with
+/// `Retry-After` = the rest of the window in seconds, rounded up (at least 1). `every_ms` 0 or
+/// `length_ms` 0: off; `length_ms >= every_ms`: always.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitBurst {
+    pub every_ms: u64,
+    pub length_ms: u64,
 }
 
 impl Default for SimTemplate {
@@ -151,8 +175,9 @@ const SLIPWAY_KINDS: [&str; 4] = ["virtual-network", "subnet", "security-group",
 impl Default for SimConfig {
     /// Prefix `/api/`, one organization (1, `Default`), no authentication, the templates of
     /// Slipway's example types ([`SimConfig::slipway_templates`]), no notifications, no faults,
-    /// 50 ms ticks. A struct literal or a TOML file that names a template list replaces it
-    /// entirely (ids must stay unique across both lists: set both when in doubt).
+    /// 50 ms ticks, a 100 ms Retry-After grace. A struct literal or a TOML file that names a
+    /// template list replaces it entirely (ids must stay unique across both lists: set both when
+    /// in doubt).
     fn default() -> Self {
         let (job_templates, workflow_job_templates) = SimConfig::slipway_templates();
         SimConfig {
@@ -165,6 +190,7 @@ impl Default for SimConfig {
             notifications: Vec::new(),
             faults: Faults::default(),
             tick_ms: 50,
+            retry_after_grace_ms: 100,
         }
     }
 }

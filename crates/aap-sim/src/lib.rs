@@ -17,18 +17,26 @@
 //! `aap_sim_duration_seconds`, `aap_sim_pending_seconds`, or Slipway's envelope
 //! `slipway.resource.properties.simulateFailure` / `.delaySeconds`.
 //!
+//! Faults (`Faults`): latency, `429` with `Retry-After` (every Nth request, or to everything in
+//! periodic bursts), `503`s (optionally with `Retry-After`), dropped connections, launches whose
+//! response is lost. Clients are told apart by `User-Agent`; a request that arrives before the
+//! time a `Retry-After` told its client to wait for is recorded as a [`Violation`].
+//!
 //! Test hooks: [`SimHandle`] in process, and the same over HTTP for the binary under `/_sim/`
-//! (`GET requests`, `POST requests/reset`, `GET jobs`, `GET jobs/{id}`, `DELETE jobs/{id}`,
-//! `PUT jobs/{id}/status` `{"status": …}`, `GET|PUT faults`).
+//! (`GET requests`, `POST requests/reset`, `GET clients`, `GET injected`, `GET violations`,
+//! `GET jobs`, `GET jobs/{id}`, `DELETE jobs/{id}`, `PUT jobs/{id}/status` `{"status": …}`,
+//! `GET|PUT faults`).
 
 mod api;
 mod config;
 mod query;
 mod server;
 mod state;
+mod throttle;
 mod util;
 mod webhook;
 
-pub use config::{ConfigError, Faults, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
+pub use config::{ConfigError, Faults, RateLimitBurst, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
 pub use server::{Sim, SimHandle};
 pub use state::SimJob;
+pub use throttle::{FaultCounts, Violation};

@@ -67,9 +67,12 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        // Installed before the line below announces readiness: a SIGTERM sent as soon as the
+        // line is read must stop the simulator gracefully, not by the default action.
+        let stopped = wait_for_signal();
         // The one line on stdout: scripts read the address from it (useful with port 0).
         println!("aap-sim listening on {} (API {}{prefix}v2/)", sim.addr(), sim.base_url());
-        wait_for_signal().await;
+        stopped.await;
         eprintln!("aap-sim: shutting down");
         sim.shutdown().await;
         ExitCode::SUCCESS
@@ -81,17 +84,22 @@ fn usage(msg: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn wait_for_signal() {
+/// Registers the SIGTERM and SIGINT handlers now; the future ends on the first signal.
+fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
             }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

@@ -51,7 +51,7 @@ const LOOKUPS: &[&str] = &[
 pub enum FieldType {
     /// An integer column (`id`, counters): bad values are Django `ValidationError`s.
     Int,
-    /// A foreign key: accepts `none`/`null`; bad values are "Invalid <field> id".
+    /// A foreign key: accepts `none`/`null`; bad values are `"Invalid <field> id"`.
     Fk,
     Str,
     Bool,

@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Faults, SimConfig};
 use crate::state::{SimJob, State, Status};
+use crate::throttle::{FaultCounts, Violation};
 use crate::webhook::Notifier;
 
 pub(crate) struct Shared {
@@ -207,7 +208,8 @@ impl Sim {
 }
 
 impl SimHandle {
-    /// Replaces the fault settings; restarts the rate-limit count and the seeded generator.
+    /// Replaces the fault settings; restarts the rate-limit count, the burst schedule and the
+    /// seeded generator.
     pub fn set_faults(&self, f: Faults) {
         self.shared.lock().set_faults(f);
     }
@@ -222,8 +224,32 @@ impl SimHandle {
         self.shared.lock().requests.clone()
     }
 
+    /// Clears the request counters ([`SimHandle::requests`], [`SimHandle::requests_by_client`])
+    /// and the injected-fault counts; Retry-After blocks and violations stay.
     pub fn reset_requests(&self) {
-        self.shared.lock().requests.clear();
+        self.shared.lock().reset_counters();
+    }
+
+    /// API requests seen per client (`User-Agent`; empty when none was sent).
+    pub fn requests_by_client(&self) -> BTreeMap<String, u64> {
+        self.shared.lock().clients.requests()
+    }
+
+    /// Faults injected since the start (or the last [`SimHandle::reset_requests`]), by kind.
+    pub fn injected(&self) -> FaultCounts {
+        self.shared.lock().injected
+    }
+
+    /// Every request that arrived before the time a `429` (or a `503` with `Retry-After`) told
+    /// its client to wait for, beyond the grace for requests already in flight
+    /// ([`SimConfig::retry_after_grace_ms`]); the first 10 000.
+    pub fn retry_after_violations(&self) -> Vec<Violation> {
+        self.shared.lock().violations.clone()
+    }
+
+    /// Until when `client` was told to wait, if that is still in the future.
+    pub fn blocked_until(&self, client: &str) -> Option<Instant> {
+        self.shared.lock().clients.blocked_until(client, Instant::now())
     }
 
     /// Every job and workflow job created and not purged, by id.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::{Faults, SimConfig, SimTemplate};
+use crate::throttle::{Clients, FaultCounts, Violation};
 use crate::util::{Prng, format_api, format_python, now_micros, python_json_dumps};
 
 pub const AWX_VERSION: &str = "24.6.1";
@@ -238,6 +239,13 @@ pub struct State {
     pub rng: Prng,
     /// API requests since the faults were set (for `rate_limit_every`).
     pub api_requests: u64,
+    /// When the faults were set (the first rate-limit burst starts then).
+    pub faults_since: Instant,
+    /// Faults injected, by kind.
+    pub injected: FaultCounts,
+    /// Requests and Retry-After blocks per client (`User-Agent`).
+    pub clients: Clients,
+    pub violations: Vec<Violation>,
 }
 
 impl State {
@@ -255,6 +263,10 @@ impl State {
             next_token_id: 1,
             requests: BTreeMap::new(),
             api_requests: 0,
+            faults_since: Instant::now(),
+            injected: FaultCounts::default(),
+            clients: Clients::default(),
+            violations: Vec::new(),
         }
     }
 
@@ -262,6 +274,15 @@ impl State {
         self.rng = Prng::new(faults.seed);
         self.faults = faults;
         self.api_requests = 0;
+        self.faults_since = Instant::now();
+    }
+
+    /// Clears the request counters (per endpoint and per client) and the injected-fault counts.
+    /// Retry-After blocks and violations stay.
+    pub fn reset_counters(&mut self) {
+        self.requests.clear();
+        self.clients.reset_requests();
+        self.injected = FaultCounts::default();
     }
 
     /// `{prefix}v2/{rel}`.

@@ -1,13 +1,22 @@
 //! The HTTP layer: one `reqwest` client per provider, a concurrency limit around every
-//! request, retries with backoff for idempotent requests, and error classification that
-//! keeps "certainly not sent" apart from "may have reached AAP".
+//! request, a provider-wide throttle gate, retries with backoff for idempotent requests, and
+//! error classification that keeps "certainly not sent" apart from "may have reached AAP".
+//!
+//! The gate: a `429` with `Retry-After` (or a `503` with one, a gateway in maintenance) is an
+//! answer to the client, not to the one request: AAP's gateway rate-limits per client, and a
+//! client that keeps sending other requests before the advertised time ignores it. So the
+//! advertised time closes the gate of the whole provider instance, and no request of it is
+//! sent before then: a request waits at the gate (at most `max_wait` in all), or, when it
+//! cannot wait that long, fails as [`HttpError::Throttled`] (`RateLimited`) without being
+//! sent. The launch POST never waits (see [`Http::send_now`]).
 //!
 //! Nothing here logs or formats a credential: the `Authorization` header is built once
 //! (marked sensitive, so `reqwest` never prints it) and every text that goes into an error
 //! is scrubbed of the configured secret values (defence against servers or proxies that
 //! echo request headers).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
@@ -18,6 +27,8 @@ use slipway_provider::ProviderError;
 pub const MAX_BODY_PREVIEW: usize = 500;
 /// The wait reported for a 429 that carries no usable `Retry-After`.
 pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
+/// Longest a `Retry-After` closes the throttle gate (a guard against absurd values).
+const MAX_GATE: Duration = Duration::from_secs(24 * 3600);
 /// Pages followed in one listing at most (200 rows each): a guard against `next` loops.
 const MAX_PAGES: usize = 10_000;
 
@@ -34,6 +45,9 @@ pub enum HttpError {
     BadBody(String),
     /// A request that cannot be made (bad URL, a `next` link to another host).
     Invalid(String),
+    /// Certainly not sent: AAP asked this provider to wait (`Retry-After`) for `retry_after`
+    /// more, longer than the request may wait.
+    Throttled { retry_after: Duration, message: String },
 }
 
 impl HttpError {
@@ -43,7 +57,8 @@ impl HttpError {
             | HttpError::NotSent(message)
             | HttpError::Unknown(message)
             | HttpError::BadBody(message)
-            | HttpError::Invalid(message) => message,
+            | HttpError::Invalid(message)
+            | HttpError::Throttled { message, .. } => message,
         }
     }
 
@@ -59,13 +74,15 @@ impl HttpError {
         match self {
             HttpError::Status { status, .. } => is_retryable_status(*status),
             HttpError::NotSent(_) | HttpError::Unknown(_) => true,
-            HttpError::BadBody(_) | HttpError::Invalid(_) => false,
+            // Already longer than any in-process wait.
+            HttpError::BadBody(_) | HttpError::Invalid(_) | HttpError::Throttled { .. } => false,
         }
     }
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
             HttpError::Status { retry_after, .. } => *retry_after,
+            HttpError::Throttled { retry_after, .. } => Some(*retry_after),
             _ => None,
         }
     }
@@ -83,8 +100,15 @@ impl HttpError {
             HttpError::Status { message, .. } => ProviderError::Permanent(message),
             HttpError::NotSent(m) | HttpError::Unknown(m) | HttpError::BadBody(m) => ProviderError::Transient(m),
             HttpError::Invalid(m) => ProviderError::Permanent(m),
+            HttpError::Throttled { retry_after, message } => ProviderError::RateLimited { retry_after, message },
         }
     }
+}
+
+/// Whether an answer advertises a time before which this client must send nothing more:
+/// a `429`, or a `503` with `Retry-After` (a gateway in maintenance), with a `Retry-After`.
+pub fn closes_gate(status: u16, retry_after: Option<Duration>) -> Option<Duration> {
+    retry_after.filter(|_| matches!(status, 429 | 503))
 }
 
 /// Statuses worth retrying an idempotent request on: rate limiting and the gateway errors
@@ -94,6 +118,7 @@ pub fn is_retryable_status(status: u16) -> bool {
 }
 
 /// A complete answer.
+#[derive(Debug)]
 pub struct Reply {
     pub status: StatusCode,
     pub retry_after: Option<Duration>,
@@ -125,15 +150,79 @@ pub struct HttpSettings {
     pub timeout: Duration,
 }
 
+/// How a request treats a closed throttle gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AtGate {
+    /// Waits for it to open, at most `max_wait` in all.
+    Wait,
+    /// Fails at once (`Throttled`).
+    Refuse,
+}
+
 pub struct Http {
     s: HttpSettings,
     permits: tokio::sync::Semaphore,
+    /// Provider-wide "send nothing before": the latest time a `Retry-After` advertised.
+    gate: Mutex<Option<Instant>>,
 }
 
 impl Http {
     pub fn new(settings: HttpSettings) -> Self {
         let permits = tokio::sync::Semaphore::new(settings.max_concurrent.max(1));
-        Http { s: settings, permits }
+        Http { s: settings, permits, gate: Mutex::new(None) }
+    }
+
+    /// How long the throttle gate stays closed from now; `None` when open.
+    pub fn throttled_for(&self) -> Option<Duration> {
+        let until = (*self.gate.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Closes the gate until `now + retry_after` (never shortens it; a day at most).
+    fn close_gate(&self, what: &str, status: u16, retry_after: Duration) {
+        let now = Instant::now();
+        let until = now.checked_add(retry_after.min(MAX_GATE)).unwrap_or(now);
+        let mut gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        if gate.is_none_or(|g| g < until) {
+            let was_open = gate.is_none_or(|g| g <= Instant::now());
+            *gate = Some(until);
+            if was_open {
+                tracing::info!(request = %what, status, wait_ms = retry_after.as_millis() as u64, "AAP asked to wait: holding every request of this provider");
+            }
+        }
+    }
+
+    /// Passes the throttle gate and takes a concurrency permit. The gate is checked again
+    /// with the permit in hand, right before the request goes out: it may have closed while
+    /// this request queued for a permit.
+    async fn pass_gate(&self, what: &str, mode: AtGate) -> Result<tokio::sync::SemaphorePermit<'_>, HttpError> {
+        let mut waited = Duration::ZERO;
+        loop {
+            if let Some(left) = self.throttled_for() {
+                if mode == AtGate::Refuse || waited + left > self.s.max_wait {
+                    return Err(HttpError::Throttled {
+                        retry_after: left,
+                        message: format!(
+                            "{what}: not sent, AAP asked to wait {} ms more (Retry-After)",
+                            left.as_millis()
+                        ),
+                    });
+                }
+                tracing::debug!(request = %what, wait_ms = left.as_millis() as u64, "waiting for AAP's Retry-After");
+                tokio::time::sleep(left).await;
+                waited += left;
+                continue;
+            }
+            let permit = self
+                .permits
+                .acquire()
+                .await
+                .map_err(|_| HttpError::Invalid(format!("{what}: provider is shut down")))?;
+            if self.throttled_for().is_none() {
+                return Ok(permit);
+            }
+        }
     }
 
     /// An API URL from a path relative to the API root (`v2/jobs/`).
@@ -152,11 +241,28 @@ impl Http {
         scrub(text, &self.s.scrub)
     }
 
-    /// One request, no retry. Any status is a `Reply`; only transport failures are errors.
+    /// One request, no retry, sent once the throttle gate is open (waiting at most `max_wait`
+    /// for it). Any status is a `Reply`; only transport failures and the gate are errors.
     pub async fn send(&self, method: Method, url: &Url, body: Option<&Value>) -> Result<Reply, HttpError> {
+        self.send_at_gate(method, url, body, AtGate::Wait).await
+    }
+
+    /// [`Http::send`] that never waits at the gate: while it is closed the request is refused
+    /// (`Throttled`) without being sent. For the launch, which the engine makes right after
+    /// checking its lease: waiting here would send it later than that check vouches for.
+    pub async fn send_now(&self, method: Method, url: &Url, body: Option<&Value>) -> Result<Reply, HttpError> {
+        self.send_at_gate(method, url, body, AtGate::Refuse).await
+    }
+
+    async fn send_at_gate(
+        &self,
+        method: Method,
+        url: &Url,
+        body: Option<&Value>,
+        mode: AtGate,
+    ) -> Result<Reply, HttpError> {
         let what = Self::what(&method, url);
-        let _permit =
-            self.permits.acquire().await.map_err(|_| HttpError::Invalid(format!("{what}: provider is shut down")))?;
+        let _permit = self.pass_gate(&what, mode).await?;
         let mut req = self.s.client.request(method, url.clone()).header(ACCEPT, "application/json");
         if let Some(auth) = &self.s.authorization {
             req = req.header(AUTHORIZATION, auth.clone());
@@ -167,6 +273,10 @@ impl Http {
         let resp = req.send().await.map_err(|e| self.transport_error(&what, e))?;
         let status = resp.status();
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
+        if let Some(wait) = closes_gate(status.as_u16(), retry_after) {
+            // Before reading the body: every request from now on sees the gate closed.
+            self.close_gate(&what, status.as_u16(), wait);
+        }
         let body = resp.bytes().await.map_err(|e| {
             HttpError::Unknown(format!("{what}: the answer ({status}) broke off: {}", self.scrub(&chain(&e))))
         })?;
@@ -199,8 +309,9 @@ impl Http {
     }
 
     /// An idempotent request, retried on 429/502/503/504 and transport errors with
-    /// exponential backoff, never sooner than a `Retry-After` asks. Answers any reply that
-    /// is not retryable (success or not); the last retryable failure is an error.
+    /// exponential backoff, never sooner than a `Retry-After` asks (the gate holds every try).
+    /// Answers any reply that is not retryable (success or not); the last retryable failure
+    /// is an error.
     pub async fn send_idempotent(&self, method: Method, url: &Url, body: Option<&Value>) -> Result<Reply, HttpError> {
         let what = Self::what(&method, url);
         let mut attempt = 0u32;
@@ -411,6 +522,89 @@ mod tests {
         assert!(matches!(HttpError::Invalid("x".into()).into_provider(), ProviderError::Permanent(_)));
         assert!(st(503, None).retryable() && st(429, None).retryable() && !st(500, None).retryable());
         assert!(!st(401, None).retryable());
+        let held = HttpError::Throttled { retry_after: Duration::from_millis(2500), message: "held".into() };
+        assert!(!held.retryable());
+        assert_eq!(
+            held.into_provider(),
+            ProviderError::RateLimited { retry_after: Duration::from_millis(2500), message: "held".into() }
+        );
+    }
+
+    #[test]
+    fn which_answers_close_the_gate() {
+        let s = Some(Duration::from_secs(2));
+        assert_eq!(closes_gate(429, s), s);
+        assert_eq!(closes_gate(503, s), s);
+        assert_eq!(closes_gate(429, None), None, "nothing advertised");
+        assert_eq!(closes_gate(503, None), None);
+        for other in [200, 202, 500, 502, 504] {
+            assert_eq!(closes_gate(other, s), None, "{other}");
+        }
+    }
+
+    /// An `Http` whose requests fail at connect (port 1 refuses): a `NotSent` error proves the
+    /// request left the gate.
+    fn refused(max_wait: Duration) -> Http {
+        Http::new(HttpSettings {
+            client: reqwest::Client::new(),
+            root: Url::parse("http://127.0.0.1:1/api/").unwrap(),
+            authorization: None,
+            scrub: Vec::new(),
+            max_concurrent: 4,
+            retries: 0,
+            backoff: Duration::from_millis(10),
+            max_wait,
+            timeout: Duration::from_secs(5),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_holds_requests_until_the_advertised_time() {
+        let http = refused(Duration::from_secs(5));
+        let url = http.url("v2/jobs/");
+        // Taken before closing: the gate's own deadline is at or after it.
+        let until = Instant::now() + Duration::from_millis(300);
+        http.close_gate("test", 429, Duration::from_millis(300));
+        let held = http.throttled_for().expect("closed");
+        assert!(held <= Duration::from_millis(300) && held > Duration::from_millis(200), "{held:?}");
+        // Never shortened by a smaller Retry-After.
+        http.close_gate("test", 429, Duration::from_millis(10));
+        assert!(http.throttled_for().unwrap() > Duration::from_millis(200));
+        // An absurd Retry-After closes it for a day, without overflowing.
+        refused(Duration::from_secs(1)).close_gate("test", 429, Duration::from_secs(u64::MAX));
+
+        // The launch path does not wait: refused at once, with the time left.
+        let e = http.send_now(Method::POST, &url, None).await.unwrap_err();
+        assert!(Instant::now() < until);
+        assert!(
+            matches!(&e, HttpError::Throttled { retry_after, message }
+                if *retry_after <= Duration::from_millis(300) && message.contains("not sent")),
+            "{e:?}"
+        );
+        // Everything else waits, then goes out (and is refused by the closed port).
+        let (a, b) = tokio::join!(http.send(Method::GET, &url, None), http.send_idempotent(Method::GET, &url, None));
+        let after = Instant::now();
+        assert!(after >= until, "sent {:?} early", until - after);
+        assert!(matches!(a, Err(HttpError::NotSent(_))), "{:?}", a.err());
+        assert!(matches!(b, Err(HttpError::NotSent(_))), "{:?}", b.err());
+        assert_eq!(http.throttled_for(), None);
+    }
+
+    #[tokio::test]
+    async fn a_wait_beyond_max_wait_is_refused_without_sending() {
+        let http = refused(Duration::from_millis(500));
+        let url = http.url("v2/jobs/");
+        http.close_gate("test", 429, Duration::from_secs(30));
+        let started = Instant::now();
+        for e in [http.send(Method::GET, &url, None).await, http.send_idempotent(Method::GET, &url, None).await] {
+            let e = e.map(|_| ()).unwrap_err();
+            assert!(
+                matches!(&e, HttpError::Throttled { retry_after, .. } if *retry_after > Duration::from_secs(29)),
+                "{e:?}"
+            );
+            assert!(matches!(e.into_provider(), ProviderError::RateLimited { .. }));
+        }
+        assert!(started.elapsed() < Duration::from_millis(500), "not waited for: {:?}", started.elapsed());
     }
 
     #[test]

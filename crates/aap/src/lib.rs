@@ -28,7 +28,12 @@
 //!
 //! Idempotent requests (GETs, cancel) are retried on 429/502/503/504 and transport errors
 //! with exponential backoff, never sooner than `Retry-After`; the launch POST never is.
-//! Credentials never appear in logs, errors or status ([`Secret`]).
+//! A `Retry-After` on a `429` (or a `503`) holds *every* request of the provider instance
+//! until the advertised time (a throttle gate, see `http`): requests wait for it up to
+//! `max_retry_wait` in all, or fail `RateLimited` with the remaining time without being sent;
+//! the launch POST never waits, it is refused while the gate is closed. Every request carries
+//! `User-Agent: slipway/<version> (<client_id>)`, so AAP (and the simulator) can tell Slipway
+//! nodes apart. Credentials never appear in logs, errors or status ([`Secret`]).
 
 mod envelope;
 mod http;
@@ -78,6 +83,9 @@ pub enum AapAuth {
 pub struct AapOptions {
     /// Provider instance name.
     pub name: String,
+    /// Who this client is, sent in `User-Agent: slipway/<version> (<client_id>)`: the node
+    /// name (and provider) in a multi-node deployment. Empty: the provider `name`.
+    pub client_id: String,
     /// Scheme, host and optional path of AAP, e.g. `https://aap.example.com`.
     pub base_url: String,
     /// The controller API root under `base_url`: `/api/` (AWX, AAP ≤ 2.4) or
@@ -108,8 +116,9 @@ pub struct AapOptions {
     pub get_retries: u32,
     /// Wait before the first retry; it doubles per retry.
     pub retry_backoff: Duration,
-    /// Longest wait between tries. A `Retry-After` longer than this is not waited for
-    /// in-process: the request reports `RateLimited` and the engine schedules it.
+    /// Longest wait between tries, and longest a request waits for the throttle gate. A
+    /// `Retry-After` longer than this is not waited for in-process: the request reports
+    /// `RateLimited` and the engine schedules it.
     pub max_retry_wait: Duration,
     /// `find` only looks at jobs created within this window before now. `None`: the
     /// template's whole job list, so "no such job" is always certain.
@@ -123,6 +132,7 @@ impl Default for AapOptions {
     fn default() -> Self {
         AapOptions {
             name: "aap".into(),
+            client_id: String::new(),
             base_url: String::new(),
             api_prefix: "/api/".into(),
             auth: AapAuth::None,
@@ -296,6 +306,8 @@ fn launch_transport_error(e: HttpError) -> ProviderError {
         // Sent, answer lost or unreadable: a job may exist.
         HttpError::Unknown(m) | HttpError::BadBody(m) => ProviderError::Indeterminate(m),
         HttpError::Status { message, .. } => ProviderError::Indeterminate(message),
+        // Held back by the throttle gate: not sent, a refusal.
+        HttpError::Throttled { retry_after, message } => ProviderError::RateLimited { retry_after, message },
     }
 }
 
@@ -399,6 +411,8 @@ impl AapProvider {
         }
         let root = api_root(&options.base_url, &options.api_prefix).map_err(invalid)?;
         let (authorization, scrub) = authorization(&options.auth).map_err(invalid)?;
+        let client_id = if options.client_id.trim().is_empty() { &options.name } else { &options.client_id };
+        let user_agent = user_agent(client_id);
         if authorization.is_some() && root.scheme() == "http" {
             tracing::warn!(provider = %options.name, "AAP credentials are sent over plain http");
         }
@@ -409,7 +423,7 @@ impl AapProvider {
             // A redirect would turn the launch POST into a GET and could carry the
             // credentials elsewhere: answered as an error naming the target instead.
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("slipway-aap/", env!("CARGO_PKG_VERSION")));
+            .user_agent(user_agent);
         if let Some(path) = &options.ca_bundle {
             let ca_err = |reason: String| AapError::CaBundle { path: path.clone(), reason };
             let pem = std::fs::read(path).map_err(|e| ca_err(e.to_string()))?;
@@ -755,6 +769,17 @@ fn api_root(base_url: &str, api_prefix: &str) -> Result<Url, String> {
     Ok(root)
 }
 
+/// `slipway/<version> (<client_id>)`; characters a `User-Agent` comment cannot carry (not
+/// printable ASCII, parentheses, backslashes) become `_`.
+fn user_agent(client_id: &str) -> String {
+    let id: String = client_id
+        .trim()
+        .chars()
+        .map(|c| if (' '..='~').contains(&c) && !matches!(c, '(' | ')' | '\\') { c } else { '_' })
+        .collect();
+    format!("slipway/{} ({id})", env!("CARGO_PKG_VERSION"))
+}
+
 /// The `Authorization` header (sensitive) and the texts to scrub from messages.
 fn authorization(auth: &AapAuth) -> Result<(Option<HeaderValue>, Vec<String>), String> {
     let (value, scrub) = match auth {
@@ -836,8 +861,16 @@ impl Provider for AapProvider {
         let url = self.http.url(&format!("{}{}/launch/", t.kind.templates_path(), t.id));
         let what = Http::what(&Method::POST, &url);
         let body = json!({ "extra_vars": extra_vars(self.envelope, request) });
-        // Exactly one try: a repeated POST can start a second job.
-        let reply = self.http.send(Method::POST, &url, Some(&body)).await.map_err(launch_transport_error)?;
+        // Exactly one try: a repeated POST can start a second job. Never held at the throttle
+        // gate either: refused (RateLimited) while it is closed.
+        let reply = match self.http.send_now(Method::POST, &url, Some(&body)).await {
+            Ok(reply) => reply,
+            Err(e) => {
+                let err = launch_transport_error(e);
+                tracing::info!(provider = %self.name, template = %name, key = %request.idempotency_key, error = %err, "AAP launch failed");
+                return Err(err);
+            }
+        };
         if !reply.status.is_success() {
             let status = reply.status.as_u16();
             if (400..500).contains(&status) && !matches!(status, 408 | 429) {
@@ -1025,6 +1058,21 @@ mod tests {
         assert!(matches!(launch_transport_error(HttpError::Unknown("t".into())), ProviderError::Indeterminate(_)));
         assert!(matches!(launch_transport_error(HttpError::BadBody("b".into())), ProviderError::Indeterminate(_)));
         assert!(matches!(launch_transport_error(HttpError::Invalid("i".into())), ProviderError::Permanent(_)));
+        // Held back at the throttle gate: certainly not sent, a refusal with the time left.
+        let held = HttpError::Throttled { retry_after: Duration::from_millis(1500), message: "held".into() };
+        assert_eq!(
+            launch_transport_error(held),
+            ProviderError::RateLimited { retry_after: Duration::from_millis(1500), message: "held".into() }
+        );
+    }
+
+    #[test]
+    fn user_agents_name_the_client() {
+        let v = env!("CARGO_PKG_VERSION");
+        assert_eq!(user_agent("replica-1/aap"), format!("slipway/{v} (replica-1/aap)"));
+        assert_eq!(user_agent(" node a "), format!("slipway/{v} (node a)"));
+        assert_eq!(user_agent("a(b)c\\d\né"), format!("slipway/{v} (a_b_c_d__)"));
+        assert!(HeaderValue::from_str(&user_agent("x\u{7f}\r\n")).is_ok());
     }
 
     #[test]

@@ -244,6 +244,7 @@ fn aap_provider(config: &Config, p: &AapConfig) -> Result<AapProvider, AppError>
     };
     let options = AapOptions {
         name: p.name.clone(),
+        client_id: format!("{}/{}", config.engine.node_name.clone().unwrap_or_else(host_name), p.name),
         base_url: p.url.clone(),
         api_prefix: p.api_prefix.clone(),
         auth,
