@@ -120,9 +120,9 @@ pub(crate) struct Shared {
     pub running: Mutex<HashMap<ResourceKey, Arc<Slot>>>,
     /// Which resource's worker follows a (provider, job id), for push hints.
     pub watched: Mutex<HashMap<(String, String), ResourceKey>>,
-    /// `until` of the last successful renewal of this node's leases (ms). A lease can only
-    /// have been taken over after renewals stopped, so no lease of ours is valid past this
-    /// (or past its own claim's `until`, whichever is later).
+    /// `until` of the last renewal that renewed every lease this node works on (ms). A lease
+    /// can only have been taken over after renewals stopped, so no lease of ours is valid past
+    /// this (or past its own claim's `until`, whichever is later).
     pub renewed_until: std::sync::atomic::AtomicI64,
 }
 
@@ -197,7 +197,14 @@ impl Engine {
                     let until = shared.clock.now().add(opts.lease_for);
                     let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
                     match shared.store.renew_leases(&opts.owner, &held, until).await {
-                        Ok(_) => shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst),
+                        // Only a renewal of every lease we work on vouches for all of them: one
+                        // that renewed fewer missed a lease another node took over meanwhile
+                        // (we were paused or cut off), whose worker must not take this renewal
+                        // for its own (it may be about to launch).
+                        Ok(n) if n as usize == held.len() => {
+                            shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst)
+                        }
+                        Ok(n) => tracing::debug!(renewed = n, held = held.len(), "some leases were not renewed"),
                         Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
                     }
                     continue;

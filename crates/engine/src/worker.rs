@@ -1,7 +1,9 @@
 //! Drives one resource: decide → effect → apply, until it has nothing to do for a while.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use slipway_domain::reconcile::{Effect, apply, decide};
@@ -78,8 +80,13 @@ impl Worker {
             let release_at = match next {
                 Next::Continue => continue,
                 Next::Gone => {
-                    self.leave();
-                    return;
+                    // Our own claim may have handed the resource back to us meanwhile (our
+                    // lease had expired, e.g. while the database was down): go on under that
+                    // lease rather than leave it held by nobody until it expires.
+                    if self.exit() {
+                        return;
+                    }
+                    continue;
                 }
                 Next::Relinquish => {
                     // Fenced: a no-op if another node already owns it; otherwise it is due
@@ -127,11 +134,26 @@ impl Worker {
         if let Effect::Sleep { until } = effect {
             return Next::Idle(until);
         }
-        if matches!(effect, Effect::Launch { .. }) && !self.lease_surely_held() {
+        let launching = matches!(effect, Effect::Launch { .. });
+        if launching && !self.lease_surely_held() {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
             return Next::Relinquish;
         }
-        let Some(outcome) = effects::perform(&self.shared.providers, &self.shared.batchers, res, &effect).await else {
+        let performing = effects::perform(&self.shared.providers, &self.shared.batchers, res, &effect);
+        let performed = if launching {
+            // A launch is several requests (template lookup, prompt check, retries, then the
+            // POST): a pause between them can outlast the lease as surely as one before them.
+            match self.while_lease_surely_held(performing).await {
+                Some(performed) => performed,
+                None => {
+                    tracing::warn!(resource = %self.key, "lease may have expired during the launch; leaving it to the next owner");
+                    return Next::Relinquish;
+                }
+            }
+        } else {
+            performing.await
+        };
+        let Some(outcome) = performed else {
             return Next::Continue;
         };
         let recorded = self
@@ -256,10 +278,39 @@ impl Worker {
     /// intent may have lost the resource to another node, which will resolve the intent
     /// itself — launching now could start the same job twice.
     fn lease_surely_held(&self) -> bool {
+        self.lease_sure_for().is_some()
+    }
+
+    /// How much longer [`Self::lease_surely_held`] holds; `None` if it does not.
+    fn lease_sure_for(&self) -> Option<Duration> {
         let renewed = Timestamp(self.shared.renewed_until.load(std::sync::atomic::Ordering::SeqCst));
         let valid_until = renewed.max(self.claim_until);
         let margin = self.shared.options.lease_for / 3;
-        self.shared.clock.now().add(margin) < valid_until
+        let now = self.shared.clock.now();
+        (now.add(margin) < valid_until).then(|| valid_until.sub(margin).since(now))
+    }
+
+    /// Drives `work` only while the lease is surely held: checked before every poll, so
+    /// nothing `work` would start next (another request, a retry) starts once the lease may
+    /// have passed to another node — a process paused mid-launch (SIGSTOP, a stall) checks
+    /// before anything else when it resumes. `None` when `work` was abandoned; what it had
+    /// already sent may have taken effect, which the next owner's `Find` resolves.
+    async fn while_lease_surely_held<F: Future>(&self, work: F) -> Option<F::Output> {
+        let mut work = std::pin::pin!(work);
+        // Wakes the check when the lease stops being sure, should `work` not wake first.
+        let mut expiry = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
+        std::future::poll_fn(|cx| {
+            let Some(sure_for) = self.lease_sure_for() else { return Poll::Ready(None) };
+            if let Poll::Ready(done) = work.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            expiry.as_mut().reset(tokio::time::Instant::now() + sure_for);
+            if expiry.as_mut().poll(cx).is_ready() {
+                cx.waker().wake_by_ref();
+            }
+            Poll::Pending
+        })
+        .await
     }
 
     async fn wait(&mut self, d: Duration) -> Woken {

@@ -27,8 +27,52 @@ pub struct Replica {
     child: Option<Child>,
 }
 
+/// What a replica is configured with beyond the fixed parts (listener, the AAP provider on
+/// the simulator, the `computeInstances` type).
+#[derive(Clone, Debug)]
+pub struct ReplicaConfig {
+    /// The PostgreSQL URL (default: [`pg_url`]).
+    pub pg_url: String,
+    pub schema: String,
+    pub lease_seconds: u64,
+    pub statement_timeout_seconds: u64,
+    /// Appended to the file, e.g. more `[[types]]` ([`aap_type`]).
+    pub extra_toml: String,
+}
+
+impl ReplicaConfig {
+    pub fn new(schema: &str, lease_seconds: u64) -> ReplicaConfig {
+        ReplicaConfig {
+            pg_url: pg_url(),
+            schema: schema.to_string(),
+            lease_seconds,
+            statement_timeout_seconds: 5,
+            extra_toml: String::new(),
+        }
+    }
+}
+
+/// A `[[types]]` entry of the example namespace served by the simulator's templates.
+pub fn aap_type(type_name: &str, kind: &str) -> String {
+    format!(
+        r#"
+[[types]]
+namespace = "Slipway.Example"
+type = "{type_name}"
+kind = "{kind}"
+api_versions = ["{API}"]
+provider = "aap"
+poll_interval_seconds = 0.5
+"#
+    )
+}
+
 impl Replica {
     pub fn new(dir: &Path, i: usize, schema: &str, sim: &Sim, lease_seconds: u64) -> Replica {
+        Self::with_config(dir, i, sim, &ReplicaConfig::new(schema, lease_seconds))
+    }
+
+    pub fn with_config(dir: &Path, i: usize, sim: &Sim, c: &ReplicaConfig) -> Replica {
         let port = free_port();
         let name = format!("replica-{i}");
         let config = dir.join(format!("{name}.toml"));
@@ -43,6 +87,7 @@ retry_after_seconds = 0
 url = "{pg}"
 schema = "{schema}"
 pool_size = 8
+statement_timeout_seconds = {statement_timeout}
 [engine]
 node_name = "{name}"
 lease_seconds = {lease_seconds}
@@ -53,16 +98,14 @@ type = "aap"
 url = "{sim}"
 template_prefix = "slipway"
 request_timeout_seconds = 5
-[[types]]
-namespace = "Slipway.Example"
-type = "computeInstances"
-kind = "ComputeInstance"
-api_versions = ["{API}"]
-provider = "aap"
-poll_interval_seconds = 0.5
-"#,
-                pg = pg_url(),
+{compute}{extra}"#,
+                pg = c.pg_url,
+                schema = c.schema,
+                statement_timeout = c.statement_timeout_seconds,
+                lease_seconds = c.lease_seconds,
                 sim = sim.base_url(),
+                compute = aap_type("computeInstances", "ComputeInstance"),
+                extra = c.extra_toml,
             ),
         )
         .unwrap();
@@ -93,6 +136,29 @@ poll_interval_seconds = 0.5
 
     pub fn base(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id of the running life, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the current life is still running (not exited).
+    pub fn running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().is_ok_and(|status| status.is_none()))
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, …) to the running life.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().unwrap_or_else(|| panic!("{} is not running", self.name));
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+        assert!(status.success(), "kill -{signal} {pid} ({}) failed", self.name);
+    }
+
+    /// The log of the current life (stdout and stderr), empty before the first start.
+    pub fn log(&self) -> String {
+        let path = self.log_dir.join(format!("{}-{}.log", self.name, self.lives));
+        std::fs::read_to_string(path).unwrap_or_default()
     }
 }
 
