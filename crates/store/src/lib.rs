@@ -16,6 +16,7 @@ use slipway_domain::ids::{OperationId, ResourceKey, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
+mod columns;
 pub mod conformance;
 pub mod postgres;
 pub mod sqlite;

@@ -350,7 +350,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
-        let key = rows::normalize_key(key);
+        let key = crate::columns::normalize_key(key);
         self.read(|c| Box::pin(rows::get_resource(c, key.clone()))).await
     }
 

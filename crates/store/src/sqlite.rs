@@ -186,7 +186,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
-        let key = rows::normalize_key(key);
+        let key = crate::columns::normalize_key(key);
         self.readers.run(move |conn| rows::get_resource(conn, &key)).await
     }
 

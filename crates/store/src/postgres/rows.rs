@@ -12,6 +12,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 use super::{Attempt, Failure};
+use crate::columns::sql_limit;
 use crate::{ListQuery, Notification, Page, StoreError};
 
 /// The `resources` columns [`ResourceRow::read`] expects, as a literal for `concat!`.
@@ -86,20 +87,6 @@ pub(super) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
 
 pub(super) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
-}
-
-pub(super) fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(v).map_err(|_| StoreError::Internal(format!("{what} {v} does not fit the database")))
-}
-
-/// LIMIT takes a BIGINT; anything larger means "no limit" anyway.
-pub(super) fn sql_limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// Keys are stored lowercased; lowercasing again makes a hand-built key match too.
-pub(crate) fn normalize_key(key: &ResourceKey) -> ResourceKey {
-    ResourceKey(key.as_str().to_ascii_lowercase())
 }
 
 pub(super) const GET_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = $1");

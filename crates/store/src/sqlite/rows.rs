@@ -9,6 +9,7 @@ use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
 use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
+use crate::columns::sql_limit;
 use crate::{ListQuery, Notification, Page, StoreError};
 
 /// The `resources` columns [`ResourceRow::read`] expects, as a literal for `concat!`.
@@ -72,20 +73,6 @@ pub(super) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
 
 pub(super) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
-}
-
-pub(super) fn to_i64(v: u64, what: &str) -> Result<i64, StoreError> {
-    i64::try_from(v).map_err(|_| StoreError::Internal(format!("{what} {v} does not fit the database")))
-}
-
-/// SQLite's LIMIT takes an i64; anything larger means "no limit" anyway.
-pub(super) fn sql_limit(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-/// Keys are stored lowercased; lowercasing again makes a hand-built key match too.
-pub(super) fn normalize_key(key: &ResourceKey) -> ResourceKey {
-    ResourceKey(key.as_str().to_ascii_lowercase())
 }
 
 pub(super) fn get_resource(conn: &Connection, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::resource::{Lease, ResourceRecord, Schedule, Snapshot};
+use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
-use super::rows::{self, ResourceRow, normalize_key, resource_columns, sql_limit, to_i64};
+use super::rows::{self, ResourceRow, resource_columns};
+use crate::columns::{ResourceColumns, normalize_key, shares, sql_limit};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
 pub(super) fn change(
@@ -82,47 +83,6 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
         }
     }
     Ok(Snapshot { resource, operations, notifications: Vec::new() })
-}
-
-/// The indexed columns of a record. The record is authoritative: its lease and schedule go
-/// to the columns and are left out of the body, so no stale copy can exist.
-struct ResourceColumns {
-    subscription: String,
-    resource_group: String,
-    type_key: String,
-    next_due: Option<i64>,
-    intent: bool,
-    lease_owner: Option<String>,
-    lease_until: Option<i64>,
-    lease_epoch: Option<i64>,
-    generation: i64,
-    body: String,
-}
-
-impl ResourceColumns {
-    fn of(rec: &ResourceRecord, key: &ResourceKey) -> Result<ResourceColumns, StoreError> {
-        if &rec.key() != key {
-            return Err(StoreError::Internal(format!("a change of {key} produced the resource {}", rec.id)));
-        }
-        let mut stored = rec.clone();
-        stored.lease = None;
-        stored.schedule = Schedule::default();
-        let body = serde_json::to_string(&stored)
-            .map_err(|e| StoreError::Internal(format!("cannot encode resource {key}: {e}")))?;
-        let lease = rec.lease.as_ref();
-        Ok(ResourceColumns {
-            subscription: rec.id.subscription_key(),
-            resource_group: rec.id.resource_group_key(),
-            type_key: rec.id.type_key().as_str().to_string(),
-            next_due: rec.schedule.next_due.map(Timestamp::as_millis),
-            intent: rec.schedule.intent,
-            lease_owner: lease.map(|l| l.owner.clone()),
-            lease_until: lease.map(|l| l.until.as_millis()),
-            lease_epoch: lease.map(|l| to_i64(l.epoch, "lease epoch")).transpose()?,
-            generation: to_i64(rec.generation, "generation")?,
-            body,
-        })
-    }
 }
 
 fn write_resource(
@@ -245,19 +205,6 @@ fn claimable(conn: &Connection, intent: bool, req: &ClaimRequest, room: usize) -
     stmt.query_map(params![intent, req.now.as_millis(), req.owner, sql_limit(room)], ResourceRow::read)
         .and_then(Iterator::collect)
         .map_err(db_error)
-}
-
-/// How many to take from each lane: each lane's own limit first, then whatever room one lane
-/// leaves unused goes to the other.
-fn shares(intent_limit: usize, followup_limit: usize, intent_ready: usize, followup_ready: usize) -> (usize, usize) {
-    let mut intent = intent_ready.min(intent_limit);
-    let mut followup = followup_ready.min(followup_limit);
-    let mut spare = intent_limit.saturating_add(followup_limit) - intent - followup;
-    let extra = (intent_ready - intent).min(spare);
-    intent += extra;
-    spare -= extra;
-    followup += (followup_ready - followup).min(spare);
-    (intent, followup)
 }
 
 pub(super) fn renew_leases(
