@@ -3,7 +3,7 @@
 
 use slipway_domain::Timestamp;
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::resource::{ResourceRecord, Schedule};
+use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
 
 use crate::StoreError;
 
@@ -78,4 +78,53 @@ pub(crate) fn sql_limit(n: usize) -> i64 {
 /// Keys are stored lowercased; lowercasing again makes a hand-built key match too.
 pub(crate) fn normalize_key(key: &ResourceKey) -> ResourceKey {
     ResourceKey(key.as_str().to_ascii_lowercase())
+}
+
+/// The `resources` columns every engine reads a row by, as a literal for `concat!`.
+macro_rules! resource_columns {
+    () => {
+        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body"
+    };
+}
+pub(crate) use resource_columns;
+
+/// A `resources` row as stored, before its body is trusted.
+pub(crate) struct ResourceRow {
+    pub(crate) key: String,
+    pub(crate) next_due: Option<i64>,
+    pub(crate) intent: bool,
+    pub(crate) lease_owner: Option<String>,
+    pub(crate) lease_until: Option<i64>,
+    pub(crate) lease_epoch: i64,
+    pub(crate) generation: i64,
+    pub(crate) body: String,
+}
+
+impl ResourceRow {
+    /// The record with lease, schedule and generation taken from the columns, which are what
+    /// claims and queries act on.
+    pub(crate) fn into_record(self) -> Result<ResourceRecord, StoreError> {
+        let mut rec: ResourceRecord =
+            serde_json::from_str(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
+        if rec.key().as_str() != self.key {
+            return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
+        }
+        rec.schedule = Schedule { next_due: self.next_due.map(Timestamp), intent: self.intent };
+        rec.lease = match (self.lease_owner, self.lease_until) {
+            (Some(owner), Some(until)) => {
+                Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })
+            }
+            _ => None,
+        };
+        rec.generation = from_i64(self.generation, "generation")?;
+        Ok(rec)
+    }
+}
+
+pub(crate) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
+    StoreError::Internal(format!("corrupt {what} row {key}: {why}"))
+}
+
+pub(crate) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
 }

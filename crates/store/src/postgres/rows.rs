@@ -6,70 +6,29 @@
 
 use deadpool_postgres::{GenericClient, Object};
 use slipway_domain::ids::{OperationId, ResourceKey};
-use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
+use slipway_domain::resource::ResourceRecord;
 use slipway_domain::{Operation, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 use super::{Attempt, Failure};
-use crate::columns::sql_limit;
+use crate::columns::{ResourceRow, corrupt, resource_columns, sql_limit};
 use crate::{ListQuery, Notification, Page, StoreError};
 
-/// The `resources` columns [`ResourceRow::read`] expects, as a literal for `concat!`.
-macro_rules! resource_columns {
-    () => {
-        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body"
-    };
-}
-pub(super) use resource_columns;
-
-/// A `resources` row as stored, before its body is trusted.
-pub(super) struct ResourceRow {
-    pub(super) key: String,
-    next_due: Option<i64>,
-    intent: bool,
-    pub(super) lease_owner: Option<String>,
-    pub(super) lease_until: Option<i64>,
-    pub(super) lease_epoch: i64,
-    generation: i64,
-    body: String,
-}
-
-impl ResourceRow {
-    /// Reads the columns in [`resource_columns!`] order.
-    pub(super) fn read(row: &Row) -> Result<ResourceRow, StoreError> {
-        let key: String = column(row, 0, "resource", "?")?;
-        let get = |i| (row, i, "resource", key.as_str());
-        Ok(ResourceRow {
-            next_due: at(get(1))?,
-            intent: at(get(2))?,
-            lease_owner: at(get(3))?,
-            lease_until: at(get(4))?,
-            lease_epoch: at(get(5))?,
-            generation: at(get(6))?,
-            body: at(get(7))?,
-            key,
-        })
-    }
-
-    /// The record with lease, schedule and generation taken from the columns, which are what
-    /// claims and queries act on.
-    pub(super) fn into_record(self) -> Result<ResourceRecord, StoreError> {
-        let mut rec: ResourceRecord =
-            serde_json::from_str(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
-        if rec.key().as_str() != self.key {
-            return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
-        }
-        rec.schedule = Schedule { next_due: self.next_due.map(Timestamp), intent: self.intent };
-        rec.lease = match (self.lease_owner, self.lease_until) {
-            (Some(owner), Some(until)) => {
-                Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })
-            }
-            _ => None,
-        };
-        rec.generation = from_i64(self.generation, "generation")?;
-        Ok(rec)
-    }
+/// Reads a `resources` row in [`resource_columns!`] order.
+pub(super) fn read_resource_row(row: &Row) -> Result<ResourceRow, StoreError> {
+    let key: String = column(row, 0, "resource", "?")?;
+    let get = |i| (row, i, "resource", key.as_str());
+    Ok(ResourceRow {
+        next_due: at(get(1))?,
+        intent: at(get(2))?,
+        lease_owner: at(get(3))?,
+        lease_until: at(get(4))?,
+        lease_epoch: at(get(5))?,
+        generation: at(get(6))?,
+        body: at(get(7))?,
+        key,
+    })
 }
 
 /// Column `i` of a row of `table` named `name`, or why it is unreadable.
@@ -79,14 +38,6 @@ pub(super) fn column<'a, T: FromSql<'a>>(row: &'a Row, i: usize, table: &str, na
 
 fn at<'a, T: FromSql<'a>>((row, i, table, name): (&'a Row, usize, &str, &str)) -> Result<T, StoreError> {
     column(row, i, table, name)
-}
-
-pub(super) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
-    StoreError::Internal(format!("corrupt {what} row {key}: {why}"))
-}
-
-pub(super) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
 }
 
 pub(super) const GET_RESOURCE: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = $1");
@@ -106,7 +57,7 @@ pub(super) fn ping(client: &mut Object) -> Attempt<'_, ()> {
 pub(super) async fn get_resource(client: &mut Object, key: ResourceKey) -> Result<Option<ResourceRecord>, Failure> {
     let stmt = client.prepare_cached(GET_RESOURCE).await?;
     let row = client.query_opt(&stmt, &[&key.as_str()]).await?;
-    Ok(row.map(|row| ResourceRow::read(&row)?.into_record()).transpose()?)
+    Ok(row.map(|row| read_resource_row(&row)?.into_record()).transpose()?)
 }
 
 pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Result<Page, Failure> {
@@ -149,7 +100,7 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
     let items = rows
         .iter()
         .take(limit)
-        .map(|row| ResourceRow::read(row)?.into_record())
+        .map(|row| read_resource_row(row)?.into_record())
         .collect::<Result<Vec<_>, StoreError>>()?;
     let next = if more { items.last().map(ResourceRecord::key) } else { None };
     Ok(Page { items, next })

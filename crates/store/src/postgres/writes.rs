@@ -13,8 +13,9 @@ use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
-use super::rows::{self, ResourceRow, resource_columns};
+use super::rows;
 use super::{Failure, panic_text};
+use crate::columns::resource_columns;
 use crate::columns::{ResourceColumns, normalize_key, shares, sql_limit};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, Notification, StoreError};
 
@@ -166,7 +167,7 @@ async fn load_snapshot(tx: &Transaction<'_>, key: &ResourceKey, req: &ChangeRequ
         named_operation,
     );
     let (_, resource, open, named) = (locked?, resource?, open?, named?);
-    let resource = resource.map(|row| ResourceRow::read(&row)?.into_record()).transpose()?;
+    let resource = resource.map(|row| rows::read_resource_row(&row)?.into_record()).transpose()?;
     let mut operations = open.iter().map(rows::read_operation).collect::<Result<Vec<Operation>, _>>()?;
     if let (Some((subscription, id)), Some(row)) = (&req.operation, named) {
         let subscription = subscription.to_ascii_lowercase();
@@ -383,7 +384,7 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
     let mut epochs = Vec::with_capacity(from_intent + from_followup);
     let mut claimed = Vec::with_capacity(from_intent + from_followup);
     for row in intent.iter().take(from_intent).chain(followup.iter().take(from_followup)) {
-        let row = ResourceRow::read(row)?;
+        let row = rows::read_resource_row(row)?;
         let held =
             row.lease_owner.as_deref() == Some(req.owner.as_str()) && row.lease_until.is_some_and(|until| until >= now);
         let epoch = if held { row.lease_epoch } else { row.lease_epoch.saturating_add(1) };
@@ -391,7 +392,8 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
         let mut rec = row.into_record().inspect_err(|e| {
             tracing::error!(%key, error = %e, "cannot claim a corrupt resource row");
         })?;
-        rec.lease = Some(Lease { owner: req.owner.clone(), until, epoch: rows::from_i64(epoch, "lease epoch")? });
+        rec.lease =
+            Some(Lease { owner: req.owner.clone(), until, epoch: crate::columns::from_i64(epoch, "lease epoch")? });
         rec.schedule.intent = false;
         keys.push(key);
         epochs.push(epoch);

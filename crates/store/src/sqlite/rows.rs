@@ -5,81 +5,32 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use slipway_domain::ids::{OperationId, ResourceKey};
-use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
+use slipway_domain::resource::ResourceRecord;
 use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
-use crate::columns::sql_limit;
+use crate::columns::{ResourceRow, corrupt, resource_columns, sql_limit};
 use crate::{ListQuery, Notification, Page, StoreError};
 
-/// The `resources` columns [`ResourceRow::read`] expects, as a literal for `concat!`.
-macro_rules! resource_columns {
-    () => {
-        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body"
-    };
-}
-pub(super) use resource_columns;
-
-/// A `resources` row as stored, before its body is trusted.
-pub(super) struct ResourceRow {
-    pub(super) key: String,
-    next_due: Option<i64>,
-    intent: bool,
-    pub(super) lease_owner: Option<String>,
-    pub(super) lease_until: Option<i64>,
-    pub(super) lease_epoch: i64,
-    generation: i64,
-    body: String,
-}
-
-impl ResourceRow {
-    /// Reads the columns in [`resource_columns!`] order.
-    pub(super) fn read(row: &Row<'_>) -> rusqlite::Result<ResourceRow> {
-        Ok(ResourceRow {
-            key: row.get(0)?,
-            next_due: row.get(1)?,
-            intent: row.get(2)?,
-            lease_owner: row.get(3)?,
-            lease_until: row.get(4)?,
-            lease_epoch: row.get(5)?,
-            generation: row.get(6)?,
-            body: row.get(7)?,
-        })
-    }
-
-    /// The record with lease, schedule and generation taken from the columns, which are what
-    /// claims and queries act on.
-    pub(super) fn into_record(self) -> Result<ResourceRecord, StoreError> {
-        let mut rec: ResourceRecord =
-            serde_json::from_str(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
-        if rec.key().as_str() != self.key {
-            return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
-        }
-        rec.schedule = Schedule { next_due: self.next_due.map(Timestamp), intent: self.intent };
-        rec.lease = match (self.lease_owner, self.lease_until) {
-            (Some(owner), Some(until)) => {
-                Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })
-            }
-            _ => None,
-        };
-        rec.generation = from_i64(self.generation, "generation")?;
-        Ok(rec)
-    }
-}
-
-pub(super) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
-    StoreError::Internal(format!("corrupt {what} row {key}: {why}"))
-}
-
-pub(super) fn from_i64(v: i64, what: &str) -> Result<u64, StoreError> {
-    u64::try_from(v).map_err(|_| StoreError::Internal(format!("negative {what} {v} in the database")))
+/// Reads a `resources` row in [`resource_columns!`] order.
+pub(super) fn read_resource_row(row: &Row<'_>) -> rusqlite::Result<ResourceRow> {
+    Ok(ResourceRow {
+        key: row.get(0)?,
+        next_due: row.get(1)?,
+        intent: row.get(2)?,
+        lease_owner: row.get(3)?,
+        lease_until: row.get(4)?,
+        lease_epoch: row.get(5)?,
+        generation: row.get(6)?,
+        body: row.get(7)?,
+    })
 }
 
 pub(super) fn get_resource(conn: &Connection, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
     let mut stmt = conn
         .prepare_cached(concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = ?1"))
         .map_err(db_error)?;
-    let row = stmt.query_row([key.as_str()], ResourceRow::read).optional().map_err(db_error)?;
+    let row = stmt.query_row([key.as_str()], read_resource_row).optional().map_err(db_error)?;
     row.map(ResourceRow::into_record).transpose()
 }
 
@@ -103,7 +54,7 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                      ORDER BY key LIMIT ?5"
                 ))
                 .map_err(db_error)?;
-            stmt.query_map(params![type_key, subscription, group.to_ascii_lowercase(), after, fetch], ResourceRow::read)
+            stmt.query_map(params![type_key, subscription, group.to_ascii_lowercase(), after, fetch], read_resource_row)
                 .and_then(Iterator::collect)
                 .map_err(db_error)?
         }
@@ -117,7 +68,7 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                      ORDER BY key LIMIT ?4"
                 ))
                 .map_err(db_error)?;
-            stmt.query_map(params![type_key, subscription, after, fetch], ResourceRow::read)
+            stmt.query_map(params![type_key, subscription, after, fetch], read_resource_row)
                 .and_then(Iterator::collect)
                 .map_err(db_error)?
         }

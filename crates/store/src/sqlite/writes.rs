@@ -9,8 +9,9 @@ use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
-use super::rows::{self, ResourceRow, resource_columns};
+use super::rows;
 use crate::columns::{ResourceColumns, normalize_key, shares, sql_limit};
+use crate::columns::{ResourceRow, resource_columns};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
 pub(super) fn change(
@@ -182,7 +183,8 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
             tracing::error!(%key, error = %e, "cannot claim a corrupt resource row");
         })?;
         update.execute(params![key, req.owner, until.as_millis(), epoch]).map_err(db_error)?;
-        rec.lease = Some(Lease { owner: req.owner.clone(), until, epoch: rows::from_i64(epoch, "lease epoch")? });
+        rec.lease =
+            Some(Lease { owner: req.owner.clone(), until, epoch: crate::columns::from_i64(epoch, "lease epoch")? });
         rec.schedule.intent = false;
         claimed.push(rec);
     }
@@ -202,7 +204,7 @@ fn claimable(conn: &Connection, intent: bool, req: &ClaimRequest, room: usize) -
              ORDER BY next_due, rowid LIMIT ?4"
         ))
         .map_err(db_error)?;
-    stmt.query_map(params![intent, req.now.as_millis(), req.owner, sql_limit(room)], ResourceRow::read)
+    stmt.query_map(params![intent, req.now.as_millis(), req.owner, sql_limit(room)], rows::read_resource_row)
         .and_then(Iterator::collect)
         .map_err(db_error)
 }
