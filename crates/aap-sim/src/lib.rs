@@ -37,6 +37,6 @@ mod util;
 mod webhook;
 
 pub use config::{ConfigError, Faults, RateLimitBurst, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
-pub use server::{Sim, SimHandle};
+pub use server::{JobTimes, Sim, SimHandle};
 pub use state::SimJob;
 pub use throttle::{FaultCounts, Violation};

@@ -41,6 +41,15 @@ impl Shared {
     }
 }
 
+/// See [`SimHandle::job_times`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobTimes {
+    pub id: u64,
+    pub resource_name: Option<String>,
+    pub created_micros: i64,
+    pub finished_micros: Option<i64>,
+}
+
 /// The kill switch of one accepted connection.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ConnCtl(Arc<AtomicBool>);
@@ -256,6 +265,37 @@ impl SimHandle {
     pub fn jobs(&self) -> Vec<SimJob> {
         let state = self.shared.lock();
         state.jobs.values().map(|j| state.sim_job(j)).collect()
+    }
+
+    /// How many jobs exist (cheap; for benchmarks waiting for launches).
+    pub fn job_count(&self) -> usize {
+        self.shared.lock().jobs.len()
+    }
+
+    /// Every job's id, the `slipway.resource.name` it was launched for, and when it was created
+    /// and finished (wall-clock microseconds): what benchmarks time launches and endings by.
+    pub fn job_times(&self) -> Vec<JobTimes> {
+        let state = self.shared.lock();
+        state
+            .jobs
+            .values()
+            .map(|j| JobTimes {
+                id: j.id,
+                resource_name: j
+                    .extra_vars
+                    .pointer("/slipway/resource/name")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_string),
+                created_micros: j.created,
+                finished_micros: j.finished,
+            })
+            .collect()
+    }
+
+    /// When each of `ids` finished (wall-clock microseconds), if it has.
+    pub fn finished_micros(&self, ids: &[u64]) -> Vec<Option<i64>> {
+        let state = self.shared.lock();
+        ids.iter().map(|id| state.jobs.get(id).and_then(|j| j.finished)).collect()
     }
 
     pub fn job(&self, id: u64) -> Option<SimJob> {

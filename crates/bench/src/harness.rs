@@ -1,8 +1,11 @@
-//! What every scenario needs: a simulator, a Slipway in-process, and a burst of creates.
+//! What every scenario needs: a simulator, a Slipway (in-process or as a child process),
+//! a client that PUTs and follows operations, and percentiles.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aap_sim::{Sim, SimConfig, SimWebhook};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
@@ -10,16 +13,99 @@ use slipway_domain::SystemClock;
 
 pub const API: &str = "2025-06-01";
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000b0";
+pub const HOOK_TOKEN: &str = "bench-hook-token";
+/// PUTs in flight at once from one scenario's client.
+pub const PUT_CONCURRENCY: usize = 64;
 
 pub fn free_port() -> Result<u16, String> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
 }
 
-/// A one-type Slipway config: compute instances on the `aap` provider at `sim_url`.
-pub fn aap_config(port: u16, store: &str, sim_url: &str, poll_seconds: f64, provider_extra: &str) -> String {
-    format!(
-        r#"
+/// The stores a scenario can run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    SqliteFull,
+    SqliteNormal,
+    Postgres,
+}
+
+impl StoreKind {
+    pub const ALL: [StoreKind; 3] = [StoreKind::SqliteFull, StoreKind::SqliteNormal, StoreKind::Postgres];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::SqliteFull => "sqlite-full",
+            StoreKind::SqliteNormal => "sqlite-normal",
+            StoreKind::Postgres => "postgres",
+        }
+    }
+
+    pub fn parse_list(text: &str) -> Result<Vec<StoreKind>, String> {
+        text.split(',')
+            .map(|name| {
+                StoreKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| format!("unknown store '{name}'"))
+            })
+            .collect()
+    }
+
+    /// The `[store]` section for a fresh database of this kind under `dir`.
+    pub fn config(self, dir: &std::path::Path) -> String {
+        match self {
+            StoreKind::SqliteFull => format!("url = \"sqlite:{}\"\nsynchronous = \"full\"", dir.join("s.db").display()),
+            StoreKind::SqliteNormal => {
+                format!("url = \"sqlite:{}\"\nsynchronous = \"normal\"", dir.join("s.db").display())
+            }
+            StoreKind::Postgres => format!("url = \"{}\"\nschema = \"{}\"", postgres_url(), unique_name("bench")),
+        }
+    }
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("SLIPWAY_BENCH_POSTGRES_URL")
+        .or_else(|_| std::env::var("SLIPWAY_TEST_POSTGRES_URL"))
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+pub fn unique_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("{prefix}_{nanos:x}")
+}
+
+/// How Slipway is set up for a run.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub store: StoreKind,
+    pub poll_seconds: f64,
+    pub webhooks: bool,
+    /// Most jobs per provider status call (`1`: the seed design's one request per job).
+    pub status_batch: usize,
+    pub max_concurrent: usize,
+}
+
+impl Setup {
+    pub fn new(store: StoreKind, poll_seconds: f64) -> Setup {
+        Setup { store, poll_seconds, webhooks: false, status_batch: 200, max_concurrent: 4096 }
+    }
+
+    /// The seed design: a fixed 30 s poll per job, no batching, no webhooks.
+    pub fn seed(store: StoreKind) -> Setup {
+        Setup { store, poll_seconds: 30.0, webhooks: false, status_batch: 1, max_concurrent: 4096 }
+    }
+
+    /// A one-type Slipway config: compute instances on the `aap` provider at `sim_url`.
+    pub fn config(&self, port: u16, dir: &std::path::Path, sim_url: &str) -> Result<String, String> {
+        let hook = if self.webhooks {
+            let token_file = dir.join("hook-token");
+            std::fs::write(&token_file, HOOK_TOKEN).map_err(|e| e.to_string())?;
+            format!("webhook_token_file = \"{}\"", token_file.display())
+        } else {
+            String::new()
+        };
+        let Setup { poll_seconds, status_batch, max_concurrent, .. } = self;
+        let store = self.store.config(dir);
+        Ok(format!(
+            r#"
 [server]
 listen = "127.0.0.1:{port}"
 retry_after_seconds = 0
@@ -27,13 +113,15 @@ retry_after_seconds = 0
 {store}
 [engine]
 node_name = "bench"
+status_batch = {status_batch}
+max_concurrent = {max_concurrent}
 [[providers]]
 name = "aap"
 type = "aap"
 url = "{sim_url}"
 template_prefix = "slipway"
 max_concurrent_requests = 16
-{provider_extra}
+{hook}
 [[types]]
 namespace = "Slipway.Example"
 type = "computeInstances"
@@ -42,10 +130,29 @@ api_versions = ["{API}"]
 provider = "aap"
 poll_interval_seconds = {poll_seconds}
 "#
-    )
+        ))
+    }
 }
 
-/// Starts Slipway from a config text written into `dir`.
+/// The AWX-API simulator with jobs of `job_seconds` (properties' `delaySeconds` overrides
+/// it per resource), notifying `slipway_base`'s hook endpoint when asked to.
+pub async fn start_sim(job_seconds: f64, tick_ms: u64, webhook_to: Option<&str>) -> Result<Sim, String> {
+    let mut config = SimConfig { tick_ms, ..SimConfig::default() };
+    for t in &mut config.job_templates {
+        t.duration_seconds = job_seconds;
+        t.pending_seconds = 0.0;
+    }
+    if let Some(base) = webhook_to {
+        config.notifications.push(SimWebhook {
+            url: format!("{base}/hooks/aap"),
+            headers: BTreeMap::from([("X-Slipway-Token".to_string(), HOOK_TOKEN.to_string())]),
+            ..SimWebhook::default()
+        });
+    }
+    Sim::start("127.0.0.1:0", config).await.map_err(|e| format!("aap-sim: {e}"))
+}
+
+/// Starts Slipway in this process from a config text written into `dir`.
 pub async fn start_slipway(dir: &std::path::Path, config_text: &str) -> Result<App, String> {
     let path = dir.join("slipway.toml");
     std::fs::write(&path, config_text).map_err(|e| e.to_string())?;
@@ -53,41 +160,251 @@ pub async fn start_slipway(dir: &std::path::Path, config_text: &str) -> Result<A
     App::start(config, Arc::new(SystemClock)).await.map_err(|e| e.to_string())
 }
 
-/// PUTs `ops` compute instances at once and waits until every operation Succeeded;
-/// returns the time from the first PUT to the last success.
-pub async fn create_and_wait(base: &str, ops: usize) -> Result<Duration, String> {
-    let http = reqwest::Client::new();
-    let start = Instant::now();
-    let mut puts = Vec::new();
-    for i in 0..ops {
-        let http = http.clone();
-        let url = format!(
-            "{base}/subscriptions/{SUB}/resourceGroups/bench/providers/Slipway.Example/computeInstances/vm{i}?api-version={API}"
-        );
-        puts.push(tokio::spawn(async move {
-            let r = http.put(&url).json(&json!({"properties": {"size": "small", "image": "debian"}})).send().await;
-            r.ok()
-                .and_then(|r| r.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(str::to_string))
-        }));
+/// A simulator and an in-process Slipway wired to it.
+pub struct Rig {
+    pub sim: Sim,
+    pub app: App,
+    pub client: Client,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Rig {
+    pub async fn start(setup: &Setup, job_seconds: f64) -> Result<Rig, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut rig = Rig::start_in(setup, job_seconds, dir.path()).await?;
+        rig._dir = Some(dir);
+        Ok(rig)
     }
-    let mut status_urls = Vec::new();
-    for p in puts {
-        status_urls.push(p.await.map_err(|e| e.to_string())?.ok_or("a PUT was not accepted")?);
+
+    /// With the database (and config) in `dir`, which outlives the rig.
+    pub async fn start_in(setup: &Setup, job_seconds: f64, dir: &std::path::Path) -> Result<Rig, String> {
+        let port = free_port()?;
+        let base = format!("http://127.0.0.1:{port}");
+        let sim = start_sim(job_seconds, 10, setup.webhooks.then_some(base.as_str())).await?;
+        let app = start_slipway(dir, &setup.config(port, dir, &sim.base_url())?).await?;
+        Ok(Rig { sim, app, client: Client::new(base), _dir: None })
     }
-    for url in &status_urls {
+
+    pub async fn stop(self) -> Result<(), String> {
+        self.stop_app().await?.shutdown().await;
+        Ok(())
+    }
+
+    /// Stops Slipway and hands back the simulator, still running.
+    pub async fn stop_app(self) -> Result<Sim, String> {
+        self.app.shutdown().await.map_err(|e| e.to_string())?;
+        Ok(self.sim)
+    }
+}
+
+/// The ARM client side of a scenario.
+#[derive(Clone)]
+pub struct Client {
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+/// An accepted PUT.
+pub struct Accepted {
+    pub name: String,
+    pub status_url: String,
+    pub latency: Duration,
+}
+
+impl Client {
+    pub fn new(base: String) -> Client {
+        Client { base, http: reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("http client") }
+    }
+
+    pub fn resource_url(&self, name: &str) -> String {
+        format!(
+            "{}/subscriptions/{SUB}/resourceGroups/bench/providers/Slipway.Example/computeInstances/{name}?api-version={API}",
+            self.base
+        )
+    }
+
+    /// PUTs one compute instance; `delay_seconds` sets its simulator job's duration.
+    pub async fn put(&self, name: &str, delay_seconds: Option<f64>) -> Result<Accepted, String> {
+        let mut properties = json!({"size": "small", "image": "debian"});
+        if let Some(d) = delay_seconds {
+            properties["delaySeconds"] = json!(d);
+        }
+        let start = Instant::now();
+        let response = self
+            .http
+            .put(self.resource_url(name))
+            .json(&json!({"location": "local", "properties": properties}))
+            .send()
+            .await
+            .map_err(|e| format!("PUT {name}: {e}"))?;
+        let latency = start.elapsed();
+        if response.status().as_u16() != 201 && response.status().as_u16() != 200 {
+            return Err(format!("PUT {name}: {}", response.status()));
+        }
+        let status_url = response
+            .headers()
+            .get("azure-asyncoperation")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| format!("PUT {name}: no Azure-AsyncOperation"))?
+            .to_string();
+        Ok(Accepted { name: name.to_string(), status_url, latency })
+    }
+
+    /// PUTs `names` with at most [`PUT_CONCURRENCY`] in flight.
+    pub async fn put_all(&self, names: Vec<String>, delay_seconds: Option<f64>) -> Result<Vec<Accepted>, String> {
+        let names = Arc::new(std::sync::Mutex::new(names.into_iter().enumerate()));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..PUT_CONCURRENCY {
+            let (client, names) = (self.clone(), names.clone());
+            tasks.spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    let next = names.lock().expect("names").next();
+                    let Some((i, name)) = next else { return Ok::<_, String>(done) };
+                    done.push((i, client.put(&name, delay_seconds).await?));
+                }
+            });
+        }
+        let mut all = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            all.extend(done.map_err(|e| e.to_string())??);
+        }
+        all.sort_by_key(|(i, _)| *i);
+        Ok(all.into_iter().map(|(_, a)| a).collect())
+    }
+
+    /// The operation's status, or an error.
+    pub async fn status(&self, status_url: &str) -> Result<String, String> {
+        let body: Value = self
+            .http
+            .get(status_url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        body["status"].as_str().map(str::to_string).ok_or_else(|| format!("no status in {body}"))
+    }
+
+    /// Waits until every operation Succeeded (in order: one GET per finished operation plus
+    /// one per `interval` while the oldest is still running).
+    pub async fn wait_succeeded(
+        &self,
+        status_urls: &[String],
+        interval: Duration,
+        limit: Duration,
+    ) -> Result<(), String> {
+        let start = Instant::now();
+        for url in status_urls {
+            loop {
+                match self.status(url).await?.as_str() {
+                    "Succeeded" => break,
+                    s @ ("Failed" | "Canceled") => return Err(format!("operation ended {s}")),
+                    _ => {}
+                }
+                if start.elapsed() > limit {
+                    return Err(format!("operations did not finish within {limit:?}"));
+                }
+                tokio::time::sleep(interval).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `p` in 0..=100 of already sorted values.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// p50 and p99 in milliseconds.
+pub fn p50_p99_ms(mut samples: Vec<Duration>) -> (f64, f64) {
+    let mut ms: Vec<f64> = samples.drain(..).map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    (percentile(&ms, 50.0), percentile(&ms, 99.0))
+}
+
+pub fn names(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i}")).collect()
+}
+
+/// Sum of the simulator's request counters.
+pub fn total(requests: &BTreeMap<String, u64>) -> u64 {
+    requests.values().sum()
+}
+
+/// Slipway as a child process (the release `slipway` binary beside this one), so its memory
+/// is measured apart from the simulator and the client.
+pub struct ChildSlipway {
+    pub child: std::process::Child,
+    pub client: Client,
+}
+
+impl ChildSlipway {
+    /// Starts `slipway serve` on a config text written into `dir`; returns once `/readyz`
+    /// answers 200, with the time that took.
+    pub async fn start(
+        dir: &std::path::Path,
+        config_text: &str,
+        port: u16,
+    ) -> Result<(ChildSlipway, Duration), String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("slipway");
+        if !exe.exists() {
+            return Err(format!("{} not found: build it with `cargo build --release -p slipway`", exe.display()));
+        }
+        let path = dir.join("slipway.toml");
+        std::fs::write(&path, config_text).map_err(|e| e.to_string())?;
+        let start = Instant::now();
+        let child = std::process::Command::new(exe)
+            .args(["serve", "--config"])
+            .arg(&path)
+            .env("RUST_LOG", "warn")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting slipway: {e}"))?;
+        let slipway = ChildSlipway { child, client: Client::new(format!("http://127.0.0.1:{port}")) };
+        let ready = format!("{}/readyz", slipway.client.base);
         loop {
-            let body: Value =
-                http.get(url).send().await.map_err(|e| e.to_string())?.json().await.map_err(|e| e.to_string())?;
-            match body["status"].as_str() {
-                Some("Succeeded") => break,
-                Some("Failed" | "Canceled") => return Err(format!("operation ended {body}")),
-                _ => {}
+            if let Ok(r) = slipway.client.http.get(&ready).send().await
+                && r.status().is_success()
+            {
+                return Ok((slipway, start.elapsed()));
             }
-            if start.elapsed() > Duration::from_secs(600) {
-                return Err("operations did not finish within 10 minutes".into());
+            if start.elapsed() > Duration::from_secs(120) {
+                return Err("slipway did not become ready within 120 s".into());
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
-    Ok(start.elapsed())
+
+    /// Resident set size in bytes.
+    pub fn rss(&self) -> Result<u64, String> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).map_err(|e| e.to_string())?;
+        let kb = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .ok_or("no VmRSS")?;
+        Ok(kb * 1024)
+    }
+
+    /// SIGTERM, then waits for the graceful exit.
+    pub fn stop(mut self) -> Result<(), String> {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        self.child.wait().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
+impl Drop for ChildSlipway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

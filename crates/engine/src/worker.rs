@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use slipway_domain::reconcile::{Effect, apply, decide};
+use slipway_domain::reconcile::{Effect, Outcome, apply, decide};
 use slipway_domain::resource::{Lease, Snapshot};
 use slipway_domain::{ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy};
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
@@ -30,6 +30,9 @@ pub(crate) struct Worker {
     seen_generation: u64,
     /// The (provider, job id) this worker follows, registered for push hints.
     watching: Option<(String, String)>,
+    /// The resource's state as this worker last committed or read it; `None` once a client
+    /// may have changed it.
+    settled: Option<Box<Snapshot>>,
 }
 
 /// Why a wait ended.
@@ -57,52 +60,68 @@ impl Worker {
             stop,
             seen_generation: claimed.generation,
             watching: None,
+            settled: None,
         }
     }
 
     pub async fn run(mut self) {
-        let Some(policy) = self.shared.policies.get(&self.type_key).cloned() else {
+        let shared = self.shared.clone();
+        let Some(policy) = shared.policies.get(&self.type_key) else {
             tracing::warn!(resource = %self.key, r#type = %self.type_key, "no such resource type configured; leaving it alone");
-            self.release(None).await;
+            Box::pin(self.release(None)).await;
             self.leave();
             return;
         };
+        // The effect the last step decided on (on `self.settled`): performed next, without
+        // another look.
+        let mut decided: Option<Effect> = None;
         loop {
-            if *self.stop.borrow() {
+            // Only between a recorded outcome and the next decision: an effect that was
+            // decided (a launch intent committed) is performed before stopping.
+            if decided.is_none() && *self.stop.borrow() {
                 // Due again right away: whoever runs next picks it up where we stopped.
-                self.release(Some(self.shared.clock.now())).await;
+                Box::pin(self.release(Some(self.shared.clock.now()))).await;
                 self.leave();
                 return;
             }
             self.take_pending_fence();
-            let next = self.step(&policy).await;
+            let performed = match decided.take() {
+                // Boxed, like `advance` below: a worker spends most of its life waiting, and
+                // its task should then be only as large as the wait, not as its largest step.
+                Some(effect) => match Box::pin(self.perform(effect)).await {
+                    Ok(performed) => performed,
+                    Err(Relinquish) => {
+                        // Fenced: a no-op if another node already owns it; otherwise it is due
+                        // again at once and whoever claims it resolves the launch intent.
+                        Box::pin(self.release(Some(self.shared.clock.now()))).await;
+                        self.leave();
+                        return;
+                    }
+                },
+                None => None,
+            };
             let now = self.shared.clock.now();
-            let release_at = match next {
-                Next::Continue => continue,
-                Next::Gone => {
-                    // Our own claim may have handed the resource back to us meanwhile (our
-                    // lease had expired, e.g. while the database was down): go on under that
-                    // lease rather than leave it held by nobody until it expires.
+            let release_at = match Box::pin(self.advance(policy, performed)).await {
+                Advanced::Perform(effect) => {
+                    decided = Some(effect);
+                    continue;
+                }
+                Advanced::Released | Advanced::Gone => {
+                    // Our own claim may have handed the resource back to us meanwhile (a client
+                    // touched it, or our lease had expired while the database was down): go on
+                    // under that lease rather than leave it held by nobody until it expires.
                     if self.exit() {
                         return;
                     }
                     continue;
                 }
-                Next::Relinquish => {
-                    // Fenced: a no-op if another node already owns it; otherwise it is due
-                    // again at once and whoever claims it resolves the launch intent.
-                    self.release(Some(now)).await;
-                    self.leave();
-                    return;
-                }
-                Next::Wait(until) if until.since(now) <= self.shared.options.hold_in_memory => {
+                Advanced::Hold(until) if until.since(now) <= self.shared.options.hold_in_memory => {
                     self.wait(until.since(now)).await;
                     continue;
                 }
-                Next::Wait(until) => Some(until),
-                Next::Idle(until) => until,
+                Advanced::Hold(until) => until,
             };
-            if self.release(release_at).await && self.exit() {
+            if Box::pin(self.release(Some(release_at))).await && self.exit() {
                 return;
             }
         }
@@ -112,70 +131,94 @@ impl Worker {
         ChangeRequest::new(self.key.clone(), now).fenced(self.fence.clone())
     }
 
-    /// One decide (and, if it names one, one effect and its recording).
-    async fn step(&mut self, policy: &TypePolicy) -> Next {
-        let decided = self
+    /// One transaction: records what the last effect produced, then — unless that outcome
+    /// asks to wait — decides the next effect on the state as just written; with nothing to
+    /// do, the resource is released in the same transaction. One commit per step instead
+    /// of three (record, decide, release).
+    async fn advance(&mut self, policy: &TypePolicy, performed: Option<(Effect, Outcome)>) -> Advanced {
+        if let Some(settled) = self.advance_locally(policy, &performed) {
+            return settled;
+        }
+        let followed_key = performed.as_ref().and_then(|(effect, _)| effect_key(effect).map(str::to_string));
+        let advanced = self
             .retrying(|now| {
                 let policy = policy.clone();
-                move |snap: &mut Snapshot| {
-                    if let Some(res) = snap.resource.as_mut() {
-                        // We are looking at the freshest state now: the client's intent is seen.
-                        res.schedule.intent = false;
-                    }
-                    Ok(decide(snap, &policy, now))
-                }
+                let performed = performed.clone();
+                move |snap: &mut Snapshot| Ok(advance(snap, &policy, performed, now))
             })
             .await;
-        let Some((effect, snap)) = decided else { return Next::Gone };
+        let Some((step, mut snap)) = advanced else {
+            self.settled = None;
+            return Advanced::Gone;
+        };
         self.signal_outbox(&snap);
-        let Some(res) = snap.resource.as_ref() else { return Next::Gone };
-        self.seen_generation = res.generation;
-        tracing::debug!(resource = %self.key, ?effect, "decided");
-        if let Effect::Sleep { until } = effect {
-            return Next::Idle(until);
+        if let Some(res) = snap.resource.as_ref() {
+            self.seen_generation = res.generation;
         }
+        if let Some(key) = followed_key {
+            let followed = snap.resource.as_ref().and_then(|r| {
+                let job = r.jobs.iter().find(|j| j.idempotency_key == key)?;
+                (!job.state.is_terminal() && !job.job_id.is_empty()).then(|| (job.provider.clone(), job.job_id.clone()))
+            });
+            self.watch(followed);
+        }
+        tracing::debug!(resource = %self.key, ?step, "advanced");
+        // Queued notifications are written; what stays is the state as it now stands.
+        snap.notifications.clear();
+        let gone = snap.resource.is_none();
+        self.settled = Some(Box::new(snap));
+        match step {
+            Step::Perform(_) | Step::Gone if gone => Advanced::Gone,
+            Step::Perform(effect) => Advanced::Perform(effect),
+            Step::Gone => Advanced::Gone,
+            Step::Hold(until) => Advanced::Hold(until),
+            Step::Released => Advanced::Released,
+        }
+    }
+
+    /// A step that would change nothing in the state this worker last committed needs no
+    /// transaction: a poll that saw the job still running, the next poll of an unchanged
+    /// resource. Only engine writes change an engine-held resource except a client's, and a
+    /// client's write reaches the worker as a new claim, which drops `settled`; a deadline
+    /// passing changes the state, so that step goes to the store.
+    fn advance_locally(&self, policy: &TypePolicy, performed: &Option<(Effect, Outcome)>) -> Option<Advanced> {
+        let settled = self.settled.as_deref()?;
+        if !matches!(performed, None | Some((Effect::Poll { .. }, _))) {
+            return None;
+        }
+        let mut local = settled.clone();
+        let step = advance(&mut local, policy, performed.clone(), self.shared.clock.now());
+        if local != *settled {
+            return None;
+        }
+        match step {
+            Step::Hold(until) => Some(Advanced::Hold(until)),
+            Step::Perform(effect @ Effect::Poll { .. }) => Some(Advanced::Perform(effect)),
+            _ => None,
+        }
+    }
+
+    /// Performs a decided effect on the state it was decided on. A launch goes ahead only
+    /// while our lease is surely held, checked before it and before every request of it.
+    async fn perform(&self, effect: Effect) -> Result<Option<(Effect, Outcome)>, Relinquish> {
+        let Some(res) = self.settled.as_ref().and_then(|s| s.resource.as_ref()) else { return Ok(None) };
         let launching = matches!(effect, Effect::Launch { .. });
         if launching && !self.lease_surely_held() {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
-            return Next::Relinquish;
+            return Err(Relinquish);
         }
         let performing = effects::perform(&self.shared.providers, &self.shared.batchers, res, &effect);
-        let performed = if launching {
+        let outcome = if launching {
             // A launch is several requests (template lookup, prompt check, retries, then the
             // POST): a pause between them can outlast the lease as surely as one before them.
-            match self.while_lease_surely_held(performing).await {
-                Some(performed) => performed,
-                None => {
-                    tracing::warn!(resource = %self.key, "lease may have expired during the launch; leaving it to the next owner");
-                    return Next::Relinquish;
-                }
-            }
+            self.while_lease_surely_held(performing).await.ok_or_else(|| {
+                tracing::warn!(resource = %self.key, "lease may have expired during the launch; leaving it to the next owner");
+                Relinquish
+            })?
         } else {
             performing.await
         };
-        let Some(outcome) = performed else {
-            return Next::Continue;
-        };
-        let recorded = self
-            .retrying(|now| {
-                let policy = policy.clone();
-                let effect = effect.clone();
-                let outcome = outcome.clone();
-                move |snap: &mut Snapshot| Ok(apply(snap, &effect, outcome, &policy, now))
-            })
-            .await;
-        let Some((hold, snap)) = recorded else { return Next::Gone };
-        self.signal_outbox(&snap);
-        let followed = snap.resource.as_ref().and_then(|r| {
-            let key = effect_key(&effect)?;
-            let job = r.jobs.iter().find(|j| j.idempotency_key == key)?;
-            (!job.state.is_terminal() && !job.job_id.is_empty()).then(|| (job.provider.clone(), job.job_id.clone()))
-        });
-        self.watch(followed);
-        match hold {
-            Some(until) if until > self.shared.clock.now() => Next::Wait(on_grid(until, policy.poll_interval)),
-            _ => Next::Continue,
-        }
+        Ok(outcome.map(|outcome| (effect, outcome)))
     }
 
     /// Runs a change until the store takes it. `None` when the lease is lost or the
@@ -207,6 +250,7 @@ impl Worker {
     /// Gives the resource back with its next due time. Returns false when a client touched
     /// it since the last decision: then the worker keeps it and decides again.
     async fn release(&mut self, until: Option<Timestamp>) -> bool {
+        self.settled = None;
         let seen = self.seen_generation;
         let released = self
             .retrying(move |now| {
@@ -232,10 +276,11 @@ impl Worker {
 
     /// Leaves the running set unless the scheduler handed over more work; true if gone.
     fn exit(&mut self) -> bool {
-        let mut running = self.shared.running.lock().expect("running map");
-        if let Some((fence, until)) = self.slot.pending.lock().expect("slot").take() {
-            self.fence = fence;
-            self.claim_until = until;
+        let shared = self.shared.clone();
+        let mut running = shared.running.lock().expect("running map");
+        let pending = self.slot.pending.lock().expect("slot").take();
+        if let Some((fence, until)) = pending {
+            self.adopt_claim(fence, until);
             return false;
         }
         self.remove_own_slot(&mut running);
@@ -267,10 +312,18 @@ impl Worker {
     }
 
     fn take_pending_fence(&mut self) {
-        if let Some((fence, until)) = self.slot.pending.lock().expect("slot").take() {
-            self.fence = fence;
-            self.claim_until = until;
+        let pending = self.slot.pending.lock().expect("slot").take();
+        if let Some((fence, until)) = pending {
+            self.adopt_claim(fence, until);
         }
+    }
+
+    /// Goes on under a newer claim of this node: the resource was handed back because a
+    /// client touched it (or our lease had lapsed), so what we last saw of it may be stale.
+    fn adopt_claim(&mut self, fence: Fence, until: Timestamp) {
+        self.fence = fence;
+        self.claim_until = until;
+        self.settled = None;
     }
 
     /// Whether our lease surely still holds for a while. Checked right before a launch: a
@@ -338,11 +391,31 @@ fn effect_key(effect: &Effect) -> Option<&str> {
     }
 }
 
-/// Rounds a wake-up time up to the type's poll grid, so the polls of many resources fall
-/// due together and reach the provider as one batch.
-fn on_grid(t: Timestamp, interval: Duration) -> Timestamp {
+/// Moves a wake-up time to the nearest point of the type's poll grid (but after `now`), so
+/// the polls of many resources fall due together and reach the provider as one batch, while
+/// a job is still polled once per interval on average. (Rounding up instead would make the
+/// poll after a poll that took a millisecond wait two intervals.)
+fn on_grid(t: Timestamp, now: Timestamp, interval: Duration) -> Timestamp {
     let step = interval.as_millis().max(1) as i64;
-    Timestamp(t.0.div_euclid(step) * step + if t.0.rem_euclid(step) == 0 { 0 } else { step })
+    let nearest = (t.0 + step / 2).div_euclid(step) * step;
+    Timestamp(if nearest > now.0 { nearest } else { nearest + step })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_land_on_the_nearest_grid_point_after_now() {
+        let second = Duration::from_secs(1);
+        // A poll at 3.001 s asks for 4.001 s: the next poll is at 4 s, not 5 s.
+        assert_eq!(on_grid(Timestamp(4_001), Timestamp(3_001), second), Timestamp(4_000));
+        assert_eq!(on_grid(Timestamp(3_600), Timestamp(2_600), second), Timestamp(4_000));
+        assert_eq!(on_grid(Timestamp(3_300), Timestamp(2_300), second), Timestamp(3_000));
+        // Never at or before now, whatever the interval.
+        assert_eq!(on_grid(Timestamp(1_400), Timestamp(1_000), second), Timestamp(2_000));
+        assert_eq!(on_grid(Timestamp(5_000), Timestamp(4_000), second), Timestamp(5_000));
+    }
 }
 
 impl Drop for Worker {
@@ -356,15 +429,49 @@ impl Drop for Worker {
     }
 }
 
-enum Next {
-    /// Decide again now.
-    Continue,
-    /// Decide again at this time.
-    Wait(Timestamp),
-    /// Nothing to do until this time (or until a client asks for something).
-    Idle(Option<Timestamp>),
+/// The pure body of one worker transaction (see [`Worker::advance`]).
+fn advance(snap: &mut Snapshot, policy: &TypePolicy, performed: Option<(Effect, Outcome)>, now: Timestamp) -> Step {
+    if let Some((effect, outcome)) = performed
+        && let Some(until) = apply(snap, &effect, outcome, policy, now)
+        && until > now
+    {
+        return Step::Hold(on_grid(until, now, policy.poll_interval));
+    }
+    let Some(res) = snap.resource.as_mut() else { return Step::Gone };
+    // We are looking at the freshest state now: the client's intent is seen.
+    res.schedule.intent = false;
+    match decide(snap, policy, now) {
+        Effect::Sleep { until } => {
+            if let Some(res) = snap.resource.as_mut() {
+                res.lease = None;
+                res.schedule.next_due = until.map(|t| t.max(now));
+            }
+            Step::Released
+        }
+        effect => Step::Perform(effect),
+    }
+}
+
+/// What one worker transaction decided.
+#[derive(Debug)]
+enum Step {
+    Perform(Effect),
+    /// Decide again at this time (an effect's outcome asked to wait, e.g. for the next poll).
+    Hold(Timestamp),
+    /// Nothing to do for now; the lease was given back in the same transaction.
+    Released,
+    /// The resource is gone.
+    Gone,
+}
+
+/// [`Step`] after the commit, with what the worker needs to go on.
+enum Advanced {
+    Perform(Effect),
+    Hold(Timestamp),
+    Released,
     /// The resource is gone or no longer ours.
     Gone,
-    /// Ours, but we cannot be sure for long enough to act: hand it back.
-    Relinquish,
 }
+
+/// Ours, but we cannot be sure for long enough to act: hand it back.
+struct Relinquish;

@@ -40,6 +40,7 @@ pub enum AppError {
 /// A running Slipway: the bound address and a way to stop it.
 pub struct App {
     pub addr: SocketAddr,
+    store: Arc<dyn Store>,
     stop: watch::Sender<bool>,
     tasks: tokio::task::JoinSet<Result<(), AppError>>,
 }
@@ -56,6 +57,7 @@ impl App {
             lease_for: Duration::from_secs(config.engine.lease_seconds.max(3)),
             max_concurrent: config.engine.max_concurrent.max(1),
             shutdown_grace: Duration::from_secs(config.engine.shutdown_grace_seconds),
+            status_batch: config.engine.status_batch.max(1),
             ..EngineOptions::default()
         };
         let engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
@@ -106,7 +108,12 @@ impl App {
             Ok(())
         });
         tracing::info!(%addr, "slipway serving");
-        Ok(App { addr, stop, tasks })
+        Ok(App { addr, store, stop, tasks })
+    }
+
+    /// What the store has committed so far.
+    pub fn store_stats(&self) -> slipway_store::StoreStats {
+        self.store.stats()
     }
 
     /// Stops accepting work, drains, and waits for every component.

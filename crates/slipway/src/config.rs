@@ -101,11 +101,19 @@ pub struct EngineConfig {
     pub lease_seconds: u64,
     pub max_concurrent: usize,
     pub shutdown_grace_seconds: u64,
+    /// Most jobs in one provider status call (1 turns batching off).
+    pub status_batch: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { node_name: None, lease_seconds: 30, max_concurrent: 4096, shutdown_grace_seconds: 20 }
+        EngineConfig {
+            node_name: None,
+            lease_seconds: 30,
+            max_concurrent: 4096,
+            shutdown_grace_seconds: 20,
+            status_batch: 200,
+        }
     }
 }
 

@@ -8,6 +8,10 @@ use slipway::app::App;
 use slipway::config::Config;
 use slipway_domain::SystemClock;
 
+// glibc malloc took a fifth of the CPU in the burn-down profile (BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "\
 usage: slipway serve [--config FILE]     run the API, engine and notifier
        slipway check-config [--config FILE]

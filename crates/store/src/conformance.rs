@@ -306,10 +306,17 @@ async fn operation_of(store: &dyn Store, subscription: &str, id: &OperationId) -
 pub async fn case_noop_change_writes_nothing(h: &Harness) {
     let store: &dyn Store = &**h;
     let id = vnet("sub-noop", "rg", "quiet");
+    let before_create = store.stats();
     let (_, created) = put(store, &id, spec(1), ctx(1, T0)).await;
     let op = created.operations[0].clone();
+    let created_stats = store.stats();
+    assert_eq!(created_stats.write_calls, before_create.write_calls + 1, "the create is one write call");
+    assert_eq!(created_stats.commits, before_create.commits + 1, "the create is one commit");
 
     let first = noop(store, ChangeRequest::new(id.key(), at(SECOND))).await;
+    let after_noop = store.stats();
+    assert_eq!(after_noop.write_calls, created_stats.write_calls + 1);
+    assert_eq!(after_noop.commits, created_stats.commits, "a change that alters nothing commits nothing");
     assert_eq!(first.resource, created.resource);
     assert_eq!(first.operations, vec![op.clone()]);
     let second = noop(store, ChangeRequest::new(id.key(), at(2 * SECOND))).await;

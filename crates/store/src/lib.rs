@@ -104,6 +104,38 @@ pub struct ClaimRequest {
     pub followup_limit: usize,
 }
 
+/// What a store has done since it was opened; for benchmarks and operators.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Transactions that changed the database (a group commit counts once).
+    pub commits: u64,
+    /// Write calls answered (changes, claims, renewals, …), including those that changed
+    /// nothing and so committed nothing.
+    pub write_calls: u64,
+}
+
+/// Counters an engine bumps as it commits.
+#[derive(Debug, Default)]
+pub(crate) struct StatsCounters {
+    commits: std::sync::atomic::AtomicU64,
+    write_calls: std::sync::atomic::AtomicU64,
+}
+
+impl StatsCounters {
+    pub(crate) fn record(&self, calls: u64, committed: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.write_calls.fetch_add(calls, Relaxed);
+        if committed {
+            self.commits.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> StoreStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        StoreStats { commits: self.commits.load(Relaxed), write_calls: self.write_calls.load(Relaxed) }
+    }
+}
+
 /// A pending ARM async notification.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notification {
@@ -185,6 +217,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Cheap liveness check for readiness probes.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Counters since the store was opened.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
 }
 
 /// [`Store::change`] with a typed result computed inside the transaction.

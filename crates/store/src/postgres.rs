@@ -53,7 +53,9 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 use tokio_postgres::NoTls;
 
-use crate::{ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError};
+use crate::{
+    ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, StatsCounters, Store, StoreError, StoreStats,
+};
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct PostgresOptions {
@@ -164,6 +166,7 @@ struct Inner {
     /// `host:port/database` for messages (never the password).
     target: String,
     schema: Option<String>,
+    stats: StatsCounters,
 }
 
 /// Deadlock and serialization-failure retries per call.
@@ -206,6 +209,7 @@ impl PostgresStore {
                 broken_budget: pool_size + 1,
                 target: settings.target,
                 schema: options.schema,
+                stats: StatsCounters::default(),
             }),
         })
     }
@@ -218,9 +222,20 @@ impl PostgresStore {
         self.inner.schema.as_deref()
     }
 
+    /// A write that commits whenever it succeeds.
+    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
+    {
+        let done = self.write_task(work).await?;
+        self.inner.stats.record(1, true);
+        Ok(done)
+    }
+
     /// Runs a write on its own task: once started it commits or rolls back even if the caller
     /// stops waiting.
-    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    async fn write_task<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
@@ -346,7 +361,10 @@ impl Store for PostgresStore {
         let ttl = self.inner.operation_ttl;
         let req = Arc::new(req);
         let pending = Arc::new(Mutex::new(writes::Pending::new(change)));
-        self.write(move |c| Box::pin(writes::change(c, Arc::clone(&req), Arc::clone(&pending), ttl))).await
+        let (snapshot, wrote) =
+            self.write_task(move |c| Box::pin(writes::change(c, Arc::clone(&req), Arc::clone(&pending), ttl))).await?;
+        self.inner.stats.record(1, wrote);
+        Ok(snapshot)
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
@@ -419,6 +437,10 @@ impl Store for PostgresStore {
     /// `SELECT 1` on a pooled connection; getting (or making) the connection and the query
     /// are each bounded by the connect timeout: a replica that cannot reach its database
     /// reports not ready, promptly.
+    fn stats(&self) -> StoreStats {
+        self.inner.stats.snapshot()
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let inner = &self.inner;
         let limit = inner.ping_timeout;

@@ -31,7 +31,9 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError};
+use crate::{
+    ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, StatsCounters, Store, StoreError, StoreStats,
+};
 
 use readers::Readers;
 use writer::{Job, Request};
@@ -112,6 +114,7 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     synchronous: Synchronous,
     operation_ttl: Duration,
+    stats: Arc<StatsCounters>,
     // Held (locked) for the store's lifetime; declared last so it is released last.
     _lock: File,
 }
@@ -128,9 +131,11 @@ impl SqliteStore {
         // A bounded queue pushes back on callers instead of growing without limit when the
         // disk cannot keep up.
         let (tx, rx) = mpsc::channel(max_batch.saturating_mul(2));
+        let stats = Arc::new(StatsCounters::default());
+        let counters = stats.clone();
         let writer = std::thread::Builder::new()
             .name("slipway-sqlite-writer".into())
-            .spawn(move || writer::run(conn, rx, max_batch))
+            .spawn(move || writer::run(conn, rx, max_batch, &counters))
             .map_err(|e| StoreError::Internal(format!("cannot start the SQLite writer thread: {e}")))?;
         tracing::info!(path = %path.display(), synchronous = %options.synchronous, "SQLite store open");
         Ok(SqliteStore {
@@ -139,6 +144,7 @@ impl SqliteStore {
             readers,
             synchronous: options.synchronous,
             operation_ttl: options.operation_ttl,
+            stats,
             _lock: lock,
         })
     }
@@ -252,6 +258,10 @@ impl Store for SqliteStore {
     async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
         self.write(move |conn| writes::abandon_notification(conn, id, &last_error)).await
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.stats.snapshot()
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -113,7 +113,7 @@ pub(super) async fn change(
     req: Arc<ChangeRequest>,
     pending: Arc<Mutex<Pending>>,
     operation_ttl: Duration,
-) -> Result<Snapshot, Failure> {
+) -> Result<(Snapshot, bool), Failure> {
     let key = normalize_key(&req.key);
     let tx = client.transaction().await?;
     let before = load_snapshot(&tx, &key, &req).await?;
@@ -133,7 +133,7 @@ pub(super) async fn change(
         commit(tx).await?;
     }
     // Otherwise dropping the transaction rolls it back without waiting: nothing to flush.
-    Ok(after)
+    Ok((after, wrote))
 }
 
 async fn load_snapshot(tx: &Transaction<'_>, key: &ResourceKey, req: &ChangeRequest) -> Result<Snapshot, Failure> {

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::db_error;
-use crate::StoreError;
+use crate::{StatsCounters, StoreError};
 
 /// One write request, type-erased so requests with different results share a batch.
 pub(super) trait Job: Send {
@@ -70,7 +70,7 @@ fn panic_text(panic: &(dyn Any + Send)) -> &str {
 }
 
 /// The writer thread's body; returns when every sender is gone.
-pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize) {
+pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize, stats: &StatsCounters) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(max_batch);
     while let Some(first) = jobs.blocking_recv() {
         batch.push(first);
@@ -80,29 +80,35 @@ pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_
                 Err(_) => break,
             }
         }
-        commit_batch(&conn, &mut batch);
+        let calls = batch.len() as u64;
+        let changes_before = conn.total_changes();
+        let committed = commit_batch(&conn, &mut batch);
+        stats.record(calls, committed && conn.total_changes() != changes_before);
     }
 }
 
-fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>) {
+/// Whether the batch committed.
+fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>) -> bool {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         fail_all(batch, db_error(e));
-        return;
+        return false;
     }
     let lost = batch.iter_mut().find_map(|job| run_in_savepoint(conn, job.as_mut()).err());
     if let Some(e) = lost {
         abort(conn);
         fail_all(batch, e);
-        return;
+        return false;
     }
     let committed = conn.execute_batch("COMMIT").map_err(db_error);
     if let Err(e) = &committed {
         tracing::error!(error = %e, requests = batch.len(), "SQLite group commit failed");
         abort(conn);
     }
+    let ok = committed.is_ok();
     for job in batch.drain(..) {
         job.finish(committed.clone());
     }
+    ok
 }
 
 /// `Err` means the whole transaction is lost, not just this request.

@@ -1,0 +1,124 @@
+//! Every scenario in one run (sized to finish in under 10 minutes on 2 cores), then each
+//! goal of the benchmark issue with the value measured in this run.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::harness::{Setup, StoreKind};
+use crate::{aap_requests, burn_down, memory, scale, steady, store_ceiling};
+
+pub async fn run(args: &[String]) -> Result<(), String> {
+    let ops: usize = crate::arg(args, "--ops", 10_000)?;
+    let resources: usize = crate::arg(args, "--resources", 100_000)?;
+    let options = steady::Options::parse(args)?;
+    let started = Instant::now();
+    println!("machine: {} cores; {}", cores(), os());
+    println!();
+
+    let mut ceilings = Vec::new();
+    for store in StoreKind::ALL {
+        ceilings.push(store_ceiling::measure(store, Duration::from_secs(2)).await?);
+    }
+    store_ceiling::print(&ceilings);
+    println!();
+
+    let mut burns = Vec::new();
+    for c in &ceilings {
+        burns.push(burn_down::measure("slipway", &Setup::new(c.store, 0.5), ops, c.clone()).await?);
+    }
+    burns.push(burn_down::measure("seed", &Setup::seed(StoreKind::SqliteFull), ops, ceilings[0].clone()).await?);
+    burn_down::print(&burns);
+    println!();
+
+    let aap =
+        vec![aap_requests::measure(1000, 2.0, 1.0, false).await?, aap_requests::measure(1000, 2.0, 1.0, true).await?];
+    aap_requests::print(&aap);
+    println!();
+
+    let store = StoreKind::SqliteFull;
+    let steadies = vec![
+        steady::measure("polling", &Setup::new(store, options.poll_seconds), &options).await?,
+        steady::measure("webhooks", &Setup { webhooks: true, ..Setup::new(store, options.poll_seconds) }, &options)
+            .await?,
+        steady::measure("seed", &Setup::seed(store), &options).await?,
+    ];
+    steady::print(&steadies);
+    println!();
+
+    let mem = memory::measure(options.in_flight).await?;
+    mem.print();
+    println!();
+
+    let sc = scale::measure(resources).await?;
+    sc.print();
+    println!();
+
+    let find = |label: &str, store: StoreKind| burns.iter().find(|b| b.label == label && b.store == store);
+    let sqlite = find("slipway", StoreKind::SqliteFull).ok_or("no SQLite burn-down")?;
+    let sqlite_normal = find("slipway", StoreKind::SqliteNormal).ok_or("no SQLite NORMAL burn-down")?;
+    let pg = find("slipway", StoreKind::Postgres).ok_or("no PostgreSQL burn-down")?;
+    let seed = find("seed", StoreKind::SqliteFull).ok_or("no seed burn-down")?;
+    let polling = &steadies[0];
+    let hooked = &steadies[1];
+    let seed_steady = &steadies[2];
+    let goals: Vec<(String, String, bool)> = vec![
+        goal("burn-down ≥ 2000 ops/s (SQLite FULL)", sqlite.ops_per_second(), |v| v >= 2000.0, "ops/s"),
+        goal("burn-down ratio ≥ 1 (SQLite FULL)", sqlite.ratio(), |v| v >= 1.0, ""),
+        goal("burn-down ratio ≥ 1 (SQLite NORMAL)", sqlite_normal.ratio(), |v| v >= 1.0, ""),
+        goal("burn-down ratio ≥ 1 (PostgreSQL)", pg.ratio(), |v| v >= 1.0, ""),
+        goal("AAP requests/op ≤ 1.5 at 1000 ops (polling)", aap[0].per_op(), |v| v <= 1.5, "req/op"),
+        goal("finish→visible p50 ≤ 100 ms (webhooks)", hooked.visible_ms.0, |v| v <= 100.0, "ms"),
+        goal("finish→visible p99 ≤ 1000 ms (webhooks)", hooked.visible_ms.1, |v| v <= 1000.0, "ms"),
+        goal(
+            &format!("finish→visible p50 ≤ poll/2 = {} ms (polling)", polling.poll_seconds * 500.0),
+            polling.visible_ms.0,
+            |v| v <= polling.poll_seconds * 500.0,
+            "ms",
+        ),
+        goal("accept p99 ≤ 10 ms at 200 PUT/s, 10k in flight", polling.accept_ms.1, |v| v <= 10.0, "ms"),
+        goal("status GET p99 ≤ 5 ms at 2000 req/s", polling.get_ms.1, |v| v <= 5.0, "ms"),
+        goal("first dispatch p99 ≤ 1000 ms, 10k in flight", polling.dispatch_ms.1, |v| v <= 1000.0, "ms"),
+        goal("RSS ≤ 2048 bytes per in-flight op", mem.per_op_bytes(), |v| v <= 2048.0, "bytes"),
+        goal("startup with 100k resources ≤ 2000 ms", sc.startup_ms, |v| v <= 2000.0, "ms"),
+    ];
+    println!("goals (this run)");
+    for (name, value, met) in &goals {
+        println!("  {:<52} {:>16}  {}", name, value, if *met { "met" } else { "MISSED" });
+    }
+    println!(
+        "seed design in the same run: burn-down {:.0} vs {:.0} ops/s ({:.1}×), AAP {:.3} vs {:.3} req/op; \
+         finish→visible p50 {:.0} vs {:.0} ms (polling), {:.0} ms (webhooks)",
+        seed.ops_per_second(),
+        sqlite.ops_per_second(),
+        sqlite.ops_per_second() / seed.ops_per_second(),
+        seed.per_op(crate::harness::total(&seed.aap)),
+        sqlite.per_op(crate::harness::total(&sqlite.aap)),
+        seed_steady.visible_ms.0,
+        polling.visible_ms.0,
+        hooked.visible_ms.0,
+    );
+    let summary: Vec<_> = goals.iter().map(|(n, v, m)| json!({"goal": n, "measured": v, "met": m})).collect();
+    println!("{}", json!({"scenario": "all", "seconds": started.elapsed().as_secs_f64(), "goals": summary}));
+    println!("all scenarios: {:.0} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn goal(name: &str, value: f64, met: impl Fn(f64) -> bool, unit: &str) -> (String, String, bool) {
+    (name.to_string(), format!("{value:.2} {unit}"), met(value))
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn os() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}

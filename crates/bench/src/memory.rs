@@ -1,0 +1,79 @@
+//! Resident memory per in-flight operation: a Slipway child process, RSS once warmed up and
+//! idle, then with N operations whose jobs are running at the simulator.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{ChildSlipway, Client, Setup, StoreKind, free_port, names, start_sim};
+
+#[derive(Clone, Debug)]
+pub struct Memory {
+    pub in_flight: usize,
+    pub idle_bytes: u64,
+    pub loaded_bytes: u64,
+}
+
+impl Memory {
+    pub fn per_op_bytes(&self) -> f64 {
+        self.loaded_bytes.saturating_sub(self.idle_bytes) as f64 / self.in_flight as f64
+    }
+
+    pub fn json(&self) -> Value {
+        json!({"scenario": "memory", "in_flight": self.in_flight, "idle_rss_bytes": self.idle_bytes,
+               "loaded_rss_bytes": self.loaded_bytes, "bytes_per_in_flight_op": self.per_op_bytes()})
+    }
+
+    pub fn print(&self) {
+        println!("memory: slipway RSS (child process, SQLite FULL, poll 5 s)");
+        println!("{:>10} {:>12} {:>12} {:>14}", "in flight", "idle MiB", "loaded MiB", "bytes per op");
+        let mib = |b: u64| b as f64 / 1048576.0;
+        println!(
+            "{:>10} {:>12.1} {:>12.1} {:>14.0}",
+            self.in_flight,
+            mib(self.idle_bytes),
+            mib(self.loaded_bytes),
+            self.per_op_bytes()
+        );
+        println!("{}", self.json());
+    }
+}
+
+pub async fn run(args: &[String]) -> Result<(), String> {
+    measure(crate::arg(args, "--in-flight", 10_000)?).await?.print();
+    Ok(())
+}
+
+pub async fn measure(in_flight: usize) -> Result<Memory, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let sim = start_sim(0.0, 10, None).await?;
+    let port = free_port()?;
+    let setup = Setup { max_concurrent: in_flight + 1024, ..Setup::new(StoreKind::SqliteFull, 5.0) };
+    let (slipway, _) = ChildSlipway::start(dir.path(), &setup.config(port, dir.path(), &sim.base_url())?, port).await?;
+    // Warm up: connections, caches and the runtime's threads are part of idle, not per op.
+    let warm = slipway.client.put_all(names("warm", 256), Some(0.0)).await?;
+    let urls: Vec<String> = warm.into_iter().map(|a| a.status_url).collect();
+    slipway.client.wait_succeeded(&urls, Duration::from_millis(20), Duration::from_secs(120)).await?;
+    settle(&slipway.client).await;
+    let idle_bytes = slipway.rss()?;
+    slipway.client.put_all(names("held", in_flight), Some(86_400.0)).await?;
+    let start = Instant::now();
+    while sim.handle().job_count() < 256 + in_flight {
+        if start.elapsed() > Duration::from_secs(300) {
+            return Err("the operations were not all launched within 300 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Past a poll or two, so every worker is in its steady waiting state.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let loaded_bytes = slipway.rss()?;
+    slipway.stop()?;
+    sim.shutdown().await;
+    Ok(Memory { in_flight, idle_bytes, loaded_bytes })
+}
+
+/// Lets the server finish what the last requests started.
+async fn settle(client: &Client) {
+    let _ = client.http.get(format!("{}/readyz", client.base)).send().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}

@@ -1,0 +1,39 @@
+//! The seed design side by side with Slipway, in one run: the same burn-down and steady
+//! runs with Slipway configured as the seed design works — one status request per job
+//! (no batching) on a fixed 30 s interval, no webhooks.
+
+use std::time::Duration;
+
+use crate::burn_down::{self, BurnDown};
+use crate::harness::{Setup, StoreKind};
+use crate::steady::{self, Steady};
+use crate::store_ceiling;
+
+pub async fn run(args: &[String]) -> Result<(), String> {
+    let ops: usize = crate::arg(args, "--ops", 10_000)?;
+    let options = steady::Options::parse(args)?;
+    let (burn, steady) = compare(StoreKind::SqliteFull, ops, &options).await?;
+    burn_down::print(&burn);
+    steady::print(&steady);
+    Ok(())
+}
+
+/// Burn-down and steady (polling, and with webhooks) as Slipway runs them, then as the seed
+/// design would.
+pub async fn compare(
+    store: StoreKind,
+    ops: usize,
+    o: &steady::Options,
+) -> Result<(Vec<BurnDown>, Vec<Steady>), String> {
+    let ceiling = store_ceiling::measure(store, Duration::from_secs(2)).await?;
+    let burn = vec![
+        burn_down::measure("slipway", &Setup::new(store, 0.5), ops, ceiling.clone()).await?,
+        burn_down::measure("seed", &Setup::seed(store), ops, ceiling).await?,
+    ];
+    let steady = vec![
+        steady::measure("polling", &Setup::new(store, o.poll_seconds), o).await?,
+        steady::measure("webhooks", &Setup { webhooks: true, ..Setup::new(store, o.poll_seconds) }, o).await?,
+        steady::measure("seed", &Setup::seed(store), o).await?,
+    ];
+    Ok((burn, steady))
+}

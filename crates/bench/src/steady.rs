@@ -1,0 +1,269 @@
+//! An open-loop PUT rate of 10 s jobs while many operations are already in flight: accept
+//! latency, status-GET latency under concurrent readers, time from a PUT to its job's launch
+//! at the simulator (first dispatch), and time from the simulator finishing a job to its
+//! operation reading terminal (finish-to-visible).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{Client, Rig, Setup, StoreKind, names, p50_p99_ms};
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub in_flight: usize,
+    pub put_rate: f64,
+    pub seconds: f64,
+    pub job_seconds: f64,
+    pub readers_rate: f64,
+    pub poll_seconds: f64,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Options, String> {
+        Ok(Options {
+            in_flight: crate::arg(args, "--in-flight", 10_000)?,
+            put_rate: crate::arg(args, "--put-rate", 200.0)?,
+            seconds: crate::arg(args, "--seconds", 10.0)?,
+            job_seconds: crate::arg(args, "--job-seconds", 10.0)?,
+            readers_rate: crate::arg(args, "--get-rate", 2000.0)?,
+            poll_seconds: crate::arg(args, "--poll-seconds", 1.0)?,
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Steady {
+    pub label: String,
+    pub options: Options,
+    pub poll_seconds: f64,
+    pub puts: usize,
+    pub accept_ms: (f64, f64),
+    pub gets: usize,
+    pub get_ms: (f64, f64),
+    pub dispatch_ms: (f64, f64),
+    pub visible_samples: usize,
+    pub visible_ms: (f64, f64),
+    pub aap_requests_per_second: f64,
+}
+
+impl Steady {
+    pub fn json(&self) -> Value {
+        json!({"scenario": "steady", "setup": self.label, "in_flight": self.options.in_flight,
+               "put_rate": self.options.put_rate, "job_seconds": self.options.job_seconds,
+               "poll_seconds": self.poll_seconds, "puts": self.puts,
+               "accept_p50_ms": self.accept_ms.0, "accept_p99_ms": self.accept_ms.1,
+               "gets": self.gets, "get_rate": self.options.readers_rate,
+               "get_p50_ms": self.get_ms.0, "get_p99_ms": self.get_ms.1,
+               "first_dispatch_p50_ms": self.dispatch_ms.0, "first_dispatch_p99_ms": self.dispatch_ms.1,
+               "finish_to_visible_samples": self.visible_samples,
+               "finish_to_visible_p50_ms": self.visible_ms.0, "finish_to_visible_p99_ms": self.visible_ms.1,
+               "aap_requests_per_second": self.aap_requests_per_second})
+    }
+}
+
+pub async fn run(args: &[String]) -> Result<(), String> {
+    let options = Options::parse(args)?;
+    let store = StoreKind::parse_list(&crate::arg(args, "--store", "sqlite-full".to_string())?)?[0];
+    let mut rows = Vec::new();
+    for webhooks in [false, true] {
+        let setup = Setup { webhooks, ..Setup::new(store, options.poll_seconds) };
+        rows.push(measure(if webhooks { "webhooks" } else { "polling" }, &setup, &options).await?);
+    }
+    print(&rows);
+    Ok(())
+}
+
+pub fn print(rows: &[Steady]) {
+    println!("steady: open-loop PUTs of jobs while operations are in flight (latencies p50 / p99, ms)");
+    println!(
+        "{:<9} {:>9} {:>6} {:>5} {:>17} {:>17} {:>17} {:>17} {:>9}",
+        "setup", "in flight", "PUT/s", "poll", "accept", "status GET", "first dispatch", "finish→visible", "AAP req/s"
+    );
+    for r in rows {
+        let pair = |(a, b): (f64, f64)| format!("{a:.1} / {b:.1}");
+        println!(
+            "{:<9} {:>9} {:>6.0} {:>5} {:>17} {:>17} {:>17} {:>17} {:>9.0}",
+            r.label,
+            r.options.in_flight,
+            r.options.put_rate,
+            r.poll_seconds,
+            pair(r.accept_ms),
+            pair(r.get_ms),
+            pair(r.dispatch_ms),
+            pair(r.visible_ms),
+            r.aap_requests_per_second
+        );
+    }
+    println!("{}", Value::Array(rows.iter().map(Steady::json).collect()));
+}
+
+/// Wall-clock microseconds, the simulator's time base.
+fn now_micros() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
+pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, String> {
+    let setup = Setup { max_concurrent: setup.max_concurrent.max(o.in_flight + 8192), ..setup.clone() };
+    let rig = Rig::start(&setup, o.job_seconds).await?;
+    let sim = rig.sim.handle();
+    // Jobs that outlive the run keep these operations in flight.
+    let held = rig.client.put_all(names("held", o.in_flight), Some(86_400.0)).await?;
+    let settle = Instant::now();
+    while sim.job_count() < o.in_flight {
+        if settle.elapsed() > Duration::from_secs(300) {
+            return Err("the in-flight operations were not all launched within 300 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let held_urls: Arc<Vec<String>> = Arc::new(held.into_iter().map(|a| a.status_url).collect());
+    sim.reset_requests();
+    let counting = Instant::now();
+
+    let stop_readers = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers = spawn_readers(&rig.client, held_urls, o.readers_rate, stop_readers.clone());
+
+    // Open loop: each PUT starts at its scheduled time, whatever the earlier ones are doing.
+    let total = (o.put_rate * o.seconds).round() as usize;
+    let interval = Duration::from_secs_f64(1.0 / o.put_rate);
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut puts = tokio::task::JoinSet::new();
+    for i in 0..total {
+        ticker.tick().await;
+        let client = rig.client.clone();
+        let job_seconds = o.job_seconds;
+        puts.spawn(async move {
+            let sent = now_micros();
+            client.put(&format!("new{i}"), Some(job_seconds)).await.map(|a| (sent, a))
+        });
+    }
+    let mut accepted = Vec::new();
+    while let Some(done) = puts.join_next().await {
+        accepted.push(done.map_err(|e| e.to_string())??);
+    }
+    stop_readers.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut get_latencies = Vec::new();
+    for r in readers {
+        get_latencies.extend(r.await.map_err(|e| e.to_string())??);
+    }
+
+    let visible = watch_until_visible(&rig, &accepted, o.job_seconds + 3.0 * setup.poll_seconds + 30.0).await?;
+    let launches = launch_times(&rig);
+    let dispatch: Vec<Duration> = accepted
+        .iter()
+        .filter_map(|(sent, a)| launches.get(&a.name).map(|(_, created)| micros(created - sent)))
+        .collect();
+    if dispatch.len() != accepted.len() {
+        return Err(format!("{} of {} new operations never launched", accepted.len() - dispatch.len(), accepted.len()));
+    }
+    let aap = sim.requests().values().sum::<u64>() as f64 / counting.elapsed().as_secs_f64();
+    let result = Steady {
+        label: label.to_string(),
+        options: o.clone(),
+        poll_seconds: setup.poll_seconds,
+        puts: accepted.len(),
+        accept_ms: p50_p99_ms(accepted.iter().map(|(_, a)| a.latency).collect()),
+        gets: get_latencies.len(),
+        get_ms: p50_p99_ms(get_latencies),
+        dispatch_ms: p50_p99_ms(dispatch),
+        visible_samples: visible.len(),
+        visible_ms: p50_p99_ms(visible),
+        aap_requests_per_second: aap,
+    };
+    rig.stop().await?;
+    Ok(result)
+}
+
+fn micros(us: i64) -> Duration {
+    Duration::from_micros(us.max(0) as u64)
+}
+
+/// Status GETs at `rate` per second in total, open loop, over random in-flight operations.
+fn spawn_readers(
+    client: &Client,
+    urls: Arc<Vec<String>>,
+    rate: f64,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<Result<Vec<Duration>, String>>> {
+    const READERS: usize = 16;
+    (0..READERS)
+        .map(|r| {
+            let (client, urls, stop) = (client.clone(), urls.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(Duration::from_secs_f64(READERS as f64 / rate));
+                let mut latencies = Vec::new();
+                let mut i = r * 7919;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    ticker.tick().await;
+                    i = (i + 104_729) % urls.len();
+                    let start = Instant::now();
+                    client.status(&urls[i]).await?;
+                    latencies.push(start.elapsed());
+                }
+                Ok(latencies)
+            })
+        })
+        .collect()
+}
+
+/// Resource name → (job id, created µs) for every simulator job.
+fn launch_times(rig: &Rig) -> HashMap<String, (u64, i64)> {
+    rig.sim
+        .handle()
+        .job_times()
+        .into_iter()
+        .filter_map(|j| Some((j.resource_name?, (j.id, j.created_micros))))
+        .collect()
+}
+
+/// For every tenth new operation: once the simulator finished its job, reads its status
+/// every 10 ms until terminal; returns finish → visible per sample (resolution 10 ms).
+async fn watch_until_visible(
+    rig: &Rig,
+    accepted: &[(i64, crate::harness::Accepted)],
+    limit_seconds: f64,
+) -> Result<Vec<Duration>, String> {
+    let sim = rig.sim.handle();
+    let mut pending: Vec<&crate::harness::Accepted> = accepted.iter().step_by(10).map(|(_, a)| a).collect();
+    let mut job_of: HashMap<String, u64> = HashMap::new();
+    let visible = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    while !pending.is_empty() {
+        if start.elapsed().as_secs_f64() > limit_seconds {
+            return Err(format!("{} operations not terminal {limit_seconds} s after the last PUT", pending.len()));
+        }
+        if pending.iter().any(|a| !job_of.contains_key(&a.name)) {
+            job_of = launch_times(rig).into_iter().map(|(name, (id, _))| (name, id)).collect();
+        }
+        let ids: Vec<u64> = pending.iter().map(|a| job_of.get(&a.name).copied().unwrap_or(0)).collect();
+        let finished: Vec<(usize, i64)> =
+            sim.finished_micros(&ids).into_iter().enumerate().filter_map(|(i, f)| Some((i, f?))).collect();
+        let mut checks = tokio::task::JoinSet::new();
+        for (i, finished_at) in finished {
+            let (client, url) = (rig.client.clone(), pending[i].status_url.clone());
+            checks.spawn(async move {
+                let status = client.status(&url).await?;
+                let seen = now_micros();
+                Ok::<_, String>((i, matches!(status.as_str(), "Succeeded" | "Failed" | "Canceled"), seen - finished_at))
+            });
+        }
+        let mut done = Vec::new();
+        while let Some(check) = checks.join_next().await {
+            let (i, terminal, us) = check.map_err(|e| e.to_string())??;
+            if terminal {
+                visible.lock().expect("visible").push(micros(us));
+                done.push(i);
+            }
+        }
+        done.sort_unstable();
+        for i in done.into_iter().rev() {
+            pending.swap_remove(i);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let out = visible.lock().expect("visible").clone();
+    Ok(out)
+}
