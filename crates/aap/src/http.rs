@@ -126,9 +126,9 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn json(&self, what: &str) -> Result<Value, HttpError> {
+    pub fn json<T: serde::de::DeserializeOwned>(&self, what: &str) -> Result<T, HttpError> {
         serde_json::from_slice(&self.body)
-            .map_err(|e| HttpError::BadBody(format!("{what}: the response is not valid JSON: {e}")))
+            .map_err(|e| HttpError::BadBody(format!("{what}: the response is not the JSON expected: {e}")))
     }
 }
 
@@ -336,7 +336,7 @@ impl Http {
     }
 
     /// `GET` a JSON document (with retries); a non-2xx reply is an error.
-    pub async fn get_json(&self, url: &Url) -> Result<Value, HttpError> {
+    pub async fn get_json<T: serde::de::DeserializeOwned>(&self, url: &Url) -> Result<T, HttpError> {
         let what = Self::what(&Method::GET, url);
         let reply = self.send_idempotent(Method::GET, url, None).await?;
         if !reply.status.is_success() {
@@ -347,21 +347,26 @@ impl Http {
 
     /// Walks a paged AWX list from `first`, following `next` links, calling `visit` on
     /// every row until it answers `true` (found) or the list ends. Answers whether `visit`
-    /// stopped it.
-    pub async fn walk(&self, first: Url, mut visit: impl FnMut(&Value) -> bool) -> Result<bool, HttpError> {
+    /// stopped it. Rows are read as `T`: a type naming only the fields it needs skips the
+    /// rest of AWX's large job documents instead of building them.
+    pub async fn walk<T: serde::de::DeserializeOwned>(
+        &self,
+        first: Url,
+        mut visit: impl FnMut(T) -> bool,
+    ) -> Result<bool, HttpError> {
         let mut url = first;
         for _ in 0..MAX_PAGES {
             let what = Self::what(&Method::GET, &url);
-            let page = self.get_json(&url).await?;
-            let Some(rows) = page.get("results").and_then(Value::as_array) else {
-                return Err(HttpError::BadBody(format!("{what}: the list has no results array")));
-            };
-            if rows.iter().any(&mut visit) {
+            let page: ListPage<T> = self.get_json(&url).await.map_err(|e| match e {
+                HttpError::BadBody(m) => HttpError::BadBody(format!("{m} (expected a list with a results array)")),
+                other => other,
+            })?;
+            if page.results.into_iter().any(&mut visit) {
                 return Ok(true);
             }
-            match page.get("next") {
-                Some(Value::String(next)) if !next.is_empty() => {
-                    let next_url = self.next_url(&what, next)?;
+            match page.next {
+                Some(next) if !next.is_empty() => {
+                    let next_url = self.next_url(&what, &next)?;
                     if next_url == url {
                         return Err(HttpError::BadBody(format!("{what}: the next link points to the same page")));
                     }
@@ -386,6 +391,14 @@ impl Http {
         }
         Ok(url)
     }
+}
+
+/// One page of an AWX list.
+#[derive(serde::Deserialize)]
+struct ListPage<T> {
+    results: Vec<T>,
+    #[serde(default)]
+    next: Option<String>,
 }
 
 /// `base · 2^attempt`, capped, plus up to 25% jitter (still capped).

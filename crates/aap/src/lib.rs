@@ -251,6 +251,21 @@ pub fn map_status(word: &str) -> JobState {
     }
 }
 
+/// What a status poll reads of a listed job.
+#[derive(Debug, serde::Deserialize)]
+struct StatusRow {
+    id: u64,
+    #[serde(default, deserialize_with = "string_or_null")]
+    status: String,
+    #[serde(default, deserialize_with = "string_or_null")]
+    job_explanation: String,
+}
+
+/// AWX sends `null` for some empty texts.
+fn string_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(<Option<String> as serde::Deserialize>::deserialize(d)?.unwrap_or_default())
+}
+
 /// The job kind and numeric id a handle refers to.
 pub fn parse_handle(h: &JobHandle) -> Result<(JobKind, u64), ProviderError> {
     let id = Some(h.job_id.as_str())
@@ -538,7 +553,7 @@ impl AapProvider {
             }
             q.append_pair("page_size", &self.page_size);
         }
-        let page = self.http.get_json(&url).await.map_err(|e| {
+        let page: Value = self.http.get_json(&url).await.map_err(|e| {
             let hint = if e.status() == Some(404) { " (check base_url and api_prefix)" } else { "" };
             let mut err = e.into_provider();
             append(&mut err, &format!("{hint} while looking up template {name:?}"));
@@ -632,7 +647,7 @@ impl AapProvider {
     }
 
     /// Status rows for `ids` (one kind), keyed by id; ids absent from AAP are absent.
-    async fn list_jobs(&self, kind: JobKind, ids: &[u64]) -> Result<HashMap<u64, Value>, ProviderError> {
+    async fn list_jobs(&self, kind: JobKind, ids: &[u64]) -> Result<HashMap<u64, StatusRow>, ProviderError> {
         let mut url = self.http.url(kind.jobs_path());
         let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         url.query_pairs_mut()
@@ -641,10 +656,8 @@ impl AapProvider {
             .append_pair("page_size", &self.page_size);
         let mut rows = HashMap::new();
         self.http
-            .walk(url, |row| {
-                if let Some(id) = row.get("id").and_then(Value::as_u64) {
-                    rows.insert(id, row.clone());
-                }
+            .walk(url, |row: StatusRow| {
+                rows.insert(row.id, row);
                 false
             })
             .await
@@ -653,11 +666,11 @@ impl AapProvider {
     }
 
     /// The status of a job AAP listed.
-    async fn observe(&self, kind: JobKind, id: u64, row: &Value) -> JobStatus {
+    async fn observe(&self, kind: JobKind, id: u64, row: &StatusRow) -> JobStatus {
         lock(&self.missing).remove(&(kind, id));
-        let word = row.get("status").and_then(Value::as_str).unwrap_or("");
+        let word = row.status.as_str();
         let state = map_status(word);
-        let explanation = row.get("job_explanation").and_then(Value::as_str).unwrap_or("").trim();
+        let explanation = row.job_explanation.trim();
         let word_text = if word.is_empty() { "unknown" } else { word };
         let message = if explanation.is_empty() {
             word_text.to_owned()
@@ -676,7 +689,7 @@ impl AapProvider {
             return d.clone();
         }
         let url = self.http.url(&format!("{}{id}/", kind.jobs_path()));
-        match self.http.get_json(&url).await {
+        match self.http.get_json::<Value>(&url).await {
             Ok(detail) => {
                 let text = |f: &str| detail.get(f).and_then(Value::as_str).map(str::trim).unwrap_or("").to_owned();
                 let traceback = text("result_traceback");
@@ -713,7 +726,7 @@ impl AapProvider {
             .append_pair("event__in", "runner_on_failed,runner_on_unreachable")
             .append_pair("order_by", "counter")
             .append_pair("page_size", "20");
-        let page = self.http.get_json(&url).await.ok()?;
+        let page: Value = self.http.get_json(&url).await.ok()?;
         let lines: Vec<String> = page.get("results")?.as_array()?.iter().filter_map(failed_task_line).collect();
         Some(lines.join("\n"))
     }
@@ -891,7 +904,7 @@ impl Provider for AapProvider {
 
     async fn status(&self, handles: &[JobHandle]) -> Vec<Result<JobStatus, ProviderError>> {
         let parsed: Vec<Result<(JobKind, u64), ProviderError>> = handles.iter().map(parse_handle).collect();
-        let mut rows: HashMap<(JobKind, u64), Result<Value, ProviderError>> = HashMap::new();
+        let mut rows: HashMap<(JobKind, u64), Result<StatusRow, ProviderError>> = HashMap::new();
         for kind in [JobKind::Job, JobKind::WorkflowJob] {
             let mut ids: Vec<u64> =
                 parsed.iter().filter_map(|p| p.as_ref().ok()).filter(|(k, _)| *k == kind).map(|(_, id)| *id).collect();
@@ -956,10 +969,10 @@ impl Provider for AapProvider {
         let key = request.idempotency_key.as_str();
         let mut found = None;
         self.http
-            .walk(url, |row| {
+            .walk(url, |row: Value| {
                 let hit = row.get("extra_vars").and_then(key_of).is_some_and(|k| k == key);
                 if hit {
-                    found = Some(row.clone());
+                    found = Some(row);
                 }
                 hit
             })

@@ -12,7 +12,7 @@
 //! * `steady [--store S] [--in-flight N] [--put-rate R] [--seconds D] [--job-seconds J]
 //!   [--get-rate G] [--poll-seconds P]` — open-loop PUTs while N operations are in flight:
 //!   accept, status-GET, first-dispatch and finish-to-visible latencies, polling and webhooks.
-//! * `memory [--in-flight N]` — RSS of a Slipway child process per in-flight operation.
+//! * `memory [--in-flight N] [--poll-seconds P]` — RSS of a Slipway child process per in-flight operation.
 //! * `scale [--resources N]` — a fresh Slipway over N stored resources: startup, list pages, RSS.
 //! * `seed-design [--ops N] [steady options]` — burn-down and steady as Slipway runs them and
 //!   as the seed design would (30 s polls, one status request per job, no webhooks).

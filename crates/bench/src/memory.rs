@@ -10,6 +10,7 @@ use crate::harness::{ChildSlipway, Client, Setup, StoreKind, free_port, names, s
 #[derive(Clone, Debug)]
 pub struct Memory {
     pub in_flight: usize,
+    pub poll_seconds: f64,
     pub idle_bytes: u64,
     pub loaded_bytes: u64,
 }
@@ -20,12 +21,13 @@ impl Memory {
     }
 
     pub fn json(&self) -> Value {
-        json!({"scenario": "memory", "in_flight": self.in_flight, "idle_rss_bytes": self.idle_bytes,
+        json!({"scenario": "memory", "in_flight": self.in_flight, "poll_seconds": self.poll_seconds,
+               "idle_rss_bytes": self.idle_bytes,
                "loaded_rss_bytes": self.loaded_bytes, "bytes_per_in_flight_op": self.per_op_bytes()})
     }
 
     pub fn print(&self) {
-        println!("memory: slipway RSS (child process, SQLite FULL, poll 5 s)");
+        println!("memory: slipway RSS (child process, SQLite FULL, poll {} s)", self.poll_seconds);
         println!("{:>10} {:>12} {:>12} {:>14}", "in flight", "idle MiB", "loaded MiB", "bytes per op");
         let mib = |b: u64| b as f64 / 1048576.0;
         println!(
@@ -40,15 +42,15 @@ impl Memory {
 }
 
 pub async fn run(args: &[String]) -> Result<(), String> {
-    measure(crate::arg(args, "--in-flight", 10_000)?).await?.print();
+    measure(crate::arg(args, "--in-flight", 10_000)?, crate::arg(args, "--poll-seconds", 5.0)?).await?.print();
     Ok(())
 }
 
-pub async fn measure(in_flight: usize) -> Result<Memory, String> {
+pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let sim = start_sim(0.0, 10, None).await?;
     let port = free_port()?;
-    let setup = Setup { max_concurrent: in_flight + 1024, ..Setup::new(StoreKind::SqliteFull, 5.0) };
+    let setup = Setup { max_concurrent: in_flight + 1024, ..Setup::new(StoreKind::SqliteFull, poll_seconds) };
     let (slipway, _) = ChildSlipway::start(dir.path(), &setup.config(port, dir.path(), &sim.base_url())?, port).await?;
     // Warm up: connections, caches and the runtime's threads are part of idle, not per op.
     let warm = slipway.client.put_all(names("warm", 256), Some(0.0)).await?;
@@ -65,11 +67,11 @@ pub async fn measure(in_flight: usize) -> Result<Memory, String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Past a poll or two, so every worker is in its steady waiting state.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    tokio::time::sleep(Duration::from_secs_f64(poll_seconds.min(60.0) + 1.0)).await;
     let loaded_bytes = slipway.rss()?;
     slipway.stop()?;
     sim.shutdown().await;
-    Ok(Memory { in_flight, idle_bytes, loaded_bytes })
+    Ok(Memory { in_flight, poll_seconds, idle_bytes, loaded_bytes })
 }
 
 /// Lets the server finish what the last requests started.

@@ -30,10 +30,15 @@ pub async fn compare(
         burn_down::measure("slipway", &Setup::new(store, 0.5), ops, ceiling.clone()).await?,
         burn_down::measure("seed", &Setup::seed(store), ops, ceiling).await?,
     ];
-    let steady = vec![
-        steady::measure("polling", &Setup::new(store, o.poll_seconds), o).await?,
-        steady::measure("webhooks", &Setup { webhooks: true, ..Setup::new(store, o.poll_seconds) }, o).await?,
-        steady::measure("seed", &Setup::seed(store), o).await?,
-    ];
-    Ok((burn, steady))
+    Ok((burn, steady_runs(store, o).await?))
+}
+
+/// Steady as Slipway runs it (every setup of [`steady::setups`]), then as the seed design.
+pub async fn steady_runs(store: StoreKind, o: &steady::Options) -> Result<Vec<Steady>, String> {
+    let mut runs = Vec::new();
+    for (label, setup) in steady::setups(store, o.poll_seconds) {
+        runs.push(steady::measure(label, &setup, o).await?);
+    }
+    runs.push(steady::measure("seed", &Setup::seed(store), o).await?);
+    Ok(runs)
 }

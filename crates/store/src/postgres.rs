@@ -35,6 +35,7 @@
 //! Layout: [`schema`] (URL and session settings, migrations), [`rows`] (row ⇄ record and the
 //! read queries), [`writes`] (change, claim, leases, outbox).
 
+mod changes;
 mod rows;
 mod schema;
 mod writes;
@@ -43,7 +44,7 @@ use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -151,6 +152,8 @@ fn redact_password_param(s: &str) -> String {
 /// number of processes, may use one database (and schema) at once.
 pub struct PostgresStore {
     inner: Arc<Inner>,
+    /// Changes wait here for the next group commit (see [`changes`]).
+    changes: tokio::sync::mpsc::Sender<changes::Queued>,
 }
 
 struct Inner {
@@ -199,19 +202,25 @@ impl PostgresStore {
             pool_size,
             "PostgreSQL store open"
         );
-        Ok(PostgresStore {
-            inner: Arc::new(Inner {
-                pool,
-                operation_ttl: options.operation_ttl,
-                attempt_limit,
-                timeouts,
-                ping_timeout: options.connect_timeout,
-                broken_budget: pool_size + 1,
-                target: settings.target,
-                schema: options.schema,
-                stats: StatsCounters::default(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            pool,
+            operation_ttl: options.operation_ttl,
+            attempt_limit,
+            timeouts,
+            ping_timeout: options.connect_timeout,
+            broken_budget: pool_size + 1,
+            target: settings.target,
+            schema: options.schema,
+            stats: StatsCounters::default(),
+        });
+        let (changes, queue) = tokio::sync::mpsc::channel(changes::MAX_BATCH * 4);
+        let queue = Arc::new(tokio::sync::Mutex::new(queue));
+        // A few batches in flight at once, on their own connections, leaving the rest of the
+        // pool to reads, claims and renewals. They stop when the store is dropped.
+        for _ in 0..(pool_size / 4).clamp(1, 4) {
+            tokio::spawn(changes::run_batches(Arc::clone(&inner), Arc::clone(&queue)));
+        }
+        Ok(PostgresStore { inner, changes })
     }
 
     pub fn operation_ttl(&self) -> Duration {
@@ -222,28 +231,19 @@ impl PostgresStore {
         self.inner.schema.as_deref()
     }
 
-    /// A write that commits whenever it succeeds.
+    /// Runs a write that commits whenever it succeeds on its own task: once started it
+    /// commits or rolls back even if the caller stops waiting.
     async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
     {
-        let done = self.write_task(work).await?;
+        let inner = Arc::clone(&self.inner);
+        let done = tokio::spawn(async move { inner.run(inner.attempt_limit, inner.timeouts, work).await })
+            .await
+            .map_err(|e| StoreError::Internal(format!("PostgreSQL write task failed: {e}")))??;
         self.inner.stats.record(1, true);
         Ok(done)
-    }
-
-    /// Runs a write on its own task: once started it commits or rolls back even if the caller
-    /// stops waiting.
-    async fn write_task<T, F>(&self, work: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
-    {
-        let inner = Arc::clone(&self.inner);
-        tokio::spawn(async move { inner.run(inner.attempt_limit, inner.timeouts, work).await })
-            .await
-            .map_err(|e| StoreError::Internal(format!("PostgreSQL write task failed: {e}")))?
     }
 
     async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
@@ -358,13 +358,10 @@ impl Inner {
 #[async_trait]
 impl Store for PostgresStore {
     async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
-        let ttl = self.inner.operation_ttl;
-        let req = Arc::new(req);
-        let pending = Arc::new(Mutex::new(writes::Pending::new(change)));
-        let (snapshot, wrote) =
-            self.write_task(move |c| Box::pin(writes::change(c, Arc::clone(&req), Arc::clone(&pending), ttl))).await?;
-        self.inner.stats.record(1, wrote);
-        Ok(snapshot)
+        let (queued, answer) = changes::Queued::new(req, change);
+        let stopped = || StoreError::Unavailable("the PostgreSQL store is shutting down".into());
+        self.changes.send(queued).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
