@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{ChildSlipway, Client, Setup, StoreKind, free_port, names, start_sim};
+use crate::harness::{ChildSlipway, Client, Setup, StoreKind, free_port, names, sim_tick_ms, start_sim};
 
 #[derive(Clone, Debug)]
 pub struct Memory {
@@ -48,7 +48,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
 
 pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let sim = start_sim(0.0, 10, None).await?;
+    let sim = start_sim(0.0, sim_tick_ms(86_400.0), None).await?;
     let port = free_port()?;
     let setup = Setup { max_concurrent: in_flight + 1024, ..Setup::new(StoreKind::SqliteFull, poll_seconds) };
     let (slipway, _) = ChildSlipway::start(dir.path(), &setup.config(port, dir.path(), &sim.base_url())?, port).await?;

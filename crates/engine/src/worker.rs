@@ -33,6 +33,8 @@ pub(crate) struct Worker {
     /// The resource's state as this worker last committed or read it; `None` once a client
     /// may have changed it.
     settled: Option<Box<Snapshot>>,
+    /// Picks the resource's phase of the poll grid.
+    key_hash: u64,
 }
 
 /// Why a wait ended.
@@ -61,6 +63,12 @@ impl Worker {
             seen_generation: claimed.generation,
             watching: None,
             settled: None,
+            key_hash: {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                claimed.key().hash(&mut h);
+                h.finish()
+            },
         }
     }
 
@@ -171,16 +179,30 @@ impl Worker {
             Step::Perform(_) | Step::Gone if gone => Advanced::Gone,
             Step::Perform(effect) => Advanced::Perform(effect),
             Step::Gone => Advanced::Gone,
-            Step::Hold(until) => Advanced::Hold(until),
+            Step::Hold(until) => Advanced::Hold(self.poll_time(until, policy.poll_interval)),
             Step::Released => Advanced::Released,
         }
     }
 
+    /// When to poll for a wait until `until`: on this resource's phase of the type's poll
+    /// grid. Polls falling due on one grid point reach the provider as one batch, and one
+    /// point per status batch is all batching needs; so with many jobs in flight the grid is
+    /// split into phases (by resource), each batch stays full, and the work is spread over
+    /// the interval instead of arriving as one burst that stalls the API.
+    fn poll_time(&self, until: Timestamp, interval: Duration) -> Timestamp {
+        let opts = &self.shared.options;
+        let in_flight = self.shared.running.lock().expect("running map").len();
+        let most = (interval.as_millis() / (2 * opts.status_window.as_millis()).max(1)).max(1) as u64;
+        let phases = (in_flight.div_ceil(opts.status_batch.max(1)) as u64).clamp(1, most);
+        let phase = interval.mul_f64((self.key_hash % phases) as f64 / phases as f64);
+        on_grid(until, self.shared.clock.now(), interval, phase)
+    }
+
     /// A step that would change nothing in the state this worker last committed needs no
     /// transaction: a poll that saw the job still running, the next poll of an unchanged
-    /// resource. Only engine writes change an engine-held resource except a client's, and a
-    /// client's write reaches the worker as a new claim, which drops `settled`; a deadline
-    /// passing changes the state, so that step goes to the store.
+    /// resource. While we hold the lease only a client can change the resource besides us,
+    /// and a client's write reaches the worker as a new claim, which drops `settled`; a
+    /// deadline passing changes the state, so that step goes to the store.
     fn advance_locally(&self, policy: &TypePolicy, performed: &Option<(Effect, Outcome)>) -> Option<Advanced> {
         let settled = self.settled.as_deref()?;
         if !matches!(performed, None | Some((Effect::Poll { .. }, _))) {
@@ -192,7 +214,7 @@ impl Worker {
             return None;
         }
         match step {
-            Step::Hold(until) => Some(Advanced::Hold(until)),
+            Step::Hold(until) => Some(Advanced::Hold(self.poll_time(until, policy.poll_interval))),
             Step::Perform(effect @ Effect::Poll { .. }) => Some(Advanced::Perform(effect)),
             _ => None,
         }
@@ -391,13 +413,15 @@ fn effect_key(effect: &Effect) -> Option<&str> {
     }
 }
 
-/// Moves a wake-up time to the nearest point of the type's poll grid (but after `now`), so
-/// the polls of many resources fall due together and reach the provider as one batch, while
-/// a job is still polled once per interval on average. (Rounding up instead would make the
-/// poll after a poll that took a millisecond wait two intervals.)
-fn on_grid(t: Timestamp, now: Timestamp, interval: Duration) -> Timestamp {
+/// Moves a wake-up time to the nearest point of a poll grid (points `interval` apart,
+/// shifted by `phase`), but after `now`: the polls of many resources fall due together and
+/// reach the provider as one batch, while a job is still polled once per interval on
+/// average. (Rounding up instead would make the poll after a poll that took a millisecond
+/// wait two intervals.)
+fn on_grid(t: Timestamp, now: Timestamp, interval: Duration, phase: Duration) -> Timestamp {
     let step = interval.as_millis().max(1) as i64;
-    let nearest = (t.0 + step / 2).div_euclid(step) * step;
+    let shift = phase.as_millis() as i64 % step;
+    let nearest = (t.0 - shift + step / 2).div_euclid(step) * step + shift;
     Timestamp(if nearest > now.0 { nearest } else { nearest + step })
 }
 
@@ -409,12 +433,18 @@ mod tests {
     fn polls_land_on_the_nearest_grid_point_after_now() {
         let second = Duration::from_secs(1);
         // A poll at 3.001 s asks for 4.001 s: the next poll is at 4 s, not 5 s.
-        assert_eq!(on_grid(Timestamp(4_001), Timestamp(3_001), second), Timestamp(4_000));
-        assert_eq!(on_grid(Timestamp(3_600), Timestamp(2_600), second), Timestamp(4_000));
-        assert_eq!(on_grid(Timestamp(3_300), Timestamp(2_300), second), Timestamp(3_000));
+        let none = Duration::ZERO;
+        assert_eq!(on_grid(Timestamp(4_001), Timestamp(3_001), second, none), Timestamp(4_000));
+        assert_eq!(on_grid(Timestamp(3_600), Timestamp(2_600), second, none), Timestamp(4_000));
+        assert_eq!(on_grid(Timestamp(3_300), Timestamp(2_300), second, none), Timestamp(3_000));
         // Never at or before now, whatever the interval.
-        assert_eq!(on_grid(Timestamp(1_400), Timestamp(1_000), second), Timestamp(2_000));
-        assert_eq!(on_grid(Timestamp(5_000), Timestamp(4_000), second), Timestamp(5_000));
+        assert_eq!(on_grid(Timestamp(1_400), Timestamp(1_000), second, none), Timestamp(2_000));
+        assert_eq!(on_grid(Timestamp(5_000), Timestamp(4_000), second, none), Timestamp(5_000));
+        // A phase shifts the grid: points at .25 s past each second.
+        let quarter = Duration::from_millis(250);
+        assert_eq!(on_grid(Timestamp(4_001), Timestamp(3_001), second, quarter), Timestamp(4_250));
+        assert_eq!(on_grid(Timestamp(3_300), Timestamp(2_300), second, quarter), Timestamp(3_250));
+        assert_eq!(on_grid(Timestamp(3_200), Timestamp(3_260), second, quarter), Timestamp(4_250));
     }
 }
 
@@ -435,7 +465,7 @@ fn advance(snap: &mut Snapshot, policy: &TypePolicy, performed: Option<(Effect, 
         && let Some(until) = apply(snap, &effect, outcome, policy, now)
         && until > now
     {
-        return Step::Hold(on_grid(until, now, policy.poll_interval));
+        return Step::Hold(until);
     }
     let Some(res) = snap.resource.as_mut() else { return Step::Gone };
     // We are looking at the freshest state now: the client's intent is seen.

@@ -56,6 +56,17 @@ impl ChangeRequest {
         self.operation = Some((subscription.to_ascii_lowercase(), id));
         self
     }
+
+    /// `LeaseLost` unless the stored resource still holds this request's fence (if any).
+    pub(crate) fn check_fence(&self, stored: &Snapshot) -> Result<(), StoreError> {
+        let Some(fence) = &self.fence else { return Ok(()) };
+        let held = stored
+            .resource
+            .as_ref()
+            .and_then(|res| res.lease.as_ref())
+            .is_some_and(|lease| lease.owner == fence.owner && lease.epoch == fence.epoch);
+        if held { Ok(()) } else { Err(StoreError::LeaseLost) }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -7,8 +7,10 @@
 //!
 //! Layout: [`schema`] (connections, pragmas, migrations), [`writer`] (the group-commit
 //! thread), [`readers`] (the read pool), [`rows`] (row ⇄ record mapping and the read
-//! queries), [`writes`] (everything the writer runs).
+//! queries), [`writes`] (everything the writer runs), [`checkpointer`] (WAL checkpoints off
+//! the write path).
 
+mod checkpointer;
 mod readers;
 mod rows;
 mod schema;
@@ -35,6 +37,7 @@ use crate::{
     ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, StatsCounters, Store, StoreError, StoreStats,
 };
 
+use checkpointer::Checkpointer;
 use readers::Readers;
 use writer::{Job, Request};
 
@@ -115,6 +118,7 @@ pub struct SqliteStore {
     synchronous: Synchronous,
     operation_ttl: Duration,
     stats: Arc<StatsCounters>,
+    _checkpointer: Checkpointer,
     // Held (locked) for the store's lifetime; declared last so it is released last.
     _lock: File,
 }
@@ -127,6 +131,7 @@ impl SqliteStore {
         let lock = lock_exclusive(path)?;
         let conn = schema::open_writer(path, options.synchronous)?;
         let readers = Readers::open(path, options.readers.max(1))?;
+        let checkpointer = Checkpointer::start(path)?;
         let max_batch = options.max_batch.max(1);
         // A bounded queue pushes back on callers instead of growing without limit when the
         // disk cannot keep up.
@@ -145,6 +150,7 @@ impl SqliteStore {
             synchronous: options.synchronous,
             operation_ttl: options.operation_ttl,
             stats,
+            _checkpointer: checkpointer,
             _lock: lock,
         })
     }

@@ -249,16 +249,7 @@ async fn change_batch(
 
 /// Runs one queued change on its key's current snapshot, which it advances on success.
 fn decide(queued: &Queued, snapshot: &mut Snapshot) -> Result<Snapshot, StoreError> {
-    if let Some(fence) = &queued.req.fence {
-        let held = snapshot
-            .resource
-            .as_ref()
-            .and_then(|res| res.lease.as_ref())
-            .is_some_and(|lease| lease.owner == fence.owner && lease.epoch == fence.epoch);
-        if !held {
-            return Err(StoreError::LeaseLost);
-        }
-    }
+    queued.req.check_fence(snapshot)?;
     let after = queued.pending.lock().unwrap_or_else(PoisonError::into_inner).decide(snapshot)?;
     *snapshot = after.clone();
     Ok(after)

@@ -76,9 +76,18 @@ pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Conne
     }
     conn.pragma_update(None, "synchronous", synchronous.as_str()).map_err(db_error)?;
     conn.pragma_update(None, "foreign_keys", "ON").map_err(db_error)?;
+    // Checkpoints run on their own thread (`checkpointer`), never inside a commit.
+    conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(db_error)?;
     // Every statement the writer runs stays prepared.
     conn.set_prepared_statement_cache_capacity(64);
     migrate(&mut conn, path)?;
+    Ok(conn)
+}
+
+/// A connection that only checkpoints the WAL.
+pub(super) fn open_checkpointer(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|e| cannot_open(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
     Ok(conn)
 }
 

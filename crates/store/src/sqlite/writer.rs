@@ -80,35 +80,37 @@ pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_
                 Err(_) => break,
             }
         }
-        let calls = batch.len() as u64;
-        let changes_before = conn.total_changes();
-        let committed = commit_batch(&conn, &mut batch);
-        stats.record(calls, committed && conn.total_changes() != changes_before);
+        commit_batch(&conn, &mut batch, stats);
     }
 }
 
-/// Whether the batch committed.
-fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>) -> bool {
+/// Counted in `stats` before anyone is answered, so a caller reading them after its answer
+/// sees its own write.
+fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, stats: &StatsCounters) {
+    let calls = batch.len() as u64;
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        stats.record(calls, false);
         fail_all(batch, db_error(e));
-        return false;
+        return;
     }
+    let changes_before = conn.total_changes();
     let lost = batch.iter_mut().find_map(|job| run_in_savepoint(conn, job.as_mut()).err());
     if let Some(e) = lost {
         abort(conn);
+        stats.record(calls, false);
         fail_all(batch, e);
-        return false;
+        return;
     }
+    let changed = conn.total_changes() != changes_before;
     let committed = conn.execute_batch("COMMIT").map_err(db_error);
     if let Err(e) = &committed {
         tracing::error!(error = %e, requests = batch.len(), "SQLite group commit failed");
         abort(conn);
     }
-    let ok = committed.is_ok();
+    stats.record(calls, committed.is_ok() && changed);
     for job in batch.drain(..) {
         job.finish(committed.clone());
     }
-    ok
 }
 
 /// `Err` means the whole transaction is lost, not just this request.

@@ -22,16 +22,7 @@ pub(super) fn change(
 ) -> Result<Snapshot, StoreError> {
     let key = normalize_key(&req.key);
     let before = load_snapshot(conn, &key, req)?;
-    if let Some(fence) = &req.fence {
-        let held = before
-            .resource
-            .as_ref()
-            .and_then(|res| res.lease.as_ref())
-            .is_some_and(|lease| lease.owner == fence.owner && lease.epoch == fence.epoch);
-        if !held {
-            return Err(StoreError::LeaseLost);
-        }
-    }
+    req.check_fence(&before)?;
     let mut after = before.clone();
     change(&mut after)?;
     write_resource(conn, &key, before.resource.as_ref(), after.resource.as_ref())?;
