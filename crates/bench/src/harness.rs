@@ -135,7 +135,7 @@ poll_interval_seconds = {poll_seconds}
 }
 
 /// The AWX-API simulator with jobs of `job_seconds` (properties' `delaySeconds` overrides
-/// it per resource), notifying `slipway_base`'s hook endpoint when asked to.
+/// it per resource), sending job notifications to `webhook_to`'s hook endpoint if given.
 pub async fn start_sim(job_seconds: f64, tick_ms: u64, webhook_to: Option<&str>) -> Result<Sim, String> {
     let mut config = SimConfig { tick_ms, ..SimConfig::default() };
     for t in &mut config.job_templates {
