@@ -76,10 +76,17 @@ const fn f(name: &'static str, ty: FieldType, path: &'static str) -> Field {
 pub struct Model {
     /// Django model name, for error messages.
     pub name: &'static str,
-    pub fields: &'static [Field],
+    /// Its fields, in parts that models share.
+    pub fields: &'static [&'static [Field]],
     pub default_order: &'static [&'static str],
     /// Fields the list serializer leaves out.
     pub list_omits: &'static [&'static str],
+}
+
+impl Model {
+    fn field(&self, name: &str) -> Option<Field> {
+        self.fields.iter().flat_map(|part| part.iter()).find(|f| f.name == name).copied()
+    }
 }
 
 use FieldType::*;
@@ -103,11 +110,13 @@ const TEMPLATE_FIELDS: &[Field] = &[
 ];
 
 pub const JOB_TEMPLATE: Model =
-    Model { name: "JobTemplate", fields: TEMPLATE_FIELDS, default_order: &["name"], list_omits: &[] };
+    Model { name: "JobTemplate", fields: &[TEMPLATE_FIELDS], default_order: &["name"], list_omits: &[] };
 pub const WORKFLOW_JOB_TEMPLATE: Model =
-    Model { name: "WorkflowJobTemplate", fields: TEMPLATE_FIELDS, default_order: &["name"], list_omits: &[] };
+    Model { name: "WorkflowJobTemplate", fields: &[TEMPLATE_FIELDS], default_order: &["name"], list_omits: &[] };
 
-const UNIFIED_JOB_FIELDS: &[Field] = &[
+/// What every kind of job filters by: the `UnifiedJob` fields, before and after the fields
+/// that name the kind's template.
+const UNIFIED_JOB_HEAD: &[Field] = &[
     f("id", Int, "id"),
     f("name", Str, "name"),
     f("description", Str, "description"),
@@ -122,8 +131,10 @@ const UNIFIED_JOB_FIELDS: &[Field] = &[
     f("launch_type", Str, "launch_type"),
     f("job_explanation", Str, "job_explanation"),
     f("unified_job_template", Fk, "unified_job_template"),
-    f("unified_job_template__id", Int, "summary_fields.unified_job_template.id"),
     f("unified_job_template__name", Str, "summary_fields.unified_job_template.name"),
+];
+
+const UNIFIED_JOB_TAIL: &[Field] = &[
     f("organization", Fk, "summary_fields.organization.id"),
     f("organization__name", Str, "summary_fields.organization.name"),
     f("launched_by", Fk, "launched_by.id"),
@@ -133,62 +144,31 @@ const UNIFIED_JOB_FIELDS: &[Field] = &[
     f("extra_vars", Str, "extra_vars"),
 ];
 
-const JOB_FIELDS: &[Field] = &[
-    f("id", Int, "id"),
-    f("name", Str, "name"),
-    f("description", Str, "description"),
-    f("status", Str, "status"),
-    f("failed", Bool, "failed"),
-    f("created", DateTime, "created"),
-    f("modified", DateTime, "modified"),
-    f("started", DateTime, "started"),
-    f("finished", DateTime, "finished"),
-    f("canceled_on", DateTime, "canceled_on"),
-    f("elapsed", Float, "elapsed"),
-    f("launch_type", Str, "launch_type"),
-    f("job_explanation", Str, "job_explanation"),
-    f("unified_job_template", Fk, "unified_job_template"),
-    f("unified_job_template__name", Str, "summary_fields.unified_job_template.name"),
-    f("job_template", Fk, "job_template"),
-    f("job_template__id", Int, "summary_fields.job_template.id"),
-    f("job_template__name", Str, "summary_fields.job_template.name"),
-    f("organization", Fk, "summary_fields.organization.id"),
-    f("organization__name", Str, "summary_fields.organization.name"),
-    f("launched_by", Fk, "launched_by.id"),
-    f("created_by", Fk, "summary_fields.created_by.id"),
-    f("created_by__username", Str, "summary_fields.created_by.username"),
-    f("limit", Str, "limit"),
-    f("extra_vars", Str, "extra_vars"),
-    f("playbook", Str, "playbook"),
-    f("event_processing_finished", Bool, "event_processing_finished"),
+const UNIFIED_JOB_FIELDS: &[&[Field]] = &[
+    UNIFIED_JOB_HEAD,
+    &[f("unified_job_template__id", Int, "summary_fields.unified_job_template.id")],
+    UNIFIED_JOB_TAIL,
 ];
 
-const WORKFLOW_JOB_FIELDS: &[Field] = &[
-    f("id", Int, "id"),
-    f("name", Str, "name"),
-    f("description", Str, "description"),
-    f("status", Str, "status"),
-    f("failed", Bool, "failed"),
-    f("created", DateTime, "created"),
-    f("modified", DateTime, "modified"),
-    f("started", DateTime, "started"),
-    f("finished", DateTime, "finished"),
-    f("canceled_on", DateTime, "canceled_on"),
-    f("elapsed", Float, "elapsed"),
-    f("launch_type", Str, "launch_type"),
-    f("job_explanation", Str, "job_explanation"),
-    f("unified_job_template", Fk, "unified_job_template"),
-    f("unified_job_template__name", Str, "summary_fields.unified_job_template.name"),
-    f("workflow_job_template", Fk, "workflow_job_template"),
-    f("workflow_job_template__id", Int, "summary_fields.workflow_job_template.id"),
-    f("workflow_job_template__name", Str, "summary_fields.workflow_job_template.name"),
-    f("organization", Fk, "summary_fields.organization.id"),
-    f("organization__name", Str, "summary_fields.organization.name"),
-    f("launched_by", Fk, "launched_by.id"),
-    f("created_by", Fk, "summary_fields.created_by.id"),
-    f("created_by__username", Str, "summary_fields.created_by.username"),
-    f("limit", Str, "limit"),
-    f("extra_vars", Str, "extra_vars"),
+const JOB_FIELDS: &[&[Field]] = &[
+    UNIFIED_JOB_HEAD,
+    &[
+        f("job_template", Fk, "job_template"),
+        f("job_template__id", Int, "summary_fields.job_template.id"),
+        f("job_template__name", Str, "summary_fields.job_template.name"),
+    ],
+    UNIFIED_JOB_TAIL,
+    &[f("playbook", Str, "playbook"), f("event_processing_finished", Bool, "event_processing_finished")],
+];
+
+const WORKFLOW_JOB_FIELDS: &[&[Field]] = &[
+    UNIFIED_JOB_HEAD,
+    &[
+        f("workflow_job_template", Fk, "workflow_job_template"),
+        f("workflow_job_template__id", Int, "summary_fields.workflow_job_template.id"),
+        f("workflow_job_template__name", Str, "summary_fields.workflow_job_template.name"),
+    ],
+    UNIFIED_JOB_TAIL,
 ];
 
 /// `UnifiedJobListSerializer` drops these from list rows (fetch the detail for a traceback).
@@ -211,7 +191,7 @@ pub const UNIFIED_JOB: Model =
 
 pub const JOB_EVENT: Model = Model {
     name: "JobEvent",
-    fields: &[
+    fields: &[&[
         f("id", Int, "id"),
         f("counter", Int, "counter"),
         f("event", Str, "event"),
@@ -229,20 +209,20 @@ pub const JOB_EVENT: Model = Model {
         f("play", Str, "play"),
         f("playbook", Str, "playbook"),
         f("event_level", Int, "event_level"),
-    ],
+    ]],
     default_order: &["start_line", "counter"],
     list_omits: &[],
 };
 
 pub const ORGANIZATION: Model = Model {
     name: "Organization",
-    fields: &[
+    fields: &[&[
         f("id", Int, "id"),
         f("name", Str, "name"),
         f("description", Str, "description"),
         f("created", DateTime, "created"),
         f("modified", DateTime, "modified"),
-    ],
+    ]],
     default_order: &["name"],
     list_omits: &[],
 };
@@ -426,12 +406,7 @@ impl Filter {
 }
 
 fn find_field(model: &Model, path: &str) -> Result<Field, QueryError> {
-    model
-        .fields
-        .iter()
-        .find(|f| f.name == path)
-        .copied()
-        .ok_or_else(|| parse_error(format!("{} has no field named '{}'", model.name, path)))
+    model.field(path).ok_or_else(|| parse_error(format!("{} has no field named '{}'", model.name, path)))
 }
 
 /// Parses one `key=value` filter (prefixes already stripped).
@@ -545,12 +520,8 @@ pub fn list(model: &Model, mut items: Vec<Value>, path: &str, query: &str) -> Re
             Some(n) => (n.to_string(), true),
             None => (k.strip_prefix('+').unwrap_or(&k).to_string(), false),
         };
-        let field = model
-            .fields
-            .iter()
-            .find(|f| f.name == name)
-            .copied()
-            .ok_or_else(|| parse_error(format!("Cannot resolve keyword '{name}' into field.")))?;
+        let field =
+            model.field(&name).ok_or_else(|| parse_error(format!("Cannot resolve keyword '{name}' into field.")))?;
         keys.push((field, desc));
     }
     keys.push((find_field(model, if model.name == "JobEvent" { "counter" } else { "id" })?, false));

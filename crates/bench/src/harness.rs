@@ -174,14 +174,15 @@ pub struct Rig {
     pub sim: Sim,
     pub app: App,
     pub client: Client,
-    _dir: Option<tempfile::TempDir>,
+    /// The temporary directory the rig made for itself (removed with it), if any.
+    own_dir: Option<tempfile::TempDir>,
 }
 
 impl Rig {
     pub async fn start(setup: &Setup, job_seconds: f64) -> Result<Rig, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let mut rig = Rig::start_in(setup, job_seconds, dir.path()).await?;
-        rig._dir = Some(dir);
+        rig.own_dir = Some(dir);
         Ok(rig)
     }
 
@@ -191,7 +192,7 @@ impl Rig {
         let base = format!("http://127.0.0.1:{port}");
         let sim = start_sim(job_seconds, sim_tick_ms(job_seconds), setup.webhooks.then_some(base.as_str())).await?;
         let app = start_slipway(dir, &setup.config(port, dir, &sim.base_url())?).await?;
-        Ok(Rig { sim, app, client: Client::new(base), _dir: None })
+        Ok(Rig { sim, app, client: Client::new(base), own_dir: None })
     }
 
     pub async fn stop(self) -> Result<(), String> {

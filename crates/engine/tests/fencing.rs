@@ -190,6 +190,31 @@ async fn create(store: &dyn Store, clock: &dyn Clock, id: ArmId) -> OperationId 
     op
 }
 
+/// Node `a`'s engine for `id`'s type, running `provider` (named as `policy` names it) with
+/// leases of `lease_for`; stop it by sending on the returned sender.
+fn start_node_a(
+    store: Arc<dyn Store>,
+    provider: Arc<dyn Provider>,
+    id: &ArmId,
+    policy: TypePolicy,
+    clock: Arc<ShiftedClock>,
+    lease_for: Duration,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), slipway_engine::EngineError>>) {
+    let providers: Providers = HashMap::from([(policy.provider.clone(), provider)]);
+    let options = EngineOptions {
+        owner: "a".into(),
+        lease_for,
+        idle_interval: Duration::from_millis(50),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::new(store, providers, HashMap::from([(id.type_key(), policy)]), clock, options);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    (stop_tx, run)
+}
+
 async fn until(what: &str, mut check: impl FnMut() -> bool) {
     let start = Instant::now();
     while !check() {
@@ -211,22 +236,9 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
         launched: Mutex::default(),
     });
     let clock = Arc::new(ShiftedClock::default());
-    let mut providers: Providers = HashMap::new();
-    providers.insert("gated".into(), gated.clone());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r1").unwrap();
     let policy = TypePolicy { provider: "gated".into(), ..TypePolicy::default() };
-    let options = EngineOptions {
-        owner: "a".into(),
-        lease_for: LEASE,
-        idle_interval: Duration::from_millis(50),
-        ..EngineOptions::default()
-    };
-    let engine =
-        Engine::new(store.clone(), providers, HashMap::from([(id.type_key(), policy)]), clock.clone(), options);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let (stop_tx, run) = start_node_a(store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
 
     let key = id.key();
     create(store.as_ref(), clock.as_ref(), id).await;
@@ -306,23 +318,10 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     let store = Arc::new(Recording::new(sqlite));
     let provider = Arc::new(Switched { done: AtomicBool::new(false) });
     let clock = Arc::new(ShiftedClock::default());
-    let mut providers: Providers = HashMap::new();
-    providers.insert("switched".into(), provider.clone());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r2").unwrap();
     let policy =
         TypePolicy { provider: "switched".into(), poll_interval: Duration::from_millis(50), ..TypePolicy::default() };
-    let options = EngineOptions {
-        owner: "a".into(),
-        lease_for: LEASE,
-        idle_interval: Duration::from_millis(50),
-        ..EngineOptions::default()
-    };
-    let engine =
-        Engine::new(store.clone(), providers, HashMap::from([(id.type_key(), policy)]), clock.clone(), options);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let (stop_tx, run) = start_node_a(store.clone(), provider.clone(), &id, policy, clock.clone(), LEASE);
     let key = id.key();
     let op = create(store.as_ref(), clock.as_ref(), id).await;
     let epoch = || async { store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch) };

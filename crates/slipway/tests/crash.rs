@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{API, config_text, header, rid};
+use common::{API, config_text, header, path_of, rid};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(120);
@@ -84,11 +84,6 @@ async fn wait_all_terminal(http: &reqwest::Client, base: &str, paths: &[String])
         }
     }
     done
-}
-
-fn path_of(status_url: &str) -> String {
-    let without_host = status_url.splitn(4, '/').nth(3).unwrap_or_default();
-    format!("/{without_host}")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

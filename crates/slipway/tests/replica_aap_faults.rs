@@ -23,9 +23,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Faults, RateLimitBurst, Sim, SimConfig};
-use common::replica::{Replica, ready, unique_schema};
+use common::replica::{Replica, create_on_any, ready, unique_schema};
 use common::{API, rid};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const OPS: usize = 100;
 const REPLICAS: usize = 3;
@@ -83,22 +83,9 @@ async fn replicas_converge_under_aap_faults_and_honour_retry_after() {
     let mut ops = Vec::new();
     for i in 0..OPS {
         let id = rid("computeInstances", &format!("vm{i}"));
-        let mut accepted = None;
-        for attempt in 0..REPLICAS {
-            let r = &replicas[(i + attempt) % REPLICAS];
-            let resp = http
-                .put(format!("{}{id}?api-version={API}", r.base()))
-                .json(&json!({"properties": {"size": "small", "image": "debian"}}))
-                .send()
-                .await;
-            if let Ok(resp) = resp
-                && resp.status().as_u16() == 201
-            {
-                accepted = resp.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(path_of);
-                break;
-            }
-        }
-        let op = accepted.unwrap_or_else(|| panic!("create {i} was accepted by no replica"));
+        let op = create_on_any(&http, &replicas, i, &id)
+            .await
+            .unwrap_or_else(|| panic!("create {i} was accepted by no replica"));
         ops.push((id, op));
     }
     let accepted_in = faults_set.elapsed();
@@ -240,8 +227,4 @@ async fn get_any(http: &reqwest::Client, replicas: &[Replica], path: &str) -> Op
         }
     }
     None
-}
-
-fn path_of(url: &str) -> String {
-    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or_default())
 }

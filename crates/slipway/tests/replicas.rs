@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Sim, SimConfig};
-use common::replica::{Lcg, Replica, ready};
-use common::{API, rid};
-use serde_json::{Value, json};
+use common::replica::{Lcg, Replica, create_on_any, ready};
+use common::rid;
+use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
@@ -40,22 +40,11 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
     let mut ops = Vec::new();
     for i in 0..OPS {
         let id = rid("computeInstances", &format!("vm{i}"));
-        let mut accepted = None;
-        for attempt in 0..replicas.len() {
-            let r = &replicas[(i + attempt) % replicas.len()];
-            let resp = http
-                .put(format!("{}{id}?api-version={API}", r.base()))
-                .json(&json!({"properties": {"size": "small", "image": "debian"}}))
-                .send()
-                .await;
-            if let Ok(resp) = resp
-                && resp.status().as_u16() == 201
-            {
-                accepted = resp.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(path_of);
-                break;
-            }
-        }
-        ops.push(accepted.unwrap_or_else(|| panic!("create {i} was accepted by no replica")));
+        ops.push(
+            create_on_any(&http, &replicas, i, &id)
+                .await
+                .unwrap_or_else(|| panic!("create {i} was accepted by no replica")),
+        );
     }
 
     println!("replicas: {OPS} creates accepted in {:.1} s", accepting.elapsed().as_secs_f64());
@@ -129,8 +118,4 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
     if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
         let _ = dir.keep();
     }
-}
-
-fn path_of(url: &str) -> String {
-    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or_default())
 }

@@ -80,6 +80,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@store $make;
             case_create_and_read_back,
             case_rejection_writes_nothing,
+            case_a_change_cannot_move_a_resource_to_another_key,
             case_delete_supersedes_running_operation,
             case_status_update_moves_operation_and_resource,
             case_status_update_skips_resource_of_another_operation,
@@ -342,6 +343,28 @@ pub async fn case_noop_change_writes_nothing(h: &Harness) {
     assert_eq!(store.get_resource(&id.key()).await, Ok(created.resource.clone()));
     // (Engines also prove no row was touched in their own tests, e.g. SQLite's data_version.)
     assert_eq!(store.get_operation("sub-noop", &op.id, at(5 * SECOND)).await, Ok(Some(op.clone())));
+}
+
+/// A change function cannot re-home a resource under another key: the write is refused and
+/// neither key changes.
+pub async fn case_a_change_cannot_move_a_resource_to_another_key(store: &dyn Store) {
+    let id = vnet("sub-move", "rg", "r1");
+    put(store, &id, spec(1), ctx(1, T0)).await;
+    let elsewhere = vnet("sub-move", "rg", "r2");
+    let target = elsewhere.clone();
+    let err = store
+        .change(
+            ChangeRequest::new(id.key(), at(1)),
+            Box::new(move |s| {
+                s.resource.as_mut().ok_or(Rejection::NotFound)?.id = target;
+                Ok(())
+            }),
+        )
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, StoreError::Internal(_)), "{err:?}");
+    assert_eq!(store.get_resource(&elsewhere.key()).await, Ok(None));
+    assert!(store.get_resource(&id.key()).await.expect("get").is_some());
 }
 
 pub async fn case_rejection_writes_nothing(store: &dyn Store) {

@@ -380,29 +380,6 @@ async fn columns_follow_the_record() {
     assert_eq!((c.5, c.6, c.7, c.8), (None, None, 1, 3));
 }
 
-#[tokio::test]
-async fn a_change_cannot_move_a_resource_to_another_key() {
-    let schema = Schema::fresh();
-    let store = open(schema.options()).await;
-    let id = vnet("sub", "rg", "r1");
-    put(&store, &id, spec(1), ctx(1, T0)).await;
-    let elsewhere = vnet("sub", "rg", "r2");
-    let target = elsewhere.clone();
-    let err = store
-        .change(
-            ChangeRequest::new(id.key(), at(1)),
-            Box::new(move |s| {
-                s.resource.as_mut().ok_or(Rejection::NotFound)?.id = target;
-                Ok(())
-            }),
-        )
-        .await
-        .expect_err("refused");
-    assert!(matches!(err, StoreError::Internal(_)), "{err:?}");
-    assert_eq!(store.get_resource(&elsewhere.key()).await, Ok(None));
-    assert!(store.get_resource(&id.key()).await.expect("get").is_some());
-}
-
 /// Changes that arrive together are committed together (group commit), each still seeing
 /// its own resource's latest state: 200 concurrent creates of distinct resources plus a
 /// chain of PATCH-like edits of one resource all land, in far fewer transactions.

@@ -187,6 +187,11 @@ pub fn init_logging() {
     }
 }
 
+/// The path (and query) of a URL: what to GET on another base, e.g. another replica.
+pub fn path_of(url: &str) -> String {
+    format!("/{}", url.splitn(4, '/').nth(3).unwrap_or_default())
+}
+
 pub fn rid(ty: &str, name: &str) -> String {
     format!("/subscriptions/{SUB}/resourceGroups/rg1/providers/Slipway.Example/{ty}/{name}")
 }

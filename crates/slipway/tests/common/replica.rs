@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use aap_sim::Sim;
 
-use super::API;
+use super::{API, path_of};
 
 pub fn pg_url() -> String {
     std::env::var("SLIPWAY_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
@@ -192,4 +192,23 @@ impl Lcg {
 pub fn unique_schema(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("{prefix}_{nanos:x}{:x}", std::process::id())
+}
+
+/// PUTs a compute instance at `id`, first to replica `first`, then to the next one whenever
+/// a replica does not accept it; the status path of the accepted operation, if one did.
+pub async fn create_on_any(http: &reqwest::Client, replicas: &[Replica], first: usize, id: &str) -> Option<String> {
+    for attempt in 0..replicas.len() {
+        let r = &replicas[(first + attempt) % replicas.len()];
+        let resp = http
+            .put(format!("{}{id}?api-version={API}", r.base()))
+            .json(&serde_json::json!({"properties": {"size": "small", "image": "debian"}}))
+            .send()
+            .await;
+        if let Ok(resp) = resp
+            && resp.status().as_u16() == 201
+        {
+            return resp.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(path_of);
+        }
+    }
+    None
 }

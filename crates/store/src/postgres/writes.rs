@@ -192,34 +192,3 @@ fn message(e: &StoreError) -> String {
         other => other.to_string(),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::shares;
-
-    #[test]
-    fn lanes_share_unused_room() {
-        assert_eq!(shares(2, 1, 5, 5), (2, 1), "both lanes full: each gets its own limit");
-        assert_eq!(shares(2, 2, 1, 5), (1, 3), "intent leaves room to follow-up");
-        assert_eq!(shares(1, 2, 5, 0), (3, 0), "follow-up leaves room to intent");
-        assert_eq!(shares(2, 2, 1, 1), (1, 1));
-        assert_eq!(shares(0, 0, 3, 3), (0, 0));
-        assert_eq!(shares(usize::MAX, 1, 2, 2), (2, 2));
-    }
-
-    /// Capping the follow-up query at what the intent lane leaves never changes the outcome.
-    #[test]
-    fn capping_the_followup_query_changes_nothing() {
-        for il in 0..5 {
-            for fl in 0..5 {
-                let room = il + fl;
-                for ir in 0..=room {
-                    for fr in 0..8 {
-                        let capped = fr.min(room - ir.min(il));
-                        assert_eq!(shares(il, fl, ir, capped), shares(il, fl, ir, fr), "{il} {fl} {ir} {fr}");
-                    }
-                }
-            }
-        }
-    }
-}

@@ -278,18 +278,3 @@ pub(super) fn abandon_notification(conn: &Connection, id: i64, last_error: &str)
     stmt.execute(params![id, last_error]).map_err(db_error)?;
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::shares;
-
-    #[test]
-    fn lanes_share_unused_room() {
-        assert_eq!(shares(2, 1, 5, 5), (2, 1), "both lanes full: each gets its own limit");
-        assert_eq!(shares(2, 2, 1, 5), (1, 3), "intent leaves room to follow-up");
-        assert_eq!(shares(1, 2, 5, 0), (3, 0), "follow-up leaves room to intent");
-        assert_eq!(shares(2, 2, 1, 1), (1, 1));
-        assert_eq!(shares(0, 0, 3, 3), (0, 0));
-        assert_eq!(shares(usize::MAX, 1, 2, 2), (2, 2));
-    }
-}
