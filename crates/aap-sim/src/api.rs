@@ -115,16 +115,31 @@ fn decide_fault(st: &mut State, now: Instant) -> (Duration, Fault) {
     (Duration::from_millis(latency_ms), fault)
 }
 
+/// How long a launch request takes to be processed: `launch_delay_ms` plus up to
+/// `launch_delay_jitter_ms`.
+fn launch_delay(st: &mut State) -> Duration {
+    let Faults { launch_delay_ms, launch_delay_jitter_ms, .. } = st.faults;
+    let jitter = if launch_delay_jitter_ms == 0 { 0 } else { st.rng.below(launch_delay_jitter_ms + 1) };
+    Duration::from_millis(launch_delay_ms + jitter)
+}
+
 /// The client a request comes from: its `User-Agent`.
 fn client_of(headers: &HeaderMap) -> String {
     headers.get(header::USER_AGENT).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).unwrap_or_default()
 }
 
+/// Every request is processed to the end on a task of its own, as AWX (Django under uWSGI)
+/// does: a client that disconnects or times out does not stop a request the controller has
+/// received — a launch still creates its job — it only never hears the answer.
 pub(crate) async fn dispatch(
     AxState(shared): AxState<Arc<Shared>>,
     ConnectInfo(conn): ConnectInfo<ConnCtl>,
     req: Request,
 ) -> Response {
+    tokio::spawn(process(shared, conn, req)).await.unwrap_or_else(|_| detail(500, "aap-sim request task failed"))
+}
+
+async fn process(shared: Arc<Shared>, conn: ConnCtl, req: Request) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -134,7 +149,8 @@ pub(crate) async fn dispatch(
     }
 
     let client = client_of(req.headers());
-    let (latency, fault) = {
+    let launching = method == Method::POST && path.ends_with("/launch/");
+    let (latency, fault, launch_delay) = {
         let mut st = shared.lock();
         let key = request_key(&method, &path);
         let grace = Duration::from_millis(st.config.retry_after_grace_ms);
@@ -147,7 +163,9 @@ pub(crate) async fn dispatch(
         }
         *st.requests.entry(key).or_insert(0) += 1;
         st.api_requests += 1;
-        decide_fault(&mut st, started)
+        let (latency, fault) = decide_fault(&mut st, started);
+        let delay = if launching { launch_delay(&mut st) } else { Duration::ZERO };
+        (latency, fault, delay)
     };
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
@@ -184,6 +202,10 @@ pub(crate) async fn dispatch(
         Ok(b) => b,
         Err(_) => return detail(413, "Request body too large."),
     };
+    if !launch_delay.is_zero() {
+        // A controller under load: the launch is received now and processed later.
+        tokio::time::sleep(launch_delay).await;
+    }
     let ctx = Ctx { method, path, query, headers: parts.headers, body, conn };
     let mut resp = {
         let mut st = shared.lock();

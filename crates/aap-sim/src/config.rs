@@ -112,6 +112,11 @@ pub struct Faults {
     /// Percentage of launches that happen (the job is created and runs) but whose response is
     /// lost: the connection is closed instead.
     pub lose_launch_response_percent: u8,
+    /// Launch requests are processed (the job created) this long after they arrive, plus up
+    /// to `launch_delay_jitter_ms`; a client that gives up or disconnects meanwhile does not
+    /// stop it, as with AWX.
+    pub launch_delay_ms: u64,
+    pub launch_delay_jitter_ms: u64,
     /// Seed of the deterministic generator behind the percentages.
     pub seed: u64,
 }
@@ -127,6 +132,8 @@ impl Default for Faults {
             error_5xx_retry_after_seconds: 0,
             drop_percent: 0,
             lose_launch_response_percent: 0,
+            launch_delay_ms: 0,
+            launch_delay_jitter_ms: 0,
             seed: 0,
         }
     }

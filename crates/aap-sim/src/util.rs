@@ -360,6 +360,11 @@ impl Prng {
     pub fn percent(&mut self, percent: u8) -> bool {
         percent > 0 && self.next_u64() % 100 < u64::from(percent)
     }
+
+    /// Uniform in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
 }
 
 #[cfg(test)]

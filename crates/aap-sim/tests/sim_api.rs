@@ -733,6 +733,35 @@ async fn a_lost_launch_response_still_creates_and_runs_the_job() {
     t.sim.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_launch_processed_after_its_client_gave_up_still_creates_the_job() {
+    let t = T::start(config()).await;
+    let h = t.sim.handle();
+    h.set_faults(Faults { launch_delay_ms: 400, launch_delay_jitter_ms: 200, ..Faults::default() });
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(100)).build().unwrap();
+    let sent = Instant::now();
+    let err = impatient
+        .post(t.url("job_templates/1/launch/"))
+        .json(&json!({"extra_vars": {"key": "op-late:1"}}))
+        .send()
+        .await
+        .expect_err("the client gives up first");
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(h.jobs().is_empty(), "not processed yet when the client gave up");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.jobs().is_empty() {
+        assert!(Instant::now() < deadline, "the received launch never created its job");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let landed = sent.elapsed();
+    assert!(landed >= Duration::from_millis(400), "processed after the configured delay, took {landed:?}");
+    let jobs = h.jobs();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].extra_vars, json!({"key": "op-late:1"}));
+    assert_eq!(t.terminal("jobs", jobs[0].id).await["status"], "successful");
+    t.sim.shutdown().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Webhooks
 

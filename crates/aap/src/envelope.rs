@@ -126,6 +126,7 @@ mod tests {
             properties: json!({"cidr": "10.0.0.0/16", "templateID": "t1"}),
             operation_id: Some("op-1".into()),
             config_version: "cv1".into(),
+            intended_at: None,
         }
     }
 

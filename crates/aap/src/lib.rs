@@ -67,6 +67,9 @@ pub const MAX_DETAILS: usize = 4000;
 const DETAILS_CACHE: usize = 4096;
 /// Jobs whose first "missing from AAP" instant is remembered.
 const MISSING_CACHE: usize = 16_384;
+/// How far AAP's clock may be behind Slipway's when `find` bounds its search by the intent
+/// time: a job created in that margin before the intent is still listed.
+const FIND_CLOCK_SKEW: Duration = Duration::from_secs(600);
 
 /// How the provider authenticates.
 #[derive(Clone, Debug)]
@@ -949,7 +952,7 @@ impl Provider for AapProvider {
         outcome
     }
 
-    async fn find(&self, request: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
+    async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         let name = self.template_name(request)?;
         // Always fresh: a cached id of a recreated template would list no jobs and wrongly
         // prove absence.
@@ -961,20 +964,23 @@ impl Provider for AapProvider {
             q.append_pair(t.kind.template_filter(), &t.id.to_string());
             q.append_pair("order_by", "-id");
             q.append_pair("page_size", &self.page_size);
-            if let Some(window) = self.find_window {
-                let since = Timestamp::from_system(SystemTime::now()).sub(window);
+            // No job of the key is older than its intent (allowing for clock skew between
+            // Slipway and AAP), nor than the configured window.
+            let window = self.find_window.map(|w| Timestamp::from_system(SystemTime::now()).sub(w));
+            let intent = request.intended_at.map(|t| t.sub(FIND_CLOCK_SKEW));
+            if let Some(since) = window.into_iter().chain(intent).max() {
                 q.append_pair("created__gt", &since.to_rfc3339());
             }
         }
         let key = request.idempotency_key.as_str();
-        let mut found = None;
+        // The whole list: a launch request processed twice leaves two jobs with the key.
+        let mut found = Vec::new();
         self.http
             .walk(url, |row: Value| {
-                let hit = row.get("extra_vars").and_then(key_of).is_some_and(|k| k == key);
-                if hit {
-                    found = Some(row);
+                if row.get("extra_vars").and_then(key_of).is_some_and(|k| k == key) {
+                    found.push(row);
                 }
-                hit
+                false
             })
             .await
             .map_err(|e| {
@@ -982,15 +988,23 @@ impl Provider for AapProvider {
                 append(&mut err, &format!(" while looking for the job of key {key:?}"));
                 err
             })?;
-        let Some(row) = found else {
+        if found.is_empty() {
             tracing::info!(provider = %self.name, template = %name, key, "no AAP job for the key");
-            return Ok(None);
-        };
-        let (kind, id, state) = found_job(&row, t.kind).ok_or_else(|| {
-            ProviderError::Indeterminate(format!("AAP listed a job for key {key:?} without a numeric id"))
-        })?;
-        tracing::info!(provider = %self.name, template = %name, job = id, key, "found the AAP job for the key");
-        Ok(Some(Launched { handle: handle(kind, id, &t), state, template: name }))
+        }
+        let mut jobs: Vec<Launched> = Vec::with_capacity(found.len());
+        // Listed newest first; answered oldest first. A job created while the list is read
+        // shifts the pages, so a row can be listed twice: each job counts once.
+        for row in found.iter().rev() {
+            let (kind, id, state) = found_job(row, t.kind).ok_or_else(|| {
+                ProviderError::Indeterminate(format!("AAP listed a job for key {key:?} without a numeric id"))
+            })?;
+            if jobs.iter().any(|j| parse_handle(&j.handle).is_ok_and(|listed| listed == (kind, id))) {
+                continue;
+            }
+            tracing::info!(provider = %self.name, template = %name, job = id, key, "found an AAP job for the key");
+            jobs.push(Launched { handle: handle(kind, id, &t), state, template: name.clone() });
+        }
+        Ok(jobs)
     }
 }
 

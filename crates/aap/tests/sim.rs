@@ -67,6 +67,7 @@ fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         properties: json!({"size": 1}),
         operation_id: Some("op-1".into()),
         config_version: "cv-1".into(),
+        intended_at: None,
     }
 }
 
@@ -470,7 +471,7 @@ async fn status_is_batched_and_paged() {
 
     // find walks the pages (newest first) until the key: the first job is on page 3.
     sim.handle().reset_requests();
-    let found = small.find(&create("Subnet", "op-b:0")).await.unwrap().expect("found");
+    let found = small.find(&create("Subnet", "op-b:0")).await.unwrap().pop().expect("found");
     assert_eq!(found.handle, handles[0]);
     assert_eq!(count(&sim, "GET /api/v2/jobs/"), 9);
 }
@@ -582,7 +583,7 @@ async fn a_retry_after_holds_every_request_of_the_provider() {
         "{launched:?}"
     );
     assert!(s1.is_ok() && s1_at >= until, "{s1:?}");
-    assert!(id(&found.0.unwrap().expect("found")) == id(&l) && found.1 >= until);
+    assert!(id(&found.0.unwrap().pop().expect("found")) == id(&l) && found.1 >= until);
     assert!(status.0.is_ok() && status.1 >= until, "{:?}", status.0);
     assert!(cancel.0.is_ok() && cancel.1 >= until, "{:?}", cancel.0);
     assert_eq!(h.retry_after_violations(), vec![], "nothing arrived before the advertised time");
@@ -705,7 +706,7 @@ async fn launch_is_never_retried() {
     assert_eq!(requests(&sim), BTreeMap::from([("POST /api/v2/job_templates/{id}/launch/".to_owned(), 1)]));
     // The simulator refused it before creating a job: find proves it absent.
     sim.handle().set_faults(Faults::default());
-    assert_eq!(p.find(&create("Subnet", "op-n:2")).await.unwrap(), None);
+    assert_eq!(p.find(&create("Subnet", "op-n:2")).await.unwrap(), Vec::new());
 }
 
 /// A launch whose answer is lost is `Indeterminate`; `find` adopts the job it started.
@@ -721,14 +722,14 @@ async fn lost_launch_response_is_resolved_by_find() {
     let jobs = key_jobs(&sim, "op-lost:1");
     assert_eq!(jobs.len(), 1);
     assert!(jobs[0].launch_lost);
-    let found = p.find(&create("Subnet", "op-lost:1")).await.unwrap().expect("adopted");
+    let found = p.find(&create("Subnet", "op-lost:1")).await.unwrap().pop().expect("adopted");
     assert_eq!(id(&found), jobs[0].id);
     assert_eq!(found.handle.data["kind"], "job");
     assert_eq!(found.template, "slipway-create-subnet");
     assert_eq!(terminal(&p, &found.handle).await.state, JobState::Succeeded);
     assert_eq!(key_jobs(&sim, "op-lost:1").len(), 1);
     // And a key never launched is positively absent.
-    assert_eq!(p.find(&create("Subnet", "op-lost:2")).await.unwrap(), None);
+    assert_eq!(p.find(&create("Subnet", "op-lost:2")).await.unwrap(), Vec::new());
 }
 
 /// A job purged from AAP while non-terminal: transient within the grace, then NotFound
@@ -937,9 +938,9 @@ async fn find_within_a_window() {
     o.find_window = Some(Duration::from_secs(3600));
     let p = provider(o);
     let l = p.launch(&create("Subnet", "op-w:1")).await.unwrap();
-    let found = p.find(&create("Subnet", "op-w:1")).await.unwrap().expect("found");
+    let found = p.find(&create("Subnet", "op-w:1")).await.unwrap().pop().expect("found");
     assert_eq!(found.handle, l.handle);
-    assert_eq!(p.find(&create("Subnet", "op-w:2")).await.unwrap(), None);
+    assert_eq!(p.find(&create("Subnet", "op-w:2")).await.unwrap(), Vec::new());
 }
 
 /// Requests beyond `max_concurrent_requests` wait for a permit.

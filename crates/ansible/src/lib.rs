@@ -19,9 +19,13 @@
 //! Extra vars are written with every string tagged `!unsafe`: Ansible would otherwise
 //! evaluate `{{ … }}` in user-supplied properties on this host.
 //!
-//! One Slipway process owns a work dir; launches for a key are serialised in-process.
+//! A launch cannot create a job after it returned: the runner is spawned in this process, so
+//! the provider has no launch-ambiguity window. Launches and finds of one key never
+//! interleave: in-process by the launch lock, across processes sharing a work dir by
+//! [`keylock`] (a key another process is working on answers "outcome unknown").
 
 mod jobdir;
+mod keylock;
 mod naming;
 mod procfs;
 mod terminate;
@@ -45,6 +49,7 @@ use slipway_provider::{
 use tokio::task::JoinSet;
 
 use jobdir::{JOB_MARKER_VAR, JobDir, JobRecord, Layout};
+use keylock::KeyLock;
 use procfs::ProcId;
 
 pub use naming::{conventional_playbook, job_dir_name, kebab};
@@ -554,6 +559,10 @@ impl Provider for AnsibleProvider {
         let name = Inner::dir_name(&request.idempotency_key)?;
         let job = inner.job_dir(&name);
         let _launching = inner.launch_lock.lock().await;
+        let _key = {
+            let (work_dir, name) = (inner.work_dir.clone(), name.clone());
+            blocking(move || KeyLock::try_take(&work_dir, &name)).await??
+        };
 
         // At most one job per key: an earlier launch (maybe before a restart) is returned.
         let existing = {
@@ -722,14 +731,20 @@ impl Provider for AnsibleProvider {
         Ok(CancelOutcome::Requested)
     }
 
-    async fn find(&self, request: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
+    /// At most one: the job directory named by the key is the job.
+    async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         // A key that cannot name a directory was never launched.
         let Some(name) = job_dir_name(&request.idempotency_key) else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let _launching = self.inner.launch_lock.lock().await;
         let (inner, request) = (self.inner.clone(), request.clone());
-        blocking(move || inner.find_existing(&name, &request)).await?
+        let found = blocking(move || {
+            let _key = KeyLock::try_take(&inner.work_dir, &name)?;
+            inner.find_existing(&name, &request)
+        })
+        .await??;
+        Ok(found.into_iter().collect())
     }
 
     async fn shutdown(&self) {

@@ -39,7 +39,7 @@ async fn successful_job_sees_its_extra_vars() {
             "out": out.display().to_string(),
         }),
     );
-    assert_eq!(p.find(&req).await.unwrap(), None);
+    assert_eq!(p.find(&req).await.unwrap(), Vec::new());
 
     let launched = p.launch(&req).await.unwrap();
     assert_eq!(launched.state, JobState::Running);
@@ -134,7 +134,7 @@ async fn cancel_of_adopted_job_escalates_to_sigkill() {
         (!processes_with_argv(&["sleep", &marker]).is_empty()).then_some(())
     })
     .await;
-    let found = b.find(&req).await.unwrap().expect("the job is found");
+    let found = b.find(&req).await.unwrap().pop().expect("the job is found");
     assert_eq!(found.state, JobState::Running);
     assert_eq!(b.cancel(&found.handle).await.unwrap(), CancelOutcome::Requested);
     // No status polls here: the escalation alone must leave nothing behind.
@@ -164,7 +164,7 @@ async fn restarted_provider_adopts_running_job() {
     // the process table.
     std::fs::remove_file(&job_json).unwrap();
     let b = fx.provider();
-    let found = b.find(&req).await.unwrap().expect("the job is found");
+    let found = b.find(&req).await.unwrap().pop().expect("the job is found");
     assert_eq!(found.handle, launched.handle);
     assert_eq!(found.state, JobState::Running);
     assert_eq!(found.template, "create-public-ip-pool.yml");
@@ -175,10 +175,39 @@ async fn restarted_provider_adopts_running_job() {
 
     let st = terminal(&b, &found.handle, RUN_TIMEOUT).await;
     assert_eq!(st.state, JobState::Succeeded, "{st:?}");
-    let found = b.find(&req).await.unwrap().expect("still found");
+    let found = b.find(&req).await.unwrap().pop().expect("still found");
     assert_eq!(found.state, JobState::Succeeded);
 
-    assert_eq!(b.find(&request("unknown:1", "PublicIPPool", json!({}))).await.unwrap(), None);
+    assert_eq!(b.find(&request("unknown:1", "PublicIPPool", json!({}))).await.unwrap(), Vec::new());
+}
+
+#[tokio::test]
+async fn a_key_another_process_is_launching_is_neither_launched_nor_reported_absent() {
+    let fx = Fixture::new();
+    fx.playbook("create-subnet.yml", "    - command: \"true\"\n");
+    let req = request("shared:1", "Subnet", json!({}));
+    // Another Slipway process on this host sharing the work dir is in the middle of this
+    // key's launch (it prepared the directory and has not spawned yet): it holds the lock.
+    let locks = fx.work.path().join(".locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let other =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(locks.join("shared_1")).unwrap();
+    other.lock().unwrap();
+    std::fs::create_dir(fx.work.path().join("shared_1")).unwrap();
+
+    let p = fx.provider();
+    assert!(matches!(p.find(&req).await, Err(ProviderError::Indeterminate(_))), "absence is not proven");
+    assert!(matches!(p.launch(&req).await, Err(ProviderError::Indeterminate(_))), "no second launch");
+    assert!(fx.work.path().join("shared_1").exists(), "its directory is left alone");
+
+    // That process died before spawning: the kernel drops its lock, and the key launches once.
+    drop(other);
+    let launched = p.launch(&req).await.unwrap();
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+    let again = fx.provider().launch(&req).await.unwrap();
+    assert_eq!(again.handle, launched.handle, "a restarted provider returns the same job");
+    assert_eq!(fx.provider().find(&req).await.unwrap().len(), 1);
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::body::{Body, to_bytes};
+use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -186,11 +186,33 @@ async fn json_body<T: serde::de::DeserializeOwned>(state: &ApiState, ctx: &Ctx, 
         )
     };
     let declared: Option<usize> = ctx.header("content-length").parse().ok();
-    if declared.is_some_and(|n| n > limit) {
+    if declared.is_some_and(|n| n > limit.saturating_add(OVERSIZE_DRAIN)) {
         return Err(too_large());
     }
-    let bytes = to_bytes(body, limit).await.map_err(|_| too_large())?;
+    let bytes = read_limited(body, limit).await.ok_or_else(too_large)?;
     wire::parse_body(&bytes)
+}
+
+/// How much of an oversized body is read and dropped before the `413` goes out: a client
+/// still sending it would otherwise see its connection reset instead of the answer.
+const OVERSIZE_DRAIN: usize = 16 * 1024 * 1024;
+
+/// The body if it is at most `limit` bytes; `None` for a larger one (read on, unbuffered,
+/// up to [`OVERSIZE_DRAIN`] more) or a body that failed to arrive.
+async fn read_limited(mut body: Body, limit: usize) -> Option<Vec<u8>> {
+    use axum::body::HttpBody;
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+        let Ok(data) = frame.ok()?.into_data() else { continue };
+        seen = seen.saturating_add(data.len());
+        if seen <= limit {
+            buf.extend_from_slice(&data);
+        } else if seen > limit.saturating_add(OVERSIZE_DRAIN) {
+            return None;
+        }
+    }
+    (seen <= limit).then_some(buf)
 }
 
 fn request_context(state: &ApiState, ctx: &Ctx, api_version: &str) -> RequestContext {

@@ -5,6 +5,7 @@
 mod error;
 mod handlers;
 mod hooks;
+mod listener;
 pub mod notify;
 mod route;
 pub mod types;
@@ -24,6 +25,7 @@ use slipway_domain::time::Clock;
 use slipway_store::Store;
 
 pub use error::ArmError;
+pub use listener::{DERIVED_CAP_MAX, ListenerOptions, raise_open_file_limit};
 pub use types::{ResourceType, TypeRegistry};
 pub use wire::operation_status_body;
 
@@ -94,11 +96,13 @@ async fn correlation(req: Request<Body>, next: Next) -> Response {
     resp
 }
 
-/// Serves until `shutdown` resolves, then lets in-flight requests finish.
+/// Serves until `shutdown` resolves, then stops accepting, closes idle connections and lets
+/// in-flight requests finish. Connections are capped and timed per `options`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<ApiState>,
+    options: ListenerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    listener::serve(listener, router(state), options, shutdown).await
 }

@@ -108,6 +108,7 @@ pub fn admit_put(
             provisioning_state: ProvisioningState::Accepted,
             desired_config_version: desired,
             jobs: Vec::new(),
+            duplicate_jobs: Vec::new(),
             active_operation_id: Some(op.id.clone()),
             last_operation_id: op.id.clone(),
             job_seq: 0,

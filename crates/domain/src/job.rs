@@ -93,6 +93,20 @@ pub struct Job {
     /// While `Launching`: the provider said no such job exists, so launching is safe.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub absent_confirmed: bool,
+    /// When a launch request for this key was last handed to the provider. A controller may
+    /// still create the job until `launch_sent_at + launch_ambiguity` (see
+    /// `TypePolicy::launch_ambiguity`), so "not found" proves nothing before then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_sent_at: Option<Timestamp>,
+    /// Launch requests for this key that may have reached the provider. More than one means
+    /// a late first request could still create a second job: the key is looked up once more
+    /// when its job ends (`unique_confirmed`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub launch_sends: u32,
+    /// The provider was asked for every job of this key after the job ended and the
+    /// duplicates it listed (if any) were recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unique_confirmed: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -119,6 +133,9 @@ impl Job {
             cancel_requested_at: None,
             launch_attempts: 0,
             absent_confirmed: false,
+            launch_sent_at: None,
+            launch_sends: 0,
+            unique_confirmed: false,
         }
     }
 
@@ -133,6 +150,11 @@ impl Job {
     }
 
     /// `message` plus `": " + error_details` when details exist (OSAC `MessageWithDetails`).
+    /// Sent more than once and not yet checked for a second job of the same key.
+    pub fn needs_duplicate_check(&self) -> bool {
+        self.launch_sends > 1 && !self.unique_confirmed && !self.job_id.is_empty()
+    }
+
     pub fn message_with_details(&self) -> String {
         if self.error_details.is_empty() {
             self.message.clone()

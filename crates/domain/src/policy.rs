@@ -5,6 +5,10 @@ use std::time::Duration;
 use crate::backoff::BackoffPolicy;
 use crate::operation::OperationRequest;
 
+/// The launch-ambiguity window of a remote provider with the default 30 s request timeout:
+/// that timeout plus a minute of margin.
+pub const DEFAULT_LAUNCH_AMBIGUITY: Duration = Duration::from_secs(90);
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypePolicy {
     /// Provider instance that runs this type's jobs.
@@ -22,6 +26,12 @@ pub struct TypePolicy {
     pub block_deletion_on_failure: bool,
     /// How long to wait after asking a job to cancel before asking again.
     pub cancel_retry: Duration,
+    /// The longest a launch request, once sent, may still be processed by the provider and
+    /// create a job — even after the sender gave up on it or died (a controller finishes a
+    /// request it has received). Until it has passed since the last send, a `Find` that sees
+    /// no job does not allow a relaunch. Must cover the provider's request timeout, its
+    /// worst processing time and the clock skew between replicas.
+    pub launch_ambiguity: Duration,
 }
 
 impl Default for TypePolicy {
@@ -36,6 +46,7 @@ impl Default for TypePolicy {
             max_history: 10,
             block_deletion_on_failure: true,
             cancel_retry: Duration::from_secs(60),
+            launch_ambiguity: DEFAULT_LAUNCH_AMBIGUITY,
         }
     }
 }

@@ -93,6 +93,11 @@ pub struct ResourceRecord {
     pub desired_config_version: ConfigVersion,
     #[serde(default)]
     pub jobs: Vec<Job>,
+    /// Jobs the provider started for a key that already had one (a launch request that was
+    /// processed after it had been given up on). Each is canceled and followed until it ends;
+    /// kept as history, never adopted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicate_jobs: Vec<Job>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_operation_id: Option<OperationId>,
     /// The operation that last set the spec (names convergence retries' idempotency keys).

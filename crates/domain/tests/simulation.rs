@@ -1,12 +1,14 @@
 //! Randomised property test of the engine core (DESIGN §2 invariants, §6.3): long seeded
 //! sequences of client requests, `decide`, provider effects with arbitrary outcomes
 //! (including lost answers and crashes between effect and record), and `apply`, against a
-//! simulated provider that does NOT deduplicate launches by idempotency key. Checked after
-//! every step:
+//! simulated provider that does NOT deduplicate launches by idempotency key and, like AWX,
+//! finishes a launch request it has received even after the client gave up on it: such a
+//! request creates its job later, within the policy's launch-ambiguity window minus the
+//! replicas' clock skew. Checked after every step:
 //!
 //! * the provider never holds two jobs with the same idempotency key;
 //! * a `Launch` effect repeats a key only after the provider positively reported that key
-//!   absent (`Find` → `None`) or refused the previous attempt outright (`Transient`,
+//!   absent (`Find` → nothing) or refused the previous attempt outright (`Transient`,
 //!   `RateLimited`: "nothing happened");
 //! * at most one job is non-terminal, both in the snapshot and at the provider;
 //! * at most one operation is non-terminal, it is the resource's active one, and the
@@ -74,10 +76,21 @@ struct Stats {
     deletes_done: u64,
     timeouts: u64,
     ops: u64,
+    late_landings: u64,
 }
+
+/// A launch request the provider received and will process at `lands_at`.
+struct InFlight {
+    key: String,
+    lands_at: Timestamp,
+}
+
+/// Largest clock skew between replicas in this simulation.
+const MAX_SKEW_MS: u64 = 10_000;
 
 struct Sim {
     rng: Rng,
+    in_flight: Vec<InFlight>,
     w: World,
     /// The provider's (true, monotonic) clock; the domain sees it minus a replica's skew.
     t: Timestamp,
@@ -107,6 +120,7 @@ impl Sim {
         w.policy.block_deletion_on_failure = !rng.pct(30);
         Sim {
             rng,
+            in_flight: Vec::new(),
             w,
             t: T0,
             jobs: Vec::new(),
@@ -218,7 +232,7 @@ impl Sim {
         let roll = if self.faults { self.rng.below(100) } else { 99 };
         let rate_limited = FailureKind::RateLimited { retry_after: secs(1 + self.rng.below(30)) };
         match effect {
-            Effect::Sleep { .. } => unreachable!(),
+            Effect::Sleep { .. } | Effect::PollDuplicate { .. } | Effect::CancelDuplicate { .. } => unreachable!(),
             Effect::Launch { key } => {
                 self.stats.launches += 1;
                 match roll {
@@ -230,6 +244,18 @@ impl Sim {
                         Self::failure(FailureKind::Indeterminate, "response lost")
                     }
                     20..=23 => Self::failure(FailureKind::Indeterminate, "response lost"),
+                    // Received, processed later: the client timed out (or died) meanwhile.
+                    33..=40 => {
+                        let window = self.w.policy.launch_ambiguity.as_millis() as u64 - MAX_SKEW_MS;
+                        let lands_at = self.t.add(Duration::from_millis(1 + self.rng.below(window)));
+                        self.in_flight.push(InFlight { key: key.clone(), lands_at });
+                        if self.rng.pct(50) {
+                            self.stats.crashes += 1;
+                            None
+                        } else {
+                            Self::failure(FailureKind::Indeterminate, "no answer within the request timeout")
+                        }
+                    }
                     24..=29 => {
                         self.start_job(key);
                         self.stats.crashes += 1;
@@ -255,13 +281,18 @@ impl Sim {
                     }
                     _ => {
                         let t = self.t;
-                        let found = self.jobs.iter().find(|j| &j.key == key).map(|j| JobStart {
-                            job_id: j.id.clone(),
-                            handle: Value::Null,
-                            state: j.state(t),
-                            template: "t".into(),
-                        });
-                        if found.is_none() {
+                        let found: Vec<JobStart> = self
+                            .jobs
+                            .iter()
+                            .filter(|j| &j.key == key && !j.purged)
+                            .map(|j| JobStart {
+                                job_id: j.id.clone(),
+                                handle: Value::Null,
+                                state: j.state(t),
+                                template: "t".into(),
+                            })
+                            .collect();
+                        if found.is_empty() {
                             self.stats.found_none += 1;
                         }
                         Some(Outcome::Found(found))
@@ -365,8 +396,9 @@ impl Sim {
     /// client request, `apply` (unless the engine crashed), and time moving on.
     fn step(&mut self, clients: bool) -> Effect {
         // Another replica's clock, up to 10 s behind.
-        let skew = if self.rng.pct(15) { self.rng.below(10_000) as i64 } else { 0 };
+        let skew = if self.rng.pct(15) { self.rng.below(MAX_SKEW_MS) as i64 } else { 0 };
         self.w.now = Timestamp(self.t.0 - skew);
+        self.land_requests();
         if clients && self.rng.pct(12) {
             self.client_action();
             self.check("after a client request");
@@ -407,6 +439,9 @@ impl Sim {
             Effect::Launch { key } | Effect::Find { key } | Effect::Poll { key } | Effect::Cancel { key } => {
                 key.clone()
             }
+            Effect::PollDuplicate { key, .. } | Effect::CancelDuplicate { key, .. } => {
+                self.fail(&format!("a duplicate job of key {key} exists"))
+            }
         };
         let outcome = self.perform(&effect);
         self.check("after the effect");
@@ -421,17 +456,29 @@ impl Sim {
         };
         self.trace.push(format!("outcome {outcome:?}"));
         let rearm = match (&effect, &outcome) {
-            (Effect::Find { .. }, Outcome::Found(None)) => true,
             (Effect::Launch { .. }, Outcome::Failed(f)) => {
                 matches!(f.kind, FailureKind::Transient | FailureKind::RateLimited { .. })
             }
             _ => false,
         };
-        if let Outcome::Launched(s) | Outcome::Found(Some(s)) = &outcome {
+        if let Outcome::Launched(s) = &outcome {
             self.known_ids.insert(s.job_id.clone());
         }
+        if let Outcome::Found(found) = &outcome {
+            self.known_ids.extend(found.iter().map(|s| s.job_id.clone()));
+        }
         let hold = self.w.apply(&effect, outcome);
-        if rearm {
+        // Proof of absence is what the engine recorded: "none yet" inside the ambiguity
+        // window is not.
+        let proven_absent = matches!(effect, Effect::Find { .. })
+            && self
+                .w
+                .snap
+                .resource
+                .iter()
+                .flat_map(|r| &r.jobs)
+                .any(|j| j.idempotency_key == key && j.absent_confirmed);
+        if rearm || proven_absent {
             self.armed.insert(key);
         }
         self.check("after apply");
@@ -440,6 +487,19 @@ impl Sim {
             None => self.t = self.t.add(Duration::from_millis(self.rng.below(2))),
         }
         effect
+    }
+
+    /// Launch requests the provider received earlier create their jobs when their time comes.
+    fn land_requests(&mut self) {
+        let t = self.t;
+        let (landed, waiting): (Vec<InFlight>, Vec<InFlight>) =
+            std::mem::take(&mut self.in_flight).into_iter().partition(|r| r.lands_at <= t);
+        self.in_flight = waiting;
+        for r in landed {
+            self.trace.push(format!("[{}] a late launch request of {} creates its job", t.0 - T0.0, r.key));
+            self.stats.late_landings += 1;
+            self.start_job(&r.key);
+        }
     }
 
     fn count_timeouts(&self) -> u64 {
@@ -460,6 +520,9 @@ impl Sim {
                 break;
             }
         }
+        // Whatever the provider still holds lands now: it must not be a job nobody follows.
+        self.t = self.t.add(self.w.policy.launch_ambiguity);
+        self.land_requests();
         if let Some(op) = self.w.snap.operations.iter().find(|o| !o.is_terminal()) {
             self.fail(&format!("operation {} never ended ({:?})", op.id, op.status));
         }
@@ -499,6 +562,7 @@ fn exactly_once_launch_and_liveness_under_random_interleavings() {
         total.deletes_done += s.deletes_done;
         total.timeouts += s.timeouts;
         total.ops += s.ops;
+        total.late_landings += s.late_landings;
     }
     // The runs must actually have exercised the interesting paths.
     let t = &total;
@@ -512,4 +576,5 @@ fn exactly_once_launch_and_liveness_under_random_interleavings() {
     assert!(t.deletes_done > 400, "{t:?}");
     assert!(t.timeouts > 25, "{t:?}");
     assert!(t.ops > 2_000, "{t:?}");
+    assert!(t.late_landings > 150, "{t:?}");
 }

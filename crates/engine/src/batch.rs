@@ -99,8 +99,8 @@ mod tests {
         async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
             Err(ProviderError::Permanent("unused".into()))
         }
-        async fn find(&self, _: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
-            Ok(None)
+        async fn find(&self, _: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
+            Ok(Vec::new())
         }
     }
 

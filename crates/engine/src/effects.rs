@@ -32,6 +32,7 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         properties: res.spec.properties.clone(),
         operation_id: job.operation_id.as_ref().map(|o| o.to_string()),
         config_version: job.config_version.to_string(),
+        intended_at: Some(job.timestamp),
     }
 }
 
@@ -59,23 +60,33 @@ pub(crate) async fn perform(
     res: &ResourceRecord,
     effect: &Effect,
 ) -> Option<Outcome> {
-    let (key, io) = match effect {
-        Effect::Launch { key } => (key, Io::Launch),
-        Effect::Find { key } => (key, Io::Find),
-        Effect::Poll { key } => (key, Io::Poll),
-        Effect::Cancel { key } => (key, Io::Cancel),
+    let (key, io, duplicate) = match effect {
+        Effect::Launch { key } => (key, Io::Launch, None),
+        Effect::Find { key } => (key, Io::Find, None),
+        Effect::Poll { key } => (key, Io::Poll, None),
+        Effect::Cancel { key } => (key, Io::Cancel, None),
+        Effect::PollDuplicate { key, job_id } => (key, Io::Poll, Some(job_id)),
+        Effect::CancelDuplicate { key, job_id } => (key, Io::Cancel, Some(job_id)),
         Effect::Sleep { .. } => return None,
     };
-    Some(perform_io(providers, batchers, res, key, io).await)
-}
-
-async fn perform_io(providers: &Providers, batchers: &Batchers, res: &ResourceRecord, key: &str, io: Io) -> Outcome {
-    let Some(job) = res.jobs.iter().find(|j| j.idempotency_key == key) else {
-        return Outcome::Failed(Failure {
+    let job = match duplicate {
+        None => res.jobs.iter().find(|j| &j.idempotency_key == key),
+        Some(id) => res.duplicate_jobs.iter().find(|j| &j.job_id == id),
+    };
+    let Some(job) = job else {
+        return Some(Outcome::Failed(Failure {
             kind: FailureKind::NotFound,
             message: format!("job {key} is not in the history"),
-        });
+        }));
     };
+    if duplicate.is_some() && matches!(io, Io::Cancel) {
+        tracing::error!(resource = %res.id, key = %key, job = %job.job_id, provider = %job.provider,
+            "canceling a second job the provider started for one idempotency key");
+    }
+    Some(perform_io(providers, batchers, res, job, io).await)
+}
+
+async fn perform_io(providers: &Providers, batchers: &Batchers, res: &ResourceRecord, job: &Job, io: Io) -> Outcome {
     let Some(provider) = providers.get(&job.provider) else {
         return Outcome::Failed(Failure {
             kind: FailureKind::Permanent,
@@ -88,7 +99,15 @@ async fn perform_io(providers: &Providers, batchers: &Batchers, res: &ResourceRe
             Err(e) => Outcome::Failed(e.into()),
         },
         Io::Find => match provider.find(&launch_request(res, job)).await {
-            Ok(found) => Outcome::Found(found.map(started)),
+            Ok(found) => {
+                if found.len() > 1 {
+                    let ids: Vec<&str> = found.iter().map(|l| l.handle.job_id.as_str()).collect();
+                    tracing::error!(resource = %res.id, key = %job.idempotency_key, provider = %job.provider, jobs = ?ids,
+                        "the provider holds more than one job for one idempotency key: a launch request was \
+                         processed after its ambiguity window; keeping the first, canceling the others");
+                }
+                Outcome::Found(found.into_iter().map(started).collect())
+            }
             Err(e) => Outcome::Failed(e.into()),
         },
         Io::Poll => {

@@ -408,7 +408,12 @@ impl Worker {
 
 fn effect_key(effect: &Effect) -> Option<&str> {
     match effect {
-        Effect::Launch { key } | Effect::Find { key } | Effect::Poll { key } | Effect::Cancel { key } => Some(key),
+        Effect::Launch { key }
+        | Effect::Find { key }
+        | Effect::Poll { key }
+        | Effect::Cancel { key }
+        | Effect::PollDuplicate { key, .. }
+        | Effect::CancelDuplicate { key, .. } => Some(key),
         Effect::Sleep { .. } => None,
     }
 }

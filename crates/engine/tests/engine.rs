@@ -50,11 +50,11 @@ impl Provider for Double {
     async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
         Ok(CancelOutcome::AlreadyFinished)
     }
-    async fn find(&self, r: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
+    async fn find(&self, r: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         if self.started.lock().unwrap().contains_key(&r.idempotency_key) {
-            self.launch(r).await.map(Some)
+            self.launch(r).await.map(|l| vec![l])
         } else {
-            Ok(None)
+            Ok(Vec::new())
         }
     }
 }

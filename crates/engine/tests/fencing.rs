@@ -8,23 +8,21 @@
 //!   was down, and its node claimed the resource again first) carries on under that claim
 //!   instead of leaving the resource leased by nobody until the lease runs out.
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use slipway_domain::admission::{RequestContext, admit_put};
+use common::{Node, create, until};
 use slipway_domain::ids::{OperationId, ResourceKey};
-use slipway_domain::resource::{ResourceRecord, Snapshot, Spec};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::time::{Clock, ShiftedClock};
-use slipway_domain::{ArmId, Initiator, JobState, Operation, ProvisioningState, Timestamp, TypePolicy};
-use slipway_engine::{Engine, EngineOptions, Providers};
+use slipway_domain::{ArmId, JobState, Operation, ProvisioningState, Timestamp, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
-use slipway_store::{
-    ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError, change_with,
-};
+use slipway_store::{ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError};
 use tokio::sync::Semaphore;
 
 /// A launch that waits at a gate before it "sends" anything; records launches that got past
@@ -74,8 +72,8 @@ impl Provider for Gated {
     async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
         Ok(CancelOutcome::AlreadyFinished)
     }
-    async fn find(&self, _: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
-        Ok(None)
+    async fn find(&self, _: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
+        Ok(Vec::new())
     }
 }
 
@@ -170,59 +168,6 @@ impl Store for Recording {
     }
 }
 
-/// Creates the resource `id` (operation `…0001`), as a client PUT would.
-async fn create(store: &dyn Store, clock: &dyn Clock, id: ArmId) -> OperationId {
-    let now = clock.now();
-    let ctx = RequestContext {
-        operation_id: OperationId::parse("00000000-0000-0000-0000-000000000001").unwrap(),
-        now,
-        initiator: Initiator::default(),
-        notification_uri: None,
-        api_version: "v1".into(),
-        actor: "test".into(),
-        actor_type: "User".into(),
-    };
-    let op = ctx.operation_id.clone();
-    let spec = Spec { location: None, tags: Default::default(), properties: serde_json::json!({}) };
-    change_with(store, ChangeRequest::new(id.key(), now), move |s| admit_put(s, &id, "Thing", spec, &ctx))
-        .await
-        .unwrap();
-    op
-}
-
-/// Node `a`'s engine for `id`'s type, running `provider` (named as `policy` names it) with
-/// leases of `lease_for`; stop it by sending on the returned sender.
-fn start_node_a(
-    store: Arc<dyn Store>,
-    provider: Arc<dyn Provider>,
-    id: &ArmId,
-    policy: TypePolicy,
-    clock: Arc<ShiftedClock>,
-    lease_for: Duration,
-) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), slipway_engine::EngineError>>) {
-    let providers: Providers = HashMap::from([(policy.provider.clone(), provider)]);
-    let options = EngineOptions {
-        owner: "a".into(),
-        lease_for,
-        idle_interval: Duration::from_millis(50),
-        ..EngineOptions::default()
-    };
-    let engine = Engine::new(store, providers, HashMap::from([(id.type_key(), policy)]), clock, options);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
-    (stop_tx, run)
-}
-
-async fn until(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < Duration::from_secs(10), "{what}: not within 10 s");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider() {
     const LEASE: Duration = Duration::from_secs(3);
@@ -238,7 +183,7 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
     let clock = Arc::new(ShiftedClock::default());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r1").unwrap();
     let policy = TypePolicy { provider: "gated".into(), ..TypePolicy::default() };
-    let (stop_tx, run) = start_node_a(store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
+    let node = Node::start("a", store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
 
     let key = id.key();
     create(store.as_ref(), clock.as_ref(), id).await;
@@ -276,8 +221,7 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
     assert_eq!(stored.jobs.len(), 1);
     assert_eq!(stored.jobs[0].state, JobState::Launching);
     assert!(!stored.jobs[0].absent_confirmed, "the next owner looks for the job before launching it");
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    node.stop().await;
 }
 
 /// Jobs that run until the test says they are done.
@@ -304,8 +248,8 @@ impl Provider for Switched {
     async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
         Ok(CancelOutcome::AlreadyFinished)
     }
-    async fn find(&self, r: &LaunchRequest) -> Result<Option<Launched>, ProviderError> {
-        self.launch(r).await.map(Some)
+    async fn find(&self, r: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
+        self.launch(r).await.map(|l| vec![l])
     }
 }
 
@@ -321,7 +265,7 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r2").unwrap();
     let policy =
         TypePolicy { provider: "switched".into(), poll_interval: Duration::from_millis(50), ..TypePolicy::default() };
-    let (stop_tx, run) = start_node_a(store.clone(), provider.clone(), &id, policy, clock.clone(), LEASE);
+    let node = Node::start("a", store.clone(), provider.clone(), &id, policy, clock.clone(), LEASE);
     let key = id.key();
     let op = create(store.as_ref(), clock.as_ref(), id).await;
     let epoch = || async { store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch) };
@@ -367,6 +311,5 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    node.stop().await;
 }

@@ -5,7 +5,10 @@
 //! Guarantees a provider must give:
 //! * `launch` starts at most one job per idempotency key, and reports
 //!   [`ProviderError::Indeterminate`] when it cannot tell whether a job started.
-//! * `find` answers `Ok(None)` only when it is sure no job exists for the key.
+//! * `find` lists every job the provider has for the key, oldest first, and answers an
+//!   empty list only when it is sure none exists *now*. A launch request still being
+//!   processed may create one later: the engine does not relaunch before the type's
+//!   launch-ambiguity window has passed since the last request (see `docs/exactly-once.md`).
 //! * `cancel` is idempotent; `Ok(CancelOutcome::Requested)` does not mean the job has ended.
 
 use std::time::Duration;
@@ -31,6 +34,9 @@ pub struct LaunchRequest {
     pub properties: Value,
     pub operation_id: Option<String>,
     pub config_version: String,
+    /// When the launch intent was recorded: no job of this key is older (give or take the
+    /// clocks' skew), so a provider may bound its `find` by it.
+    pub intended_at: Option<slipway_domain::Timestamp>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,8 +134,9 @@ pub trait Provider: Send + Sync + 'static {
 
     async fn cancel(&self, handle: &JobHandle) -> Result<CancelOutcome, ProviderError>;
 
-    /// The job launched with this idempotency key, if one exists.
-    async fn find(&self, request: &LaunchRequest) -> Result<Option<Launched>, ProviderError>;
+    /// Every job launched with this idempotency key, oldest first (more than one means a
+    /// launch request was processed twice; the engine keeps the first and cancels the rest).
+    async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError>;
 
     /// Stops background work (e.g. lets cancellations finish) before the process exits.
     async fn shutdown(&self) {}

@@ -9,7 +9,7 @@ use std::time::Duration;
 use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, Secret};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_api::notify::{Notifier, NotifierOptions};
-use slipway_api::{ApiOptions, ApiState, ResourceType, TypeRegistry};
+use slipway_api::{ApiOptions, ApiState, ListenerOptions, ResourceType, TypeRegistry};
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::time::Clock;
 use slipway_domain::{TypeKey, TypePolicy};
@@ -62,13 +62,8 @@ impl App {
         };
         let engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
         let handle = engine.handle();
-        let notifier = Notifier::new(
-            store.clone(),
-            clock.clone(),
-            handle.outbox_signal(),
-            NotifierOptions { location: config.server.location.clone(), ..NotifierOptions::default() },
-        )
-        .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
+        let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options(&config))
+            .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
         let wake = handle.clone();
         let hinted = handle.clone();
         let state = Arc::new(ApiState {
@@ -89,6 +84,13 @@ impl App {
             .await
             .map_err(|e| AppError::Listen(config.server.listen.clone(), e))?;
         let addr = listener.local_addr().map_err(|e| AppError::Listen(config.server.listen.clone(), e))?;
+        let listener_options = ListenerOptions {
+            header_read_timeout: Duration::from_secs(config.server.header_read_timeout_seconds.max(1)),
+            body_read_timeout: Duration::from_secs(config.server.body_read_timeout_seconds.max(1)),
+            idle_timeout: Duration::from_secs(config.server.idle_timeout_seconds.max(1)),
+            max_connections: config.server.max_connections,
+            fd_reserve: fd_reserve(&config),
+        };
 
         let (stop, stopped) = watch::channel(false);
         let until_stopped = move || {
@@ -99,7 +101,9 @@ impl App {
         };
         let mut tasks = tokio::task::JoinSet::new();
         let api_stop = until_stopped();
-        tasks.spawn(async move { slipway_api::serve(listener, state, api_stop).await.map_err(AppError::Serve) });
+        tasks.spawn(async move {
+            slipway_api::serve(listener, state, listener_options, api_stop).await.map_err(AppError::Serve)
+        });
         let engine_stop = until_stopped();
         tasks.spawn(async move { engine.run(engine_stop).await.map_err(AppError::from) });
         let notifier_stop = until_stopped();
@@ -310,13 +314,23 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
         };
         let ty = ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
             .map_err(|e| AppError::Config(e.to_string()))?;
-        policies.insert(ty.key(), policy(t));
+        policies.insert(ty.key(), policy(t, launch_ambiguity(config, &t.provider)));
         types.push(ty);
     }
     Ok((TypeRegistry::new(types), policies))
 }
 
-fn policy(t: &TypeConfig) -> TypePolicy {
+/// The provider's launch-ambiguity window. The local provider has none: its launch runs in
+/// this process and is exclusive by the job directory the key names, so a launch that was
+/// not answered cannot create a job later.
+fn launch_ambiguity(config: &Config, provider: &str) -> Duration {
+    match config.providers.iter().find(|p| p.name() == provider) {
+        Some(ProviderConfig::Aap(a)) => Duration::from_secs(a.launch_ambiguity_seconds()),
+        Some(ProviderConfig::Ansible(_)) | None => Duration::ZERO,
+    }
+}
+
+fn policy(t: &TypeConfig, launch_ambiguity: Duration) -> TypePolicy {
     TypePolicy {
         provider: t.provider.clone(),
         poll_interval: Duration::from_secs_f64(t.poll_interval_seconds),
@@ -329,7 +343,47 @@ fn policy(t: &TypeConfig) -> TypePolicy {
         delete_deadline: Duration::from_secs(t.delete_deadline_seconds),
         max_history: t.max_history.max(1),
         block_deletion_on_failure: t.block_deletion_on_failure,
+        launch_ambiguity,
         ..TypePolicy::default()
+    }
+}
+
+/// File descriptors to keep free of client connections when the cap is derived from the
+/// open-file limit: the process itself (stdio, runtime, listener, logs, lock files), the
+/// store's connections, notification deliveries, and each provider's concurrent work.
+fn fd_reserve(config: &Config) -> usize {
+    let url = config.store.url.as_str();
+    let store = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        config.store.pool_size + 8
+    } else {
+        32 // writer, readers and checkpointer: database, WAL and shared-memory files each
+    };
+    let providers: usize = config
+        .providers
+        .iter()
+        .map(|p| match p {
+            // Pipes and artifact files per ansible-runner child.
+            ProviderConfig::Ansible(a) => 8 * a.max_concurrent_jobs.max(1),
+            ProviderConfig::Aap(a) => 2 * a.max_concurrent_requests.max(1) + 8,
+        })
+        .sum();
+    // One socket per callback in flight.
+    let notifications = config.notifications.max_concurrent.max(1);
+    64 + store + notifications + providers
+}
+
+fn notifier_options(config: &Config) -> NotifierOptions {
+    let n = &config.notifications;
+    NotifierOptions {
+        request_timeout: Duration::from_secs(n.request_timeout_seconds.max(1)),
+        connect_timeout: Duration::from_secs(n.connect_timeout_seconds.max(1)),
+        max_concurrent: n.max_concurrent.max(1),
+        max_per_destination: n.max_per_destination.max(1),
+        max_attempts: n.max_attempts.max(1),
+        max_backoff: Duration::from_secs(n.max_backoff_seconds.max(1)),
+        shutdown_grace: Duration::from_secs(config.engine.shutdown_grace_seconds),
+        location: config.server.location.clone(),
+        ..NotifierOptions::default()
     }
 }
 

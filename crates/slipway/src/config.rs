@@ -33,6 +33,8 @@ pub struct Config {
     #[serde(default)]
     pub engine: EngineConfig,
     #[serde(default)]
+    pub notifications: NotificationsConfig,
+    #[serde(default)]
     pub providers: Vec<ProviderConfig>,
     #[serde(default)]
     pub types: Vec<TypeConfig>,
@@ -50,6 +52,14 @@ pub struct Server {
     pub retry_after_seconds: u64,
     pub max_body_bytes: usize,
     pub page_size: usize,
+    /// From the first byte of a request head to its end; then the connection is closed.
+    pub header_read_timeout_seconds: u64,
+    /// From the end of a request head to the end of its body; then 408 and close.
+    pub body_read_timeout_seconds: u64,
+    /// Waiting for the first request on a connection, or the next on a kept-alive one.
+    pub idle_timeout_seconds: u64,
+    /// Most client connections at once; 0 = the open-file limit minus a reserve.
+    pub max_connections: usize,
 }
 
 impl Default for Server {
@@ -60,6 +70,10 @@ impl Default for Server {
             retry_after_seconds: 1,
             max_body_bytes: 1024 * 1024,
             page_size: 100,
+            header_read_timeout_seconds: 10,
+            body_read_timeout_seconds: 30,
+            idle_timeout_seconds: 60,
+            max_connections: 0,
         }
     }
 }
@@ -113,6 +127,36 @@ impl Default for EngineConfig {
             max_concurrent: 4096,
             shutdown_grace_seconds: 20,
             status_batch: 200,
+        }
+    }
+}
+
+/// Async notification delivery (`Azure-AsyncNotificationUri` callbacks).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationsConfig {
+    /// The whole callback request, connecting included.
+    pub request_timeout_seconds: u64,
+    pub connect_timeout_seconds: u64,
+    /// Deliveries in flight at once.
+    pub max_concurrent: usize,
+    /// Deliveries in flight at once to one destination (`host:port` of the callback URI).
+    pub max_per_destination: usize,
+    /// Attempts per notification before it is given up (kept as dead and logged).
+    pub max_attempts: u32,
+    /// Retries wait 1 s, doubling up to this (per notification, and per failing destination).
+    pub max_backoff_seconds: u64,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        NotificationsConfig {
+            request_timeout_seconds: 5,
+            connect_timeout_seconds: 2,
+            max_concurrent: 32,
+            max_per_destination: 4,
+            max_attempts: 20,
+            max_backoff_seconds: 300,
         }
     }
 }
@@ -201,6 +245,12 @@ pub struct AapConfig {
     pub insecure: bool,
     #[serde(default = "default_request_timeout")]
     pub request_timeout_seconds: u64,
+    /// The longest AAP may still process a launch request after it was sent (a controller
+    /// finishes a request it received even when Slipway stopped waiting): until then, "no job
+    /// for the key" does not allow a relaunch. At least `request_timeout_seconds`; default
+    /// `request_timeout_seconds + 60`.
+    #[serde(default)]
+    pub launch_ambiguity_seconds: Option<u64>,
     #[serde(default = "default_max_requests")]
     pub max_concurrent_requests: usize,
     /// How long a job may be missing from AAP before it counts as purged (Failed).
@@ -212,6 +262,16 @@ pub struct AapConfig {
     #[serde(default)]
     pub webhook_token_env: Option<String>,
 }
+
+impl AapConfig {
+    pub fn launch_ambiguity_seconds(&self) -> u64 {
+        self.launch_ambiguity_seconds.unwrap_or(self.request_timeout_seconds.saturating_add(LAUNCH_AMBIGUITY_MARGIN))
+    }
+}
+
+/// Added to the request timeout for the default launch-ambiguity window: time for a
+/// controller under load to finish a request after the client gave up, and for clock skew.
+const LAUNCH_AMBIGUITY_MARGIN: u64 = 60;
 
 fn default_api_prefix() -> String {
     "/api/".into()
@@ -334,6 +394,19 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
+        for p in &self.providers {
+            if let ProviderConfig::Aap(a) = p
+                && a.launch_ambiguity_seconds() < a.request_timeout_seconds
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "provider '{}': launch_ambiguity_seconds ({}) is shorter than request_timeout_seconds ({}): a \
+                     launch request that timed out could still create its job after Slipway launched the key again",
+                    a.name,
+                    a.launch_ambiguity_seconds(),
+                    a.request_timeout_seconds
+                )));
+            }
+        }
         for t in &self.types {
             if !self.providers.iter().any(|p| p.name() == t.provider) {
                 return Err(ConfigError::Invalid(format!(
@@ -394,9 +467,36 @@ mod tests {
     fn default_config_loads() {
         let c = Config::load(None, []).unwrap();
         assert_eq!(c.server.listen, "127.0.0.1:8080");
+        let s = &c.server;
+        let limits = (s.header_read_timeout_seconds, s.body_read_timeout_seconds, s.idle_timeout_seconds);
+        assert_eq!((limits, s.max_connections), ((10, 30, 60), 0), "the example's server limits are the defaults");
+        let d = Server::default();
+        assert_eq!((d.header_read_timeout_seconds, d.body_read_timeout_seconds, d.idle_timeout_seconds), limits);
         assert_eq!(c.store.url, "sqlite:slipway.db");
         assert!(c.types.len() >= 4);
         assert!(matches!(c.providers[0], ProviderConfig::Ansible(_)));
+    }
+
+    #[test]
+    fn notifications_default_as_the_example_says_and_can_be_overridden() {
+        let n = Config::load(None, []).unwrap().notifications;
+        let d = NotificationsConfig::default();
+        let keys = |n: &NotificationsConfig| {
+            (
+                n.request_timeout_seconds,
+                n.connect_timeout_seconds,
+                n.max_concurrent,
+                n.max_per_destination,
+                n.max_attempts,
+                n.max_backoff_seconds,
+            )
+        };
+        assert_eq!(keys(&n), (5, 2, 32, 4, 20, 300));
+        assert_eq!(keys(&d), keys(&n), "the example's notification settings are the defaults");
+        let env = [("SLIPWAY_NOTIFICATIONS__MAX_PER_DESTINATION".to_string(), "2".to_string())];
+        assert_eq!(Config::load(None, env).unwrap().notifications.max_per_destination, 2);
+        let unknown = [("SLIPWAY_NOTIFICATIONS__TIMEOUT".to_string(), "1".to_string())];
+        assert!(matches!(Config::load(None, unknown), Err(ConfigError::Parse(_))));
     }
 
     #[test]
@@ -444,9 +544,28 @@ provider = "aap"
         assert_eq!(a.token_env.as_deref(), Some("AAP_TOKEN"));
         assert_eq!(a.kind_overrides["ClusterOrder"], "hosted-cluster");
         assert_eq!(a.envelope, "slipway");
+        assert_eq!(a.launch_ambiguity_seconds(), 90, "the request timeout plus a minute");
         std::fs::write(&path, "[[providers]]\nname = \"x\"\ntype = \"aap\"\nurl = \"u\"\ntoken = \"inline\"\n")
             .unwrap();
         assert!(matches!(Config::load(Some(&path), []), Err(ConfigError::Parse(_))), "no inline secrets");
+    }
+
+    #[test]
+    fn a_launch_ambiguity_window_shorter_than_the_request_timeout_is_refused() {
+        let base =
+            "[[providers]]\nname = \"aap\"\ntype = \"aap\"\nurl = \"https://aap\"\nrequest_timeout_seconds = 30\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slipway.toml");
+        std::fs::write(&path, format!("{base}launch_ambiguity_seconds = 29\n")).unwrap();
+        match Config::load(Some(&path), []) {
+            Err(ConfigError::Invalid(m)) => {
+                assert!(m.contains("provider 'aap'") && m.contains("launch_ambiguity_seconds (29)"), "{m}");
+                assert!(m.contains("request_timeout_seconds (30)"), "{m}");
+            }
+            other => panic!("accepted: {other:?}"),
+        }
+        std::fs::write(&path, format!("{base}launch_ambiguity_seconds = 30\n")).unwrap();
+        Config::load(Some(&path), []).expect("equal to the request timeout is allowed");
     }
 
     #[test]

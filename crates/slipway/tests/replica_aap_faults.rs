@@ -11,8 +11,9 @@
 //! within the simulator's 100 ms grace, excepted).
 //!
 //! Duration: a launch that fails (503, lost answer, dropped connection: about one in four
-//! here) is relaunched after the engine's backoff, 2, 4, 8, 16, then 30 s; an operation whose
-//! launch fails five times in a row takes about a minute. Six in a row (about 2 % of runs with
+//! here) is relaunched after the engine's backoff, 2, 4, 8, 16, then 30 s, and no sooner than
+//! the 6 s launch-ambiguity window after its request; an operation whose launch fails five
+//! times in a row takes about a minute. Six in a row (about 2 % of runs with
 //! 100 operations) would exceed the time limit: the fault shares are chosen for that.
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the replicas' logs and prints where they are.
@@ -23,9 +24,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Faults, RateLimitBurst, Sim, SimConfig};
-use common::replica::{Replica, create_on_any, ready, unique_schema};
+use common::replica::{Replica, create_on_any, get_any, ready, unique_schema};
 use common::{API, rid};
-use serde_json::Value;
 
 const OPS: usize = 100;
 const REPLICAS: usize = 3;
@@ -214,17 +214,4 @@ async fn replicas_converge_under_aap_faults_and_honour_retry_after() {
     if keep {
         let _ = dir.keep();
     }
-}
-
-/// A GET answered by the first replica that answers with JSON.
-async fn get_any(http: &reqwest::Client, replicas: &[Replica], path: &str) -> Option<Value> {
-    for r in replicas {
-        if let Ok(resp) = http.get(format!("{}{path}", r.base())).send().await
-            && resp.status().is_success()
-            && let Ok(body) = resp.json::<Value>().await
-        {
-            return Some(body);
-        }
-    }
-    None
 }

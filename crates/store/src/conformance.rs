@@ -89,6 +89,7 @@ macro_rules! conformance_suite {
             case_terminal_operations_load_only_on_request,
             case_cancel_operation,
             case_notifications_lifecycle,
+            case_notifications_deferred,
             case_claim_intent_lane_first,
             case_claim_gives_unused_room_to_other_lane,
             case_claim_only_due_resources,
@@ -702,6 +703,32 @@ pub async fn case_notifications_lifecycle(store: &dyn Store) {
     );
     store.finish_notification(a.id).await.expect("finish");
     assert_eq!(store.claim_notifications(at(1_000 * SECOND), 10, HOLD).await, Ok(vec![]));
+}
+
+pub async fn case_notifications_deferred(store: &dyn Store) {
+    for (n, name) in [(1, "a"), (2, "b"), (3, "c")] {
+        let id = vnet("Sub-Defer", "rg", name);
+        put(store, &id, spec(1), ctx_notify(n, T0, &format!("https://callbacks.example/{name}"))).await;
+        set_status(store, &id.key(), &op_id(n), ProvisioningState::Succeeded, None, at(10 * SECOND)).await;
+    }
+    let claimed = store.claim_notifications(at(10 * SECOND), 10, HOLD).await.expect("claim");
+    let [a, b, c] = <[crate::Notification; 3]>::try_from(claimed).expect("three rows");
+    store.reschedule_notification(b.id, at(20 * SECOND), "HTTP 503").await.expect("reschedule");
+    store.abandon_notification(c.id, "gave up").await.expect("abandon");
+    // A held-back row and a claim given back: due again at the time given (even earlier
+    // than the hold), no attempt counted, the last error kept; a dead row stays dead.
+    store
+        .defer_notifications(&[(a.id, at(15 * SECOND)), (b.id, at(12 * SECOND)), (c.id, at(11 * SECOND)), (-1, T0)])
+        .await
+        .expect("defer");
+    store.defer_notifications(&[]).await.expect("deferring nothing");
+    assert_eq!(store.claim_notifications(at(12 * SECOND - 1), 10, HOLD).await, Ok(vec![]));
+    let due = store.claim_notifications(at(15 * SECOND), 10, HOLD).await.expect("claim");
+    let seen: Vec<_> = due.iter().map(|n| (n.id, n.attempts, n.next_attempt_at)).collect();
+    assert_eq!(seen, vec![(b.id, 1, at(12 * SECOND)), (a.id, 0, at(15 * SECOND))], "earliest first, dead row absent");
+    store.finish_notification(a.id).await.expect("finish");
+    store.defer_notifications(&[(a.id, at(16 * SECOND))]).await.expect("deferring a finished row is harmless");
+    assert_eq!(store.claim_notifications(at(1_000 * SECOND), 10, HOLD).await.map(|v| v.len()), Ok(1));
 }
 
 pub async fn case_operation_ttl(h: &Harness) {

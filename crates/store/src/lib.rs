@@ -223,8 +223,21 @@ pub trait Store: Send + Sync + 'static {
         last_error: &str,
     ) -> Result<(), StoreError>;
 
-    /// Gave up (the operation expired): kept as dead with its last error, never retried.
+    /// Gave up (the operation expired, or the attempts ran out): kept as dead with its last
+    /// error, never retried.
     async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError>;
+
+    /// Moves each pending row's due time to the time given with it, without counting an
+    /// attempt or touching its last error: rows the notifier holds back unsent (their
+    /// destination is busy) and claims it gives back (shutdown). Unknown, finished and dead
+    /// rows are ignored.
+    ///
+    /// Both engines implement it; the default does nothing, which leaves the rows' claims to
+    /// lapse: they come back after the claim hold instead of at the time given.
+    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+        let _ = rows;
+        Ok(())
+    }
 
     /// Cheap liveness check for readiness probes.
     async fn ping(&self) -> Result<(), StoreError>;

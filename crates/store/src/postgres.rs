@@ -431,6 +431,15 @@ impl Store for PostgresStore {
         self.write(move |c| Box::pin(writes::abandon_notification(c, id, last_error.clone()))).await
     }
 
+    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+        let at: Vec<i64> = rows.iter().map(|(_, t)| t.as_millis()).collect();
+        self.write(move |c| Box::pin(writes::defer_notifications(c, ids.clone(), at.clone()))).await
+    }
+
     /// `SELECT 1` on a pooled connection; getting (or making) the connection and the query
     /// are each bounded by the connect timeout: a replica that cannot reach its database
     /// reports not ready, promptly.

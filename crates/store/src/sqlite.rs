@@ -266,6 +266,14 @@ impl Store for SqliteStore {
         self.write(move |conn| writes::abandon_notification(conn, id, &last_error)).await
     }
 
+    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let rows = rows.to_vec();
+        self.write(move |conn| writes::defer_notifications(conn, &rows)).await
+    }
+
     fn stats(&self) -> StoreStats {
         self.stats.snapshot()
     }

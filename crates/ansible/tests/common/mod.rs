@@ -76,6 +76,7 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         properties,
         operation_id: Some("op-1".into()),
         config_version: "cv-1".into(),
+        intended_at: None,
     }
 }
 

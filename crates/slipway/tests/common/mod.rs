@@ -92,6 +92,11 @@ extra_vars = {{ slipway_state_dir = "{state}" }}
     )
 }
 
+/// `config` (from [`config_text`]) with extra keys in its `[server]` table.
+pub fn with_server_settings(config: &str, server_settings: &str) -> String {
+    config.replacen("[server]\n", &format!("[server]\n{server_settings}\n"), 1)
+}
+
 pub struct TestServer {
     pub dir: tempfile::TempDir,
     pub base: String,
@@ -106,10 +111,20 @@ impl TestServer {
     }
 
     pub async fn start_with(extra_type_settings: &str) -> TestServer {
+        Self::start_configured("", extra_type_settings).await
+    }
+
+    /// With extra `[server]` keys (`"idle_timeout_seconds = 2\nmax_connections = 64"`).
+    pub async fn start_with_server(server_settings: &str) -> TestServer {
+        Self::start_configured(server_settings, "").await
+    }
+
+    async fn start_configured(server_settings: &str, extra_type_settings: &str) -> TestServer {
         init_logging();
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("slipway.toml");
-        std::fs::write(&path, config_text(dir.path(), extra_type_settings)).expect("write config");
+        let text = with_server_settings(&config_text(dir.path(), extra_type_settings), server_settings);
+        std::fs::write(&path, text).expect("write config");
         let config = Config::load(Some(&path), []).expect("config");
         let clock = Arc::new(ShiftedClock::default());
         let app = App::start(config, clock.clone()).await.expect("start slipway");

@@ -36,6 +36,9 @@ pub struct ReplicaConfig {
     pub schema: String,
     pub lease_seconds: u64,
     pub statement_timeout_seconds: u64,
+    pub request_timeout_seconds: u64,
+    /// More keys of the AAP provider, e.g. `launch_ambiguity_seconds = 10`.
+    pub provider_toml: String,
     /// Appended to the file, e.g. more `[[types]]` ([`aap_type`]).
     pub extra_toml: String,
 }
@@ -47,6 +50,10 @@ impl ReplicaConfig {
             schema: schema.to_string(),
             lease_seconds,
             statement_timeout_seconds: 5,
+            request_timeout_seconds: 5,
+            // The simulator processes a request at once unless told to delay launches: a
+            // second above the request timeout bounds when a sent launch can still land.
+            provider_toml: "launch_ambiguity_seconds = 6".into(),
             extra_toml: String::new(),
         }
     }
@@ -97,12 +104,15 @@ name = "aap"
 type = "aap"
 url = "{sim}"
 template_prefix = "slipway"
-request_timeout_seconds = 5
+request_timeout_seconds = {request_timeout}
+{provider}
 {compute}{extra}"#,
                 pg = c.pg_url,
                 schema = c.schema,
                 statement_timeout = c.statement_timeout_seconds,
                 lease_seconds = c.lease_seconds,
+                request_timeout = c.request_timeout_seconds,
+                provider = c.provider_toml,
                 sim = sim.base_url(),
                 compute = aap_type("computeInstances", "ComputeInstance"),
                 extra = c.extra_toml,
@@ -208,6 +218,19 @@ pub async fn create_on_any(http: &reqwest::Client, replicas: &[Replica], first: 
             && resp.status().as_u16() == 201
         {
             return resp.headers().get("azure-asyncoperation").and_then(|v| v.to_str().ok()).map(path_of);
+        }
+    }
+    None
+}
+
+/// A GET answered by the first replica that answers with JSON.
+pub async fn get_any(http: &reqwest::Client, replicas: &[Replica], path: &str) -> Option<serde_json::Value> {
+    for r in replicas {
+        if let Ok(resp) = http.get(format!("{}{path}", r.base())).send().await
+            && resp.status().is_success()
+            && let Ok(body) = resp.json::<serde_json::Value>().await
+        {
+            return Some(body);
         }
     }
     None

@@ -175,6 +175,18 @@ pub(super) async fn abandon_notification(client: &mut Object, id: i64, last_erro
         .map(drop)
 }
 
+pub(super) async fn defer_notifications(client: &mut Object, ids: Vec<i64>, at: Vec<i64>) -> Result<(), Failure> {
+    execute(
+        client,
+        "UPDATE outbox o SET next_attempt_at = d.at
+         FROM unnest($1::BIGINT[], $2::BIGINT[]) AS d(id, at)
+         WHERE o.id = d.id AND o.state = 'pending'",
+        &[&ids, &at],
+    )
+    .await
+    .map(drop)
+}
+
 /// A broken connection during COMMIT leaves the outcome unknown: never retried.
 pub(super) async fn commit(tx: Transaction<'_>) -> Result<(), Failure> {
     tx.commit().await.map_err(|e| match Failure::from(e) {

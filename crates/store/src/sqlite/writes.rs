@@ -278,3 +278,13 @@ pub(super) fn abandon_notification(conn: &Connection, id: i64, last_error: &str)
     stmt.execute(params![id, last_error]).map_err(db_error)?;
     Ok(())
 }
+
+pub(super) fn defer_notifications(conn: &Connection, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+    let mut stmt = conn
+        .prepare_cached("UPDATE outbox SET next_attempt_at = ?2 WHERE id = ?1 AND state = 'pending'")
+        .map_err(db_error)?;
+    for (id, at) in rows {
+        stmt.execute(params![id, at.as_millis()]).map_err(db_error)?;
+    }
+    Ok(())
+}

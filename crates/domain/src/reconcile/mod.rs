@@ -5,12 +5,19 @@
 //!
 //! Guarantees:
 //! * A launch is always preceded by a committed `Launching` job entry carrying a unique
-//!   idempotency key; a `Launching` entry found later is resolved with `Find`, and launched
-//!   again only after the provider positively reports it absent.
+//!   idempotency key and the time its request is sent; a `Launching` entry found later is
+//!   resolved with `Find`, and launched again only after the provider reports it absent
+//!   once the last request's ambiguity window (`TypePolicy::launch_ambiguity`) has passed:
+//!   before then the request may still be processed and create the job.
+//! * A second job for one key (a request processed later than the window allowed for) is
+//!   never adopted and never left running: it is recorded in `duplicate_jobs`, canceled and
+//!   followed until it ends. A key sent more than once is looked up again when its job ends.
 //! * At most one job runs per resource: a new job is only started once the latest job of
 //!   the relevant type is terminal.
 //! * Every non-terminal operation ends: by its job's outcome, by supersession, by
 //!   cancellation, or by its deadline.
+
+mod record;
 
 use std::time::Duration;
 
@@ -47,13 +54,23 @@ pub enum Effect {
     Cancel {
         key: String,
     },
+    /// Cancel a second job the provider started for `key` (see `duplicate_jobs`).
+    CancelDuplicate {
+        key: String,
+        job_id: String,
+    },
+    PollDuplicate {
+        key: String,
+        job_id: String,
+    },
 }
 
 /// What performing an effect produced.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     Launched(JobStart),
-    Found(Option<JobStart>),
+    /// Every job the provider has for the key, oldest first.
+    Found(Vec<JobStart>),
     Observed(Observation),
     CancelRequested,
     /// The job had already finished; poll it for its final state.
@@ -104,8 +121,15 @@ pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effec
         return Effect::Sleep { until: None };
     }
     enforce_deadline(snap, policy, now);
-    if let Some(effect) = resolve_launching(snap) {
+    if let Some(effect) = follow_duplicates(snap, policy, now) {
         return effect;
+    }
+    if let Some(effect) = resolve_launching(snap, now) {
+        return effect;
+    }
+    if let Some(key) = res(snap).jobs.iter().find(|j| j.state.is_terminal() && j.needs_duplicate_check()) {
+        // Before its operation ends on it: a late first request may have started another.
+        return Effect::Find { key: key.idempotency_key.clone() };
     }
     if res(snap).is_deleting() { decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
 }
@@ -146,10 +170,29 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
     );
 }
 
+/// Duplicates are canceled (again every `cancel_retry`) and polled until they end, before
+/// anything else happens to the resource.
+fn follow_duplicates(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Option<Effect> {
+    let dup = res_mut(snap).duplicate_jobs.iter_mut().find(|d| !d.state.is_terminal())?;
+    let (key, job_id) = (dup.idempotency_key.clone(), dup.job_id.clone());
+    if dup.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry)) {
+        dup.cancel_requested_at = Some(now);
+        Some(Effect::CancelDuplicate { key, job_id })
+    } else {
+        Some(Effect::PollDuplicate { key, job_id })
+    }
+}
+
+/// Records that a launch request for `job` is about to be sent.
+fn mark_sent(job: &mut Job, now: Timestamp) {
+    job.launch_sent_at = Some(now);
+    job.launch_sends += 1;
+}
+
 /// A `Launching` entry is found unless the provider said it does not exist. One known not to
 /// exist is launched, or dropped when no longer wanted (it never started: there is nothing to
 /// cancel or remove).
-fn resolve_launching(snap: &mut Snapshot) -> Option<Effect> {
+fn resolve_launching(snap: &mut Snapshot, now: Timestamp) -> Option<Effect> {
     loop {
         let i = res(snap).jobs.iter().position(|j| j.state == JobState::Launching)?;
         let job = &res(snap).jobs[i];
@@ -163,7 +206,9 @@ fn resolve_launching(snap: &mut Snapshot) -> Option<Effect> {
         }
         // This attempt's outcome is unknown until `apply` records it: a crash before then
         // must lead to a `Find`, never to a second launch of the key.
-        res_mut(snap).jobs[i].absent_confirmed = false;
+        let job = &mut res_mut(snap).jobs[i];
+        job.absent_confirmed = false;
+        mark_sent(job, now);
         return Some(Effect::Launch { key });
     }
 }
@@ -207,6 +252,7 @@ fn begin_launch(
         JobType::Provision => job.config_version = res.desired_config_version.clone(),
         JobType::Deprovision => job.block_deletion_on_failure = policy.block_deletion_on_failure,
     }
+    mark_sent(&mut job, now);
     append_job(&mut res.jobs, job, policy.max_history);
     if let Some(op_id) = op {
         let running = match snap.operation(&op_id).map(|o| o.request) {
@@ -369,105 +415,4 @@ fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     Effect::Sleep { until: None }
 }
 
-/// Folds an effect's outcome into `snap`. Returns the earliest time the engine should
-/// decide again (`None`: right away).
-pub fn apply(
-    snap: &mut Snapshot,
-    effect: &Effect,
-    outcome: Outcome,
-    policy: &TypePolicy,
-    now: Timestamp,
-) -> Option<Timestamp> {
-    let key = match effect {
-        Effect::Launch { key } | Effect::Find { key } | Effect::Poll { key } | Effect::Cancel { key } => key,
-        Effect::Sleep { .. } => return None,
-    };
-    let poll_later = Some(now.add(policy.poll_interval));
-    let Some(job) = job_mut(snap, key) else {
-        // The job left the history (trimmed, or the resource is gone): nothing to record.
-        return None;
-    };
-    match (effect, outcome) {
-        (Effect::Launch { .. } | Effect::Find { .. }, Outcome::Launched(start) | Outcome::Found(Some(start))) => {
-            let adopted = matches!(effect, Effect::Find { .. });
-            job.job_id = start.job_id;
-            job.handle = start.handle;
-            job.state = start.state;
-            if !start.template.is_empty() {
-                job.template = start.template;
-            }
-            job.message = match (adopted, job.job_type) {
-                (true, _) => "Job found after an interrupted launch".into(),
-                (false, JobType::Provision) => "Provisioning job triggered".into(),
-                (false, JobType::Deprovision) => "Deprovision job triggered".into(),
-            };
-            poll_later
-        }
-        (Effect::Find { .. }, Outcome::Found(None)) => {
-            job.absent_confirmed = true;
-            None
-        }
-        (Effect::Launch { .. } | Effect::Find { .. }, Outcome::Failed(f)) => match f.kind {
-            // Only a launch the provider refused is known not to have started; a failed
-            // `Find` proves nothing either way, so its entry stays `Launching` (below).
-            FailureKind::Permanent | FailureKind::NotFound if matches!(effect, Effect::Launch { .. }) => {
-                job.state = JobState::Failed;
-                job.message = format!("Launch failed: {}", f.message);
-                None
-            }
-            FailureKind::RateLimited { retry_after } => {
-                // A refusal: certainly not launched.
-                job.absent_confirmed = matches!(effect, Effect::Launch { .. }) || job.absent_confirmed;
-                job.message = format!("Launch delayed: {}", f.message);
-                Some(now.add(retry_after))
-            }
-            FailureKind::Transient | FailureKind::Indeterminate | FailureKind::Permanent | FailureKind::NotFound => {
-                job.launch_attempts += 1;
-                // Only a launch that surely did not happen may skip the next Find.
-                job.absent_confirmed = f.kind == FailureKind::Transient && matches!(effect, Effect::Launch { .. });
-                job.message = format!("Launch attempt {} failed: {}", job.launch_attempts, f.message);
-                let exp = 1u64 << job.launch_attempts.min(6);
-                Some(now.add(Duration::from_secs(exp).min(policy.poll_interval.max(Duration::from_secs(1)) * 30)))
-            }
-        },
-        (Effect::Poll { .. }, Outcome::Observed(obs)) => {
-            let changed =
-                job.state != obs.state || job.message != obs.message || job.error_details != obs.error_details;
-            if changed {
-                job.state = obs.state;
-                job.message = obs.message;
-                job.error_details = obs.error_details;
-            }
-            if obs.state.is_terminal() { None } else { poll_later }
-        }
-        (
-            Effect::Poll { .. } | Effect::Cancel { .. },
-            Outcome::Failed(Failure { kind: FailureKind::NotFound, message }),
-        ) => {
-            job.state = if matches!(effect, Effect::Cancel { .. }) { JobState::Canceled } else { JobState::Failed };
-            job.message = format!("The job no longer exists at the provider: {message}");
-            None
-        }
-        (Effect::Poll { .. }, Outcome::Failed(f)) => {
-            let message = format!("Failed to get job status: {}", f.message);
-            if job.message != message {
-                job.message = message;
-            }
-            match f.kind {
-                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after.max(policy.poll_interval))),
-                _ => poll_later,
-            }
-        }
-        (Effect::Cancel { .. }, Outcome::CancelRequested) => poll_later,
-        (Effect::Cancel { .. }, Outcome::CancelNotNeeded) => None,
-        (Effect::Cancel { .. }, Outcome::Failed(f)) => {
-            job.message = format!("Failed to cancel job: {}", f.message);
-            match f.kind {
-                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after)),
-                _ => poll_later,
-            }
-        }
-        // An outcome that does not belong to the effect: record nothing.
-        _ => None,
-    }
-}
+pub use record::apply;

@@ -1,0 +1,268 @@
+//! Delivers ARM async notifications from the store's outbox: POST the operation-status body
+//! to the client's `Azure-AsyncNotificationUri` until a `2xx`.
+//!
+//! * **Concurrently, bounded.** At most `max_concurrent` deliveries are in flight, at most
+//!   `max_per_destination` to one destination (`host:port` of the URI). The loop claims only
+//!   as many due rows as it has free slots; a row whose destination is full is held back
+//!   (deferred in the store, unsent, no attempt counted) until about when a slot frees. So a
+//!   slow or black-holed callback delays nobody else's, and cannot take every slot.
+//! * **Short timeouts**: `connect_timeout` to connect, `request_timeout` for the whole request.
+//! * **Destinations back off as a whole** ([`destination`]): after a failure (no answer,
+//!   timeout, `5xx`, `408`, `429`) none of the destination's rows is sent until its retry
+//!   time (`first_backoff` doubling to `max_backoff`); each due row's turn meanwhile counts
+//!   as a failed attempt and is rescheduled on its own schedule, never before the
+//!   destination's next try. Then one probe goes; its answer reopens the destination.
+//! * **Bounded attempts.** A row is retried (`first_backoff` doubling to `max_backoff`) until
+//!   `max_attempts` attempts are used up, or its operation expires; then it is kept as dead
+//!   with its last error and logged at error level — never dropped silently.
+//! * **At least once.** A crash after the POST and before the bookkeeping resends. On
+//!   shutdown the loop stops claiming, gives the deliveries in flight up to half the grace
+//!   period (at most one request timeout) to finish, then abandons the rest and gives their
+//!   claims back (due now, no attempt counted), so the next process — or another replica —
+//!   sends them again at once. If giving back fails, the claim lapses after `claim_hold`.
+
+mod deliver;
+pub mod destination;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use slipway_domain::time::Clock;
+use slipway_store::Store;
+use tokio::sync::Notify;
+use tokio::task::{JoinError, JoinSet};
+
+use self::deliver::{Shared, Slot, bookkeeping};
+use self::destination::{Admission, Destinations, Limits, destination_of};
+
+#[derive(Clone, Debug)]
+pub struct NotifierOptions {
+    /// Deliveries in flight at once, over all destinations.
+    pub max_concurrent: usize,
+    /// Deliveries in flight at once to one destination (`host:port`).
+    pub max_per_destination: usize,
+    /// The whole request: connecting, sending, and the answer's head.
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Attempts per notification before it is given up (kept as dead).
+    pub max_attempts: u32,
+    /// Retry delay after the first failure (of a row, and of a destination); doubles.
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+    /// How often to look for due rows when nothing signalled.
+    pub idle_interval: Duration,
+    /// How long a claimed notification is hidden from other notifiers (replicas) while this
+    /// one delivers it; kept longer than two request timeouts.
+    pub claim_hold: Duration,
+    /// The process's shutdown grace period: in-flight deliveries get up to half of it (at
+    /// most one request timeout) to finish.
+    pub shutdown_grace: Duration,
+    /// RP location for the status document's `id`.
+    pub location: String,
+}
+
+impl Default for NotifierOptions {
+    fn default() -> Self {
+        NotifierOptions {
+            max_concurrent: 32,
+            max_per_destination: 4,
+            request_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            max_attempts: 20,
+            first_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+            idle_interval: Duration::from_secs(1),
+            claim_hold: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(20),
+            location: "local".into(),
+        }
+    }
+}
+
+pub struct Notifier {
+    shared: Arc<Shared>,
+    signal: Arc<Notify>,
+}
+
+/// Most claim passes per wake-up: a pass that only held rows back may have more due behind.
+const MAX_PASSES: usize = 8;
+/// Longest wait for giving back the claims of interrupted deliveries on shutdown.
+const GIVE_BACK_LIMIT: Duration = Duration::from_secs(2);
+
+impl Notifier {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        signal: Arc<Notify>,
+        mut options: NotifierOptions,
+    ) -> Result<Self, reqwest::Error> {
+        options.max_concurrent = options.max_concurrent.max(1);
+        options.max_per_destination = options.max_per_destination.clamp(1, options.max_concurrent);
+        options.max_attempts = options.max_attempts.max(1);
+        options.connect_timeout = options.connect_timeout.min(options.request_timeout);
+        options.claim_hold = options.claim_hold.max(options.request_timeout * 2);
+        let client = reqwest::Client::builder()
+            .timeout(options.request_timeout)
+            .connect_timeout(options.connect_timeout)
+            .build()?;
+        let destinations = Mutex::new(Destinations::new(Limits {
+            per_destination: options.max_per_destination,
+            first_backoff: options.first_backoff,
+            max_backoff: options.max_backoff,
+            request_timeout: options.request_timeout,
+        }));
+        Ok(Notifier { shared: Arc::new(Shared { store, clock, client, options, destinations }), signal })
+    }
+
+    /// Delivers until `shutdown` resolves, then stops within half the shutdown grace period
+    /// (plus at most [`GIVE_BACK_LIMIT`] to give back interrupted claims).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let mut state = Loop { shared: self.shared.clone(), tasks: JoinSet::new(), in_flight: HashMap::new() };
+        tokio::pin!(shutdown);
+        let mut at_once = true;
+        loop {
+            // Shutdown is seen at once, whatever the loop is waiting for; rows a pass had
+            // claimed and not yet handed out keep their claim until it lapses.
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                _ = state.step(&self.signal, at_once) => {}
+            }
+            at_once = false;
+        }
+        state.stop().await;
+    }
+}
+
+struct Loop {
+    shared: Arc<Shared>,
+    tasks: JoinSet<()>,
+    /// The row each delivery task is sending.
+    in_flight: HashMap<tokio::task::Id, i64>,
+}
+
+impl Loop {
+    /// Waits for something to do (a signal, a finished delivery, the idle interval), then
+    /// hands out due rows.
+    async fn step(&mut self, signal: &Notify, at_once: bool) {
+        if !at_once {
+            tokio::select! {
+                _ = signal.notified() => {}
+                _ = tokio::time::sleep(self.shared.options.idle_interval) => {}
+                Some(done) = self.tasks.join_next_with_id(), if !self.tasks.is_empty() => self.settle(done),
+            }
+        }
+        while let Some(done) = self.tasks.try_join_next_with_id() {
+            self.settle(done);
+        }
+        self.shared.destinations().prune(self.shared.clock.now());
+        for _ in 0..MAX_PASSES {
+            if !self.pass().await {
+                break;
+            }
+        }
+    }
+
+    /// Claims as many due rows as there are free slots and hands each out: sent, held back
+    /// (destination full), or skipped (destination backed off). True when another pass may
+    /// find more due rows for the slots still free.
+    async fn pass(&mut self) -> bool {
+        let shared = self.shared.clone();
+        let free = shared.options.max_concurrent.saturating_sub(self.tasks.len());
+        if free == 0 {
+            return false;
+        }
+        let now = shared.clock.now();
+        let due = match shared.store.claim_notifications(now, free, shared.options.claim_hold).await {
+            Ok(due) => due,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the notification outbox failed");
+                return false;
+            }
+        };
+        let full = due.len() == free;
+        let mut held = Vec::new();
+        let mut skipped = JoinSet::new();
+        for n in due {
+            let destination = destination_of(&n.uri);
+            let admission = shared.destinations().admit(&destination, now);
+            match admission {
+                Admission::Send => {
+                    let row = n.id;
+                    let slot = Slot::new(shared.clone(), destination, now);
+                    let handle = self.tasks.spawn(deliver::deliver(shared.clone(), n, slot));
+                    self.in_flight.insert(handle.id(), row);
+                }
+                Admission::Busy { until } => held.push((n.id, until)),
+                Admission::BackedOff { until, failures, error } => {
+                    skipped.spawn(deliver::skip_backed_off(shared.clone(), n, destination, until, failures, error));
+                }
+            }
+        }
+        let set_aside = !held.is_empty() || !skipped.is_empty();
+        if !held.is_empty() {
+            // If this fails, the claims lapse and the rows come back after the claim hold.
+            bookkeeping(shared.store.defer_notifications(&held).await);
+        }
+        while skipped.join_next().await.is_some() {}
+        full && set_aside && self.tasks.len() < shared.options.max_concurrent
+    }
+
+    /// A delivery task ended (its slot freed itself).
+    fn settle(&mut self, done: Result<(tokio::task::Id, ()), JoinError>) {
+        let id = match done {
+            Ok((id, ())) => id,
+            Err(e) => {
+                if e.is_panic() {
+                    tracing::error!(error = %e, "a notification delivery panicked");
+                }
+                e.id()
+            }
+        };
+        self.in_flight.remove(&id);
+    }
+
+    /// Shutdown: let deliveries in flight finish for a while, abandon the rest and give
+    /// their claims back.
+    async fn stop(mut self) {
+        let options = self.shared.options.clone();
+        let drain = options.request_timeout.min(options.shutdown_grace / 2);
+        let _ = tokio::time::timeout(drain, async {
+            while let Some(done) = self.tasks.join_next_with_id().await {
+                self.settle(done);
+            }
+        })
+        .await;
+        self.tasks.abort_all();
+        let now = self.shared.clock.now();
+        let mut given_back = Vec::new();
+        while let Some(done) = self.tasks.join_next_with_id().await {
+            match done {
+                Ok(_) => self.settle(done),
+                // Interrupted: its bookkeeping may or may not have run; giving back a row
+                // already finished or rescheduled is harmless (at least once).
+                Err(e) => given_back.extend(self.in_flight.remove(&e.id()).map(|row| (row, now))),
+            }
+        }
+        if given_back.is_empty() {
+            tracing::info!("notifier stopped");
+            return;
+        }
+        let limit = options.shutdown_grace.saturating_sub(drain).min(GIVE_BACK_LIMIT);
+        let interrupted = given_back.len();
+        match tokio::time::timeout(limit, self.shared.store.defer_notifications(&given_back)).await {
+            Ok(Ok(())) => tracing::info!(interrupted, "notifier stopped; interrupted deliveries are due again"),
+            Ok(Err(e)) => {
+                tracing::warn!(interrupted, error = %e, "notifier stopped; interrupted deliveries come back when their claims lapse")
+            }
+            Err(_) => {
+                tracing::warn!(
+                    interrupted,
+                    "notifier stopped; interrupted deliveries come back when their claims lapse"
+                )
+            }
+        }
+    }
+}

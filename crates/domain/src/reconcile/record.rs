@@ -1,0 +1,249 @@
+//! [`apply`]: folding an effect's outcome into the snapshot — launches, finds (adoption,
+//! the launch-ambiguity window, duplicates), polls and cancels.
+
+use std::time::Duration;
+
+use super::{Effect, Failure, FailureKind, JobStart, Outcome, job_mut};
+use crate::job::{Job, JobState, JobType};
+use crate::policy::TypePolicy;
+use crate::resource::Snapshot;
+use crate::time::Timestamp;
+
+/// Folds an effect's outcome into `snap`. Returns the earliest time the engine should
+/// decide again (`None`: right away).
+pub fn apply(
+    snap: &mut Snapshot,
+    effect: &Effect,
+    outcome: Outcome,
+    policy: &TypePolicy,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let (key, io) = match effect {
+        Effect::Sleep { .. } => return None,
+        Effect::Launch { key } => (key, JobIo::Launch),
+        Effect::Find { key } => {
+            return match outcome {
+                Outcome::Found(found) => record_found(snap, key, found, policy, now),
+                other => record_on(job_mut(snap, key)?, JobIo::Find, other, policy, now),
+            };
+        }
+        Effect::Poll { key } => (key, JobIo::Poll),
+        Effect::Cancel { key } => (key, JobIo::Cancel),
+        Effect::PollDuplicate { job_id, .. } | Effect::CancelDuplicate { job_id, .. } => {
+            let io = if matches!(effect, Effect::PollDuplicate { .. }) { JobIo::Poll } else { JobIo::Cancel };
+            let dup = snap.resource.as_mut()?.duplicate_jobs.iter_mut().find(|d| &d.job_id == job_id)?;
+            return record_on(dup, io, outcome, policy, now);
+        }
+    };
+    // The job left the history (trimmed, or the resource is gone): nothing to record.
+    record_on(job_mut(snap, key)?, io, outcome, policy, now)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum JobIo {
+    Launch,
+    Find,
+    Poll,
+    Cancel,
+}
+
+/// What a `Find` listed. For a `Launching` entry: the job to adopt (the earliest), or — only
+/// once the last request's ambiguity window has passed — proof that a launch is safe. For a
+/// job already tracked: the check for a second job of its key. Any job beyond the one kept
+/// is a duplicate.
+fn record_found(
+    snap: &mut Snapshot,
+    key: &str,
+    mut found: Vec<JobStart>,
+    policy: &TypePolicy,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let res = snap.resource.as_mut()?;
+    let i = res.jobs.iter().position(|j| j.idempotency_key == key)?;
+    let job = &mut res.jobs[i];
+    let launching = job.state == JobState::Launching;
+    let kept = if launching {
+        (!found.is_empty()).then(|| found.remove(0))
+    } else {
+        job.unique_confirmed = true;
+        found.iter().position(|f| f.job_id == job.job_id).map(|k| found.remove(k))
+    };
+    let mut hold = None;
+    if launching {
+        hold = match kept {
+            Some(start) => {
+                adopt(job, start, "Job found after an interrupted launch".into());
+                Some(now.add(policy.poll_interval))
+            }
+            None => wait_out_ambiguity(job, policy, now),
+        };
+    }
+    let (original, kept_id) = (res.jobs[i].clone(), res.jobs[i].job_id.clone());
+    for start in found {
+        if res.duplicate_jobs.iter().any(|d| d.job_id == start.job_id) || start.job_id == kept_id {
+            continue;
+        }
+        let mut dup = Job::new(start.job_id, original.job_type, start.state, now);
+        dup.idempotency_key = original.idempotency_key.clone();
+        dup.provider = original.provider.clone();
+        dup.template = start.template;
+        dup.handle = start.handle;
+        dup.operation_id = original.operation_id.clone();
+        dup.config_version = original.config_version.clone();
+        dup.message = format!("A second job for idempotency key {key} (the tracked one is {kept_id:?}); canceling it");
+        res.duplicate_jobs.push(dup);
+        hold = None;
+    }
+    trim_finished(&mut res.duplicate_jobs, policy.max_history);
+    hold
+}
+
+/// "No job for the key" proves absence only once the last request can no longer be
+/// processed; until then the entry stays `Launching` and is looked up again.
+fn wait_out_ambiguity(job: &mut Job, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {
+    let until = job.launch_sent_at.map(|sent| sent.add(policy.launch_ambiguity));
+    match until {
+        Some(until) if now < until => {
+            job.message = format!(
+                "No job for the key yet; its launch request may still be processed until {}: looking again before \
+                 any relaunch",
+                until.to_rfc3339()
+            );
+            Some(now.add(policy.poll_interval.max(MIN_AMBIGUITY_RECHECK)).min(until))
+        }
+        _ => {
+            job.absent_confirmed = true;
+            None
+        }
+    }
+}
+
+/// Looking for a job that may still appear costs provider requests: not more often than this.
+const MIN_AMBIGUITY_RECHECK: Duration = Duration::from_secs(2);
+
+/// Keeps at most `max` entries by dropping the oldest finished ones; a running duplicate is
+/// never dropped (it would run untracked).
+fn trim_finished(jobs: &mut Vec<Job>, max: usize) {
+    while jobs.len() > max.max(1) {
+        match jobs.iter().position(|j| j.state.is_terminal()) {
+            Some(i) => {
+                jobs.remove(i);
+            }
+            None => break,
+        }
+    }
+}
+
+fn adopt(job: &mut Job, start: JobStart, message: String) {
+    job.job_id = start.job_id;
+    job.handle = start.handle;
+    job.state = start.state;
+    if !start.template.is_empty() {
+        job.template = start.template;
+    }
+    job.message = message;
+}
+
+/// Folds the outcome of a launch, failed find, poll or cancel into `job`.
+fn record_on(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {
+    let poll_later = Some(now.add(policy.poll_interval));
+    match (io, outcome) {
+        (JobIo::Launch, Outcome::Launched(start)) => {
+            let message = match job.job_type {
+                JobType::Provision => "Provisioning job triggered",
+                JobType::Deprovision => "Deprovision job triggered",
+            };
+            adopt(job, start, message.into());
+            poll_later
+        }
+        (JobIo::Find, Outcome::Failed(f)) if job.state != JobState::Launching => {
+            // The look for a second job of a finished job's key. The job's own message stays:
+            // its operation's outcome is read from it. A provider that cannot list the key's
+            // jobs at all (template gone, access refused) is not asked again.
+            let give_up = matches!(f.kind, FailureKind::Permanent | FailureKind::NotFound);
+            job.unique_confirmed = give_up;
+            match f.kind {
+                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after)),
+                _ if give_up => None,
+                _ => poll_later,
+            }
+        }
+        (JobIo::Launch | JobIo::Find, Outcome::Failed(f)) => {
+            let launch = io == JobIo::Launch;
+            let refused = launch
+                && matches!(
+                    f.kind,
+                    FailureKind::Permanent
+                        | FailureKind::NotFound
+                        | FailureKind::RateLimited { .. }
+                        | FailureKind::Transient
+                );
+            if refused {
+                // The request was refused or never sent: it can create no job.
+                job.launch_sends = job.launch_sends.saturating_sub(1);
+            }
+            match f.kind {
+                // Only a launch the provider refused is known not to have started; a failed
+                // `Find` proves nothing either way, so its entry stays `Launching` (below).
+                FailureKind::Permanent | FailureKind::NotFound if launch => {
+                    job.state = JobState::Failed;
+                    job.message = format!("Launch failed: {}", f.message);
+                    None
+                }
+                FailureKind::RateLimited { retry_after } => {
+                    // A refusal: certainly not launched.
+                    job.absent_confirmed = launch || job.absent_confirmed;
+                    job.message = format!("Launch delayed: {}", f.message);
+                    Some(now.add(retry_after))
+                }
+                FailureKind::Transient
+                | FailureKind::Indeterminate
+                | FailureKind::Permanent
+                | FailureKind::NotFound => {
+                    job.launch_attempts += 1;
+                    // Only a launch that surely did not happen may skip the next Find.
+                    job.absent_confirmed = f.kind == FailureKind::Transient && launch;
+                    job.message = format!("Launch attempt {} failed: {}", job.launch_attempts, f.message);
+                    let exp = 1u64 << job.launch_attempts.min(6);
+                    Some(now.add(Duration::from_secs(exp).min(policy.poll_interval.max(Duration::from_secs(1)) * 30)))
+                }
+            }
+        }
+        (JobIo::Poll, Outcome::Observed(obs)) => {
+            let changed =
+                job.state != obs.state || job.message != obs.message || job.error_details != obs.error_details;
+            if changed {
+                job.state = obs.state;
+                job.message = obs.message;
+                job.error_details = obs.error_details;
+            }
+            if obs.state.is_terminal() { None } else { poll_later }
+        }
+        (JobIo::Poll | JobIo::Cancel, Outcome::Failed(Failure { kind: FailureKind::NotFound, message })) => {
+            job.state = if io == JobIo::Cancel { JobState::Canceled } else { JobState::Failed };
+            job.message = format!("The job no longer exists at the provider: {message}");
+            None
+        }
+        (JobIo::Poll, Outcome::Failed(f)) => {
+            let message = format!("Failed to get job status: {}", f.message);
+            if job.message != message {
+                job.message = message;
+            }
+            match f.kind {
+                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after.max(policy.poll_interval))),
+                _ => poll_later,
+            }
+        }
+        (JobIo::Cancel, Outcome::CancelRequested) => poll_later,
+        (JobIo::Cancel, Outcome::CancelNotNeeded) => None,
+        (JobIo::Cancel, Outcome::Failed(f)) => {
+            job.message = format!("Failed to cancel job: {}", f.message);
+            match f.kind {
+                FailureKind::RateLimited { retry_after } => Some(now.add(retry_after)),
+                _ => poll_later,
+            }
+        }
+        // An outcome that does not belong to the effect: record nothing.
+        _ => None,
+    }
+}
