@@ -1,6 +1,6 @@
 //! `aap-sim`: a simulator of the AWX / Ansible Automation Platform controller REST API v2
-//! subset Slipway's AAP provider uses, faithful to AWX 24.6.1's shapes and status codes (see
-//! `shared/reference/aap-and-environment.md` §1) and checked against the real `awx.awx`
+//! subset Slipway's AAP provider uses, faithful to AWX 24.6.1's shapes and status codes (what
+//! the provider relies on: `docs/providers.md`) and checked against the real `awx.awx`
 //! collection (`tests/awx_collection.rs`).
 //!
 //! What it serves, under `{api_prefix}` (`/api/` or `/api/controller/`):

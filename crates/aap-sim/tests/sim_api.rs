@@ -1,4 +1,4 @@
-//! The simulator against AWX's documented behaviour (shared/reference/aap-and-environment.md §1),
+//! The simulator against AWX's documented behaviour (the facts in docs/providers.md),
 //! driven in process over HTTP with reqwest.
 
 use std::collections::BTreeMap;

@@ -25,7 +25,7 @@ pub enum Envelope {
     #[default]
     Slipway,
     /// `{"ansible_eda": {"event": {"payload": <Kubernetes-style object>}},
-    /// "slipway_idempotency_key": key}` — for playbooks written for OSAC (osac §9.6).
+    /// "slipway_idempotency_key": key}` — for playbooks written for OSAC (docs/providers.md#launch).
     OsacEda,
 }
 
@@ -148,7 +148,8 @@ mod tests {
         assert_eq!(v.as_object().unwrap().len(), 2);
     }
 
-    /// osac §14.7 scenario 63: `ansible_eda.event.payload.metadata.name` / `namespace`.
+    /// The OSAC envelope (docs/providers.md#launch): `ansible_eda.event.payload.metadata.name`
+    /// and `namespace`.
     #[test]
     fn osac_envelope() {
         let v = extra_vars(Envelope::OsacEda, &request());
@@ -166,7 +167,7 @@ mod tests {
         assert_eq!(a[ANNOTATION_ACTION], "create");
         assert_eq!(a[ANNOTATION_OPERATION_ID], "op-1");
         assert_eq!(a[ANNOTATION_RESOURCE_ID], request().resource_id);
-        // osac §14.7 scenario 65: no tenant storage classes → no key.
+        // OSAC omits `tenant_storage_classes` for a tenant without any; Slipway never has any.
         assert!(v["ansible_eda"]["event"].get("tenant_storage_classes").is_none());
     }
 

@@ -1,4 +1,4 @@
-//! The AWX / AAP provider (DESIGN §6.2): runs job templates and workflow job templates
+//! The AWX / AAP provider (docs/providers.md): runs job templates and workflow job templates
 //! through the controller REST API v2.
 //!
 //! Shape: [`AapOptions`] → [`AapProvider::new`] → [`Provider`].
@@ -241,7 +241,7 @@ struct Template {
     prompts_for_variables: bool,
 }
 
-/// AAP job `status` → job state (DESIGN §6.2): unknown words (and `new`) keep polling.
+/// AAP job `status` → job state (docs/providers.md#status): unknown words (and `new`) keep polling.
 pub fn map_status(word: &str) -> JobState {
     match word {
         "successful" => JobState::Succeeded,
@@ -1014,7 +1014,7 @@ mod tests {
 
     #[test]
     fn status_mapping() {
-        // osac §14.7 scenario 67 and DESIGN §6.2.
+        // The table in docs/providers.md#status.
         for (word, state) in [
             ("successful", JobState::Succeeded),
             ("failed", JobState::Failed),

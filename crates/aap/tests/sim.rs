@@ -134,7 +134,7 @@ fn id(l: &Launched) -> u64 {
 // ---------------------------------------------------------------------------------------
 // Launch and status
 
-/// osac §14.7 scenario 63 (job template launch, extra vars) and §14.8 scenarios 73/75.
+/// A job template launch with the extra vars, followed to its end (docs/providers.md#launch).
 #[tokio::test]
 async fn job_template_launch_runs_to_success() {
     let sim = start(config(vec![template(11, "slipway-create-virtual-network")], vec![])).await;
@@ -163,7 +163,7 @@ async fn job_template_launch_runs_to_success() {
     assert_eq!(count(&sim, "GET /api/v2/jobs/{id}/"), 0);
 }
 
-/// osac §14.7 scenario 63 with the OSAC envelope.
+/// The same with the OSAC envelope (docs/providers.md#launch).
 #[tokio::test]
 async fn osac_envelope_reaches_the_job() {
     let sim = start(config(vec![template(3, "osac-create-hosted-cluster")], vec![])).await;
@@ -186,7 +186,7 @@ async fn osac_envelope_reaches_the_job() {
     assert_eq!(job.extra_vars["slipway_idempotency_key"], "op-osac:1");
 }
 
-/// osac §14.7 scenario 67: every AAP status word, observed through the batched list.
+/// Every AAP status word (docs/providers.md#status), observed through the batched list.
 #[tokio::test]
 async fn status_words_map_to_states() {
     let mut t = template(1, "slipway-create-subnet");
@@ -208,7 +208,7 @@ async fn status_words_map_to_states() {
     }
 }
 
-/// osac §14.7 scenario 67 (failed + traceback → ErrorDetails): the detail view is read
+/// A failed job's details (docs/providers.md#status): the detail view is read
 /// once per failed job, however often it is polled.
 #[tokio::test]
 async fn failed_job_details_are_fetched_once() {
@@ -225,7 +225,7 @@ async fn failed_job_details_are_fetched_once() {
     assert_eq!(count(&sim, "GET /api/v2/jobs/{id}/"), 1, "{:?}", requests(&sim));
 }
 
-/// osac §14.7 scenario 64 / §14.8 scenario 74, and the seed's latent bug (§10.5): a
+/// A workflow template starts a workflow job (docs/providers.md#launch); unlike OSAC's client, a
 /// workflow job is polled and cancelled under `workflow_jobs/`, never `jobs/`.
 #[tokio::test]
 async fn workflow_jobs_use_workflow_endpoints() {
@@ -260,7 +260,7 @@ async fn workflow_jobs_use_workflow_endpoints() {
 // ---------------------------------------------------------------------------------------
 // Template resolution
 
-/// osac §14.8 scenario 76: job templates win over workflow templates of the same name.
+/// Job templates win over workflow templates of the same name (docs/providers.md#templates).
 #[tokio::test]
 async fn job_template_is_preferred_over_workflow() {
     let sim =
@@ -274,7 +274,7 @@ async fn job_template_is_preferred_over_workflow() {
     assert_eq!(p.cached_template("slipway-create-subnet"), Some((1, JobKind::Job)));
 }
 
-/// osac §14.7 scenario 66 / §14.8 scenario 76: neither kind has it.
+/// Neither kind has the template: a permanent error (docs/providers.md#templates).
 #[tokio::test]
 async fn missing_template_is_permanent() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
@@ -325,7 +325,7 @@ async fn ambiguous_template_needs_an_organization() {
     assert_eq!(count(&sim, "POST /api/v2/job_templates/{id}/launch/"), 1);
 }
 
-/// osac §14.8 scenario 77: a second launch does not look the template up again.
+/// A second launch does not look the template up again (docs/providers.md#templates).
 #[tokio::test]
 async fn template_resolution_is_cached() {
     let sim =
@@ -336,7 +336,7 @@ async fn template_resolution_is_cached() {
     assert_eq!(count(&sim, "GET /api/v2/job_templates/"), 1);
     assert_eq!(count(&sim, "POST /api/v2/job_templates/{id}/launch/"), 2);
 
-    // osac §14.8 scenario 79: after clearing, every name is looked up again.
+    // After clearing the cache, every name is looked up again.
     p.launch(&request("Subnet", JobAction::Delete, "op-c:3")).await.unwrap();
     assert_eq!(count(&sim, "GET /api/v2/job_templates/"), 2);
     p.clear_template_cache();
@@ -345,7 +345,7 @@ async fn template_resolution_is_cached() {
     assert_eq!(count(&sim, "GET /api/v2/job_templates/"), 4);
 }
 
-/// osac §14.8 scenario 78: a launch answered 404 (the cached template no longer exists at
+/// docs/providers.md#templates: a launch answered 404 (the cached template no longer exists at
 /// that id) drops the cache entry; the next launch looks the name up again. The stale
 /// entry is seeded: the simulator cannot delete or recreate a template.
 #[tokio::test]
@@ -733,7 +733,7 @@ async fn lost_launch_response_is_resolved_by_find() {
 }
 
 /// A job purged from AAP while non-terminal: transient within the grace, then NotFound
-/// (osac §14.7 scenario 71; the seed polled it forever).
+/// (docs/providers.md#status; the OSAC operator polled it forever).
 #[tokio::test]
 async fn purged_job_is_not_polled_forever() {
     let mut t = template(1, "slipway-create-subnet");
@@ -765,7 +765,7 @@ async fn purged_job_is_not_polled_forever() {
 // ---------------------------------------------------------------------------------------
 // Cancel
 
-/// osac §14.7 scenarios 69/70, §14.8 scenario 80: 202 → keep polling until canceled;
+/// Cancel (docs/providers.md#cancel-and-find): 202 → keep polling until canceled;
 /// 405 once finished.
 #[tokio::test]
 async fn cancel_then_poll_until_canceled() {

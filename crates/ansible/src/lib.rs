@@ -1,4 +1,4 @@
-//! The local Ansible provider (DESIGN §6.1): one `ansible-runner` process per job, run
+//! The local Ansible provider (docs/providers.md#local-ansible): one `ansible-runner` process per job, run
 //! against a private data directory named by the job's idempotency key, so a restarted
 //! Slipway finds every job it started.
 //!

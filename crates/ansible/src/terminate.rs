@@ -2,7 +2,7 @@
 //!
 //! ansible-runner's own cancel (`killpg(SIGKILL)` of ansible-playbook's group) leaks
 //! processes: ansible-core 2.19 workers call `setsid()`, leave that group, and keep
-//! running (with their module, e.g. `sleep`) under init. What works (reference §2.2):
+//! running (with their module, e.g. `sleep`) under init. What works (docs/providers.md#local-ansible):
 //! SIGTERM the runner (so it records `canceled`) and ansible-playbook (whose handler stops
 //! its workers), wait a grace period, then SIGKILL whatever is left. "Whatever is left" is
 //! found three ways, because each alone misses something: the parent-pid tree from the

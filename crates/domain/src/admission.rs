@@ -1,5 +1,5 @@
 //! What the API does to a snapshot when it accepts a request: the ARM conflict rules,
-//! idempotent replays, supersession and cancellation (reference arm §2.6–§2.8), as pure
+//! idempotent replays, supersession and cancellation (docs/arm-contract.md), as pure
 //! functions. The API runs them inside one store transaction and answers from the result.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Retry backoff derived from job history (reference osac §6): double the gap between the
+//! Retry backoff derived from job history (docs/osac-lifecycle.md#backoff): double the gap between the
 //! trigger times of the two most recent failed jobs, clamped to [base, max]. No counters:
 //! the history itself is the state, so it survives restarts.
 
@@ -24,7 +24,7 @@ impl Default for BackoffPolicy {
 
 impl BackoffPolicy {
     fn after_failures(self, jobs: &[Job], matches: impl Fn(&Job) -> bool) -> Duration {
-        // Array order (newest appended last), Failed only — as the reference does.
+        // Array order (newest appended last), Failed only (docs/osac-lifecycle.md#backoff).
         let mut failed = jobs.iter().rev().filter(|j| j.state == JobState::Failed && matches(j));
         let (Some(last), Some(prev)) = (failed.next(), failed.next()) else {
             return self.base;
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn instant_failures_double_until_capped() {
-        // osac §6.4 example 2: triggers at 0, 2, 6, 14, 30, 60 → waits 2, 4, 8, 16, 30, 30.
+        // docs/osac-lifecycle.md#backoff: triggers at 0, 2, 6, 14, 30, 60 → waits 2, 4, 8, 16, 30, 30.
         let b = BackoffPolicy::default();
         let v = ConfigVersion::new("v1");
         let mut jobs = vec![f("v1", 0)];

@@ -1,4 +1,5 @@
-//! The OSAC `EvaluateAction` decision table and `IsConfigApplied` (reference osac §4.3, §5).
+//! The OSAC `EvaluateAction` decision table and `IsConfigApplied`
+//! (docs/osac-lifecycle.md#the-decision-table).
 
 use crate::config_version::ConfigVersion;
 use crate::job::{Job, JobState, JobType, has_job_id, latest_job_by_type};
@@ -245,7 +246,8 @@ mod tests {
 
     #[test]
     fn stale_cache_requeues() {
-        // Scenario 19: in-memory shows only an old succeeded job; the fresh read has a running one.
+        // The stale-cache check of row 9: in-memory shows only an old succeeded job; the fresh
+        // read has a running one.
         let jobs = vec![p("1", Succeeded, "v1", -1)];
         let fresh = [p("1", Succeeded, "v1", -1), p("2", Running, "", 0)];
         let fresh_has_running =

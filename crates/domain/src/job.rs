@@ -1,5 +1,5 @@
 //! Automation jobs recorded on a resource, and the job-history helpers of the OSAC
-//! provisioning package (reference osac §2–§3).
+//! provisioning package (docs/osac-lifecycle.md#job-history).
 
 use serde::{Deserialize, Serialize};
 
@@ -149,12 +149,12 @@ impl Job {
         self
     }
 
-    /// `message` plus `": " + error_details` when details exist (OSAC `MessageWithDetails`).
     /// Sent more than once and not yet checked for a second job of the same key.
     pub fn needs_duplicate_check(&self) -> bool {
         self.launch_sends > 1 && !self.unique_confirmed && !self.job_id.is_empty()
     }
 
+    /// `message` plus `": " + error_details` when details exist (OSAC `MessageWithDetails`).
     pub fn message_with_details(&self) -> String {
         if self.error_details.is_empty() {
             self.message.clone()

@@ -1,4 +1,4 @@
-//! Operation documents: one per accepted mutating request (reference arm §2.2).
+//! Operation documents: one per accepted mutating request (docs/arm-contract.md#operations).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 //! ARM provisioning states (shared by resources and operations) and the worst-of merge of
-//! composite states (reference arm §3.4).
+//! composite states (docs/arm-contract.md#provisioning-states-and-composite-states).
 
 use std::cmp::Ordering;
 use std::fmt;

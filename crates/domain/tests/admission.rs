@@ -1,5 +1,5 @@
-//! Admission scenarios: what the API does to a snapshot (reference arm §2.6–§2.8, §6.1,
-//! §6.2, §6.8; DESIGN §3 operation completion rules).
+//! Admission scenarios: what the API does to a snapshot (docs/arm-contract.md: mutating
+//! requests, supersession, cancel, how operations end).
 
 mod common;
 

@@ -1,5 +1,5 @@
-//! `Snapshot::set_operation_status`: the ARO `UpdateOperationStatus` rules (reference arm
-//! §3.4, acceptance §6.5 S24–S27) that admission and reconcile both rely on.
+//! `Snapshot::set_operation_status`: the ARO `UpdateOperationStatus` rules
+//! (docs/arm-contract.md#operations) that admission and reconcile both rely on.
 
 mod common;
 
@@ -51,7 +51,7 @@ fn resource_follows_its_active_operation() {
 
 #[test]
 fn resource_is_skipped_when_another_operation_owns_it_or_it_is_gone() {
-    // S27: the resource's active operation is another one.
+    // The resource's active operation is another one: the resource is left alone.
     let mut w = world(PS::Provisioning);
     w.res_mut().active_operation_id = Some(op_id(2));
     let res_before = w.res().clone();

@@ -1,5 +1,5 @@
 //! Engine-core scenarios: `decide` and `apply` driven step by step with an advancing clock
-//! (reference osac §5–§8, §14.4–§14.6; arm §3.4, §4.7, §6.5, §6.8; DESIGN §3, §6.3).
+//! (docs/osac-lifecycle.md, docs/exactly-once.md, docs/arm-contract.md#how-operations-end).
 
 mod common;
 
@@ -218,13 +218,13 @@ fn backoff_switched_off_stops_after_a_failure() {
 
 #[test]
 fn osac_backoff_integration_doubles_the_gap() {
-    // osac §14.4 item 31 and §6.4 example 3 through decide/apply, failures observed at once.
+    // The gap doubles (docs/osac-lifecycle.md#backoff): triggers at 0, 5, 15, 35, 65, 95 min.
     let mut w = World::created();
     w.launch(&key(1, 1), "1001");
     w.poll(&key(1, 1), observed(JobState::Failed, "failed", ""));
     assert_eq!(w.decide(), sleep_until(at(120)), "first failure: 2m");
     assert_eq!(w.res().jobs.len(), 1, "still exactly one provision job");
-    // Come back after 5 minutes (the reference backdates the job instead).
+    // Come back after 5 minutes; later failures are observed at once.
     let mut expected_waits = Vec::new();
     let mut t = 300;
     for (seq, job_id) in [(2, "1002"), (3, "1003"), (4, "1004"), (5, "1005")] {
@@ -245,7 +245,7 @@ fn osac_backoff_integration_doubles_the_gap() {
 
 #[test]
 fn short_history_keeps_the_backoff_at_its_base() {
-    // osac §6.4 example 8: with maxHistory 1 there are never two failed jobs.
+    // docs/osac-lifecycle.md#backoff: with maxHistory 1 there are never two failed jobs.
     let mut w = World::created();
     w.policy.max_history = 1;
     w.launch(&key(1, 1), "1001");
@@ -266,7 +266,7 @@ fn externally_canceled_job_is_retried_and_a_success_recovers_the_resource() {
     w.launch(&key(1, 1), "1001");
     w.set_now(at(30));
     w.poll(&key(1, 1), observed(JobState::Canceled, "canceled", ""));
-    // osac row 7: Canceled with the desired version backs off like a failure.
+    // Row 7 (docs/osac-lifecycle.md): Canceled with the desired version backs off like a failure.
     assert_eq!(w.decide(), sleep_until(at(120)));
     let outside = Some(err("Canceled", "The job was canceled outside Slipway"));
     assert_eq!(w.op(1).status, PS::Canceled);
@@ -283,7 +283,7 @@ fn externally_canceled_job_is_retried_and_a_success_recovers_the_resource() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Exactly-once launch (DESIGN §6.3)
+// Exactly-once launch (docs/exactly-once.md)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -521,7 +521,7 @@ fn unrelated_outcomes_and_sleeps_record_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Deadlines (arm §4.7)
+// Deadlines (docs/arm-contract.md#how-operations-end)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -689,7 +689,7 @@ fn stale_convergence_intent_gives_way_to_the_new_spec() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Deletion (osac §8, arm §6.8)
+// Deletion (docs/osac-lifecycle.md#deprovisioning, docs/arm-contract.md#supersession-by-delete)
 // ---------------------------------------------------------------------------------------
 
 #[test]
@@ -812,7 +812,7 @@ fn delete_proceeds_when_the_job_to_cancel_is_gone_or_finished() {
 
 #[test]
 fn failed_deprovision_with_block_retries_with_doubling_backoff() {
-    // osac §6.4 example 9, minutes relative to the delete: D1@0 fails at 1 → retry at 2;
+    // docs/osac-lifecycle.md#backoff, minutes from the delete: D1@0 fails at 1 → retry at 2;
     // D2@2 fails at 3 → gap 2 → 4 → retry at 6; D3@6 → gap 4 → 8 → retry at 14; …
     let mut w = provisioned();
     let base = 1000; // seconds after T0

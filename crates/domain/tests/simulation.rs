@@ -1,4 +1,4 @@
-//! Randomised property test of the engine core (DESIGN §2 invariants, §6.3): long seeded
+//! Randomised property test of the engine core (ARCHITECTURE.md invariants, docs/exactly-once.md): long seeded
 //! sequences of client requests, `decide`, provider effects with arbitrary outcomes
 //! (including lost answers and crashes between effect and record), and `apply`, against a
 //! simulated provider that does NOT deduplicate launches by idempotency key and, like AWX,

@@ -1,6 +1,6 @@
 //! The provisioning engine: claims due resources from the store under a lease, and drives
 //! each with the domain's pure `decide` → provider effect → `apply` loop, one store
-//! transaction per step (DESIGN §5).
+//! transaction per step (leases and lanes: docs/store.md; launches: docs/exactly-once.md).
 //!
 //! Shape: [`EngineOptions`] → [`Engine::new`] → [`Engine::run`] (the service, until its
 //! shutdown future resolves) with a cheap [`EngineHandle`] for the API to wake it.

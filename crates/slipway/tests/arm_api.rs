@@ -1,5 +1,5 @@
 //! Black-box HTTP tests of the ARM contract against a real Slipway (SQLite, real
-//! ansible-playbook runs of the example playbooks). Scenarios from reference arm §6.1–§6.4.
+//! ansible-playbook runs of the example playbooks). The rules: docs/arm-contract.md.
 
 mod common;
 

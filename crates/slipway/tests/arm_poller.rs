@@ -1,4 +1,5 @@
-//! The real Python `azure-mgmt-core` ARMPolling client against Slipway (reference arm §6.10).
+//! The real Python `azure-mgmt-core` ARMPolling client against Slipway
+//! (docs/arm-contract.md#what-arm-clients-rely-on).
 
 mod common;
 

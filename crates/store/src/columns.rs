@@ -9,6 +9,7 @@ use crate::StoreError;
 
 /// The indexed columns of a record. The record is authoritative: its lease and schedule go
 /// to the columns and are left out of the body, so no stale copy can exist.
+#[derive(Debug)]
 pub(crate) struct ResourceColumns {
     pub(crate) subscription: String,
     pub(crate) resource_group: String,

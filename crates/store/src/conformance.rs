@@ -29,7 +29,7 @@ use slipway_domain::operation::codes;
 use slipway_domain::resource::{Lease, NewNotification, Schedule, Snapshot, Spec};
 use slipway_domain::{CloudError, Initiator, Operation, OperationRequest, ProvisioningState, Timestamp};
 
-use crate::{ChangeRequest, ClaimRequest, Fence, ListQuery, Store, StoreError, change_with};
+use crate::{ChangeFn, ChangeRequest, ClaimRequest, Fence, ListQuery, Store, StoreError, change_with};
 
 /// A store under test and what must live as long as it.
 pub struct Harness {
@@ -42,10 +42,8 @@ pub struct Harness {
 }
 
 impl Harness {
-    pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Harness { store, operation_ttl: Self::DEFAULT_OPERATION_TTL, keep: Vec::new() }
+        Harness { store, operation_ttl: crate::DEFAULT_OPERATION_TTL, keep: Vec::new() }
     }
 
     pub fn with_operation_ttl(mut self, ttl: Duration) -> Self {
@@ -107,6 +105,8 @@ macro_rules! conformance_suite {
             case_running_operations_never_expire,
             case_operation_expiry_follows_last_write,
             case_concurrent_changes_lose_no_update,
+            case_grouped_changes_keep_their_own_times,
+            case_a_failing_change_undoes_only_its_own_writes,
         );
     };
     (@store $make:expr; $($case:ident),+ $(,)?) => {
@@ -319,6 +319,14 @@ pub async fn case_noop_change_writes_nothing(h: &Harness) {
     let after_noop = store.stats();
     assert_eq!(after_noop.write_calls, created_stats.write_calls + 1);
     assert_eq!(after_noop.commits, created_stats.commits, "a change that alters nothing commits nothing");
+    // Other writes that change no row are write calls, not commits, on every engine.
+    let nothing_due = claim_req("nobody", T0.sub(Duration::from_secs(3600)), 1, 1);
+    assert_eq!(store.claim(&nothing_due).await.expect("claim"), Vec::new());
+    assert_eq!(store.renew_leases("nobody", &[id.key()], at(SECOND)).await, Ok(0));
+    assert_eq!(store.release_leases("nobody").await, Ok(0));
+    let idle = store.stats();
+    assert_eq!(idle.write_calls, after_noop.write_calls + 3);
+    assert_eq!(idle.commits, after_noop.commits, "writes that changed no row are no commits");
     assert_eq!(first.resource, created.resource);
     assert_eq!(first.operations, vec![op.clone()]);
     let second = noop(store, ChangeRequest::new(id.key(), at(2 * SECOND))).await;
@@ -1117,12 +1125,123 @@ pub async fn case_list_by_subscription(store: &dyn Store) {
     assert_eq!(keys(&page.items), all[5..].to_vec());
 }
 
+/// After a test corrupted them with SQL of its engine (the body of resource `id` unreadable,
+/// operation 2 of subscription `sub`, which belongs to `other`, not an operation): every read
+/// and write that meets them fails as `Internal`, never with a panic or a wrong answer.
+pub async fn check_corrupt_rows_are_internal(store: &dyn Store, id: &ArmId, other: &ArmId) {
+    let internal = |r: &StoreError| matches!(r, StoreError::Internal(_));
+    assert!(internal(&store.get_resource(&id.key()).await.expect_err("corrupt")));
+    let noop = || -> ChangeFn { Box::new(|_| Ok(())) };
+    assert!(internal(&store.change(ChangeRequest::new(id.key(), at(1)), noop()).await.expect_err("corrupt")));
+    assert!(internal(&store.change(ChangeRequest::new(other.key(), at(1)), noop()).await.expect_err("corrupt op")));
+    assert!(internal(&store.get_operation("sub", &op_id(2), T0).await.expect_err("corrupt op")));
+    let query =
+        ListQuery { subscription: "sub".into(), resource_group: None, type_key: id.type_key(), after: None, limit: 10 };
+    assert!(internal(&store.list_resources(&query).await.expect_err("corrupt")));
+    let claim = ClaimRequest {
+        owner: "a".into(),
+        now: at(1),
+        lease_for: Duration::from_secs(30),
+        intent_limit: 10,
+        followup_limit: 10,
+    };
+    assert!(internal(&store.claim(&claim).await.expect_err("corrupt")));
+}
+
 pub async fn case_ping(store: &dyn Store) {
     assert_eq!(store.ping().await, Ok(()));
 }
 
 // ---------------------------------------------------------------------------------------
 // Concurrency
+
+/// Concurrent changes end up in shared transactions (group commit). A change that fails
+/// after it has already written (a duplicate operation id on insert), a refusal, or a panic
+/// in one change function fails that change only and leaves nothing of it behind.
+pub async fn case_a_failing_change_undoes_only_its_own_writes(h: &Harness) {
+    let store = h.shared();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40u64 {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            let id = vnet("sub-isolated", "rg", &format!("r{i}"));
+            let target = id.clone();
+            let c = ctx(1 + i, T0);
+            let result = apply(&*store, ChangeRequest::new(id.key(), T0), move |s| {
+                admission::admit_put(s, &target, KIND, spec(1), &c)?;
+                match i % 4 {
+                    0 => Ok(()),
+                    1 => Err(Rejection::NotFound),
+                    2 => panic!("change function bug"),
+                    _ => {
+                        let twin = s.operations[0].clone();
+                        s.operations.push(twin);
+                        Ok(())
+                    }
+                }
+            })
+            .await;
+            (i, id, result)
+        });
+    }
+    for (i, id, result) in tasks.join_all().await {
+        let stored = store.get_resource(&id.key()).await.expect("get");
+        let op = store.get_operation("sub-isolated", &op_id(1 + i), T0).await.expect("get op");
+        match i % 4 {
+            0 => {
+                let snap = result.expect("committed");
+                assert_eq!(stored, snap.resource, "{i}");
+                assert_eq!(op.as_ref(), snap.operations.first(), "{i}");
+                continue;
+            }
+            1 => assert_eq!(result.err(), Some(StoreError::Rejected(Rejection::NotFound))),
+            _ => assert!(matches!(result, Err(StoreError::Internal(_))), "{i}: {result:?}"),
+        }
+        assert_eq!((stored, op), (None, None), "{i}: a failed change leaves nothing");
+    }
+    store.ping().await.expect("the store survives panics");
+}
+
+/// Changes committed together (a group commit) keep their own times: each operation
+/// expires a TTL after its own write, and each notification is due at its own change's time
+/// — not at the time of whichever change shared the transaction.
+pub async fn case_grouped_changes_keep_their_own_times(h: &Harness) {
+    const N: i64 = 40;
+    let store = h.shared();
+    let ttl = h.operation_ttl;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..N {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            let now = at(i * SECOND);
+            let id = vnet("sub-times", "rg", &format!("r{i}"));
+            let c = ctx_notify(100 + i as u64, now, "https://callback.example/done");
+            // Created and ended in one change, so the operation can expire and is notified.
+            apply(&*store, ChangeRequest::new(id.key(), now), move |s| {
+                admission::admit_put(s, &id, KIND, spec(1), &c)?;
+                let op = s.operations[0].id.clone();
+                s.set_operation_status(&op, ProvisioningState::Succeeded, None, now);
+                Ok(())
+            })
+            .await
+            .expect("change");
+        });
+    }
+    tasks.join_all().await;
+    for i in 0..N {
+        let expiry = at(i * SECOND).add(ttl);
+        let op = op_id(100 + i as u64);
+        let visible = |t| store.get_operation("sub-times", &op, t);
+        assert!(visible(expiry.sub(Duration::from_millis(1))).await.expect("get").is_some(), "op {i} expired early");
+        assert_eq!(visible(expiry).await, Ok(None), "op {i} expires a TTL after its own change");
+    }
+    for i in 0..N {
+        let due =
+            store.claim_notifications(at(i * SECOND), N as usize, Duration::from_secs(3600)).await.expect("claim");
+        let times: Vec<Timestamp> = due.iter().map(|n| n.next_attempt_at).collect();
+        assert_eq!(times, vec![at(i * SECOND)], "notification {i} is due at its own change's time");
+    }
+}
 
 pub async fn case_concurrent_changes_lose_no_update(h: &Harness) {
     let store = h.shared();

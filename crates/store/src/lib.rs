@@ -17,9 +17,13 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 mod columns;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod plan;
 pub mod postgres;
 pub mod sqlite;
+
+pub use plan::DEFAULT_OPERATION_TTL;
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
 pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Send>;
@@ -118,7 +122,9 @@ pub struct ClaimRequest {
 /// What a store has done since it was opened; for benchmarks and operators.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StoreStats {
-    /// Transactions that changed the database (a group commit counts once).
+    /// Commits: transactions that committed and wrote at least one row. A group commit
+    /// counts once; a claim that found nothing, a renewal of no lease or a change that
+    /// changed nothing is a write call but no commit. Both engines count the same way.
     pub commits: u64,
     /// Write calls answered (changes, claims, renewals, …), including those that changed
     /// nothing and so committed nothing.
@@ -242,7 +248,7 @@ pub trait Store: Send + Sync + 'static {
     /// Cheap liveness check for readiness probes.
     async fn ping(&self) -> Result<(), StoreError>;
 
-    /// Counters since the store was opened.
+    /// Counters since the store was opened (see [`StoreStats`] for what counts).
     fn stats(&self) -> StoreStats {
         StoreStats::default()
     }

@@ -33,7 +33,8 @@
 //! `sslmode=require` is refused.
 //!
 //! Layout: [`schema`] (URL and session settings, migrations), [`rows`] (row ⇄ record and the
-//! read queries), [`writes`] (change, claim, leases, outbox).
+//! read queries), [`changes`] (`change` with group commit, executing the shared
+//! `crate::plan`), [`writes`] (claims, leases, outbox).
 
 mod changes;
 mod rows;
@@ -78,7 +79,6 @@ pub struct PostgresOptions {
 }
 
 impl PostgresOptions {
-    pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
     pub const DEFAULT_POOL_SIZE: usize = 16;
     pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -89,7 +89,7 @@ impl PostgresOptions {
             schema: None,
             pool_size: Self::DEFAULT_POOL_SIZE,
             statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
-            operation_ttl: Self::DEFAULT_OPERATION_TTL,
+            operation_ttl: crate::DEFAULT_OPERATION_TTL,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
         }
     }
@@ -232,18 +232,20 @@ impl PostgresStore {
     }
 
     /// Runs a write that commits whenever it succeeds on its own task: once started it
-    /// commits or rolls back even if the caller stops waiting.
+    /// commits or rolls back even if the caller stops waiting. It counts as a commit when it
+    /// wrote a row (`Store::stats`).
     async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
     where
-        T: Send + 'static,
+        T: RowsWritten + Send + 'static,
         F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
         let done = tokio::spawn(async move { inner.run(inner.attempt_limit, inner.timeouts, work).await })
             .await
-            .map_err(|e| StoreError::Internal(format!("PostgreSQL write task failed: {e}")))??;
-        self.inner.stats.record(1, true);
-        Ok(done)
+            .map_err(|e| StoreError::Internal(format!("PostgreSQL write task failed: {e}")))
+            .and_then(|r| r);
+        self.inner.stats.record(1, done.as_ref().is_ok_and(|d| d.rows_written() > 0));
+        done
     }
 
     async fn read<T, F>(&self, work: F) -> Result<T, StoreError>
@@ -251,6 +253,23 @@ impl PostgresStore {
         F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T>,
     {
         self.inner.run(self.inner.attempt_limit, self.inner.timeouts, work).await
+    }
+}
+
+/// How many rows a write changed: a write that changed none committed nothing worth counting.
+trait RowsWritten {
+    fn rows_written(&self) -> u64;
+}
+
+impl RowsWritten for u64 {
+    fn rows_written(&self) -> u64 {
+        *self
+    }
+}
+
+impl<T> RowsWritten for Vec<T> {
+    fn rows_written(&self) -> u64 {
+        self.len() as u64
     }
 }
 
@@ -413,7 +432,7 @@ impl Store for PostgresStore {
     }
 
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.write(move |c| Box::pin(writes::finish_notification(c, id))).await
+        self.write(move |c| Box::pin(writes::finish_notification(c, id))).await.map(drop)
     }
 
     async fn reschedule_notification(
@@ -423,12 +442,14 @@ impl Store for PostgresStore {
         last_error: &str,
     ) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(move |c| Box::pin(writes::reschedule_notification(c, id, next_attempt_at, last_error.clone()))).await
+        self.write(move |c| Box::pin(writes::reschedule_notification(c, id, next_attempt_at, last_error.clone())))
+            .await
+            .map(drop)
     }
 
     async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(move |c| Box::pin(writes::abandon_notification(c, id, last_error.clone()))).await
+        self.write(move |c| Box::pin(writes::abandon_notification(c, id, last_error.clone()))).await.map(drop)
     }
 
     async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
@@ -437,16 +458,16 @@ impl Store for PostgresStore {
         }
         let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
         let at: Vec<i64> = rows.iter().map(|(_, t)| t.as_millis()).collect();
-        self.write(move |c| Box::pin(writes::defer_notifications(c, ids.clone(), at.clone()))).await
+        self.write(move |c| Box::pin(writes::defer_notifications(c, ids.clone(), at.clone()))).await.map(drop)
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats.snapshot()
     }
 
     /// `SELECT 1` on a pooled connection; getting (or making) the connection and the query
     /// are each bounded by the connect timeout: a replica that cannot reach its database
     /// reports not ready, promptly.
-    fn stats(&self) -> StoreStats {
-        self.inner.stats.snapshot()
-    }
-
     async fn ping(&self) -> Result<(), StoreError> {
         let inner = &self.inner;
         let limit = inner.ping_timeout;

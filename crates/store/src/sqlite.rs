@@ -3,7 +3,7 @@
 //!
 //! SQLite admits one writer at a time anyway. Funnelling every write through one thread lets
 //! many concurrent requests share one transaction and so one fsync: that is where the
-//! throughput comes from with `synchronous=FULL`, not from weaker durability (DESIGN §7).
+//! throughput comes from with `synchronous=FULL`, not from weaker durability (docs/store.md#sqlite).
 //!
 //! Layout: [`schema`] (connections, pragmas, migrations), [`writer`] (the group-commit
 //! thread), [`readers`] (the read pool), [`rows`] (row ⇄ record mapping and the read
@@ -95,13 +95,11 @@ pub struct SqliteOptions {
 }
 
 impl SqliteOptions {
-    pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-
     pub fn new(path: impl Into<PathBuf>) -> Self {
         SqliteOptions {
             path: path.into(),
             synchronous: Synchronous::Full,
-            operation_ttl: Self::DEFAULT_OPERATION_TTL,
+            operation_ttl: crate::DEFAULT_OPERATION_TTL,
             readers: 4,
             max_batch: 256,
         }

@@ -16,7 +16,7 @@ use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::Schedule;
 use slipway_store::conformance::{self, Harness, T0, at, ctx, put, seed, spec, vnet};
 use slipway_store::postgres::{PostgresOptions, PostgresStore, redact};
-use slipway_store::{ChangeRequest, ClaimRequest, ListQuery, Store, StoreError, change_with};
+use slipway_store::{ChangeRequest, ClaimRequest, Store, StoreError, change_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -298,16 +298,8 @@ async fn corrupt_rows_are_internal_errors_not_panics() {
         .await
         .expect("corrupt");
 
+    conformance::check_corrupt_rows_are_internal(&store, &id, &other).await;
     let internal = |r: &StoreError| matches!(r, StoreError::Internal(_));
-    assert!(internal(&store.get_resource(&id.key()).await.expect_err("corrupt")));
-    let noop = || -> slipway_store::ChangeFn { Box::new(|_| Ok(())) };
-    assert!(internal(&store.change(ChangeRequest::new(id.key(), at(1)), noop()).await.expect_err("corrupt")));
-    assert!(internal(&store.change(ChangeRequest::new(other.key(), at(1)), noop()).await.expect_err("corrupt op")));
-    assert!(internal(&store.get_operation("sub", &conformance::op_id(2), T0).await.expect_err("corrupt op")));
-    let query =
-        ListQuery { subscription: "sub".into(), resource_group: None, type_key: id.type_key(), after: None, limit: 10 };
-    assert!(internal(&store.list_resources(&query).await.expect_err("corrupt")));
-    assert!(internal(&store.claim(&claim_req("a", at(1))).await.expect_err("corrupt")));
     assert!(internal(&store.get_resource(&other.key()).await.expect_err("negative epoch")));
 
     // A body that parses but belongs to another row is corrupt too.
@@ -426,58 +418,6 @@ async fn concurrent_changes_share_transactions() {
     let created = put(store.as_ref(), &vnet("sub", "rg", "probe"), spec(1), ctx(999, T0)).await.1;
     let base = created.resource.expect("probe").generation;
     assert_eq!(edited.generation, base + 20, "every edit of one key applied on the one before");
-}
-
-/// A change that fails after it has already written (a duplicate operation id on insert)
-/// leaves nothing behind, and a refusal or a panic in one change fails that change only.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_change_undoes_its_writes_and_only_its_own() {
-    let schema = Schema::fresh();
-    let store: Arc<dyn Store> = Arc::new(open(PostgresOptions { pool_size: 4, ..schema.options() }).await);
-    let mut tasks = JoinSet::new();
-    for i in 0..40u64 {
-        let store = Arc::clone(&store);
-        tasks.spawn(async move {
-            let id = vnet("sub", "rg", &format!("r{i}"));
-            let target = id.clone();
-            let c = ctx(1 + i, T0);
-            let result = store
-                .change(
-                    ChangeRequest::new(id.key(), T0),
-                    Box::new(move |s| {
-                        slipway_domain::admission::admit_put(s, &target, conformance::KIND, spec(1), &c)?;
-                        match i % 4 {
-                            0 => Ok(()),
-                            1 => Err(Rejection::NotFound),
-                            2 => panic!("change function bug"),
-                            _ => {
-                                let twin = s.operations[0].clone();
-                                s.operations.push(twin);
-                                Ok(())
-                            }
-                        }
-                    }),
-                )
-                .await;
-            (i, id, result)
-        });
-    }
-    for (i, id, result) in tasks.join_all().await {
-        let stored = store.get_resource(&id.key()).await.expect("get");
-        let op = store.get_operation("sub", &conformance::op_id(1 + i), T0).await.expect("get op");
-        match i % 4 {
-            0 => {
-                let snap = result.expect("committed");
-                assert_eq!(stored, snap.resource, "{i}");
-                assert_eq!(op.as_ref(), snap.operations.first(), "{i}");
-                continue;
-            }
-            1 => assert_eq!(result.err(), Some(StoreError::Rejected(Rejection::NotFound))),
-            _ => assert!(matches!(result, Err(StoreError::Internal(_))), "{i}: {result:?}"),
-        }
-        assert_eq!((stored, op), (None, None), "{i}: a failed change leaves nothing");
-    }
-    store.ping().await.expect("the store survives panics");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -766,6 +706,28 @@ async fn a_change_in_progress_keeps_claims_and_renewals_from_interleaving() {
         tokio::spawn(
             async move { renewer.renew_leases("engine-b", std::slice::from_ref(&renewed), at(90 * SECOND)).await },
         );
+    // The renewal reached the server and waits for the change's row lock: had it gone
+    // through now, the change would write the old lease back over it.
+    let spy = spy().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = spy
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE state = 'active' AND wait_event_type = 'Lock' AND query LIKE 'UPDATE resources SET lease_until%'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(!renew.is_finished(), "the renewal went through while the change held the resource");
+        assert!(std::time::Instant::now() < deadline, "the renewal never reached the server");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!renew.is_finished(), "the renewal waits");
     go.send(()).expect("go");
     change.await.expect("task").expect("change");
     assert_eq!(renew.await.expect("task"), Ok(1));

@@ -352,8 +352,8 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
     let (mut action, latest) = evaluate_action(&res.jobs, &desired, || false);
     let latest = latest.cloned();
     // A launch that failed before any job existed has no job id, which the OSAC table reads
-    // as "no job" (row 3: Trigger). It is a failed attempt at this version: back off, or the
-    // engine relaunches in a tight loop.
+    // as "no job" (row 3 of docs/osac-lifecycle.md: Trigger). It is a failed attempt at this
+    // version: back off, or the engine relaunches in a tight loop.
     let failed_launch = latest
         .as_ref()
         .is_some_and(|l| l.config_version == desired && l.state.is_terminal() && l.state != JobState::Succeeded);

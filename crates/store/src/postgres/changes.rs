@@ -18,8 +18,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Transaction};
-use slipway_domain::Operation;
-use slipway_domain::Timestamp;
 use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::Snapshot;
 use tokio::sync::{mpsc, oneshot};
@@ -29,6 +27,7 @@ use tokio_postgres::types::ToSql;
 use super::writes::commit;
 use super::{Failure, Inner, panic_text, rows};
 use crate::columns::{ResourceColumns, normalize_key, resource_columns};
+use crate::plan::{ChangePlan, OperationRow, ResourceWrite};
 use crate::{ChangeFn, ChangeRequest, StoreError};
 
 /// Most changes in one transaction.
@@ -46,11 +45,12 @@ const RESOURCES_FOR_UPDATE: &str =
 const OPEN_OPERATIONS: &str = "SELECT id, body, resource_key FROM operations
      WHERE resource_key = ANY($1) AND NOT terminal ORDER BY seq";
 
-/// Operations a change asked for by id (e.g. the one a cancel names), if not expired.
+/// Operations a change asked for by id (e.g. the one a cancel names), if not expired at
+/// that change's time.
 const NAMED_OPERATIONS: &str = "SELECT o.id, o.body, u.ord FROM operations o
-     JOIN unnest($1::TEXT[], $2::TEXT[]) WITH ORDINALITY AS u(subscription, id, ord)
+     JOIN unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[]) WITH ORDINALITY AS u(subscription, id, now, ord)
        ON o.subscription = u.subscription AND o.id = u.id
-     WHERE NOT o.terminal OR o.expires_at > $3";
+     WHERE NOT o.terminal OR o.expires_at > u.now";
 
 const INSERT_RESOURCES: &str = "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
          lease_owner, lease_until, lease_epoch, generation, body)
@@ -80,22 +80,23 @@ const DELETE_RESOURCES: &str = "DELETE FROM resources WHERE key = ANY($1)";
 /// New operations in snapshot order (which `seq` then keeps).
 const INSERT_OPERATIONS: &str =
     "INSERT INTO operations (subscription, id, resource_key, status, terminal, expires_at, body)
-     SELECT u.subscription, u.id, u.resource_key, u.status, u.terminal, $7, u.body
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BOOLEAN[], $6::TEXT[]) WITH ORDINALITY
-          AS u(subscription, id, resource_key, status, terminal, body, ord)
+     SELECT u.subscription, u.id, u.resource_key, u.status, u.terminal, u.expires_at, u.body
+     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BOOLEAN[], $6::TEXT[], $7::BIGINT[])
+          WITH ORDINALITY AS u(subscription, id, resource_key, status, terminal, body, expires_at, ord)
      ORDER BY u.ord";
 
 const UPDATE_OPERATIONS: &str =
     "UPDATE operations o SET resource_key = u.resource_key, status = u.status, terminal = u.terminal,
-         expires_at = $7, body = u.body
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BOOLEAN[], $6::TEXT[])
-          AS u(subscription, id, resource_key, status, terminal, body)
+         expires_at = u.expires_at, body = u.body
+     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BOOLEAN[], $6::TEXT[], $7::BIGINT[])
+          AS u(subscription, id, resource_key, status, terminal, body, expires_at)
      WHERE o.subscription = u.subscription AND o.id = u.id";
 
 const INSERT_NOTIFICATIONS: &str =
     "INSERT INTO outbox (subscription, operation_id, uri, attempts, next_attempt_at, created_at, state)
-     SELECT u.subscription, u.operation_id, u.uri, 0, $4, $4, 'pending'
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[]) WITH ORDINALITY AS u(subscription, operation_id, uri, ord)
+     SELECT u.subscription, u.operation_id, u.uri, 0, u.due_at, u.due_at, 'pending'
+     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[]) WITH ORDINALITY
+          AS u(subscription, operation_id, uri, due_at, ord)
      ORDER BY u.ord";
 
 /// A change function, run at most once across the attempts of one call, and what it decided.
@@ -225,32 +226,44 @@ async fn change_batch(
     let mut keys: Vec<&str> = batch.iter().map(|q| q.req.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
-    let now = batch.iter().map(|q| q.req.now).max().unwrap_or(Timestamp(0));
     let tx = client.transaction().await?;
-    let before = load(&tx, &keys, &batch, now).await?;
-    let mut current = before.clone();
+    let mut current = load(&tx, &keys, &batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
+    let mut plans: BTreeMap<String, ChangePlan> = BTreeMap::new();
     for queued in batch.iter() {
         let snapshot = current.get_mut(queued.req.key.as_str()).expect("every key was loaded");
-        outcomes.push(decide(queued, snapshot));
+        outcomes.push(decide(queued, snapshot, operation_ttl, &mut plans));
     }
-    let mut plan = WritePlan::default();
-    for (key, after) in &current {
-        plan.add(&ResourceKey(key.clone()), &before[key], after)?;
+    let mut rows = WriteRows::default();
+    for (key, plan) in plans {
+        rows.add(&ResourceKey(key), plan);
     }
-    if plan.is_empty() {
+    if rows.is_empty() {
         // Dropping the transaction rolls it back without waiting: nothing to flush.
         return Ok((outcomes, false));
     }
-    plan.write(&tx, now.add(operation_ttl).as_millis(), now.as_millis()).await?;
+    rows.write(&tx).await?;
     commit(tx).await?;
     Ok((outcomes, true))
 }
 
-/// Runs one queued change on its key's current snapshot, which it advances on success.
-fn decide(queued: &Queued, snapshot: &mut Snapshot) -> Result<Snapshot, StoreError> {
+/// Runs one queued change on its key's current snapshot, which it advances on success, and
+/// adds what it writes (at its own time) to its key's plan.
+fn decide(
+    queued: &Queued,
+    snapshot: &mut Snapshot,
+    operation_ttl: Duration,
+    plans: &mut BTreeMap<String, ChangePlan>,
+) -> Result<Snapshot, StoreError> {
     queued.req.check_fence(snapshot)?;
     let after = queued.pending.lock().unwrap_or_else(PoisonError::into_inner).decide(snapshot)?;
+    let plan = ChangePlan::of(&queued.req.key, snapshot, &after, queued.req.now, operation_ttl)?;
+    let key = queued.req.key.as_str().to_string();
+    let merged = match plans.remove(&key) {
+        Some(earlier) => earlier.then(plan),
+        None => plan,
+    };
+    plans.insert(key, merged);
     *snapshot = after.clone();
     Ok(after)
 }
@@ -261,7 +274,6 @@ async fn load(
     tx: &Transaction<'_>,
     keys: &[&str],
     batch: &[Arc<Queued>],
-    now: Timestamp,
 ) -> Result<BTreeMap<String, Snapshot>, Failure> {
     let (lock, resources, open, named) = tokio::join!(
         biased;
@@ -278,11 +290,12 @@ async fn load(
         .collect();
     let subscriptions: Vec<String> = naming.iter().map(|(_, sub, _)| sub.to_ascii_lowercase()).collect();
     let ids: Vec<&str> = naming.iter().map(|(_, _, id)| *id).collect();
+    let nows: Vec<i64> = naming.iter().map(|(i, _, _)| batch[*i].req.now.as_millis()).collect();
     let named_rows = async {
         if naming.is_empty() {
             return Ok(Vec::new());
         }
-        tx.query(&named, &[&subscriptions, &ids, &now.as_millis()]).await
+        tx.query(&named, &[&subscriptions, &ids, &nows]).await
     };
     // Sent together (a `biased` `join!` polls in order; each sends on its first poll), run in
     // order: the locks first, then the reads see what the previous holders committed. After
@@ -329,7 +342,7 @@ async fn load(
 
 /// Every row a batch writes, as the parallel arrays `unnest` takes.
 #[derive(Default)]
-struct WritePlan {
+struct WriteRows {
     inserted_resources: ResourceRows,
     updated_resources: ResourceRows,
     deleted_resources: Vec<String>,
@@ -338,31 +351,26 @@ struct WritePlan {
     notification_subscriptions: Vec<String>,
     notification_operations: Vec<String>,
     notification_uris: Vec<String>,
+    notification_due: Vec<i64>,
 }
 
-impl WritePlan {
-    /// What differs between one key's snapshot as read and as the changes left it.
-    fn add(&mut self, key: &ResourceKey, before: &Snapshot, after: &Snapshot) -> Result<(), StoreError> {
-        match (before.resource.as_ref(), after.resource.as_ref()) {
-            (Some(_), None) => self.deleted_resources.push(key.as_str().to_string()),
-            (None, Some(rec)) => self.inserted_resources.push(key, ResourceColumns::of(rec, key)?),
-            (Some(old), Some(rec)) if old != rec => self.updated_resources.push(key, ResourceColumns::of(rec, key)?),
-            _ => {}
+impl WriteRows {
+    fn add(&mut self, key: &ResourceKey, plan: ChangePlan) {
+        match plan.resource {
+            Some(ResourceWrite::Delete) => self.deleted_resources.push(key.as_str().to_string()),
+            Some(ResourceWrite::Insert(c)) => self.inserted_resources.push(key, c),
+            Some(ResourceWrite::Update(c)) => self.updated_resources.push(key, c),
+            None => {}
         }
-        for op in &after.operations {
-            let old = before.operations.iter().find(|old| old.id == op.id && old.subscription == op.subscription);
-            match old {
-                Some(old) if old == op => {}
-                Some(_) => self.updated_operations.push(op)?,
-                None => self.inserted_operations.push(op)?,
-            }
+        for op in plan.operations {
+            if op.insert { self.inserted_operations.push(op) } else { self.updated_operations.push(op) }
         }
-        for n in &after.notifications {
-            self.notification_subscriptions.push(n.subscription.to_ascii_lowercase());
-            self.notification_operations.push(n.operation_id.as_str().to_string());
-            self.notification_uris.push(n.uri.clone());
+        for n in plan.notifications {
+            self.notification_subscriptions.push(n.subscription);
+            self.notification_operations.push(n.operation_id);
+            self.notification_uris.push(n.uri);
+            self.notification_due.push(n.due_at);
         }
-        Ok(())
     }
 
     fn is_empty(&self) -> bool {
@@ -375,8 +383,9 @@ impl WritePlan {
     }
 
     /// All statements sent at once; the server runs them in this order and refuses the rest
-    /// after an error, so the first error in this order is the cause.
-    async fn write(&self, tx: &Transaction<'_>, expires_at: i64, now: i64) -> Result<(), Failure> {
+    /// after an error, so the first error in this order is the cause. Each row appears once
+    /// (the plans of one key are merged), as a multi-row `UPDATE` needs.
+    async fn write(&self, tx: &Transaction<'_>) -> Result<(), Failure> {
         let statements = [
             (!self.deleted_resources.is_empty()).then_some(DELETE_RESOURCES),
             (!self.inserted_resources.key.is_empty()).then_some(INSERT_RESOURCES),
@@ -394,10 +403,13 @@ impl WritePlan {
         }
         let deleted: [&(dyn ToSql + Sync); 1] = [&self.deleted_resources];
         let (inserted, updated) = (self.inserted_resources.params(), self.updated_resources.params());
-        let inserted_ops = self.inserted_operations.params(&expires_at);
-        let updated_ops = self.updated_operations.params(&expires_at);
-        let notified: [&(dyn ToSql + Sync); 4] =
-            [&self.notification_subscriptions, &self.notification_operations, &self.notification_uris, &now];
+        let (inserted_ops, updated_ops) = (self.inserted_operations.params(), self.updated_operations.params());
+        let notified: [&(dyn ToSql + Sync); 4] = [
+            &self.notification_subscriptions,
+            &self.notification_operations,
+            &self.notification_uris,
+            &self.notification_due,
+        ];
         let results = tokio::join!(
             biased;
             execute_if(tx, prepared[0].as_ref(), &deleted),
@@ -480,26 +492,33 @@ struct OperationRows {
     subscription: Vec<String>,
     id: Vec<String>,
     resource_key: Vec<String>,
-    status: Vec<String>,
+    status: Vec<&'static str>,
     terminal: Vec<bool>,
     body: Vec<String>,
+    expires_at: Vec<i64>,
 }
 
 impl OperationRows {
-    fn push(&mut self, op: &Operation) -> Result<(), StoreError> {
-        let body = serde_json::to_string(op)
-            .map_err(|e| StoreError::Internal(format!("cannot encode operation {}: {e}", op.id)))?;
-        self.subscription.push(op.subscription.to_ascii_lowercase());
-        self.id.push(op.id.as_str().to_string());
-        self.resource_key.push(normalize_key(&op.resource_key).as_str().to_string());
-        self.status.push(op.status.as_str().to_string());
-        self.terminal.push(op.is_terminal());
-        self.body.push(body);
-        Ok(())
+    fn push(&mut self, op: OperationRow) {
+        self.subscription.push(op.subscription);
+        self.id.push(op.id);
+        self.resource_key.push(op.resource_key);
+        self.status.push(op.status);
+        self.terminal.push(op.terminal);
+        self.body.push(op.body);
+        self.expires_at.push(op.expires_at);
     }
 
-    fn params<'a>(&'a self, expires_at: &'a i64) -> Vec<&'a (dyn ToSql + Sync)> {
-        vec![&self.subscription, &self.id, &self.resource_key, &self.status, &self.terminal, &self.body, expires_at]
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.subscription,
+            &self.id,
+            &self.resource_key,
+            &self.status,
+            &self.terminal,
+            &self.body,
+            &self.expires_at,
+        ]
     }
 }
 

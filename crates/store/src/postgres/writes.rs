@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use deadpool_postgres::{Object, Transaction};
 use slipway_domain::Timestamp;
-use slipway_domain::resource::{Lease, ResourceRecord};
+use slipway_domain::resource::ResourceRecord;
 use tokio_postgres::types::ToSql;
 
 use super::Failure;
 use super::rows;
 use crate::columns::resource_columns;
 use crate::columns::{shares, sql_limit};
+use crate::plan::claim_row;
 use crate::{ClaimRequest, Notification, StoreError};
 
 /// Due rows of one lane that `owner` may take, earliest first; rows another transaction
@@ -57,20 +58,10 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
     let mut epochs = Vec::with_capacity(from_intent + from_followup);
     let mut claimed = Vec::with_capacity(from_intent + from_followup);
     for row in intent.iter().take(from_intent).chain(followup.iter().take(from_followup)) {
-        let row = rows::read_resource_row(row)?;
-        let held =
-            row.lease_owner.as_deref() == Some(req.owner.as_str()) && row.lease_until.is_some_and(|until| until >= now);
-        let epoch = if held { row.lease_epoch } else { row.lease_epoch.saturating_add(1) };
-        let key = row.key.clone();
-        let mut rec = row.into_record().inspect_err(|e| {
-            tracing::error!(%key, error = %e, "cannot claim a corrupt resource row");
-        })?;
-        rec.lease =
-            Some(Lease { owner: req.owner.clone(), until, epoch: crate::columns::from_i64(epoch, "lease epoch")? });
-        rec.schedule.intent = false;
-        keys.push(key);
-        epochs.push(epoch);
-        claimed.push(rec);
+        let taken = claim_row(rows::read_resource_row(row)?, &req)?;
+        keys.push(taken.key);
+        epochs.push(taken.epoch);
+        claimed.push(taken.record);
     }
     if claimed.is_empty() {
         // Nothing written: dropping the transaction rolls it back.
@@ -149,8 +140,8 @@ pub(super) async fn claim_notifications(
 // The notification updates are idempotent: an unknown or already finished id is no error,
 // since a notifier retrying after a lost answer must not fail.
 
-pub(super) async fn finish_notification(client: &mut Object, id: i64) -> Result<(), Failure> {
-    execute(client, "DELETE FROM outbox WHERE id = $1", &[&id]).await.map(drop)
+pub(super) async fn finish_notification(client: &mut Object, id: i64) -> Result<u64, Failure> {
+    execute(client, "DELETE FROM outbox WHERE id = $1", &[&id]).await
 }
 
 pub(super) async fn reschedule_notification(
@@ -158,7 +149,7 @@ pub(super) async fn reschedule_notification(
     id: i64,
     next_attempt_at: Timestamp,
     last_error: String,
-) -> Result<(), Failure> {
+) -> Result<u64, Failure> {
     execute(
         client,
         "UPDATE outbox SET attempts = attempts + 1, next_attempt_at = $2, last_error = $3
@@ -166,16 +157,13 @@ pub(super) async fn reschedule_notification(
         &[&id, &next_attempt_at.as_millis(), &last_error],
     )
     .await
-    .map(drop)
 }
 
-pub(super) async fn abandon_notification(client: &mut Object, id: i64, last_error: String) -> Result<(), Failure> {
-    execute(client, "UPDATE outbox SET state = 'dead', last_error = $2 WHERE id = $1", &[&id, &last_error])
-        .await
-        .map(drop)
+pub(super) async fn abandon_notification(client: &mut Object, id: i64, last_error: String) -> Result<u64, Failure> {
+    execute(client, "UPDATE outbox SET state = 'dead', last_error = $2 WHERE id = $1", &[&id, &last_error]).await
 }
 
-pub(super) async fn defer_notifications(client: &mut Object, ids: Vec<i64>, at: Vec<i64>) -> Result<(), Failure> {
+pub(super) async fn defer_notifications(client: &mut Object, ids: Vec<i64>, at: Vec<i64>) -> Result<u64, Failure> {
     execute(
         client,
         "UPDATE outbox o SET next_attempt_at = d.at
@@ -184,7 +172,6 @@ pub(super) async fn defer_notifications(client: &mut Object, ids: Vec<i64>, at: 
         &[&ids, &at],
     )
     .await
-    .map(drop)
 }
 
 /// A broken connection during COMMIT leaves the outcome unknown: never retried.

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
 use super::rows;
-use crate::columns::{ResourceColumns, normalize_key, shares, sql_limit};
-use crate::columns::{ResourceRow, resource_columns};
+use crate::columns::{ResourceRow, normalize_key, resource_columns, shares, sql_limit};
+use crate::plan::{ChangePlan, ResourceWrite, claim_row};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
 pub(super) fn change(
@@ -25,34 +25,7 @@ pub(super) fn change(
     req.check_fence(&before)?;
     let mut after = before.clone();
     change(&mut after)?;
-    write_resource(conn, &key, before.resource.as_ref(), after.resource.as_ref())?;
-    let expires_at = req.now.add(operation_ttl);
-    for op in &after.operations {
-        let old = before.operations.iter().find(|old| old.id == op.id && old.subscription == op.subscription);
-        match old {
-            Some(old) if old == op => {}
-            Some(_) => write_operation(conn, op, expires_at, false)?,
-            None => write_operation(conn, op, expires_at, true)?,
-        }
-    }
-    if !after.notifications.is_empty() {
-        let mut insert = conn
-            .prepare_cached(
-                "INSERT INTO outbox (subscription, operation_id, uri, attempts, next_attempt_at, created_at, state)
-                 VALUES (?1, ?2, ?3, 0, ?4, ?4, 'pending')",
-            )
-            .map_err(db_error)?;
-        for n in &after.notifications {
-            insert
-                .execute(params![
-                    n.subscription.to_ascii_lowercase(),
-                    n.operation_id.as_str(),
-                    n.uri,
-                    req.now.as_millis()
-                ])
-                .map_err(db_error)?;
-        }
-    }
+    execute(conn, &key, &ChangePlan::of(&key, &before, &after, req.now, operation_ttl)?)?;
     Ok(after)
 }
 
@@ -77,75 +50,72 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
     Ok(Snapshot { resource, operations, notifications: Vec::new() })
 }
 
-fn write_resource(
-    conn: &Connection,
-    key: &ResourceKey,
-    before: Option<&ResourceRecord>,
-    after: Option<&ResourceRecord>,
-) -> Result<(), StoreError> {
-    let (sql, rec) = match (before, after) {
-        (Some(_), None) => {
+/// Runs a plan's rows one statement each.
+fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<(), StoreError> {
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let resource = match &plan.resource {
+        None => None,
+        Some(ResourceWrite::Delete) => {
             let mut delete = conn.prepare_cached("DELETE FROM resources WHERE key = ?1").map_err(db_error)?;
             delete.execute([key.as_str()]).map_err(db_error)?;
-            return Ok(());
+            None
         }
-        (None, Some(rec)) => (
+        Some(ResourceWrite::Insert(c)) => Some((
             "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
                                     lease_owner, lease_until, lease_epoch, generation, body)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, COALESCE(?9, 0), ?10, ?11)",
-            rec,
-        ),
-        (Some(old), Some(rec)) if old != rec => (
-            // Epochs only grow: a record that dropped its lease keeps the row's epoch, so a
-            // later claim still moves past every fence ever handed out.
+            c,
+        )),
+        Some(ResourceWrite::Update(c)) => Some((
             "UPDATE resources SET subscription = ?2, resource_group = ?3, type_key = ?4, next_due = ?5,
                  intent = ?6, lease_owner = ?7, lease_until = ?8,
                  lease_epoch = MAX(lease_epoch, COALESCE(?9, 0)), generation = ?10, body = ?11
              WHERE key = ?1",
-            rec,
-        ),
-        _ => return Ok(()),
+            c,
+        )),
     };
-    let c = ResourceColumns::of(rec, key)?;
-    let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
-    stmt.execute(params![
-        key.as_str(),
-        c.subscription,
-        c.resource_group,
-        c.type_key,
-        c.next_due,
-        c.intent,
-        c.lease_owner,
-        c.lease_until,
-        c.lease_epoch,
-        c.generation,
-        c.body,
-    ])
-    .map_err(db_error)?;
-    Ok(())
-}
-
-fn write_operation(conn: &Connection, op: &Operation, expires_at: Timestamp, new: bool) -> Result<(), StoreError> {
-    let body = serde_json::to_string(op)
-        .map_err(|e| StoreError::Internal(format!("cannot encode operation {}: {e}", op.id)))?;
-    let sql = if new {
-        "INSERT INTO operations (subscription, id, resource_key, status, terminal, expires_at, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-    } else {
-        "UPDATE operations SET resource_key = ?3, status = ?4, terminal = ?5, expires_at = ?6, body = ?7
-         WHERE subscription = ?1 AND id = ?2"
-    };
-    let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
-    stmt.execute(params![
-        op.subscription.to_ascii_lowercase(),
-        op.id.as_str(),
-        normalize_key(&op.resource_key).as_str(),
-        op.status.as_str(),
-        op.is_terminal(),
-        expires_at.as_millis(),
-        body,
-    ])
-    .map_err(db_error)?;
+    if let Some((sql, c)) = resource {
+        let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
+        stmt.execute(params![
+            key.as_str(),
+            c.subscription,
+            c.resource_group,
+            c.type_key,
+            c.next_due,
+            c.intent,
+            c.lease_owner,
+            c.lease_until,
+            c.lease_epoch,
+            c.generation,
+            c.body,
+        ])
+        .map_err(db_error)?;
+    }
+    for op in &plan.operations {
+        let sql = if op.insert {
+            "INSERT INTO operations (subscription, id, resource_key, status, terminal, expires_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+        } else {
+            "UPDATE operations SET resource_key = ?3, status = ?4, terminal = ?5, expires_at = ?6, body = ?7
+             WHERE subscription = ?1 AND id = ?2"
+        };
+        let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
+        stmt.execute(params![op.subscription, op.id, op.resource_key, op.status, op.terminal, op.expires_at, op.body])
+            .map_err(db_error)?;
+    }
+    if !plan.notifications.is_empty() {
+        let mut insert = conn
+            .prepare_cached(
+                "INSERT INTO outbox (subscription, operation_id, uri, attempts, next_attempt_at, created_at, state)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?4, 'pending')",
+            )
+            .map_err(db_error)?;
+        for n in &plan.notifications {
+            insert.execute(params![n.subscription, n.operation_id, n.uri, n.due_at]).map_err(db_error)?;
+        }
+    }
     Ok(())
 }
 
@@ -158,26 +128,17 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
     let intent = claimable(conn, true, req, room)?;
     let followup = claimable(conn, false, req, room)?;
     let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
-    let until = req.now.add(req.lease_for);
     let mut update = conn
         .prepare_cached(
             "UPDATE resources SET lease_owner = ?2, lease_until = ?3, lease_epoch = ?4, intent = 0 WHERE key = ?1",
         )
         .map_err(db_error)?;
     let mut claimed = Vec::with_capacity(from_intent + from_followup);
+    let until = req.now.add(req.lease_for).as_millis();
     for row in intent.into_iter().take(from_intent).chain(followup.into_iter().take(from_followup)) {
-        let held = row.lease_owner.as_deref() == Some(req.owner.as_str())
-            && row.lease_until.is_some_and(|until| until >= req.now.as_millis());
-        let epoch = if held { row.lease_epoch } else { row.lease_epoch.saturating_add(1) };
-        let key = row.key.clone();
-        let mut rec = row.into_record().inspect_err(|e| {
-            tracing::error!(%key, error = %e, "cannot claim a corrupt resource row");
-        })?;
-        update.execute(params![key, req.owner, until.as_millis(), epoch]).map_err(db_error)?;
-        rec.lease =
-            Some(Lease { owner: req.owner.clone(), until, epoch: crate::columns::from_i64(epoch, "lease epoch")? });
-        rec.schedule.intent = false;
-        claimed.push(rec);
+        let taken = claim_row(row, req)?;
+        update.execute(params![taken.key, req.owner, until, taken.epoch]).map_err(db_error)?;
+        claimed.push(taken.record);
     }
     Ok(claimed)
 }
