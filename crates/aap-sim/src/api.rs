@@ -14,12 +14,15 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use crate::awx::{AWX_VERSION, Kind, Status, User};
 use crate::config::{Faults, SimTemplate};
+use crate::lifecycle::{Job, Plan};
 use crate::query::{self, Model};
-use crate::server::{ConnCtl, Shared};
-use crate::state::{AWX_VERSION, Kind, Plan, State, Status, User, View};
+use crate::shared::{ConnCtl, Shared};
+use crate::state::State;
 use crate::throttle::{Violation, burst_retry_after};
-use crate::util::{base64_decode, format_api, now_micros, parse_yaml_or_json, percent_decode};
+use crate::util::{base64_decode, format_api, now_micros, parse_query, parse_yaml_or_json, percent_decode};
+use crate::views::View;
 
 /// Violations kept at most (the first ones), so a misbehaving client cannot grow memory.
 const MAX_VIOLATIONS: usize = 10_000;
@@ -637,7 +640,7 @@ fn launch(ctx: &Ctx, st: &mut State, kind: Kind, t: &SimTemplate, user: User) ->
     } else {
         body.get("limit").and_then(Value::as_str).unwrap_or("").to_string()
     };
-    let id = st.launch(kind, t, Value::Object(accepted_vars), limit, plan, user);
+    let id = st.jobs.launch(kind, t, Value::Object(accepted_vars), limit, plan, user);
 
     if st.rng.percent(st.faults.lose_launch_response_percent) {
         // The job exists and runs; the client never learns its id.
@@ -720,13 +723,9 @@ fn plan_for(t: &SimTemplate, vars: &Map<String, Value>) -> Result<Plan, String> 
 
 /// The jobs a list may show, cheaply narrowed by plain `id` / `id__in` filters first so batch
 /// polls stay O(ids) however many jobs exist (the generic filter still runs afterwards).
-fn candidate_jobs<'a>(
-    st: &'a State,
-    query: &str,
-    keep: impl Fn(&crate::state::Job) -> bool,
-) -> Vec<&'a crate::state::Job> {
+fn candidate_jobs<'a>(st: &'a State, query: &str, keep: impl Fn(&Job) -> bool) -> Vec<&'a Job> {
     let mut ids: Option<Vec<u64>> = None;
-    for (k, v) in crate::util::parse_query(query) {
+    for (k, v) in parse_query(query) {
         let parsed: Option<Vec<u64>> = match k.as_str() {
             "id" => v.trim().parse().ok().map(|i| vec![i]),
             "id__in" => v.split(',').map(|s| s.trim().parse().ok()).collect(),
@@ -780,7 +779,7 @@ fn jobs(ctx: &Ctx, st: &mut State, kind: Kind, rest: &[&str]) -> Response {
             if ctx.is(&Method::GET) {
                 json_response(200, &json!({"can_cancel": can_cancel}))
             } else if ctx.method == Method::POST && can_cancel {
-                st.request_cancel(id);
+                st.jobs.request_cancel(id);
                 let mut resp = Response::new(Body::empty());
                 *resp.status_mut() = StatusCode::ACCEPTED;
                 resp
@@ -823,11 +822,11 @@ async fn admin(shared: &Shared, method: &Method, path: &str, req: Request) -> Re
         (Method::GET, ["injected"]) => json_response(200, &json!(st.injected)),
         (Method::GET, ["violations"]) => json_response(200, &json!(st.violations)),
         (Method::GET, ["jobs"]) => {
-            let jobs: Vec<_> = st.jobs.values().map(|j| st.sim_job(j)).collect();
+            let jobs: Vec<_> = st.jobs.values().map(Job::sim_job).collect();
             json_response(200, &json!(jobs))
         }
         (Method::GET, ["jobs", id]) => match id.parse::<u64>().ok().and_then(|id| st.jobs.get(&id)) {
-            Some(j) => json_response(200, &json!(st.sim_job(j))),
+            Some(j) => json_response(200, &json!(j.sim_job())),
             None => not_found(),
         },
         (Method::DELETE, ["jobs", id]) => match id.parse::<u64>().ok().and_then(|id| st.jobs.remove(&id)) {

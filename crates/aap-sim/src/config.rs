@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::awx::Status;
+
 /// The whole simulator configuration. See `examples/aap-sim.toml` for every option.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -273,7 +275,7 @@ impl SimConfig {
             if !org_ids.contains(&t.organization) {
                 return invalid(format!("template {:?}: organization {} is not configured", t.name, t.organization));
             }
-            if crate::state::Status::parse_outcome(&t.outcome).is_none() {
+            if Status::parse_outcome(&t.outcome).is_none() {
                 return invalid(format!(
                     "template {:?}: outcome {:?} is not one of successful, failed, error, canceled",
                     t.name, t.outcome

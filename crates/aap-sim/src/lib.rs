@@ -28,15 +28,19 @@
 //! `GET|PUT faults`).
 
 mod api;
+mod awx;
 mod config;
+mod lifecycle;
 mod query;
 mod server;
+mod shared;
 mod state;
 mod throttle;
 mod util;
+mod views;
 mod webhook;
 
 pub use config::{ConfigError, Faults, RateLimitBurst, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
+pub use lifecycle::SimJob;
 pub use server::{JobTimes, Sim, SimHandle};
-pub use state::SimJob;
 pub use throttle::{FaultCounts, Violation};

@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -23,23 +22,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::api;
+use crate::awx::Status;
 use crate::config::{Faults, SimConfig};
-use crate::state::{SimJob, State, Status};
+use crate::lifecycle::SimJob;
+use crate::shared::{ConnCtl, Shared};
+use crate::state::State;
 use crate::throttle::{FaultCounts, Violation};
 use crate::webhook::Notifier;
-
-pub(crate) struct Shared {
-    pub state: Mutex<State>,
-    pub notifier: Notifier,
-}
-
-impl Shared {
-    /// The lock is never held across an await, and a panic inside it is a bug that already
-    /// failed the test; keep serving rather than poisoning every later request.
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// See [`SimHandle::job_times`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,20 +38,6 @@ pub struct JobTimes {
     pub resource_name: Option<String>,
     pub created_micros: i64,
     pub finished_micros: Option<i64>,
-}
-
-/// The kill switch of one accepted connection.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct ConnCtl(Arc<AtomicBool>);
-
-impl ConnCtl {
-    /// Makes the connection close without (further) response bytes.
-    pub fn kill(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-    fn killed(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 pub(crate) struct KillableStream {
@@ -175,7 +151,7 @@ impl Sim {
             })
         };
 
-        let app = Router::new().fallback(crate::api::dispatch).with_state(shared.clone());
+        let app = Router::new().fallback(api::dispatch).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             axum::serve(SimListener { inner: listener }, app.into_make_service_with_connect_info::<ConnCtl>())
@@ -261,10 +237,20 @@ impl SimHandle {
         self.shared.lock().clients.blocked_until(client, Instant::now())
     }
 
+    /// Until when a request of `client` is still taken as one that was in flight when the
+    /// latest `Retry-After` went out to it (that answer's time plus
+    /// [`SimConfig::retry_after_grace_ms`]), while that wait lasts: a request arriving after
+    /// this and before [`SimHandle::blocked_until`] is a violation.
+    pub fn in_flight_until(&self, client: &str) -> Option<Instant> {
+        let state = self.shared.lock();
+        let grace = Duration::from_millis(state.config.retry_after_grace_ms);
+        state.clients.in_flight_until(client, grace, Instant::now())
+    }
+
     /// Every job and workflow job created and not purged, by id.
     pub fn jobs(&self) -> Vec<SimJob> {
         let state = self.shared.lock();
-        state.jobs.values().map(|j| state.sim_job(j)).collect()
+        state.jobs.values().map(|j| j.sim_job()).collect()
     }
 
     /// How many jobs exist (cheap; for benchmarks waiting for launches).
@@ -300,7 +286,7 @@ impl SimHandle {
 
     pub fn job(&self, id: u64) -> Option<SimJob> {
         let state = self.shared.lock();
-        state.jobs.get(&id).map(|j| state.sim_job(j))
+        state.jobs.get(&id).map(|j| j.sim_job())
     }
 
     /// Deletes a job: the API answers 404 for it from now on.

@@ -81,6 +81,13 @@ impl Clients {
         self.map.get(client)?.blocks.iter().map(|b| b.until).filter(|u| *u > now).max()
     }
 
+    /// Until when a request of `client` still counts as in flight (the latest block's answer
+    /// time plus `grace`), while that block lasts: a request arriving later, before
+    /// [`Clients::blocked_until`], is a violation.
+    pub fn in_flight_until(&self, client: &str, grace: Duration, now: Instant) -> Option<Instant> {
+        self.map.get(client)?.blocks.iter().filter(|b| b.until > now).map(|b| b.sent + grace).max()
+    }
+
     pub fn requests(&self) -> BTreeMap<String, u64> {
         self.map.iter().filter(|(_, c)| c.requests > 0).map(|(k, c)| (k.clone(), c.requests)).collect()
     }
@@ -177,6 +184,9 @@ mod tests {
         assert_eq!(c.blocked_until("a", t0 + ms(1_000)), Some(t0 + ms(2_000)));
         assert_eq!(c.blocked_until("a", t0 + ms(2_000)), None);
         assert_eq!(c.blocked_until("b", t0), None);
+        assert_eq!(c.in_flight_until("a", grace, t0 + ms(1_000)), Some(t0 + grace));
+        assert_eq!(c.in_flight_until("a", grace, t0 + ms(2_000)), None);
+        assert_eq!(c.in_flight_until("b", grace, t0), None);
         // A second 429 sent to a request in flight extends the block; the first one's grace
         // still counts from when it was sent.
         c.block("a", t0 + ms(3_000), Duration::from_secs(1));

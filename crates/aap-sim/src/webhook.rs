@@ -1,5 +1,6 @@
 //! Webhook notifications, sent the way AWX's `WebhookBackend` sends them: one POST per event,
-//! JSON body, `User-Agent: AWX <version> (open)`, the configured headers, no retry.
+//! JSON body (AWX's default, [`notification_body`]), `User-Agent: AWX <version> (open)`, the
+//! configured headers, no retry.
 //!
 //! Each configured webhook has its own queue and sender task, so one receiver sees a job's
 //! `started` before its `success`/`error` (AWX gives no such guarantee, but a test double that
@@ -7,12 +8,21 @@
 
 use std::time::Duration;
 
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use crate::awx::{AWX_VERSION, Kind};
 use crate::config::SimWebhook;
-use crate::state::{AWX_VERSION, Notice};
-use crate::util::python_json_dumps;
+use crate::lifecycle::{Job, NotifyEvent};
+use crate::util::{format_python, python_json_dumps};
+
+/// A notification to send: the event and the body, made when the job made the transition.
+#[derive(Debug, Clone)]
+pub struct Notice {
+    pub event: NotifyEvent,
+    pub body: Value,
+}
 
 pub struct Notifier {
     queues: Vec<(SimWebhook, mpsc::UnboundedSender<String>)>,
@@ -68,4 +78,46 @@ impl Notifier {
             t.abort();
         }
     }
+}
+
+/// AWX's default webhook body: `json.dumps(job.notification_data())`.
+pub fn notification_body(base_url: &str, job: &Job) -> Value {
+    let ui_kind = match job.kind {
+        Kind::Job => "playbook",
+        Kind::WorkflowJob => "workflow",
+    };
+    let mut body = Map::new();
+    body.insert("id".into(), json!(job.id));
+    body.insert("name".into(), json!(job.template_name));
+    body.insert("url".into(), json!(format!("{base_url}/#/jobs/{ui_kind}/{}", job.id)));
+    body.insert("created_by".into(), json!(job.launched_by.username));
+    body.insert("started".into(), json!(job.started.map(format_python)));
+    body.insert("finished".into(), json!(job.finished.map(format_python)));
+    body.insert("status".into(), json!(job.status.as_str()));
+    body.insert("traceback".into(), json!(job.result_traceback));
+    let extra_vars = python_json_dumps(&job.extra_vars);
+    match job.kind {
+        Kind::Job => {
+            let hosts = match job.host_stats() {
+                Some((ok, failed)) => json!({"localhost": {
+                    "failed": failed, "changed": 0, "dark": 0, "failures": u64::from(failed), "ok": ok,
+                    "processed": 1, "skipped": 0, "rescued": 0, "ignored": 0}}),
+                None => json!({}),
+            };
+            body.insert("inventory".into(), Value::Null);
+            body.insert("project".into(), Value::Null);
+            body.insert("playbook".into(), json!(format!("{}.yml", job.template_name)));
+            body.insert("credential".into(), Value::Null);
+            body.insert("limit".into(), json!(job.limit));
+            body.insert("extra_vars".into(), json!(extra_vars));
+            body.insert("hosts".into(), hosts);
+        }
+        Kind::WorkflowJob => {
+            body.insert("body".into(), json!("Workflow job summary:\n"));
+            body.insert("inventory".into(), Value::Null);
+            body.insert("limit".into(), if job.limit.is_empty() { Value::Null } else { json!(job.limit) });
+            body.insert("extra_vars".into(), json!(extra_vars));
+        }
+    }
+    Value::Object(body)
 }

@@ -1,7 +1,8 @@
 //! 429 bursts and the per-client Retry-After accounting, over HTTP. Clients are told apart by
 //! `User-Agent`. Timing assertions compare instants measured around the requests with what
 //! the simulator answered; the only waits are the scenario's own (a client that waits as told,
-//! or one that comes back too early on purpose).
+//! or one that comes back too early on purpose, right after the in-flight grace the simulator
+//! reports).
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,14 @@ async fn get(sim: &Sim, client: &str, rel: &str) -> Answer {
 
 async fn admin(sim: &Sim, rel: &str) -> Value {
     reqwest::get(format!("{}/_sim/{rel}", sim.base_url())).await.unwrap().json().await.unwrap()
+}
+
+/// Returns once `at` is in the past (a request sent now arrives after it).
+async fn past(at: Instant) {
+    tokio::time::sleep_until(at.into()).await;
+    while Instant::now() <= at {
+        tokio::task::yield_now().await;
+    }
 }
 
 async fn start(config: SimConfig) -> Sim {
@@ -99,8 +108,11 @@ async fn requests_before_the_retry_after_are_violations_except_those_in_flight()
     // Right after the 429 went out: within the grace, as if it had been in flight.
     get(&sim, "eager", "jobs/").await;
     assert_eq!(h.retry_after_violations(), vec![]);
-    // Later but still early: a violation, however it is answered.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Later but still early: a violation, however it is answered. "Later": past the grace for
+    // requests in flight, which the simulator reports, and 400 ms after the 429 (what the
+    // bound on `early_by_ms` below allows for).
+    let in_flight = h.in_flight_until("eager").expect("blocked");
+    past(in_flight.max(first.at + Duration::from_millis(400))).await;
     let early = get(&sim, "eager", "jobs/42/").await;
     assert_eq!(early.status, 429);
     // Another client is not concerned by eager's block.
@@ -121,7 +133,7 @@ async fn requests_before_the_retry_after_are_violations_except_those_in_flight()
     let told = get(&sim, "gw", "ping/").await;
     assert_eq!((told.status, told.retry_after), (503, Some(3)));
     assert!(h.blocked_until("gw").is_some());
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    past(h.in_flight_until("gw").expect("blocked")).await;
     get(&sim, "gw", "jobs/").await;
     let v = h.retry_after_violations();
     assert_eq!(v.len(), 2, "{v:?}");

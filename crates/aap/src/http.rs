@@ -15,13 +15,16 @@
 //! is scrubbed of the configured secret values (defence against servers or proxies that
 //! echo request headers).
 
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{ACCEPT, AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
+use slipway_domain::retry::{JitterSource, RetryPolicy, SplitMix64};
+use slipway_domain::time::{Clock, SystemClock};
 use slipway_provider::ProviderError;
+use tokio::time::Instant;
 
 /// Longest piece of a response body quoted in an error.
 pub const MAX_BODY_PREVIEW: usize = 500;
@@ -148,6 +151,9 @@ pub struct HttpSettings {
     /// in-process but reported (as `RateLimited`) for the engine to schedule.
     pub max_wait: Duration,
     pub timeout: Duration,
+    /// Seeds the retry jitter: the client id, so Slipway nodes sharing one AAP do not retry
+    /// in step, and one node's delays repeat from run to run.
+    pub jitter_seed: String,
 }
 
 /// How a request treats a closed throttle gate.
@@ -162,14 +168,36 @@ enum AtGate {
 pub struct Http {
     s: HttpSettings,
     permits: tokio::sync::Semaphore,
-    /// Provider-wide "send nothing before": the latest time a `Retry-After` advertised.
+    /// Provider-wide "send nothing before": the latest time a `Retry-After` advertised (on
+    /// tokio's clock, which tests can pause).
     gate: Mutex<Option<Instant>>,
+    /// Wall-clock time, for HTTP-date `Retry-After`s ([`Http::with_clock`]).
+    clock: Arc<dyn Clock>,
+    /// Draws for the retry jitter ([`backoff`]): deterministic per instance, never a clock.
+    jitter: Mutex<SplitMix64>,
 }
 
 impl Http {
     pub fn new(settings: HttpSettings) -> Self {
         let permits = tokio::sync::Semaphore::new(settings.max_concurrent.max(1));
-        Http { s: settings, permits, gate: Mutex::new(None) }
+        let jitter = Mutex::new(SplitMix64::from_name(&settings.jitter_seed));
+        Http { s: settings, permits, gate: Mutex::new(None), clock: Arc::new(SystemClock), jitter }
+    }
+
+    /// Reads wall-clock time (the `now` an HTTP-date `Retry-After` is relative to) from
+    /// `clock` instead of the system clock.
+    pub fn with_clock(self, clock: Arc<dyn Clock>) -> Self {
+        Http { clock, ..self }
+    }
+
+    /// The wall-clock time now, as [`parse_retry_after`] takes it.
+    fn wall_now(&self) -> SystemTime {
+        let ms = self.clock.now().as_millis();
+        UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    }
+
+    fn jitter_draw(&self) -> u64 {
+        self.jitter.lock().unwrap_or_else(|e| e.into_inner()).draw()
     }
 
     /// How long the throttle gate stays closed from now; `None` when open.
@@ -272,7 +300,7 @@ impl Http {
         }
         let resp = req.send().await.map_err(|e| self.transport_error(&what, e))?;
         let status = resp.status();
-        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| parse_retry_after(v, self.wall_now()));
         if let Some(wait) = closes_gate(status.as_u16(), retry_after) {
             // Before reading the body: every request from now on sees the gate closed.
             self.close_gate(&what, status.as_u16(), wait);
@@ -328,7 +356,7 @@ impl Http {
             if advertised > self.s.max_wait {
                 return Err(err);
             }
-            let wait = backoff(self.s.backoff, attempt, self.s.max_wait).max(advertised);
+            let wait = backoff(self.s.backoff, attempt, self.s.max_wait, self.jitter_draw()).max(advertised);
             tracing::debug!(request = %what, attempt, wait_ms = wait.as_millis() as u64, error = %err.message(), "retrying AAP request");
             tokio::time::sleep(wait).await;
             attempt += 1;
@@ -401,12 +429,14 @@ struct ListPage<T> {
     next: Option<String>,
 }
 
-/// `base · 2^attempt`, capped, plus up to 25% jitter (still capped).
-fn backoff(base: Duration, attempt: u32, cap: Duration) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.min(16)).min(cap);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    let jitter = exp.mul_f64(f64::from(nanos % 250) / 1000.0);
-    (exp + jitter).min(cap.max(exp))
+/// Up to this fraction of a GET retry's wait is added as jitter.
+const RETRY_JITTER: f64 = 0.25;
+
+/// `base · 2^attempt` (the exponent at most 16, as always), capped, plus up to 25% jitter
+/// read from `draw` (still capped): [`RetryPolicy::exponential`] with jitter.
+fn backoff(base: Duration, attempt: u32, cap: Duration, draw: u64) -> Duration {
+    let policy = RetryPolicy::exponential(base, cap).with_jitter(RETRY_JITTER);
+    policy.jittered(policy.delay(attempt.min(16) + 1), draw)
 }
 
 /// An error and its sources, `: `-joined (reqwest's own text is "error sending request").
@@ -568,10 +598,11 @@ mod tests {
             backoff: Duration::from_millis(10),
             max_wait,
             timeout: Duration::from_secs(5),
+            jitter_seed: String::new(),
         })
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_closed_gate_holds_requests_until_the_advertised_time() {
         let http = refused(Duration::from_secs(5));
         let url = http.url("v2/jobs/");
@@ -603,7 +634,7 @@ mod tests {
         assert_eq!(http.throttled_for(), None);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_wait_beyond_max_wait_is_refused_without_sending() {
         let http = refused(Duration::from_millis(500));
         let url = http.url("v2/jobs/");
@@ -624,11 +655,49 @@ mod tests {
     fn backoff_grows_and_is_capped() {
         let base = Duration::from_millis(100);
         let cap = Duration::from_secs(1);
-        let b0 = backoff(base, 0, cap);
-        assert!(b0 >= base && b0 <= base.mul_f64(1.25), "{b0:?}");
-        let b2 = backoff(base, 2, cap);
-        assert!(b2 >= base * 4 && b2 <= cap, "{b2:?}");
-        assert_eq!(backoff(base, 30, cap), cap);
+        for draw in [0, 1 << 63, u64::MAX] {
+            let b0 = backoff(base, 0, cap, draw);
+            assert!(b0 >= base && b0 <= base.mul_f64(1.25), "{b0:?}");
+            let b2 = backoff(base, 2, cap, draw);
+            assert!(b2 >= base * 4 && b2 <= cap, "{b2:?}");
+            assert_eq!(backoff(base, 30, cap, draw), cap);
+        }
+    }
+
+    /// The defaults (`retry_backoff` 500 ms, `max_retry_wait` 10 s): attempt → the wait
+    /// without jitter, and with the most jitter (just under 25% more, still capped).
+    #[test]
+    fn get_retry_waits_table() {
+        let (base, cap) = (Duration::from_millis(500), Duration::from_secs(10));
+        for (attempt, plain_ms, most_ms) in [
+            (0, 500, 625),
+            (1, 1000, 1250),
+            (2, 2000, 2500),
+            (3, 4000, 5000),
+            (4, 8000, 10_000),
+            (5, 10_000, 10_000),
+            (6, 10_000, 10_000),
+            (40, 10_000, 10_000),
+        ] {
+            assert_eq!(backoff(base, attempt, cap, 0), Duration::from_millis(plain_ms), "attempt {attempt}");
+            let most = backoff(base, attempt, cap, u64::MAX);
+            assert!(most <= Duration::from_millis(most_ms), "attempt {attempt}: {most:?}");
+            assert!(most + Duration::from_millis(1) >= Duration::from_millis(most_ms), "attempt {attempt}: {most:?}");
+        }
+        // The exponent stops at 16, as it always did: 1 ms · 2^16 with a high cap.
+        let wait = backoff(Duration::from_millis(1), 20, Duration::from_secs(3600), 0);
+        assert_eq!(wait, Duration::from_millis(65_536));
+        // Same seed, same waits; every one within its bounds.
+        let draws = |http: &Http| (0..5).map(|a| backoff(base, a, cap, http.jitter_draw())).collect::<Vec<_>>();
+        let (a, b) = (refused(cap), refused(cap));
+        let waits = draws(&a);
+        assert_eq!(waits, draws(&b));
+        for (attempt, wait) in waits.iter().enumerate() {
+            let plain = backoff(base, attempt as u32, cap, 0);
+            assert!(*wait >= plain && *wait <= plain.mul_f64(1.25).min(cap), "attempt {attempt}: {wait:?}");
+        }
+        let seeded = |seed| Http { jitter: Mutex::new(SplitMix64::new(seed)), ..refused(cap) };
+        assert_ne!(draws(&seeded(7)), draws(&seeded(8)));
     }
 
     #[test]

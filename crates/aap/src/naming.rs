@@ -1,8 +1,11 @@
-//! Pure naming rules: which AAP template a request runs.
+//! Pure naming rules: which AAP template a request runs. The rule is the one every provider
+//! shares (`slipway_provider::{explicit_name, conventional_name}`: an explicit name unless
+//! blank, else `{prefix}-{action}-{kebab(kind)}`); AAP's own are the per-kind suffix overrides
+//! and refusing to derive a name for a resource without a kind.
 
 use std::collections::HashMap;
 
-use slipway_provider::JobAction;
+use slipway_provider::{ExplicitNames, JobAction, conventional_name, explicit_name};
 
 pub use slipway_provider::kebab;
 
@@ -11,31 +14,24 @@ pub use slipway_provider::kebab;
 pub struct TemplateNaming {
     pub prefix: Option<String>,
     /// Explicit `(create, delete)` names per kind; they win over the convention.
-    pub templates: HashMap<String, (Option<String>, Option<String>)>,
+    pub templates: ExplicitNames,
     /// Per-kind suffix replacing `kebab(kind)` (OSAC: `ClusterOrder` → `hosted-cluster`).
     pub kind_overrides: HashMap<String, String>,
 }
 
 impl TemplateNaming {
-    /// The template name for `kind`/`action`: the explicit name, else
+    /// The template name for `kind`/`action`: the explicit name (unless blank), else
     /// `{prefix}-{action}-{suffix}` (`{action}-{suffix}` without a prefix), where suffix is
     /// the kind override or `kebab(kind)`.
     pub fn template_name(&self, kind: &str, action: JobAction) -> Result<String, String> {
-        let explicit = self.templates.get(kind).and_then(|(create, delete)| match action {
-            JobAction::Create => create.clone(),
-            JobAction::Delete => delete.clone(),
-        });
-        if let Some(name) = explicit.filter(|n| !n.trim().is_empty()) {
-            return Ok(name);
+        if let Some(name) = explicit_name(&self.templates, kind, action) {
+            return Ok(name.to_owned());
         }
         if kind.is_empty() {
             return Err(format!("the resource has no kind; cannot derive the {} template name", action.as_str()));
         }
         let suffix = self.kind_overrides.get(kind).cloned().unwrap_or_else(|| kebab(kind));
-        Ok(match self.prefix.as_deref() {
-            Some(p) if !p.is_empty() => format!("{p}-{}-{suffix}", action.as_str()),
-            _ => format!("{}-{suffix}", action.as_str()),
-        })
+        Ok(conventional_name(self.prefix.as_deref(), action.as_str(), &suffix))
     }
 }
 

@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Faults, RateLimitBurst, Sim, SimConfig, SimOrganization, SimTemplate, SimUser};
 use serde_json::{Value, json};
 use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, JobKind, Secret};
 use slipway_domain::JobState;
+use slipway_domain::time::ShiftedClock;
 use slipway_provider::{
     CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
 };
@@ -941,6 +943,21 @@ async fn find_within_a_window() {
     let found = p.find(&create("Subnet", "op-w:1")).await.unwrap().pop().expect("found");
     assert_eq!(found.handle, l.handle);
     assert_eq!(p.find(&create("Subnet", "op-w:2")).await.unwrap(), Vec::new());
+}
+
+/// The window is measured on the provider's clock ([`AapOptions::clock`]): two hours ahead,
+/// a one-hour window no longer reaches back to a job created just now.
+#[tokio::test]
+async fn the_find_window_is_measured_on_the_provider_clock() {
+    let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
+    let clock = Arc::new(ShiftedClock::default());
+    let p =
+        provider(AapOptions { find_window: Some(Duration::from_secs(3600)), clock: clock.clone(), ..options(&sim) });
+    let l = p.launch(&create("Subnet", "op-wc:1")).await.unwrap();
+    let found = p.find(&create("Subnet", "op-wc:1")).await.unwrap().pop().expect("found");
+    assert_eq!(found.handle, l.handle);
+    clock.advance(Duration::from_secs(7200));
+    assert_eq!(p.find(&create("Subnet", "op-wc:1")).await.unwrap(), Vec::new());
 }
 
 /// Requests beyond `max_concurrent_requests` wait for a permit.

@@ -43,9 +43,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use serde_json::json;
 use slipway_domain::{JobState, Timestamp};
-use slipway_provider::{
-    CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
-};
+use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
 use tokio::task::JoinSet;
 
 use jobdir::{JOB_MARKER_VAR, JobDir, JobRecord, Layout};
@@ -263,12 +261,12 @@ impl Inner {
         JobDir::new(self.work_dir.join(name))
     }
 
+    /// The explicit playbook of the kind and action (a blank one counts as not given), else
+    /// the conventional `{prefix}-{action}-{kebab(kind)}.yml`.
     fn playbook_name(&self, r: &LaunchRequest) -> String {
-        let explicit = self.playbooks.get(&r.kind).and_then(|(create, delete)| match r.action {
-            JobAction::Create => create.clone(),
-            JobAction::Delete => delete.clone(),
-        });
-        explicit.unwrap_or_else(|| conventional_playbook(self.playbook_prefix.as_deref(), r.action.as_str(), &r.kind))
+        slipway_provider::explicit_name(&self.playbooks, &r.kind, r.action)
+            .map(str::to_owned)
+            .unwrap_or_else(|| conventional_playbook(self.playbook_prefix.as_deref(), r.action.as_str(), &r.kind))
     }
 
     fn resolve_playbook(&self, r: &LaunchRequest) -> Result<String, ProviderError> {

@@ -1,14 +1,15 @@
 //! Pure naming rules: playbook names from resource kinds, job directory names from
-//! idempotency keys.
+//! idempotency keys. Playbook names follow the rule every provider shares
+//! (`slipway_provider::{explicit_name, conventional_name}`); the ansible provider's own part is
+//! the `.yml` file name (and that the file must exist, checked at launch).
 
+use slipway_provider::conventional_name;
 pub use slipway_provider::kebab;
 
-/// The conventional playbook file name: `{prefix}-{action}-{kebab(kind)}.yml`.
+/// The conventional playbook file name: `{prefix}-{action}-{kebab(kind)}.yml`
+/// (`{action}-{kebab(kind)}.yml` without a prefix).
 pub fn conventional_playbook(prefix: Option<&str>, action: &str, kind: &str) -> String {
-    match prefix {
-        Some(p) if !p.is_empty() => format!("{p}-{action}-{}.yml", kebab(kind)),
-        _ => format!("{action}-{}.yml", kebab(kind)),
-    }
+    format!("{}.yml", conventional_name(prefix, action, &kebab(kind)))
 }
 
 /// Longest idempotency key we accept; keeps the directory name far below NAME_MAX (255).

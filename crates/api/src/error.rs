@@ -83,7 +83,7 @@ impl From<StoreError> for ArmError {
 
 impl IntoResponse for ArmError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": self.body });
+        let body = serde_json::json!({ "error": crate::wire::WireError::from(&self.body) });
         let mut resp = (self.status, axum::Json(body)).into_response();
         let headers = resp.headers_mut();
         if let Ok(v) = HeaderValue::from_str(&self.body.code) {

@@ -1,7 +1,8 @@
-//! Push hints from automation backends: AAP/AWX webhook notification templates POST their
-//! default job body here when a job starts, succeeds or fails. A hint only makes the
-//! engine poll that job now — the job's status is always read from the provider, so a
-//! forged or lost hint cannot change any state, only timing. A shared token protects it.
+//! Push hints from automation backends (e.g. AAP webhook notification templates POST their
+//! job body here when a job starts, succeeds or fails). The api checks the provider's shared
+//! token and hands the body on: only the provider knows what its notifications look like. A
+//! hint only makes the engine poll that job now — the job's status is always read from the
+//! provider, so a forged or lost hint cannot change any state, only timing.
 
 use std::sync::Arc;
 
@@ -9,7 +10,6 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
 use crate::ApiState;
 use crate::error::ArmError;
@@ -34,25 +34,13 @@ pub(crate) async fn job_notification(
         return ArmError::new(StatusCode::UNAUTHORIZED, "Unauthorized", "A valid webhook token is required.")
             .into_response();
     }
-    let notification = serde_json::from_slice::<Value>(&body).unwrap_or_default();
-    let job_id = match &notification["id"] {
-        Value::Number(n) => n.as_u64().map(|n| n.to_string()),
-        Value::String(s) if !s.is_empty() => Some(s.clone()),
-        _ => None,
-    };
-    let Some(job_id) = job_id else {
-        return ArmError::bad_request("InvalidRequestContent", "Expected a job notification with an 'id'.")
-            .into_response();
-    };
-    // A job that merely started changes nothing a client waits for: the regular poll will
-    // see it. Only an ending is worth an immediate status read.
-    let still_running = matches!(notification["status"].as_str(), Some("new" | "pending" | "waiting" | "running"));
-    if still_running {
-        return StatusCode::NO_CONTENT.into_response();
+    match (state.on_job_notification)(&provider, &body) {
+        Ok(followed) => {
+            tracing::debug!(%provider, followed, "job notification");
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(why) => ArmError::bad_request("InvalidRequestContent", why).into_response(),
     }
-    let followed = (state.on_job_changed)(&provider, &job_id);
-    tracing::debug!(%provider, job = %job_id, followed, "job notification");
-    StatusCode::NO_CONTENT.into_response()
 }
 
 /// Compares without returning early, so timing does not reveal a matching prefix.

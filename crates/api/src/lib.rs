@@ -46,8 +46,9 @@ impl Default for ApiOptions {
     }
 }
 
-/// `(provider, job id) -> whether a worker follows that job`.
-pub type JobChanged = Arc<dyn Fn(&str, &str) -> bool + Send + Sync>;
+/// `(provider, webhook body) -> whether a worker follows the job it names`, or why the body
+/// is not a notification of that provider. Only the provider knows its notifications' shape.
+pub type JobNotified = Arc<dyn Fn(&str, &[u8]) -> Result<bool, String> + Send + Sync>;
 
 pub struct ApiState {
     pub store: Arc<dyn Store>,
@@ -58,8 +59,8 @@ pub struct ApiState {
     pub on_accept: Arc<dyn Fn() + Send + Sync>,
     /// Push-hint webhooks by provider name: the shared token a caller must present.
     pub hooks: std::collections::HashMap<String, String>,
-    /// Called with (provider, job id) when a webhook says a job changed.
-    pub on_job_changed: JobChanged,
+    /// Called with (provider, body) for an authenticated webhook POST.
+    pub on_job_notification: JobNotified,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use axum::http::HeaderMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use slipway_domain::{Operation, ResourceRecord};
+use slipway_domain::{CloudError, Operation, ResourceRecord};
 
 use crate::error::ArmError;
 use crate::types::ResourceType;
@@ -123,9 +123,29 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
         body["percentComplete"] = json!(p);
     }
     if let Some(err) = &op.error {
-        body["error"] = json!(err);
+        body["error"] = json!(WireError::from(err));
     }
     body
+}
+
+/// The ARM error body as clients read it: `{"code", "message", "target"?, "details"?}`.
+/// The wire's own type, so a change to the domain's `CloudError` cannot change what clients
+/// see.
+#[derive(Debug, Serialize)]
+pub(crate) struct WireError<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    details: Vec<WireError<'a>>,
+}
+
+impl<'a> From<&'a CloudError> for WireError<'a> {
+    fn from(e: &'a CloudError) -> Self {
+        let CloudError { code, message, target, details } = e;
+        WireError { code, message, target: target.as_deref(), details: details.iter().map(WireError::from).collect() }
+    }
 }
 
 /// Scheme and authority for absolute URLs: from `Referer` (what ARM sends), else from the
@@ -146,6 +166,21 @@ pub fn base_url(headers: &HeaderMap) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_have_the_arm_shape_whatever_the_domain_type_looks_like() {
+        let mut e = CloudError::new("MultipleErrorsOccurred", "two problems").with_target("properties");
+        e.details.push(CloudError::new("InvalidRequestContent", "a"));
+        e.details.push(CloudError::new("InvalidRequestContent", "b").with_target("properties.x"));
+        assert_eq!(
+            json!(WireError::from(&e)),
+            json!({"code": "MultipleErrorsOccurred", "message": "two problems", "target": "properties", "details": [
+                {"code": "InvalidRequestContent", "message": "a"},
+                {"code": "InvalidRequestContent", "message": "b", "target": "properties.x"},
+            ]})
+        );
+        assert_eq!(json!(WireError::from(&CloudError::new("C", "m"))), json!({"code": "C", "message": "m"}));
+    }
 
     #[test]
     fn base_url_prefers_referer() {

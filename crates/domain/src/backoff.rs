@@ -1,6 +1,7 @@
 //! Retry backoff derived from job history (docs/osac-lifecycle.md#backoff): double the gap between the
 //! trigger times of the two most recent failed jobs, clamped to [base, max]. No counters:
-//! the history itself is the state, so it survives restarts.
+//! the history itself is the state, so it survives restarts. This module finds the gap; the
+//! delay is [`RetryPolicy::after_gap`], the one retry computation (`crate::retry`).
 
 use std::time::Duration;
 
@@ -8,8 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::config_version::ConfigVersion;
 use crate::job::{Job, JobState, JobType};
+use crate::retry::RetryPolicy;
 use crate::time::Timestamp;
 
+/// A type's convergence backoff (`types[].backoff_base_seconds` / `_max_seconds`): OSAC's
+/// history-derived [`RetryPolicy::history`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackoffPolicy {
     pub base: Duration,
@@ -23,17 +27,22 @@ impl Default for BackoffPolicy {
 }
 
 impl BackoffPolicy {
+    /// The retry policy this backoff computes its waits with.
+    pub fn retry_policy(self) -> RetryPolicy {
+        RetryPolicy::history(self.base, self.max)
+    }
+
     fn after_failures(self, jobs: &[Job], matches: impl Fn(&Job) -> bool) -> Duration {
         // Array order (newest appended last), Failed only (docs/osac-lifecycle.md#backoff).
         let mut failed = jobs.iter().rev().filter(|j| j.state == JobState::Failed && matches(j));
-        let (Some(last), Some(prev)) = (failed.next(), failed.next()) else {
-            return self.base;
+        let gap = match (failed.next(), failed.next()) {
+            // A gap of zero or less (equal timestamps, clock skew) is no gap.
+            (Some(last), Some(prev)) => {
+                u64::try_from(last.timestamp.millis_after(prev.timestamp)).ok().map(Duration::from_millis)
+            }
+            _ => None,
         };
-        let gap_ms = last.timestamp.millis_after(prev.timestamp);
-        if gap_ms <= 0 {
-            return self.base;
-        }
-        Duration::from_millis((gap_ms as u64).saturating_mul(2)).clamp(self.base, self.max.max(self.base))
+        self.retry_policy().after_gap(gap)
     }
 
     /// Backoff before retrying provisioning of `version`.

@@ -2,9 +2,11 @@
 //! functions over data. No I/O, no clock, no async: time is passed in, effects are returned.
 //!
 //! Map: [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
-//! EvaluateAction), [`backoff`], [`state`] (ARM provisioning states, worst-of merge),
-//! [`operation`] (operation documents), [`resource`] (stored resource, transaction snapshot),
-//! [`admission`] (what the API does), [`reconcile`] (what the engine does), [`policy`].
+//! EvaluateAction), [`retry`] (every retry delay: exponential with jitter, and OSAC's
+//! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
+//! provisioning states, worst-of merge), [`operation`] (operation documents), [`resource`]
+//! (stored resource, transaction snapshot), [`admission`] (what the API does), [`reconcile`]
+//! (what the engine does), [`policy`].
 
 pub mod admission;
 pub mod backoff;
@@ -16,6 +18,7 @@ pub mod operation;
 pub mod policy;
 pub mod reconcile;
 pub mod resource;
+pub mod retry;
 pub mod state;
 pub mod time;
 
@@ -25,5 +28,6 @@ pub use job::{Job, JobState, JobType};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};
 pub use policy::TypePolicy;
 pub use resource::{ResourceRecord, Snapshot, Spec};
+pub use retry::RetryPolicy;
 pub use state::ProvisioningState;
 pub use time::{Clock, SystemClock, Timestamp};

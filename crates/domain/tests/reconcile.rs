@@ -357,6 +357,30 @@ fn transient_launch_failures_retry_the_same_key_with_growing_delays() {
 }
 
 #[test]
+fn launch_retry_delays_by_poll_interval() {
+    // attempt n → the hold `apply` returns (crates/domain/src/retry.rs `launch_retry`).
+    let cases: [(Duration, [i64; 8]); 4] = [
+        (POLL, [2, 4, 8, 16, 32, 60, 60, 60]),
+        (secs(1), [2, 4, 8, 16, 30, 30, 30, 30]),
+        (Duration::from_millis(200), [2, 4, 8, 16, 30, 30, 30, 30]),
+        (secs(10), [2, 4, 8, 16, 32, 64, 64, 64]),
+    ];
+    for (poll, want) in cases {
+        let mut w = World::created();
+        w.policy.poll_interval = poll;
+        let launch = Effect::Launch { key: key(1, 1) };
+        let mut delays = Vec::new();
+        for attempt in 1..=8u32 {
+            assert_eq!(w.decide(), launch, "poll {poll:?}, attempt {attempt}");
+            let hold = w.apply(&launch, failed(FailureKind::Transient, "connection reset")).expect("held");
+            delays.push(hold.millis_after(w.now) / 1000);
+            w.set_now(hold);
+        }
+        assert_eq!(delays, want, "poll interval {poll:?}");
+    }
+}
+
+#[test]
 fn indeterminate_launch_is_found_before_any_relaunch() {
     let mut w = World::created();
     let launch = w.decide();

@@ -11,6 +11,7 @@
 //!   launch-ambiguity window has passed since the last request (see `docs/exactly-once.md`).
 //! * `cancel` is idempotent; `Ok(CancelOutcome::Requested)` does not mean the job has ended.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -140,6 +141,16 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Stops background work (e.g. lets cancellations finish) before the process exits.
     async fn shutdown(&self) {}
+
+    /// What a push notification from this backend (the body its webhook POSTs) says:
+    /// `Ok(Some(job id))` when a job ended and should be polled now, `Ok(None)` when it
+    /// changes nothing a client waits for (the job merely started). `Err` says why the body
+    /// is not a notification this provider sends. A hint only changes timing: a job's state
+    /// is always read with `status`.
+    fn job_from_notification(&self, body: &[u8]) -> Result<Option<String>, String> {
+        let _ = body;
+        Err(format!("provider '{}' sends no job notifications", self.name()))
+    }
 }
 
 /// The extra var carrying the idempotency key in every launch (providers find lost
@@ -167,6 +178,32 @@ pub fn kebab(kind: &str) -> String {
         out.extend(c.to_lowercase());
     }
     out
+}
+
+/// Explicit playbook or template names, per kind: `(create, delete)`.
+pub type ExplicitNames = HashMap<String, (Option<String>, Option<String>)>;
+
+/// The explicit name configured for `kind` and `action`, if any. A blank one (empty or only
+/// whitespace) counts as not given, so the convention applies: the rule every provider
+/// shares (with [`conventional_name`]), the same for playbooks and templates.
+pub fn explicit_name<'a>(names: &'a ExplicitNames, kind: &str, action: JobAction) -> Option<&'a str> {
+    let (create, delete) = names.get(kind)?;
+    let name = match action {
+        JobAction::Create => create,
+        JobAction::Delete => delete,
+    };
+    name.as_deref().filter(|n| !n.trim().is_empty())
+}
+
+/// The conventional name of the job that runs `action` (`create` / `delete`):
+/// `{prefix}-{action}-{suffix}`, or `{action}-{suffix}` without a prefix (or with an empty
+/// one). `suffix` is normally [`kebab`] of the kind; a provider may substitute its own (the AAP
+/// kind overrides) or append to the name (the ansible `.yml`).
+pub fn conventional_name(prefix: Option<&str>, action: &str, suffix: &str) -> String {
+    match prefix {
+        Some(p) if !p.is_empty() => format!("{p}-{action}-{suffix}"),
+        _ => format!("{action}-{suffix}"),
+    }
 }
 
 /// The `slipway` extra-vars envelope every provider hands a job, plus the key variable:
@@ -228,6 +265,42 @@ mod tests {
         ] {
             assert_eq!(kebab(kind), want, "{kind}");
         }
+    }
+
+    /// The naming rule both providers share: the explicit name unless blank, else
+    /// `{prefix}-{action}-{kebab(kind)}`.
+    #[test]
+    fn job_names() {
+        let names: ExplicitNames = [
+            ("Subnet".to_owned(), (Some("my-subnet".to_owned()), None)),
+            ("SecurityGroup".to_owned(), (Some(String::new()), Some("  ".to_owned()))),
+            ("PublicIPPool".to_owned(), (Some("\t\n".to_owned()), Some(" rm pool ".to_owned()))),
+        ]
+        .into_iter()
+        .collect();
+        let name = |prefix: Option<&str>, kind: &str, action: JobAction| {
+            explicit_name(&names, kind, action)
+                .map(str::to_owned)
+                .unwrap_or_else(|| conventional_name(prefix, action.as_str(), &kebab(kind)))
+        };
+        for (prefix, kind, action, want) in [
+            // Explicit names win, per action; the other action keeps the convention.
+            (Some("osac"), "Subnet", JobAction::Create, "my-subnet"),
+            (Some("osac"), "Subnet", JobAction::Delete, "osac-delete-subnet"),
+            // Blank explicit names are not given: the convention applies.
+            (Some("osac"), "SecurityGroup", JobAction::Create, "osac-create-security-group"),
+            (Some("osac"), "SecurityGroup", JobAction::Delete, "osac-delete-security-group"),
+            (None, "PublicIPPool", JobAction::Create, "create-public-ip-pool"),
+            // A non-blank explicit name is used as configured.
+            (None, "PublicIPPool", JobAction::Delete, " rm pool "),
+            // No explicit names for the kind; no prefix, or an empty one.
+            (Some("slipway"), "VirtualNetwork", JobAction::Create, "slipway-create-virtual-network"),
+            (None, "VirtualNetwork", JobAction::Delete, "delete-virtual-network"),
+            (Some(""), "NATGateway", JobAction::Create, "create-nat-gateway"),
+        ] {
+            assert_eq!(name(prefix, kind, action), want, "{prefix:?} {kind} {action:?}");
+        }
+        assert_eq!(conventional_name(Some("p"), "create", "hosted-cluster"), "p-create-hosted-cluster");
     }
 
     #[test]

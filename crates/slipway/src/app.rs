@@ -60,6 +60,7 @@ impl App {
             status_batch: config.engine.status_batch.max(1),
             ..EngineOptions::default()
         };
+        let hook_providers = providers.clone();
         let engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
         let handle = engine.handle();
         let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options(&config))
@@ -78,7 +79,10 @@ impl App {
             },
             on_accept: Arc::new(move || wake.wake()),
             hooks,
-            on_job_changed: Arc::new(move |provider, job| hinted.job_changed(provider, job)),
+            on_job_notification: Arc::new(move |name, body| {
+                let provider = hook_providers.get(name).ok_or_else(|| format!("no provider named '{name}'"))?;
+                Ok(provider.job_from_notification(body)?.is_some_and(|job| hinted.job_changed(name, &job)))
+            }),
         });
         let listener = TcpListener::bind(&config.server.listen)
             .await

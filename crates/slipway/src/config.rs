@@ -6,6 +6,13 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use slipway_aap::AapOptions;
+use slipway_ansible::AnsibleOptions;
+use slipway_api::notify::NotifierOptions;
+use slipway_api::{ApiOptions, ListenerOptions};
+use slipway_domain::TypePolicy;
+use slipway_engine::EngineOptions;
+use slipway_store::postgres::PostgresOptions;
 
 /// The configuration used when no file is given: SQLite in the working directory, the local
 /// Ansible provider, and the example resource types under `examples/`.
@@ -62,18 +69,22 @@ pub struct Server {
     pub max_connections: usize,
 }
 
+// Defaults are those of the option types the keys configure: one number, one place.
+
 impl Default for Server {
     fn default() -> Self {
+        let api = ApiOptions::default();
+        let listener = ListenerOptions::default();
         Server {
             listen: "127.0.0.1:8080".into(),
-            location: "local".into(),
-            retry_after_seconds: 1,
-            max_body_bytes: 1024 * 1024,
-            page_size: 100,
-            header_read_timeout_seconds: 10,
-            body_read_timeout_seconds: 30,
-            idle_timeout_seconds: 60,
-            max_connections: 0,
+            location: api.location,
+            retry_after_seconds: api.retry_after_secs,
+            max_body_bytes: api.max_body_bytes,
+            page_size: api.page_size,
+            header_read_timeout_seconds: listener.header_read_timeout.as_secs(),
+            body_read_timeout_seconds: listener.body_read_timeout.as_secs(),
+            idle_timeout_seconds: listener.idle_timeout.as_secs(),
+            max_connections: listener.max_connections,
         }
     }
 }
@@ -99,10 +110,10 @@ impl Default for StoreConfig {
         StoreConfig {
             url: "sqlite:slipway.db".into(),
             synchronous: "full".into(),
-            operation_ttl_seconds: 7 * 24 * 3600,
+            operation_ttl_seconds: slipway_store::DEFAULT_OPERATION_TTL.as_secs(),
             schema: None,
-            pool_size: 16,
-            statement_timeout_seconds: 5,
+            pool_size: PostgresOptions::DEFAULT_POOL_SIZE,
+            statement_timeout_seconds: PostgresOptions::DEFAULT_STATEMENT_TIMEOUT.as_secs(),
         }
     }
 }
@@ -121,12 +132,13 @@ pub struct EngineConfig {
 
 impl Default for EngineConfig {
     fn default() -> Self {
+        let engine = EngineOptions::default();
         EngineConfig {
             node_name: None,
-            lease_seconds: 30,
-            max_concurrent: 4096,
-            shutdown_grace_seconds: 20,
-            status_batch: 200,
+            lease_seconds: engine.lease_for.as_secs(),
+            max_concurrent: engine.max_concurrent,
+            shutdown_grace_seconds: engine.shutdown_grace.as_secs(),
+            status_batch: engine.status_batch,
         }
     }
 }
@@ -150,13 +162,14 @@ pub struct NotificationsConfig {
 
 impl Default for NotificationsConfig {
     fn default() -> Self {
+        let n = NotifierOptions::default();
         NotificationsConfig {
-            request_timeout_seconds: 5,
-            connect_timeout_seconds: 2,
-            max_concurrent: 32,
-            max_per_destination: 4,
-            max_attempts: 20,
-            max_backoff_seconds: 300,
+            request_timeout_seconds: n.request_timeout.as_secs(),
+            connect_timeout_seconds: n.connect_timeout.as_secs(),
+            max_concurrent: n.max_concurrent,
+            max_per_destination: n.max_per_destination,
+            max_attempts: n.max_attempts,
+            max_backoff_seconds: n.max_backoff.as_secs(),
         }
     }
 }
@@ -280,13 +293,13 @@ fn default_envelope() -> String {
     "slipway".into()
 }
 fn default_request_timeout() -> u64 {
-    30
+    AapOptions::default().request_timeout.as_secs()
 }
 fn default_max_requests() -> usize {
-    8
+    AapOptions::default().max_concurrent_requests
 }
 fn default_purge_grace() -> u64 {
-    300
+    AapOptions::default().purge_grace.as_secs()
 }
 fn default_work_dir() -> PathBuf {
     ".slipway/jobs".into()
@@ -298,10 +311,10 @@ fn default_python() -> PathBuf {
     ".venv/bin/python".into()
 }
 fn default_cancel_grace() -> u64 {
-    10
+    AnsibleOptions::default().cancel_grace.as_secs()
 }
 fn default_max_jobs() -> usize {
-    8
+    AnsibleOptions::default().max_concurrent
 }
 
 #[derive(Debug, Deserialize)]
@@ -324,44 +337,53 @@ pub struct TypeConfig {
     #[serde(default = "default_poll")]
     pub poll_interval_seconds: f64,
     /// Convergence retries after a failure; `false` stops after the operation fails.
-    #[serde(default = "yes")]
+    #[serde(default = "default_retry_failures")]
     pub retry_failures: bool,
     #[serde(default = "default_backoff_base")]
     pub backoff_base_seconds: u64,
     #[serde(default = "default_backoff_max")]
     pub backoff_max_seconds: u64,
-    #[serde(default = "default_deadline")]
+    #[serde(default = "default_create_deadline")]
     pub create_deadline_seconds: u64,
-    #[serde(default = "default_deadline")]
+    #[serde(default = "default_update_deadline")]
     pub update_deadline_seconds: u64,
     #[serde(default = "default_delete_deadline")]
     pub delete_deadline_seconds: u64,
     #[serde(default = "default_history")]
     pub max_history: usize,
-    #[serde(default = "yes")]
+    #[serde(default = "default_block_deletion")]
     pub block_deletion_on_failure: bool,
 }
 
-fn default_poll() -> f64 {
-    2.0
+fn policy() -> TypePolicy {
+    TypePolicy::default()
 }
-fn yes() -> bool {
-    true
+fn default_poll() -> f64 {
+    policy().poll_interval.as_secs_f64()
+}
+fn default_retry_failures() -> bool {
+    policy().backoff.is_some()
 }
 fn default_backoff_base() -> u64 {
-    120
+    policy().deprovision_backoff().base.as_secs()
 }
 fn default_backoff_max() -> u64 {
-    1800
+    policy().deprovision_backoff().max.as_secs()
 }
-fn default_deadline() -> u64 {
-    3600
+fn default_create_deadline() -> u64 {
+    policy().create_deadline.as_secs()
+}
+fn default_update_deadline() -> u64 {
+    policy().update_deadline.as_secs()
 }
 fn default_delete_deadline() -> u64 {
-    12 * 3600
+    policy().delete_deadline.as_secs()
 }
 fn default_history() -> usize {
-    10
+    policy().max_history
+}
+fn default_block_deletion() -> bool {
+    policy().block_deletion_on_failure
 }
 
 impl Config {

@@ -6,12 +6,11 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Faults, Sim, SimConfig, SimWebhook};
-use common::{API, header, rid};
+use common::{API, free_port, header, rid};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
@@ -19,10 +18,6 @@ use slipway_domain::SystemClock;
 
 const T: Duration = Duration::from_secs(60);
 const HOOK_TOKEN: &str = "e2e-hook-token";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 async fn sim(webhook_to: Option<u16>) -> Sim {
     let mut config = SimConfig { tick_ms: 20, token: Some("sim-token".into()), ..SimConfig::default() };
@@ -243,18 +238,7 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
     sim.handle().set_faults(Faults { lose_launch_response_percent: 100, ..Faults::default() });
     let config = dir.path().join("slipway.toml");
     std::fs::write(&config, config_text(dir.path(), port, &sim, 0.2)).unwrap();
-    let spawn = |run: usize| {
-        let log = std::fs::File::create(dir.path().join(format!("slipway-{run}.log"))).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_slipway"))
-            .args(["serve", "--config"])
-            .arg(&config)
-            .env("SLIPWAY_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    };
+    let spawn = |run: usize| common::spawn_slipway(&config, &dir.path().join(format!("slipway-{run}.log")), "info");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let ready = |http: reqwest::Client, base: String| async move {

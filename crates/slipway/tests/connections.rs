@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{API, TestServer, config_text, rid};
+use common::{API, TestServer, config_text, free_port, rid};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -311,10 +311,6 @@ async fn graceful_shutdown_closes_idle_connections_at_once_and_finishes_requests
     assert_eq!(status, 400, "{head}");
     read_to_close(&mut in_flight, Duration::from_secs(5)).await;
     tokio::time::timeout(BOUND, stopping).await.expect("shutdown finished").unwrap().expect("clean shutdown");
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The `slipway` binary under `ulimit_args` (e.g. `-n 256`), logging to `dir/slipway.log`.

@@ -6,10 +6,10 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{API, config_text, header, path_of, rid};
+use common::{API, config_text, free_port, header, path_of, rid, spawn_slipway};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(120);
@@ -17,10 +17,6 @@ const T: Duration = Duration::from_secs(120);
 struct Node {
     child: Child,
     base: String,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 fn write_config(dir: &Path, port: u16) -> PathBuf {
@@ -31,16 +27,7 @@ fn write_config(dir: &Path, port: u16) -> PathBuf {
 }
 
 async fn start_node(dir: &Path, config: &Path, port: u16, run: usize) -> Node {
-    let log = std::fs::File::create(dir.join(format!("slipway-{run}.log"))).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_slipway"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("SLIPWAY_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("spawn slipway");
+    let child = spawn_slipway(config, &dir.join(format!("slipway-{run}.log")), "info");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let start = Instant::now();
@@ -121,12 +108,28 @@ async fn kill_9_mid_flight_then_restart_finishes_everything_once() {
         assert!(start.elapsed() < T, "jobs never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let progress = |base: String| {
+        let (http, ops, dir) = (http.clone(), ops.clone(), dir.path().to_path_buf());
+        async move {
+            let mut statuses = Vec::new();
+            for p in &ops {
+                statuses.push(status(&http, &format!("{base}{p}")).await["status"].clone());
+            }
+            (statuses, launches(&dir).values().sum::<usize>())
+        }
+    };
+    let at_first_kill = progress(node.base.clone()).await;
     node.child.kill().unwrap(); // SIGKILL
     node.child.wait().unwrap();
 
-    // A second life, killed again right away, then a third that finishes the work.
+    // A second life, killed again as soon as it has recorded some progress (an operation
+    // moved on, or a job launched), then a third that finishes the work.
     let mut node = start_node(dir.path(), &config, port, 2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let start = Instant::now();
+    while progress(node.base.clone()).await == at_first_kill {
+        assert!(start.elapsed() < T, "the second life made no progress");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     node.child.kill().unwrap();
     node.child.wait().unwrap();
     let mut node = start_node(dir.path(), &config, port, 3).await;

@@ -9,14 +9,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use aap_sim::{Sim, SimConfig};
 use async_trait::async_trait;
-use common::{API, header, rid};
+use common::{API, free_port, header, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
@@ -353,21 +353,8 @@ async fn shutdown_with_black_holed_deliveries_in_flight_keeps_the_grace_period()
     hole.wait("the abandoned requests closed", QUICK, |h| h.open == 0).await;
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn spawn_slipway(dir: &Path, config: &Path, run: usize) -> Child {
-    let log = std::fs::File::create(dir.join(format!("slipway-{run}.log"))).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_slipway"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .env("SLIPWAY_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("spawn slipway")
+fn spawn(dir: &Path, config: &Path, run: usize) -> Child {
+    spawn_slipway(config, &dir.join(format!("slipway-{run}.log")), "info")
 }
 
 async fn wait_ready(http: &reqwest::Client, base: &str, dir: &Path) {
@@ -392,7 +379,7 @@ async fn sigterm_with_a_black_holed_delivery_exits_within_grace_and_the_notifica
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
 
-    let mut child = spawn_slipway(dir.path(), &config, 1);
+    let mut child = spawn(dir.path(), &config, 1);
     wait_ready(&http, &base, dir.path()).await;
     let op = put_notified(&http, &base, "interrupted", &hole.uri).await;
     wait_terminal(&http, &op).await;
@@ -428,7 +415,7 @@ async fn sigterm_with_a_black_holed_delivery_exits_within_grace_and_the_notifica
     // The interrupted notification was given back, not lost: the next process sends it again
     // at once (not after the claim hold).
     let restarted = Instant::now();
-    let mut child = spawn_slipway(dir.path(), &config, 2);
+    let mut child = spawn(dir.path(), &config, 2);
     let again = tokio::time::timeout(QUICK, async {
         let mut rx = hole.stats.clone();
         rx.wait_for(|h| h.accepted >= 2).await.map(|h| *h)

@@ -48,11 +48,17 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
     }
 
     println!("replicas: {OPS} creates accepted in {:.1} s", accepting.elapsed().as_secs_f64());
-    // Kill -9 a random replica every ~1.5 s, restart it right after, five times.
+    // Kill -9 a random replica each time another 40 jobs have been started, restart it
+    // right after, five times: every kill lands while work is in flight.
     let mut rng = Lcg(7);
     let mut kills = 0;
-    for _ in 0..5 {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+    let h = sim.handle();
+    for round in 1..=5 {
+        let deadline = Instant::now() + T;
+        while h.job_count() < 40 * round {
+            assert!(Instant::now() < deadline, "only {} jobs started before kill {round}", h.job_count());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let victim = rng.next(replicas.len());
         replicas[victim].kill();
         kills += 1;

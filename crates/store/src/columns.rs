@@ -1,11 +1,13 @@
 //! What both engines share about rows: the indexed columns derived from a record, claim
-//! lane shares, and small conversions. SQL dialects differ; these rules must not.
+//! lane shares, and small conversions. SQL dialects differ; these rules must not. Bodies are
+//! the store's own documents ([`crate::documents`]), encoded and decoded only here and in
+//! `plan`.
 
-use slipway_domain::Timestamp;
 use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::{Lease, ResourceRecord, Schedule};
+use slipway_domain::{Operation, Timestamp};
 
-use crate::StoreError;
+use crate::{StoreError, documents};
 
 /// The indexed columns of a record. The record is authoritative: its lease and schedule go
 /// to the columns and are left out of the body, so no stale copy can exist.
@@ -28,10 +30,7 @@ impl ResourceColumns {
         if &rec.key() != key {
             return Err(StoreError::Internal(format!("a change of {key} produced the resource {}", rec.id)));
         }
-        let mut stored = rec.clone();
-        stored.lease = None;
-        stored.schedule = Schedule::default();
-        let body = serde_json::to_string(&stored)
+        let body = documents::encode_resource(rec)
             .map_err(|e| StoreError::Internal(format!("cannot encode resource {key}: {e}")))?;
         let lease = rec.lease.as_ref();
         Ok(ResourceColumns {
@@ -105,8 +104,8 @@ impl ResourceRow {
     /// The record with lease, schedule and generation taken from the columns, which are what
     /// claims and queries act on.
     pub(crate) fn into_record(self) -> Result<ResourceRecord, StoreError> {
-        let mut rec: ResourceRecord =
-            serde_json::from_str(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
+        let mut rec =
+            documents::decode_resource(&self.body).map_err(|e| corrupt("resource", &self.key, &e.to_string()))?;
         if rec.key().as_str() != self.key {
             return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
         }
@@ -120,6 +119,15 @@ impl ResourceRow {
         rec.generation = from_i64(self.generation, "generation")?;
         Ok(rec)
     }
+}
+
+/// An `operations` row's body, checked to be the operation its `id` column names.
+pub(crate) fn decode_operation(id: &str, body: &str) -> Result<Operation, StoreError> {
+    let op = documents::decode_operation(body).map_err(|e| corrupt("operation", id, &e.to_string()))?;
+    if op.id.as_str() != id {
+        return Err(corrupt("operation", id, &format!("body is for {}", op.id)));
+    }
+    Ok(op)
 }
 
 pub(crate) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {

@@ -19,6 +19,7 @@ use slipway_domain::{Operation, Timestamp};
 mod columns;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod documents;
 mod plan;
 pub mod postgres;
 pub mod sqlite;

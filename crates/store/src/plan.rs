@@ -13,7 +13,7 @@ use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 use crate::columns::{ResourceColumns, ResourceRow, normalize_key};
-use crate::{ClaimRequest, StoreError};
+use crate::{ClaimRequest, StoreError, documents};
 
 /// How long an operation document is kept after its last write, by default.
 pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -129,7 +129,7 @@ impl ChangePlan {
 
 impl OperationRow {
     fn of(op: &Operation, insert: bool, expires_at: i64) -> Result<OperationRow, StoreError> {
-        let body = serde_json::to_string(op)
+        let body = documents::encode_operation(op)
             .map_err(|e| StoreError::Internal(format!("cannot encode operation {}: {e}", op.id)))?;
         Ok(OperationRow {
             insert,

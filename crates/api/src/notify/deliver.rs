@@ -10,7 +10,7 @@ use slipway_domain::time::Clock;
 use slipway_store::{Notification, Store, StoreError};
 
 use super::NotifierOptions;
-use super::destination::{Destinations, Verdict, retry_delay};
+use super::destination::{Destinations, Verdict};
 use crate::wire;
 
 /// What the loop and every delivery task share.
@@ -25,7 +25,8 @@ pub(super) struct Shared {
 
 impl Shared {
     fn retry_delay(&self, attempts: u32) -> Duration {
-        retry_delay(attempts, self.options.first_backoff, self.options.max_backoff)
+        // Per row: the notifier's policy (tables in crates/domain/tests/retry.rs).
+        self.options.retry_policy().delay(attempts)
     }
 
     pub fn destinations(&self) -> std::sync::MutexGuard<'_, Destinations> {

@@ -9,7 +9,7 @@
 //! * A destination that fails (no answer, a timeout, `5xx`, `408`, `429`) is backed off as a
 //!   whole: until its retry time none of its rows is sent ([`Admission::BackedOff`]). Then one
 //!   probe goes; the rest wait for its verdict. A probe that fails doubles the back-off
-//!   ([`retry_delay`]); any answer the destination gives (even a `4xx`: the fault is the
+//!   ([`Limits::retry`]); any answer the destination gives (even a `4xx`: the fault is the
 //!   row's, not the destination's) makes it healthy again.
 //! * Failures of deliveries already in flight when the destination was backed off carry no
 //!   news and do not double the back-off again.
@@ -17,18 +17,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use slipway_domain::Timestamp;
-
-/// The delay after failure number `failures` (1 = the first failure): `first`, doubling,
-/// capped at `max`; zero for no failure. Notification retries (per row and per destination)
-/// all come from here: one small pure function, easy to replace by a shared retry policy.
-pub fn retry_delay(failures: u32, first: Duration, max: Duration) -> Duration {
-    if failures == 0 {
-        return Duration::ZERO;
-    }
-    let factor = 1u32.checked_shl(failures - 1).unwrap_or(u32::MAX);
-    first.saturating_mul(factor).min(max)
-}
+use slipway_domain::{RetryPolicy, Timestamp};
 
 /// The destination of a callback URI: `host:port` (lowercase host, the scheme's default port
 /// when none is given). A URI that does not parse is its own destination.
@@ -46,8 +35,9 @@ pub fn destination_of(uri: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub per_destination: usize,
-    pub first_backoff: Duration,
-    pub max_backoff: Duration,
+    /// A failing destination's back-off: `first_backoff` doubling to `max_backoff`
+    /// ([`super::NotifierOptions::retry_policy`]).
+    pub retry: RetryPolicy,
     /// The longest a delivery can take: a probe's verdict is known by then.
     pub request_timeout: Duration,
 }
@@ -177,7 +167,7 @@ impl Destinations {
                 if h.failures == 0 || started >= h.escalated_at {
                     h.failures += 1;
                     h.escalated_at = now;
-                    h.retry_at = now.add(retry_delay(h.failures, self.limits.first_backoff, self.limits.max_backoff));
+                    h.retry_at = now.add(self.limits.retry.delay(h.failures));
                 }
                 h.last_error = error;
             }
@@ -187,7 +177,7 @@ impl Destinations {
     /// Forgets destinations with nothing in flight that were not used for a while (twice the
     /// longest back-off, so a failing one's rows still find its record when they are due).
     pub fn prune(&mut self, now: Timestamp) {
-        let keep_for = (self.limits.max_backoff * 2).max(Duration::from_secs(60));
+        let keep_for = self.limits.retry.max().saturating_mul(2).max(Duration::from_secs(60));
         self.health.retain(|_, h| !h.in_flight.is_empty() || now.since(h.last_used) < keep_for);
     }
 
@@ -216,35 +206,7 @@ mod tests {
     }
 
     fn limits() -> Limits {
-        Limits { per_destination: 2, first_backoff: S, max_backoff: 300 * S, request_timeout: 5 * S }
-    }
-
-    #[test]
-    fn retry_delay_doubles_from_the_first_and_is_capped() {
-        let max = 300 * S;
-        for (failures, expected) in [
-            (0, Duration::ZERO),
-            (1, S),
-            (2, 2 * S),
-            (3, 4 * S),
-            (4, 8 * S),
-            (5, 16 * S),
-            (6, 32 * S),
-            (7, 64 * S),
-            (8, 128 * S),
-            (9, 256 * S),
-            (10, 300 * S),
-            (20, 300 * S),
-            (33, 300 * S),
-            (u32::MAX, 300 * S),
-        ] {
-            assert_eq!(retry_delay(failures, S, max), expected, "after {failures} failures");
-        }
-        assert_eq!(retry_delay(3, Duration::from_millis(250), 10 * S), S);
-        assert_eq!(retry_delay(40, Duration::MAX, Duration::MAX), Duration::MAX, "saturates");
-        // The default schedule (20 attempts, 1 s doubling to 5 min) spans about an hour.
-        let total: Duration = (1..20).map(|f| retry_delay(f, S, max)).sum();
-        assert_eq!(total, 3511 * S);
+        Limits { per_destination: 2, retry: RetryPolicy::exponential(S, 300 * S), request_timeout: 5 * S }
     }
 
     #[test]

@@ -29,6 +29,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use slipway_domain::RetryPolicy;
 use slipway_domain::time::Clock;
 use slipway_store::Store;
 use tokio::sync::Notify;
@@ -81,6 +82,14 @@ impl Default for NotifierOptions {
     }
 }
 
+impl NotifierOptions {
+    /// The retry delays of rows and of destinations: `first_backoff` doubling to
+    /// `max_backoff`, no jitter (`slipway_domain::retry`).
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::exponential(self.first_backoff, self.max_backoff)
+    }
+}
+
 pub struct Notifier {
     shared: Arc<Shared>,
     signal: Arc<Notify>,
@@ -109,8 +118,7 @@ impl Notifier {
             .build()?;
         let destinations = Mutex::new(Destinations::new(Limits {
             per_destination: options.max_per_destination,
-            first_backoff: options.first_backoff,
-            max_backoff: options.max_backoff,
+            retry: options.retry_policy(),
             request_timeout: options.request_timeout,
         }));
         Ok(Notifier { shared: Arc::new(Shared { store, clock, client, options, destinations }), signal })

@@ -7,6 +7,7 @@ use super::{Effect, Failure, FailureKind, JobStart, Outcome, job_mut};
 use crate::job::{Job, JobState, JobType};
 use crate::policy::TypePolicy;
 use crate::resource::Snapshot;
+use crate::retry::launch_retry;
 use crate::time::Timestamp;
 
 /// Folds an effect's outcome into `snap`. Returns the earliest time the engine should
@@ -204,8 +205,7 @@ fn record_on(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy, no
                     // Only a launch that surely did not happen may skip the next Find.
                     job.absent_confirmed = f.kind == FailureKind::Transient && launch;
                     job.message = format!("Launch attempt {} failed: {}", job.launch_attempts, f.message);
-                    let exp = 1u64 << job.launch_attempts.min(6);
-                    Some(now.add(Duration::from_secs(exp).min(policy.poll_interval.max(Duration::from_secs(1)) * 30)))
+                    Some(now.add(launch_retry(policy.poll_interval).delay(job.launch_attempts)))
                 }
             }
         }

@@ -14,6 +14,25 @@ use slipway::config::Config;
 use slipway_domain::time::ShiftedClock;
 
 pub const API: &str = "2025-06-01";
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The real binary serving `config`, its output to `log`, logging at `filter`.
+pub fn spawn_slipway(config: &Path, log: &Path, filter: &str) -> std::process::Child {
+    let log = std::fs::File::create(log).unwrap();
+    std::process::Command::new(env!("CARGO_BIN_EXE_slipway"))
+        .args(["serve", "--config"])
+        .arg(config)
+        .env("SLIPWAY_LOG", filter)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("spawn slipway")
+}
 pub const SUB: &str = "11111111-1111-1111-1111-111111111111";
 
 pub fn repo() -> PathBuf {

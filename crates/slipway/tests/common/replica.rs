@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use aap_sim::Sim;
@@ -14,9 +14,7 @@ pub fn pg_url() -> String {
     std::env::var("SLIPWAY_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+pub use super::free_port;
 
 pub struct Replica {
     pub name: String,
@@ -124,16 +122,9 @@ request_timeout_seconds = {request_timeout}
 
     pub fn start(&mut self) {
         self.lives += 1;
-        let log = std::fs::File::create(self.log_dir.join(format!("{}-{}.log", self.name, self.lives))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_slipway"))
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .env("SLIPWAY_LOG", std::env::var("SLIPWAY_TEST_REPLICA_LOG").unwrap_or_else(|_| "info".into()))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let log = self.log_dir.join(format!("{}-{}.log", self.name, self.lives));
+        let filter = std::env::var("SLIPWAY_TEST_REPLICA_LOG").unwrap_or_else(|_| "info".into());
+        let child = super::spawn_slipway(&self.config, &log, &filter);
         self.child = Some(child);
     }
 

@@ -12,7 +12,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 use super::{Attempt, Failure};
-use crate::columns::{ResourceRow, corrupt, resource_columns, sql_limit};
+use crate::columns::{ResourceRow, corrupt, decode_operation, resource_columns, sql_limit};
 use crate::{ListQuery, Notification, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
@@ -111,14 +111,6 @@ pub(super) fn read_operation(row: &Row) -> Result<Operation, StoreError> {
     let id: String = column(row, 0, "operation", "?")?;
     let body: String = column(row, 1, "operation", &id)?;
     decode_operation(&id, &body)
-}
-
-pub(super) fn decode_operation(id: &str, body: &str) -> Result<Operation, StoreError> {
-    let op: Operation = serde_json::from_str(body).map_err(|e| corrupt("operation", id, &e.to_string()))?;
-    if op.id.as_str() != id {
-        return Err(corrupt("operation", id, &format!("body is for {}", op.id)));
-    }
-    Ok(op)
 }
 
 pub(super) async fn get_operation(

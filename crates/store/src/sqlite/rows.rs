@@ -9,7 +9,7 @@ use slipway_domain::resource::ResourceRecord;
 use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
-use crate::columns::{ResourceRow, corrupt, resource_columns, sql_limit};
+use crate::columns::{ResourceRow, corrupt, decode_operation, resource_columns, sql_limit};
 use crate::{ListQuery, Notification, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
@@ -77,14 +77,6 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
     let items = rows.into_iter().take(limit).map(ResourceRow::into_record).collect::<Result<Vec<_>, _>>()?;
     let next = if more { items.last().map(ResourceRecord::key) } else { None };
     Ok(Page { items, next })
-}
-
-pub(super) fn decode_operation(id: &str, body: &str) -> Result<Operation, StoreError> {
-    let op: Operation = serde_json::from_str(body).map_err(|e| corrupt("operation", id, &e.to_string()))?;
-    if op.id.as_str() != id {
-        return Err(corrupt("operation", id, &format!("body is for {}", op.id)));
-    }
-    Ok(op)
 }
 
 pub(super) fn get_operation(

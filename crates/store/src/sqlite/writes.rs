@@ -10,7 +10,7 @@ use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
 use super::rows;
-use crate::columns::{ResourceRow, normalize_key, resource_columns, shares, sql_limit};
+use crate::columns::{ResourceRow, decode_operation, normalize_key, resource_columns, shares, sql_limit};
 use crate::plan::{ChangePlan, ResourceWrite, claim_row};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
@@ -39,7 +39,7 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
         .and_then(Iterator::collect)
         .map_err(db_error)?;
     let mut operations =
-        raw.iter().map(|(id, body)| rows::decode_operation(id, body)).collect::<Result<Vec<Operation>, _>>()?;
+        raw.iter().map(|(id, body)| decode_operation(id, body)).collect::<Result<Vec<Operation>, _>>()?;
     if let Some((subscription, id)) = &req.operation {
         let subscription = subscription.to_ascii_lowercase();
         let loaded = operations.iter().any(|op| &op.id == id && op.subscription == subscription);

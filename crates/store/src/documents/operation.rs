@@ -1,0 +1,270 @@
+//! Version 1 of the `operations` body, and the pieces resources share with it (provisioning
+//! states, the ARM error).
+
+use serde::{Deserialize, Serialize};
+use slipway_domain::ids::ResourceKey;
+use slipway_domain::operation::{CloudError, Initiator, Operation, OperationRequest};
+use slipway_domain::state::ProvisioningState;
+use slipway_domain::time::Timestamp;
+
+use super::{DocumentError, check_version, is_version_1, operation_id, version_1};
+
+/// An `operations` row's body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct OperationDocument {
+    /// Absent in version 1 (see the module documentation).
+    #[serde(rename = "v", default = "version_1", skip_serializing_if = "is_version_1")]
+    version: u32,
+    /// Canonical operation id (lowercase UUID).
+    #[serde(rename = "id")]
+    id: String,
+    /// Lowercased.
+    #[serde(rename = "subscription")]
+    subscription: String,
+    /// The lowercased resource id.
+    #[serde(rename = "resourceKey")]
+    resource_key: String,
+    /// The resource id in its original casing.
+    #[serde(rename = "resourceId")]
+    resource_id: String,
+    #[serde(rename = "request")]
+    request: OperationRequestDocument,
+    #[serde(rename = "status")]
+    status: ProvisioningStateDocument,
+    #[serde(rename = "error", default, skip_serializing_if = "Option::is_none")]
+    error: Option<CloudErrorDocument>,
+    /// Milliseconds since the Unix epoch, as every time below.
+    #[serde(rename = "startTime")]
+    start_time: i64,
+    #[serde(rename = "lastTransitionTime")]
+    last_transition_time: i64,
+    #[serde(rename = "percentComplete", default, skip_serializing_if = "Option::is_none")]
+    percent_complete: Option<u8>,
+    #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
+    notification_uri: Option<String>,
+    /// Always written, even when every field is empty (`{}`).
+    #[serde(rename = "initiator", default)]
+    initiator: InitiatorDocument,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum OperationRequestDocument {
+    #[serde(rename = "Create")]
+    Create,
+    #[serde(rename = "Update")]
+    Update,
+    #[serde(rename = "Delete")]
+    Delete,
+}
+
+/// Spelled exactly so (no case folding, no `Cancelled`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum ProvisioningStateDocument {
+    #[serde(rename = "Accepted")]
+    Accepted,
+    #[serde(rename = "Provisioning")]
+    Provisioning,
+    #[serde(rename = "Updating")]
+    Updating,
+    #[serde(rename = "Deleting")]
+    Deleting,
+    #[serde(rename = "Canceling")]
+    Canceling,
+    #[serde(rename = "Succeeded")]
+    Succeeded,
+    #[serde(rename = "Failed")]
+    Failed,
+    #[serde(rename = "Canceled")]
+    Canceled,
+}
+
+/// The ARM error body, nested through `details`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CloudErrorDocument {
+    #[serde(rename = "code")]
+    code: String,
+    #[serde(rename = "message")]
+    message: String,
+    #[serde(rename = "target", default, skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+    #[serde(rename = "details", default, skip_serializing_if = "Vec::is_empty")]
+    details: Vec<CloudErrorDocument>,
+}
+
+/// Who asked; each field left out when empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct InitiatorDocument {
+    #[serde(rename = "tenantId", default, skip_serializing_if = "String::is_empty")]
+    tenant_id: String,
+    #[serde(rename = "clientId", default, skip_serializing_if = "String::is_empty")]
+    client_id: String,
+    #[serde(rename = "clientRequestId", default, skip_serializing_if = "String::is_empty")]
+    client_request_id: String,
+    #[serde(rename = "correlationRequestId", default, skip_serializing_if = "String::is_empty")]
+    correlation_request_id: String,
+}
+
+impl From<&Operation> for OperationDocument {
+    fn from(op: &Operation) -> Self {
+        let Operation {
+            id,
+            subscription,
+            resource_key,
+            resource_id,
+            request,
+            status,
+            error,
+            start_time,
+            last_transition_time,
+            percent_complete,
+            notification_uri,
+            initiator,
+            api_version,
+        } = op;
+        OperationDocument {
+            version: super::CURRENT,
+            id: id.as_str().to_string(),
+            subscription: subscription.clone(),
+            resource_key: resource_key.as_str().to_string(),
+            resource_id: resource_id.clone(),
+            request: (*request).into(),
+            status: (*status).into(),
+            error: error.as_ref().map(CloudErrorDocument::from),
+            start_time: start_time.as_millis(),
+            last_transition_time: last_transition_time.as_millis(),
+            percent_complete: *percent_complete,
+            notification_uri: notification_uri.clone(),
+            initiator: initiator.into(),
+            api_version: api_version.clone(),
+        }
+    }
+}
+
+impl TryFrom<OperationDocument> for Operation {
+    type Error = DocumentError;
+
+    fn try_from(doc: OperationDocument) -> Result<Self, DocumentError> {
+        let OperationDocument {
+            version,
+            id,
+            subscription,
+            resource_key,
+            resource_id,
+            request,
+            status,
+            error,
+            start_time,
+            last_transition_time,
+            percent_complete,
+            notification_uri,
+            initiator,
+            api_version,
+        } = doc;
+        check_version(version)?;
+        Ok(Operation {
+            id: operation_id(id, "id")?,
+            subscription,
+            resource_key: ResourceKey(resource_key),
+            resource_id,
+            request: request.into(),
+            status: status.into(),
+            error: error.map(CloudError::from),
+            start_time: Timestamp(start_time),
+            last_transition_time: Timestamp(last_transition_time),
+            percent_complete,
+            notification_uri,
+            initiator: initiator.into(),
+            api_version,
+        })
+    }
+}
+
+impl From<OperationRequest> for OperationRequestDocument {
+    fn from(r: OperationRequest) -> Self {
+        match r {
+            OperationRequest::Create => OperationRequestDocument::Create,
+            OperationRequest::Update => OperationRequestDocument::Update,
+            OperationRequest::Delete => OperationRequestDocument::Delete,
+        }
+    }
+}
+
+impl From<OperationRequestDocument> for OperationRequest {
+    fn from(r: OperationRequestDocument) -> Self {
+        match r {
+            OperationRequestDocument::Create => OperationRequest::Create,
+            OperationRequestDocument::Update => OperationRequest::Update,
+            OperationRequestDocument::Delete => OperationRequest::Delete,
+        }
+    }
+}
+
+impl From<ProvisioningState> for ProvisioningStateDocument {
+    fn from(s: ProvisioningState) -> Self {
+        match s {
+            ProvisioningState::Accepted => ProvisioningStateDocument::Accepted,
+            ProvisioningState::Provisioning => ProvisioningStateDocument::Provisioning,
+            ProvisioningState::Updating => ProvisioningStateDocument::Updating,
+            ProvisioningState::Deleting => ProvisioningStateDocument::Deleting,
+            ProvisioningState::Canceling => ProvisioningStateDocument::Canceling,
+            ProvisioningState::Succeeded => ProvisioningStateDocument::Succeeded,
+            ProvisioningState::Failed => ProvisioningStateDocument::Failed,
+            ProvisioningState::Canceled => ProvisioningStateDocument::Canceled,
+        }
+    }
+}
+
+impl From<ProvisioningStateDocument> for ProvisioningState {
+    fn from(s: ProvisioningStateDocument) -> Self {
+        match s {
+            ProvisioningStateDocument::Accepted => ProvisioningState::Accepted,
+            ProvisioningStateDocument::Provisioning => ProvisioningState::Provisioning,
+            ProvisioningStateDocument::Updating => ProvisioningState::Updating,
+            ProvisioningStateDocument::Deleting => ProvisioningState::Deleting,
+            ProvisioningStateDocument::Canceling => ProvisioningState::Canceling,
+            ProvisioningStateDocument::Succeeded => ProvisioningState::Succeeded,
+            ProvisioningStateDocument::Failed => ProvisioningState::Failed,
+            ProvisioningStateDocument::Canceled => ProvisioningState::Canceled,
+        }
+    }
+}
+
+impl From<&CloudError> for CloudErrorDocument {
+    fn from(e: &CloudError) -> Self {
+        let CloudError { code, message, target, details } = e;
+        CloudErrorDocument {
+            code: code.clone(),
+            message: message.clone(),
+            target: target.clone(),
+            details: details.iter().map(CloudErrorDocument::from).collect(),
+        }
+    }
+}
+
+impl From<CloudErrorDocument> for CloudError {
+    fn from(e: CloudErrorDocument) -> Self {
+        let CloudErrorDocument { code, message, target, details } = e;
+        CloudError { code, message, target, details: details.into_iter().map(CloudError::from).collect() }
+    }
+}
+
+impl From<&Initiator> for InitiatorDocument {
+    fn from(i: &Initiator) -> Self {
+        let Initiator { tenant_id, client_id, client_request_id, correlation_request_id } = i;
+        InitiatorDocument {
+            tenant_id: tenant_id.clone(),
+            client_id: client_id.clone(),
+            client_request_id: client_request_id.clone(),
+            correlation_request_id: correlation_request_id.clone(),
+        }
+    }
+}
+
+impl From<InitiatorDocument> for Initiator {
+    fn from(i: InitiatorDocument) -> Self {
+        let InitiatorDocument { tenant_id, client_id, client_request_id, correlation_request_id } = i;
+        Initiator { tenant_id, client_id, client_request_id, correlation_request_id }
+    }
+}
