@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use slipway_domain::admission::{self, Admitted, RequestContext};
-use slipway_domain::ids::{ArmId, OperationId, ResourceKey};
+use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::operation::is_visible_to;
 use slipway_domain::resource::Spec;
 use slipway_domain::{Initiator, Operation, OperationRequest, ProvisioningState, TypeKey};
@@ -155,12 +155,10 @@ fn not_found_op(id: &str) -> ArmError {
 
 async fn find_operation(state: &ApiState, ctx: &Ctx, subscription: &str, id: &str) -> Result<Operation, ArmError> {
     let op_id = OperationId::parse(id).ok_or_else(|| not_found_op(id))?;
-    let op = state
-        .store
-        .get_operation(&subscription.to_ascii_lowercase(), &op_id, state.clock.now())
-        .await?
-        .ok_or_else(|| not_found_op(id))?;
-    if !is_visible_to(&op, subscription, ctx.header("x-ms-home-tenant-id"), ctx.header("x-ms-client-object-id")) {
+    let subscription = SubscriptionId::new(subscription);
+    let op =
+        state.store.get_operation(&subscription, &op_id, state.clock.now()).await?.ok_or_else(|| not_found_op(id))?;
+    if !is_visible_to(&op, &subscription, ctx.header("x-ms-home-tenant-id"), ctx.header("x-ms-client-object-id")) {
         return Err(not_found_op(id));
     }
     Ok(op)
@@ -412,7 +410,7 @@ async fn list(
     let page = state
         .store
         .list_resources(&ListQuery {
-            subscription: subscription.to_ascii_lowercase(),
+            subscription: SubscriptionId::new(subscription),
             resource_group: resource_group.map(str::to_ascii_lowercase),
             type_key: TypeKey::new(&ty.namespace, &ty.type_name),
             after,

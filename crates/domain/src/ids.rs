@@ -79,8 +79,8 @@ impl ArmId {
         TypeKey::new(&self.namespace, &self.type_name)
     }
 
-    pub fn subscription_key(&self) -> String {
-        self.subscription.to_ascii_lowercase()
+    pub fn subscription_key(&self) -> SubscriptionId {
+        SubscriptionId::new(&self.subscription)
     }
 
     pub fn resource_group_key(&self) -> String {
@@ -136,6 +136,59 @@ impl fmt::Display for TypeKey {
     }
 }
 
+/// A subscription id as a key: lowercased once, here, so every comparison and lookup of a
+/// subscription (operations, notifications, lists) agrees on the casing. The id in a
+/// resource's path keeps the client's casing (`ArmId::subscription`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SubscriptionId(String);
+
+impl SubscriptionId {
+    pub fn new(id: &str) -> Self {
+        SubscriptionId(id.to_ascii_lowercase())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for SubscriptionId {
+    fn from(id: &str) -> Self {
+        SubscriptionId::new(id)
+    }
+}
+
+impl From<&String> for SubscriptionId {
+    fn from(id: &String) -> Self {
+        SubscriptionId::new(id)
+    }
+}
+
+impl From<&SubscriptionId> for SubscriptionId {
+    fn from(id: &SubscriptionId) -> Self {
+        id.clone()
+    }
+}
+
+impl fmt::Display for SubscriptionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for SubscriptionId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for SubscriptionId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 /// An operation id: a lowercase UUID chosen by the API when it accepts a request.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -165,6 +218,18 @@ impl fmt::Display for OperationId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subscription_ids_are_normalised_once() {
+        let a = SubscriptionId::new("Sub-ABC");
+        assert_eq!(a.as_str(), "sub-abc");
+        assert_eq!(a, SubscriptionId::from("SUB-abc"));
+        assert_eq!(a, "sub-abc");
+        assert_eq!(serde_json::to_string(&a).unwrap(), r#""sub-abc""#, "stored as a plain string");
+        let id = ArmId::new("Sub-ABC", "rg", "Ns", "things", "n").unwrap();
+        assert_eq!(id.subscription_key(), a);
+        assert_eq!(id.subscription, "Sub-ABC", "the path keeps the client's casing");
+    }
 
     #[test]
     fn parses_and_echoes_casing() {

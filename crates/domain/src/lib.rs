@@ -23,7 +23,7 @@ pub mod state;
 pub mod time;
 
 pub use config_version::ConfigVersion;
-pub use ids::{ArmId, OperationId, ResourceKey, TypeKey};
+pub use ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
 pub use job::{Job, JobState, JobType};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};
 pub use policy::TypePolicy;

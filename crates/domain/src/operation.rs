@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{OperationId, ResourceKey};
+use crate::ids::{OperationId, ResourceKey, SubscriptionId};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
 
@@ -61,8 +61,8 @@ pub struct Initiator {
 #[serde(rename_all = "camelCase")]
 pub struct Operation {
     pub id: OperationId,
-    /// Lowercased subscription: an operation is visible only under it.
-    pub subscription: String,
+    /// An operation is visible only under its subscription.
+    pub subscription: SubscriptionId,
     pub resource_key: ResourceKey,
     /// The resource id in its original casing.
     pub resource_id: String,
@@ -116,8 +116,8 @@ impl Operation {
 
 /// Rejects a status/result request whose identity does not match the initiator's (ARO rule:
 /// same subscription always; tenant and client only when the operation recorded them).
-pub fn is_visible_to(op: &Operation, subscription: &str, tenant_id: &str, client_id: &str) -> bool {
-    op.subscription.eq_ignore_ascii_case(subscription)
+pub fn is_visible_to(op: &Operation, subscription: &SubscriptionId, tenant_id: &str, client_id: &str) -> bool {
+    op.subscription == *subscription
         && (op.initiator.tenant_id.is_empty() || op.initiator.tenant_id.eq_ignore_ascii_case(tenant_id))
         && (op.initiator.client_id.is_empty() || op.initiator.client_id.eq_ignore_ascii_case(client_id))
 }
@@ -176,12 +176,12 @@ pub(crate) mod tests {
     #[test]
     fn visibility() {
         let mut o = op(ProvisioningState::Accepted);
-        assert!(is_visible_to(&o, "SUB", "", ""));
-        assert!(!is_visible_to(&o, "other", "", ""));
+        assert!(is_visible_to(&o, &"SUB".into(), "", ""));
+        assert!(!is_visible_to(&o, &"other".into(), "", ""));
         o.initiator.tenant_id = "T1".into();
         o.initiator.client_id = "O1".into();
-        assert!(is_visible_to(&o, "sub", "t1", "o1"));
-        assert!(!is_visible_to(&o, "sub", "t1", "o2"));
-        assert!(!is_visible_to(&o, "sub", "t2", "o1"));
+        assert!(is_visible_to(&o, &"sub".into(), "t1", "o1"));
+        assert!(!is_visible_to(&o, &"sub".into(), "t1", "o2"));
+        assert!(!is_visible_to(&o, &"sub".into(), "t2", "o1"));
     }
 }

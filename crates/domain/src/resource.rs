@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config_version::ConfigVersion;
-use crate::ids::{ArmId, OperationId, ResourceKey};
+use crate::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use crate::job::Job;
 use crate::operation::{CloudError, Operation};
 use crate::state::ProvisioningState;
@@ -136,7 +136,7 @@ impl ResourceRecord {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewNotification {
-    pub subscription: String,
+    pub subscription: SubscriptionId,
     pub operation_id: OperationId,
     pub uri: String,
 }

@@ -107,7 +107,7 @@ async fn wait_succeeded(store: &dyn Store, ops: &[OperationId], timeout: Duratio
     let start = Instant::now();
     for op in ops {
         loop {
-            let got = store.get_operation("sub", op, SystemClock.now()).await.unwrap().unwrap();
+            let got = store.get_operation(&"sub".into(), op, SystemClock.now()).await.unwrap().unwrap();
             if got.status == ProvisioningState::Succeeded {
                 break;
             }

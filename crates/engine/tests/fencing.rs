@@ -120,11 +120,11 @@ impl Store for Recording {
     }
     async fn get_operation(
         &self,
-        subscription: &str,
+        subscription: &slipway_domain::SubscriptionId,
         id: &OperationId,
         now: Timestamp,
     ) -> Result<Option<Operation>, StoreError> {
-        self.inner.get_operation(subscription, id, now).await
+        self.inner.get_operation(&subscription.into(), id, now).await
     }
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
         self.inner.claim(req).await
@@ -300,7 +300,7 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     // lease could run out.
     let back = Instant::now();
     loop {
-        let got = store.get_operation("sub", &op, clock.now()).await.unwrap().expect("operation");
+        let got = store.get_operation(&"sub".into(), &op, clock.now()).await.unwrap().expect("operation");
         if got.status == ProvisioningState::Succeeded {
             break;
         }

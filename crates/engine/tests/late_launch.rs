@@ -216,7 +216,7 @@ impl Setup {
     async fn wait_succeeded(&self) {
         let op = slipway_domain::OperationId::parse("00000000-0000-0000-0000-000000000001").unwrap();
         until_async("the operation succeeded", || async {
-            let got = self.store.get_operation("sub", &op, self.clock.now()).await.unwrap().expect("operation");
+            let got = self.store.get_operation(&"sub".into(), &op, self.clock.now()).await.unwrap().expect("operation");
             assert!(!got.is_terminal() || got.status == ProvisioningState::Succeeded, "{got:?}");
             got.status == ProvisioningState::Succeeded
         })

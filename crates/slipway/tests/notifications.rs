@@ -464,11 +464,11 @@ impl Store for Recording {
     }
     async fn get_operation(
         &self,
-        subscription: &str,
+        subscription: &slipway_domain::SubscriptionId,
         id: &OperationId,
         now: Timestamp,
     ) -> Result<Option<Operation>, StoreError> {
-        self.inner.get_operation(subscription, id, now).await
+        self.inner.get_operation(&subscription.into(), id, now).await
     }
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
         self.inner.claim(req).await

@@ -34,7 +34,7 @@ impl ResourceColumns {
             .map_err(|e| StoreError::Internal(format!("cannot encode resource {key}: {e}")))?;
         let lease = rec.lease.as_ref();
         Ok(ResourceColumns {
-            subscription: rec.id.subscription_key(),
+            subscription: rec.id.subscription_key().as_str().to_string(),
             resource_group: rec.id.resource_group_key(),
             type_key: rec.id.type_key().as_str().to_string(),
             next_due: rec.schedule.next_due.map(Timestamp::as_millis),

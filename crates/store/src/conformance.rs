@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use slipway_domain::admission::{self, Admitted, Rejection, RequestContext};
-use slipway_domain::ids::{ArmId, OperationId, ResourceKey, TypeKey};
+use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::operation::codes;
 use slipway_domain::resource::{Lease, NewNotification, Schedule, Snapshot, Spec};
 use slipway_domain::{CloudError, Initiator, Operation, OperationRequest, ProvisioningState, Timestamp};
@@ -260,7 +260,7 @@ async fn resource(store: &dyn Store, key: &ResourceKey) -> slipway_domain::Resou
 }
 
 async fn operation(store: &dyn Store, subscription: &str, id: &OperationId, now: Timestamp) -> Operation {
-    store.get_operation(subscription, id, now).await.expect("get_operation").expect("operation exists")
+    store.get_operation(&subscription.into(), id, now).await.expect("get_operation").expect("operation exists")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -302,7 +302,7 @@ pub async fn case_create_and_read_back(store: &dyn Store) {
 }
 
 async fn operation_of(store: &dyn Store, subscription: &str, id: &OperationId) -> Option<Operation> {
-    store.get_operation(subscription, id, T0).await.expect("get_operation")
+    store.get_operation(&subscription.into(), id, T0).await.expect("get_operation")
 }
 
 pub async fn case_noop_change_writes_nothing(h: &Harness) {
@@ -351,7 +351,7 @@ pub async fn case_noop_change_writes_nothing(h: &Harness) {
 
     assert_eq!(store.get_resource(&id.key()).await, Ok(created.resource.clone()));
     // (Engines also prove no row was touched in their own tests, e.g. SQLite's data_version.)
-    assert_eq!(store.get_operation("sub-noop", &op.id, at(5 * SECOND)).await, Ok(Some(op.clone())));
+    assert_eq!(store.get_operation(&"sub-noop".into(), &op.id, at(5 * SECOND)).await, Ok(Some(op.clone())));
 }
 
 /// A change function cannot re-home a resource under another key: the write is refused and
@@ -751,8 +751,8 @@ pub async fn case_operation_ttl(h: &Harness) {
     let just_before = expiry.sub(Duration::from_millis(1));
 
     // Expiry is exact even before any sweep.
-    assert!(store.get_operation("sub-ttl", &op_id(1), just_before).await.expect("get").is_some());
-    assert_eq!(store.get_operation("sub-ttl", &op_id(1), expiry).await, Ok(None));
+    assert!(store.get_operation(&"sub-ttl".into(), &op_id(1), just_before).await.expect("get").is_some());
+    assert_eq!(store.get_operation(&"sub-ttl".into(), &op_id(1), expiry).await, Ok(None));
     let named = |now| ChangeRequest::new(key.clone(), now).with_operation("sub-ttl", op_id(1));
     assert_eq!(op_ids(&noop(store, named(just_before)).await), vec![op_id(1)]);
     assert!(noop(store, named(expiry)).await.operations.is_empty(), "an expired operation is not loaded");
@@ -760,7 +760,7 @@ pub async fn case_operation_ttl(h: &Harness) {
     assert_eq!(store.sweep_operations(just_before).await, Ok(0));
     assert_eq!(store.sweep_operations(expiry).await, Ok(1));
     assert_eq!(store.sweep_operations(expiry).await, Ok(0));
-    assert_eq!(store.get_operation("sub-ttl", &op_id(1), T0).await, Ok(None), "swept for good");
+    assert_eq!(store.get_operation(&"sub-ttl".into(), &op_id(1), T0).await, Ok(None), "swept for good");
     assert!(store.get_resource(&key).await.expect("get").is_some(), "the resource is not swept");
 }
 
@@ -775,15 +775,15 @@ pub async fn case_operation_expiry_follows_last_write(h: &Harness) {
 
     let first_expiry = T0.add(ttl);
     let expiry = t1.add(ttl);
-    assert!(store.get_operation("sub-expiry", &op_id(1), first_expiry).await.expect("get").is_some());
+    assert!(store.get_operation(&"sub-expiry".into(), &op_id(1), first_expiry).await.expect("get").is_some());
     assert!(
         store
-            .get_operation("sub-expiry", &op_id(1), expiry.sub(Duration::from_millis(1)))
+            .get_operation(&"sub-expiry".into(), &op_id(1), expiry.sub(Duration::from_millis(1)))
             .await
             .expect("get")
             .is_some()
     );
-    assert_eq!(store.get_operation("sub-expiry", &op_id(1), expiry).await, Ok(None));
+    assert_eq!(store.get_operation(&"sub-expiry".into(), &op_id(1), expiry).await, Ok(None));
     assert_eq!(store.sweep_operations(first_expiry).await, Ok(0));
 
     // Writing the resource alone does not touch its unchanged operation's expiry.
@@ -796,7 +796,7 @@ pub async fn case_operation_expiry_follows_last_write(h: &Harness) {
     })
     .await
     .expect("change");
-    assert_eq!(store.get_operation("sub-expiry", &op_id(2), first_expiry).await, Ok(None));
+    assert_eq!(store.get_operation(&"sub-expiry".into(), &op_id(2), first_expiry).await, Ok(None));
 
     assert_eq!(store.sweep_operations(first_expiry).await, Ok(1), "only the unrewritten one");
     assert_eq!(store.sweep_operations(expiry).await, Ok(1));
@@ -807,7 +807,7 @@ pub async fn case_running_operations_never_expire(h: &Harness) {
     let id = vnet("sub-running", "rg", "r1");
     put(store, &id, spec(1), ctx(1, T0)).await;
     let long_after = T0.add(h.operation_ttl * 3);
-    assert!(store.get_operation("sub-running", &op_id(1), long_after).await.expect("get").is_some());
+    assert!(store.get_operation(&"sub-running".into(), &op_id(1), long_after).await.expect("get").is_some());
     assert_eq!(store.sweep_operations(long_after).await, Ok(0), "an operation still running is kept");
     set_status(store, &id.key(), &op_id(1), ProvisioningState::Failed, None, long_after).await;
     assert_eq!(store.sweep_operations(long_after.add(h.operation_ttl)).await, Ok(1), "once ended it expires");
@@ -1134,7 +1134,7 @@ pub async fn check_corrupt_rows_are_internal(store: &dyn Store, id: &ArmId, othe
     let noop = || -> ChangeFn { Box::new(|_| Ok(())) };
     assert!(internal(&store.change(ChangeRequest::new(id.key(), at(1)), noop()).await.expect_err("corrupt")));
     assert!(internal(&store.change(ChangeRequest::new(other.key(), at(1)), noop()).await.expect_err("corrupt op")));
-    assert!(internal(&store.get_operation("sub", &op_id(2), T0).await.expect_err("corrupt op")));
+    assert!(internal(&store.get_operation(&"sub".into(), &op_id(2), T0).await.expect_err("corrupt op")));
     let query =
         ListQuery { subscription: "sub".into(), resource_group: None, type_key: id.type_key(), after: None, limit: 10 };
     assert!(internal(&store.list_resources(&query).await.expect_err("corrupt")));
@@ -1186,7 +1186,7 @@ pub async fn case_a_failing_change_undoes_only_its_own_writes(h: &Harness) {
     }
     for (i, id, result) in tasks.join_all().await {
         let stored = store.get_resource(&id.key()).await.expect("get");
-        let op = store.get_operation("sub-isolated", &op_id(1 + i), T0).await.expect("get op");
+        let op = store.get_operation(&"sub-isolated".into(), &op_id(1 + i), T0).await.expect("get op");
         match i % 4 {
             0 => {
                 let snap = result.expect("committed");
@@ -1228,10 +1228,11 @@ pub async fn case_grouped_changes_keep_their_own_times(h: &Harness) {
         });
     }
     tasks.join_all().await;
+    let subscription = SubscriptionId::new("sub-times");
     for i in 0..N {
         let expiry = at(i * SECOND).add(ttl);
         let op = op_id(100 + i as u64);
-        let visible = |t| store.get_operation("sub-times", &op, t);
+        let visible = |t| store.get_operation(&subscription, &op, t);
         assert!(visible(expiry.sub(Duration::from_millis(1))).await.expect("get").is_some(), "op {i} expired early");
         assert_eq!(visible(expiry).await, Ok(None), "op {i} expires a TTL after its own change");
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use slipway_domain::admission::Rejection;
-use slipway_domain::ids::{OperationId, ResourceKey, TypeKey};
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
@@ -40,7 +40,7 @@ pub struct Fence {
 pub struct ChangeRequest {
     pub key: ResourceKey,
     /// An operation to load even if it is terminal (e.g. the one a cancel names).
-    pub operation: Option<(String, OperationId)>,
+    pub operation: Option<(SubscriptionId, OperationId)>,
     /// Engine writes carry their lease; client writes carry none.
     pub fence: Option<Fence>,
     /// Stamps operation expiry (last write + TTL).
@@ -57,8 +57,8 @@ impl ChangeRequest {
         self
     }
 
-    pub fn with_operation(mut self, subscription: &str, id: OperationId) -> Self {
-        self.operation = Some((subscription.to_ascii_lowercase(), id));
+    pub fn with_operation(mut self, subscription: impl Into<SubscriptionId>, id: OperationId) -> Self {
+        self.operation = Some((subscription.into(), id));
         self
     }
 
@@ -91,8 +91,7 @@ pub enum StoreError {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListQuery {
-    /// Lowercased subscription.
-    pub subscription: String,
+    pub subscription: SubscriptionId,
     /// Lowercased resource group; `None` lists the whole subscription.
     pub resource_group: Option<String>,
     pub type_key: TypeKey,
@@ -158,7 +157,7 @@ impl StatsCounters {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notification {
     pub id: i64,
-    pub subscription: String,
+    pub subscription: SubscriptionId,
     pub operation_id: OperationId,
     pub uri: String,
     pub attempts: u32,
@@ -187,7 +186,7 @@ pub trait Store: Send + Sync + 'static {
     /// at `now`.
     async fn get_operation(
         &self,
-        subscription: &str,
+        subscription: &SubscriptionId,
         id: &OperationId,
         now: Timestamp,
     ) -> Result<Option<Operation>, StoreError>;

@@ -88,7 +88,7 @@ impl ChangePlan {
             .notifications
             .iter()
             .map(|n| NotificationRow {
-                subscription: n.subscription.to_ascii_lowercase(),
+                subscription: n.subscription.as_str().to_string(),
                 operation_id: n.operation_id.as_str().to_string(),
                 uri: n.uri.clone(),
                 due_at: now.as_millis(),
@@ -133,7 +133,7 @@ impl OperationRow {
             .map_err(|e| StoreError::Internal(format!("cannot encode operation {}: {e}", op.id)))?;
         Ok(OperationRow {
             insert,
-            subscription: op.subscription.to_ascii_lowercase(),
+            subscription: op.subscription.as_str().to_string(),
             id: op.id.as_str().to_string(),
             resource_key: normalize_key(&op.resource_key).as_str().to_string(),
             status: op.status.as_str(),

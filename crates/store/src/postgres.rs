@@ -50,7 +50,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
-use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 use tokio_postgres::NoTls;
@@ -394,12 +394,11 @@ impl Store for PostgresStore {
 
     async fn get_operation(
         &self,
-        subscription: &str,
+        subscription: &SubscriptionId,
         id: &OperationId,
         now: Timestamp,
     ) -> Result<Option<Operation>, StoreError> {
-        let subscription = subscription.to_ascii_lowercase();
-        self.read(|c| Box::pin(rows::get_operation(c, subscription.clone(), id.clone(), now))).await
+        self.read(|c| Box::pin(rows::get_operation(c, subscription.as_str().to_string(), id.clone(), now))).await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {

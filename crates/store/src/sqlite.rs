@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, ErrorCode};
-use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 use tokio::sync::{mpsc, oneshot};
@@ -207,13 +207,13 @@ impl Store for SqliteStore {
 
     async fn get_operation(
         &self,
-        subscription: &str,
+        subscription: &SubscriptionId,
         id: &OperationId,
         now: Timestamp,
     ) -> Result<Option<Operation>, StoreError> {
-        let subscription = subscription.to_ascii_lowercase();
+        let subscription = subscription.clone();
         let id = id.clone();
-        self.readers.run(move |conn| rows::get_operation(conn, &subscription, &id, now)).await
+        self.readers.run(move |conn| rows::get_operation(conn, subscription.as_str(), &id, now)).await
     }
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {

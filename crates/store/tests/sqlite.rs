@@ -289,6 +289,6 @@ async fn a_request_failing_midway_undoes_its_partial_writes() {
     );
     assert!(matches!(bad, Err(StoreError::Internal(_))), "{bad:?}");
     assert_eq!(store.get_resource(&id.key()).await, Ok(None), "the resource insert was undone");
-    assert_eq!(store.get_operation("sub", &conformance::op_id(7), T0).await, Ok(None));
+    assert_eq!(store.get_operation(&"sub".into(), &conformance::op_id(7), T0).await, Ok(None));
     assert_eq!(store.get_resource(&neighbour.key()).await, Ok(good.1.resource));
 }

@@ -126,7 +126,7 @@ impl From<&Operation> for OperationDocument {
         OperationDocument {
             version: super::CURRENT,
             id: id.as_str().to_string(),
-            subscription: subscription.clone(),
+            subscription: subscription.as_str().to_string(),
             resource_key: resource_key.as_str().to_string(),
             resource_id: resource_id.clone(),
             request: (*request).into(),
@@ -165,7 +165,7 @@ impl TryFrom<OperationDocument> for Operation {
         check_version(version)?;
         Ok(Operation {
             id: operation_id(id, "id")?,
-            subscription,
+            subscription: slipway_domain::SubscriptionId::new(&subscription),
             resource_key: ResourceKey(resource_key),
             resource_id,
             request: request.into(),

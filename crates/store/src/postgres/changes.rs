@@ -288,7 +288,7 @@ async fn load(
         .enumerate()
         .filter_map(|(i, q)| q.req.operation.as_ref().map(|(sub, id)| (i, sub.as_str(), id.as_str())))
         .collect();
-    let subscriptions: Vec<String> = naming.iter().map(|(_, sub, _)| sub.to_ascii_lowercase()).collect();
+    let subscriptions: Vec<&str> = naming.iter().map(|(_, sub, _)| *sub).collect();
     let ids: Vec<&str> = naming.iter().map(|(_, _, id)| *id).collect();
     let nows: Vec<i64> = naming.iter().map(|(i, _, _)| batch[*i].req.now.as_millis()).collect();
     let named_rows = async {
@@ -329,9 +329,8 @@ async fn load(
         let ord: i64 = rows::column(row, 2, "operation", "?")?;
         let Some((i, subscription, _)) = usize::try_from(ord - 1).ok().and_then(|n| naming.get(n)) else { continue };
         let op = rows::read_operation(row)?;
-        let subscription = subscription.to_ascii_lowercase();
         if let Some(snapshot) = snapshots.get_mut(batch[*i].req.key.as_str()) {
-            let loaded = snapshot.operations.iter().any(|o| o.id == op.id && o.subscription == subscription);
+            let loaded = snapshot.operations.iter().any(|o| o.id == op.id && o.subscription == *subscription);
             if !loaded {
                 snapshot.operations.push(op);
             }

@@ -66,7 +66,7 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
     // One row more than asked tells whether another page follows.
     let fetch = sql_limit(limit.saturating_add(1));
     let type_key = query.type_key.as_str().to_ascii_lowercase();
-    let subscription = query.subscription.to_ascii_lowercase();
+    let subscription = query.subscription.as_str();
     // Every key starts with '/', so '' sorts before all of them.
     let after = query.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
     let rows = match &query.resource_group {
@@ -133,7 +133,7 @@ pub(super) fn read_notification(row: &Row) -> Result<Notification, StoreError> {
     let attempts: i64 = at(get(4))?;
     Ok(Notification {
         id,
-        subscription: at(get(1))?,
+        subscription: slipway_domain::SubscriptionId::new(&at::<String>(get(1))?),
         operation_id: OperationId::parse(&operation_id).ok_or_else(|| corrupt("outbox", &name, "bad operation id"))?,
         uri: at(get(3))?,
         attempts: u32::try_from(attempts).map_err(|_| corrupt("outbox", &name, "bad attempts"))?,

@@ -40,7 +40,7 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
     // One row more than asked tells whether another page follows.
     let fetch = sql_limit(limit.saturating_add(1));
     let type_key = query.type_key.as_str().to_ascii_lowercase();
-    let subscription = query.subscription.to_ascii_lowercase();
+    let subscription = query.subscription.as_str();
     // Every key starts with '/', so '' sorts before all of them.
     let after = query.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
     let rows: Vec<ResourceRow> = match &query.resource_group {
@@ -122,7 +122,7 @@ pub(super) fn due_notifications(
             let row = || format!("#{id}");
             Ok(Notification {
                 id,
-                subscription,
+                subscription: slipway_domain::SubscriptionId::new(&subscription),
                 operation_id: OperationId::parse(&operation_id)
                     .ok_or_else(|| corrupt("outbox", &row(), "bad operation id"))?,
                 uri,

@@ -41,10 +41,9 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
     let mut operations =
         raw.iter().map(|(id, body)| decode_operation(id, body)).collect::<Result<Vec<Operation>, _>>()?;
     if let Some((subscription, id)) = &req.operation {
-        let subscription = subscription.to_ascii_lowercase();
-        let loaded = operations.iter().any(|op| &op.id == id && op.subscription == subscription);
+        let loaded = operations.iter().any(|op| &op.id == id && op.subscription == *subscription);
         if !loaded {
-            operations.extend(rows::get_operation(conn, &subscription, id, req.now)?);
+            operations.extend(rows::get_operation(conn, subscription.as_str(), id, req.now)?);
         }
     }
     Ok(Snapshot { resource, operations, notifications: Vec::new() })
