@@ -193,6 +193,16 @@ impl World {
         self.res().jobs.iter().find(|j| j.idempotency_key == key).unwrap_or_else(|| panic!("job {key} in history"))
     }
 
+    /// A world whose create operation succeeded with job `1001` (key `op1:1`) at `T0`.
+    pub fn provisioned() -> Self {
+        let mut w = World::created();
+        w.launch(&key(1, 1), "1001");
+        assert_eq!(w.poll(&key(1, 1), observed(JobState::Succeeded, "successful", "")), None);
+        assert_eq!(w.decide(), Effect::Sleep { until: None });
+        assert_eq!(w.op(1).status, slipway_domain::ProvisioningState::Succeeded);
+        w
+    }
+
     /// Expects `decide` to launch `key`, and reports the launch as accepted with `job_id`.
     pub fn launch(&mut self, key: &str, job_id: &str) {
         let effect = self.decide();
