@@ -23,8 +23,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use aap_sim::{Faults, RateLimitBurst, Sim, SimConfig};
-use common::replica::{Replica, create_on_any, get_any, ready, unique_schema};
+use aap_sim::{Faults, RateLimitBurst};
+use common::replica::{Replica, ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema};
 use common::{API, rid};
 
 const OPS: usize = 100;
@@ -45,22 +45,10 @@ async fn replicas_converge_under_aap_faults_and_honour_retry_after() {
         println!("replica-aap-faults: logs kept in {}", dir.path().display());
     }
     let schema = unique_schema("rapf");
-    let mut sim_config = SimConfig { tick_ms: 20, ..SimConfig::default() };
-    for t in &mut sim_config.job_templates {
-        t.duration_seconds = 1.0;
-    }
-    let sim = Sim::start("127.0.0.1:0", sim_config).await.unwrap();
+    let sim = quick_sim().await;
     let h = sim.handle();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    let mut replicas: Vec<Replica> =
-        (0..REPLICAS).map(|i| Replica::new(dir.path(), i, &schema, &sim, LEASE_SECONDS)).collect();
-    for r in &mut replicas {
-        r.start();
-    }
-    for r in &replicas {
-        let up = ready(&http, &r.base(), Duration::from_secs(60)).await;
-        assert!(up, "{} never became ready; logs in {}", r.name, dir.path().display());
-    }
+    let mut replicas = start_replicas(dir.path(), &sim, &ReplicaConfig::new(&schema, LEASE_SECONDS), REPLICAS).await;
     let user_agent = |r: &Replica| format!("slipway/{} ({}/aap)", env!("CARGO_PKG_VERSION"), r.name);
 
     // Faults from now on; the burst windows start with them.

@@ -16,8 +16,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use aap_sim::{Faults, Sim, SimConfig};
-use common::replica::{Replica, ReplicaConfig, create_on_any, get_any, ready, unique_schema};
+use aap_sim::Faults;
+use common::replica::{ReplicaConfig, create_on_any, get_any, quick_sim, ready, start_replicas, unique_schema};
 use common::rid;
 
 /// `SLIPWAY_TEST_LATE_OPS` runs more (the probe used 300).
@@ -34,11 +34,7 @@ async fn launches_processed_after_their_timeout_and_kills_start_one_job_per_key(
     if keep {
         println!("replica-late-launch: logs kept in {}", dir.path().display());
     }
-    let mut sim_config = SimConfig { tick_ms: 20, ..SimConfig::default() };
-    for t in &mut sim_config.job_templates {
-        t.duration_seconds = 1.0;
-    }
-    let sim = Sim::start("127.0.0.1:0", sim_config).await.unwrap();
+    let sim = quick_sim().await;
     let h = sim.handle();
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     let config = ReplicaConfig {
@@ -47,15 +43,7 @@ async fn launches_processed_after_their_timeout_and_kills_start_one_job_per_key(
         provider_toml: "launch_ambiguity_seconds = 10".into(),
         ..ReplicaConfig::new(&unique_schema("rll"), LEASE_SECONDS)
     };
-    let mut replicas: Vec<Replica> =
-        (0..REPLICAS).map(|i| Replica::with_config(dir.path(), i, &sim, &config)).collect();
-    for r in &mut replicas {
-        r.start();
-    }
-    for r in &replicas {
-        let up = ready(&http, &r.base(), Duration::from_secs(60)).await;
-        assert!(up, "{} never became ready; logs in {}", r.name, dir.path().display());
-    }
+    let mut replicas = start_replicas(dir.path(), &sim, &config, REPLICAS).await;
     h.set_faults(Faults { launch_delay_ms: 3_000, launch_delay_jitter_ms: 2_000, seed: 9, ..Faults::default() });
 
     let started = Instant::now();

@@ -226,3 +226,26 @@ pub async fn get_any(http: &reqwest::Client, replicas: &[Replica], path: &str) -
     }
     None
 }
+
+/// A simulator whose job templates run 1 s jobs, ticking every 20 ms.
+pub async fn quick_sim() -> Sim {
+    let mut config = aap_sim::SimConfig { tick_ms: 20, ..aap_sim::SimConfig::default() };
+    for t in &mut config.job_templates {
+        t.duration_seconds = 1.0;
+    }
+    Sim::start("127.0.0.1:0", config).await.unwrap()
+}
+
+/// `n` replicas configured by `config`, started, each answering `/readyz`.
+pub async fn start_replicas(dir: &Path, sim: &Sim, config: &ReplicaConfig, n: usize) -> Vec<Replica> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    let mut replicas: Vec<Replica> = (0..n).map(|i| Replica::with_config(dir, i, sim, config)).collect();
+    for r in &mut replicas {
+        r.start();
+    }
+    for r in &replicas {
+        let up = ready(&http, &r.base(), Duration::from_secs(60)).await;
+        assert!(up, "{} never became ready; logs in {}", r.name, dir.display());
+    }
+    replicas
+}
