@@ -63,7 +63,7 @@ report("patch", tags=result["tags"])
 # A failing PUT raises with the operation's error.
 bad = rid("virtualNetworks", name + "-bad")
 try:
-    begin("PUT", bad, {"properties": {"addressSpace": "10.6.0.0/16", "simulateFailure": True}}, "azure-async-operation").result(timeout=120)
+    begin("PUT", bad, {"location": "local", "properties": {"addressSpace": "10.6.0.0/16", "simulateFailure": True}}, "azure-async-operation").result(timeout=120)
     expect(False, "failing PUT did not raise")
 except HttpResponseError as e:
     expect(e.status_code == 200, f"status {e.status_code}")

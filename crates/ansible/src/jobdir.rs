@@ -300,9 +300,21 @@ pub fn bound(s: String) -> String {
 
 fn write_private(path: &Path, body: &[u8]) -> io::Result<()> {
     // Extra vars carry the resource's properties: readable by the owner only.
-    let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    let mut f = create_private(path)?;
     f.write_all(body)?;
     f.sync_all()
+}
+
+/// Creates (or truncates) `path` readable and writable by the owner only (`0600`). Every
+/// file the provider writes goes through here: job files carry properties and output.
+pub(crate) fn create_private(path: &Path) -> io::Result<fs::File> {
+    fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
+}
+
+/// Creates `dir` and any missing parents as `0700` (owner only); an existing directory is
+/// left as it is.
+pub(crate) fn create_private_dir_all(dir: &Path) -> io::Result<()> {
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// The extra vars a playbook sees: the `slipway` envelope plus the idempotency key and

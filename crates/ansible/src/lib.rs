@@ -190,8 +190,17 @@ impl AnsibleProvider {
             )));
         }
         let work_dir_err = |source| AnsibleError::WorkDir { path: options.work_dir.clone(), source };
-        fs::create_dir_all(&options.work_dir).map_err(work_dir_err)?;
+        jobdir::create_private_dir_all(&options.work_dir).map_err(work_dir_err)?;
         let work_dir = fs::canonicalize(&options.work_dir).map_err(work_dir_err)?;
+        if let Ok(meta) = fs::metadata(&work_dir)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing::warn!(
+                work_dir = %work_dir.display(),
+                mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                "the work dir is open to other users; job directories inside stay private (0700)"
+            );
+        }
         // The job dir is matched textually in /proc cmdlines and environments.
         if work_dir.to_str().is_none() {
             return Err(AnsibleError::InvalidOption(format!("work_dir must be valid UTF-8: {}", work_dir.display())));
@@ -398,7 +407,7 @@ impl Inner {
         {
             tracing::debug!(dir = %job.dir.display(), error = %e, "could not remove job tmp");
         }
-        if let Err(e) = fs::write(&done, b"") {
+        if let Err(e) = jobdir::create_private(&done) {
             tracing::debug!(dir = %job.dir.display(), error = %e, "could not mark job finished");
         }
     }
@@ -501,8 +510,8 @@ impl Inner {
     }
 
     fn command(&self, job: &JobDir, playbook: &str) -> io::Result<tokio::process::Command> {
-        let stdout = fs::File::create(job.runner_stdout())?;
-        let stderr = fs::File::create(job.runner_stderr())?;
+        let stdout = jobdir::create_private(&job.runner_stdout())?;
+        let stderr = jobdir::create_private(&job.runner_stderr())?;
         let mut cmd = tokio::process::Command::new(&self.runner);
         cmd.arg("run")
             .arg(&job.dir)
@@ -529,7 +538,23 @@ impl Inner {
             .process_group(0)
             // Jobs outlive the provider (and Slipway): a restart adopts them.
             .kill_on_drop(false);
+        private_umask(&mut cmd);
         Ok(cmd)
+    }
+}
+
+/// Everything the job's processes create (runner's artifacts, Ansible's temporary files, what
+/// the playbook writes without an explicit mode) is the owner's only: umask `077` in the
+/// child, set between fork and exec.
+#[allow(unsafe_code)]
+fn private_umask(cmd: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls umask(2),
+    // which is async-signal-safe, allocates nothing and cannot fail.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::umask(0o077);
+            Ok(())
+        });
     }
 }
 
@@ -681,7 +706,7 @@ impl Provider for AnsibleProvider {
                 let Some(runner) = obs.runner.filter(|_| !obs.status.state.is_terminal()) else {
                     return Ok(None);
                 };
-                if let Err(e) = fs::write(job.cancel_marker(), b"") {
+                if let Err(e) = jobdir::create_private(&job.cancel_marker()) {
                     tracing::warn!(job = %name, error = %e, "cannot record the cancel request");
                 }
                 if !lock(&inner.cancelling).insert(name.clone()) {

@@ -257,3 +257,71 @@ async fn unknown_job_dir_is_not_found() {
     let bad = slipway_provider::JobHandle { job_id: "..".into(), data: json!({}) };
     assert!(matches!(p.status(&[bad]).await[0], Err(ProviderError::Permanent(_))));
 }
+
+/// Every directory and file under `dir` (not following links): path and permission bits.
+fn modes_under(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, u32, bool)>) {
+    use std::os::unix::fs::PermissionsExt;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        out.push((entry.path(), meta.permissions().mode() & 0o777, meta.is_dir()));
+        if meta.is_dir() {
+            modes_under(&entry.path(), out);
+        }
+    }
+}
+
+#[tokio::test]
+async fn work_and_job_files_are_private_to_the_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    // What this process would create without the provider's care.
+    let control = fx.work.path().join("control");
+    std::fs::write(&control, "x").unwrap();
+    if std::fs::metadata(&control).unwrap().permissions().mode() & 0o077 == 0 {
+        eprintln!("note: the umask already makes files private; this test proves less");
+    }
+    fx.playbook(
+        "create-thing.yml",
+        r#"    - copy:
+        dest: "{{ slipway.resource.properties.out }}"
+        content: "secret"
+"#,
+    );
+    let work_dir = fx.work.path().join("a/b");
+    let p =
+        AnsibleProvider::new(slipway_ansible::AnsibleOptions { work_dir: work_dir.clone(), ..fx.options() }).unwrap();
+    for dir in [fx.work.path().join("a"), work_dir.clone()] {
+        assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700, "{}", dir.display());
+    }
+    let out = fx.work.path().join("written-by-the-playbook");
+    let launched = p
+        .launch(&request("0a7e5f1c-0000-4000-8000-000000000009:1", "Thing", json!({"out": out.display().to_string()})))
+        .await
+        .unwrap();
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+
+    let job = work_dir.join(&launched.handle.job_id);
+    assert_eq!(std::fs::metadata(&job).unwrap().permissions().mode() & 0o777, 0o700);
+    let mut entries = Vec::new();
+    modes_under(&work_dir, &mut entries);
+    let names: Vec<String> =
+        entries.iter().map(|(p, ..)| p.strip_prefix(&work_dir).unwrap().display().to_string()).collect();
+    for expected in
+        ["runner.out", "runner.err", "job.json", "env/extravars", "artifacts/run/status", "finished", ".locks"]
+    {
+        assert!(names.iter().any(|n| n.ends_with(expected)), "{expected} not among {names:?}");
+    }
+    for (path, mode, is_dir) in &entries {
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}: open to other users", path.display());
+        if *is_dir {
+            assert_eq!(*mode, 0o700, "{}", path.display());
+        }
+    }
+    // What the playbook wrote without a mode of its own is private too (the job's umask).
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o077, 0, "the playbook's file");
+}

@@ -52,6 +52,22 @@ impl ArmError {
     }
 }
 
+/// A client's input as an error message may quote it: at most `max` characters, each one
+/// that is not plain visible ASCII (or is a quote, a backslash, an angle bracket or `%`, so
+/// nothing decodes into something else) shown as `?`, and `…` when cut. Hostile input is
+/// never echoed whole.
+pub(crate) fn echo(input: &str, max: usize) -> String {
+    let mut out: String = input
+        .chars()
+        .take(max)
+        .map(|c| if c.is_ascii_graphic() && !matches!(c, '"' | '\'' | '\\' | '<' | '>' | '`' | '%') { c } else { '?' })
+        .collect();
+    if input.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 impl From<Rejection> for ArmError {
     fn from(r: Rejection) -> Self {
         match r {
@@ -69,6 +85,9 @@ impl From<StoreError> for ArmError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Rejected(r) => r.into(),
+            StoreError::Precondition(message) => {
+                ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
+            }
             StoreError::Unavailable(m) => {
                 tracing::warn!(error = %m, "store unavailable");
                 ArmError::unavailable("The service is temporarily unavailable; retry later.")
@@ -93,5 +112,20 @@ impl IntoResponse for ArmError {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echoes_are_short_and_plain() {
+        assert_eq!(echo("sub-1", 40), "sub-1");
+        assert_eq!(echo("sub%0D%0AX", 40), "sub?0D?0AX");
+        assert_eq!(echo("a\r\nX-Injected: 1", 40), "a??X-Injected:?1");
+        assert_eq!(echo("<b>'\"é", 40), "?b????");
+        assert_eq!(echo(&"x".repeat(20_000), 8), "xxxxxxxx…");
+        assert_eq!(echo("12345678", 8), "12345678");
     }
 }

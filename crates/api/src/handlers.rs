@@ -12,11 +12,13 @@ use slipway_domain::admission::{self, Admitted, RequestContext};
 use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::operation::is_visible_to;
 use slipway_domain::resource::Spec;
-use slipway_domain::{Initiator, Operation, OperationRequest, ProvisioningState, TypeKey};
+use slipway_domain::{Initiator, Operation, OperationRequest, PrincipalKind, ProvisioningState, TypeKey};
 use slipway_store::{ChangeRequest, ListQuery, change_with};
 
 use crate::ApiState;
-use crate::error::ArmError;
+use crate::edge::{self, Caller, PeerAddr};
+use crate::error::{ArmError, echo};
+use crate::limits;
 use crate::route::{self, Route, RouteError};
 use crate::types::ResourceType;
 use crate::wire::{self, PatchBody, PutBody};
@@ -27,6 +29,7 @@ pub(crate) struct Ctx {
     pub headers: HeaderMap,
     pub query: HashMap<String, String>,
     pub base: String,
+    pub caller: Caller,
 }
 
 impl Ctx {
@@ -43,10 +46,25 @@ impl Ctx {
         })
     }
 
+    /// A header the caller's identity rests on: believed only from a caller that may speak
+    /// for others (a configured ARM front end, or the local mode).
+    fn identity_header(&self, name: &str) -> &str {
+        if self.caller.speaks_for_others { self.header(name) } else { "" }
+    }
+
+    /// Who the operation belongs to (the ARO initiator rule): the forwarded identity when a
+    /// trusted front end names one, else the verified principal.
     fn initiator(&self) -> Initiator {
+        let principal = &self.caller.principal;
+        let or =
+            |forwarded: &str, own: &str| if forwarded.is_empty() { own.to_string() } else { forwarded.to_string() };
+        let (own_tenant, own_client) = match principal.kind {
+            PrincipalKind::Local => ("", ""),
+            _ => (principal.tenant_or_empty(), principal.name.as_str()),
+        };
         Initiator {
-            tenant_id: self.header("x-ms-home-tenant-id").to_string(),
-            client_id: self.header("x-ms-client-object-id").to_string(),
+            tenant_id: or(self.identity_header("x-ms-home-tenant-id"), own_tenant),
+            client_id: or(self.identity_header("x-ms-client-object-id"), own_client),
             client_request_id: self.header("x-ms-client-request-id").to_string(),
             correlation_request_id: self.header("x-ms-correlation-request-id").to_string(),
         }
@@ -62,9 +80,15 @@ fn unsupported_version(v: &str, supported: &[String]) -> ArmError {
 
 pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
+    let caller = match edge::authenticate(&state, &parts.headers).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refusal,
+    };
     let query =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
-    let ctx = Ctx { base: wire::base_url(&parts.headers), method: parts.method, headers: parts.headers, query };
+    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
+    let base = edge::base_url(&state.edge, &parts.headers, peer, "http");
+    let ctx = Ctx { base, method: parts.method, headers: parts.headers, query, caller };
     match dispatch(&state, &ctx, parts.uri.path(), body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -73,10 +97,25 @@ pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response
 
 async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result<Response, ArmError> {
     let route = route::parse(path).map_err(|e| match e {
-        RouteError::NoMatch => ArmError::not_found("NotFound", format!("No such resource path: {path}")),
+        RouteError::NoMatch => ArmError::not_found("NotFound", format!("No such resource path: {}", echo(path, 200))),
         RouteError::BadName(n) => ArmError::bad_request(
             "InvalidResourceName",
-            format!("'{n}' is not a valid name: use 1-90 letters, digits, '-', '_', '.' or '()', not ending in '.'"),
+            format!("The resource name '{}' is not valid: {}.", echo(&n, 64), crate::types::ARM_NAME_RULE),
+        ),
+        RouteError::BadGroupName(n) => ArmError::bad_request(
+            "InvalidResourceName",
+            format!(
+                "The resource group name '{}' is not valid: use 1-90 letters, digits, '-', '_', '.' or '()', not \
+                 ending in '.'.",
+                echo(&n, 64)
+            ),
+        ),
+        RouteError::BadSubscription(s) => ArmError::bad_request(
+            "InvalidSubscriptionId",
+            format!(
+                "The subscription id '{}' is not valid: use a GUID such as 00000000-0000-0000-0000-000000000000.",
+                echo(&s, 40)
+            ),
         ),
     })?;
     match route {
@@ -158,7 +197,8 @@ async fn find_operation(state: &ApiState, ctx: &Ctx, subscription: &str, id: &st
     let subscription = SubscriptionId::new(subscription);
     let op =
         state.store.get_operation(&subscription, &op_id, state.clock.now()).await?.ok_or_else(|| not_found_op(id))?;
-    if !is_visible_to(&op, &subscription, ctx.header("x-ms-home-tenant-id"), ctx.header("x-ms-client-object-id")) {
+    let asking = ctx.initiator();
+    if !is_visible_to(&op, &subscription, &asking.tenant_id, &asking.client_id) {
         return Err(not_found_op(id));
     }
     Ok(op)
@@ -166,15 +206,7 @@ async fn find_operation(state: &ApiState, ctx: &Ctx, subscription: &str, id: &st
 
 /// Reads and checks a JSON request body.
 async fn json_body<T: serde::de::DeserializeOwned>(state: &ApiState, ctx: &Ctx, body: Body) -> Result<T, ArmError> {
-    let content_type = ctx.header("content-type");
-    let media = content_type.split(';').next().unwrap_or_default().trim();
-    if !media.is_empty() && !media.eq_ignore_ascii_case("application/json") {
-        return Err(ArmError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaType",
-            format!("The content type '{media}' is not supported; use application/json."),
-        ));
-    }
+    check_content_type(&ctx.headers)?;
     let limit = state.options.max_body_bytes;
     let too_large = || {
         ArmError::new(
@@ -189,6 +221,49 @@ async fn json_body<T: serde::de::DeserializeOwned>(state: &ApiState, ctx: &Ctx, 
     }
     let bytes = read_limited(body, limit).await.ok_or_else(too_large)?;
     wire::parse_body(&bytes)
+}
+
+/// No `Content-Type` (read as JSON), or one `application/json` with well-formed parameters
+/// and at most a `utf-8` charset; anything else — unreadable bytes, a malformed media type,
+/// several headers — is `415 UnsupportedMediaType`.
+fn check_content_type(headers: &HeaderMap) -> Result<(), ArmError> {
+    let unsupported = |why: String| {
+        ArmError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("{why}; send application/json."),
+        )
+    };
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let Some(value) = values.next() else { return Ok(()) };
+    if values.next().is_some() {
+        return Err(unsupported("The request has more than one Content-Type header".into()));
+    }
+    let text = value.to_str().map_err(|_| unsupported("The Content-Type header is not readable text".into()))?;
+    let mut parts = text.split(';');
+    let media = parts.next().unwrap_or_default().trim();
+    let is_token =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if !media.split_once('/').is_some_and(|(ty, sub)| is_token(ty) && is_token(sub)) {
+        return Err(unsupported(format!("The Content-Type '{}' is not a media type", echo(media, 64))));
+    }
+    if !media.eq_ignore_ascii_case("application/json") {
+        return Err(unsupported(format!("The content type '{}' is not supported", echo(media, 64))));
+    }
+    for param in parts.map(str::trim).filter(|p| !p.is_empty()) {
+        let parsed = param.split_once('=').map(|(n, v)| (n.trim(), v.trim())).filter(|(n, v)| {
+            is_token(n)
+                && (is_token(v)
+                    || (v.len() >= 2 && v.starts_with('"') && v.ends_with('"') && !v[1..v.len() - 1].contains('"')))
+        });
+        let Some((name, value)) = parsed else {
+            return Err(unsupported(format!("The Content-Type parameter '{}' is malformed", echo(param, 64))));
+        };
+        if name.eq_ignore_ascii_case("charset") && !value.trim_matches('"').eq_ignore_ascii_case("utf-8") {
+            return Err(unsupported(format!("The charset '{}' is not supported (only utf-8)", echo(value, 32))));
+        }
+    }
+    Ok(())
 }
 
 /// How much of an oversized body is read and dropped before the `413` goes out: a client
@@ -213,32 +288,59 @@ async fn read_limited(mut body: Body, limit: usize) -> Option<Vec<u8>> {
     (seen <= limit).then_some(buf)
 }
 
-fn request_context(state: &ApiState, ctx: &Ctx, api_version: &str) -> RequestContext {
+/// What a mutating request records with its operation. An `Azure-AsyncNotificationUri`
+/// the callback policy refuses is `400 InvalidAsyncNotificationUri`, before anything is
+/// written.
+fn request_context(state: &ApiState, ctx: &Ctx, api_version: &str) -> Result<RequestContext, ArmError> {
+    let notification_uri = notification_uri(state, ctx)?;
     let initiator = ctx.initiator();
     let (actor, actor_type) = system_data_actor(ctx, &initiator);
-    RequestContext {
+    Ok(RequestContext {
         operation_id: OperationId::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid v4 is a valid operation id"),
         now: state.clock.now(),
-        notification_uri: Some(ctx.header("azure-asyncnotificationuri").to_string()).filter(|u| !u.is_empty()),
+        notification_uri,
         initiator,
         api_version: api_version.to_string(),
         actor,
         actor_type,
-    }
+    })
 }
 
-/// Who made the change: ARM's `x-ms-arm-resource-system-data`, else the caller's identity.
+/// The request's callback URI, if it names one the policy allows.
+fn notification_uri(state: &ApiState, ctx: &Ctx) -> Result<Option<String>, ArmError> {
+    let Some(value) = ctx.headers.get("azure-asyncnotificationuri") else { return Ok(None) };
+    let refused = |reason: String| {
+        ArmError::bad_request(
+            "InvalidAsyncNotificationUri",
+            format!("The Azure-AsyncNotificationUri header is not accepted: {reason}."),
+        )
+        .with_target("Azure-AsyncNotificationUri")
+    };
+    let uri = value.to_str().map_err(|_| refused("it is not readable text".into()))?.trim();
+    if uri.is_empty() {
+        return Ok(None);
+    }
+    state.options.callbacks.check_uri(uri).map_err(|r| refused(r.to_string()))?;
+    Ok(Some(uri.to_string()))
+}
+
+/// Who made the change: ARM's `x-ms-arm-resource-system-data` (from a trusted front end),
+/// else the caller's identity.
 fn system_data_actor(ctx: &Ctx, initiator: &Initiator) -> (String, String) {
-    if let Ok(v) = serde_json::from_str::<Value>(ctx.header("x-ms-arm-resource-system-data")) {
+    let principal = &ctx.caller.principal;
+    if !ctx.caller.speaks_for_others {
+        return (principal.name.clone(), principal.kind.as_arm_type().to_string());
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(ctx.identity_header("x-ms-arm-resource-system-data")) {
         let by = v.get("lastModifiedBy").or_else(|| v.get("createdBy")).and_then(Value::as_str);
         let ty = v.get("lastModifiedByType").or_else(|| v.get("createdByType")).and_then(Value::as_str);
         if let Some(by) = by {
             return (by.to_string(), ty.unwrap_or("User").to_string());
         }
     }
-    let principal = ctx.header("x-ms-client-principal-name");
-    if !principal.is_empty() {
-        return (principal.to_string(), "User".into());
+    let named = ctx.identity_header("x-ms-client-principal-name");
+    if !named.is_empty() {
+        return (named.to_string(), "User".into());
     }
     if !initiator.client_id.is_empty() {
         return (initiator.client_id.clone(), "Application".into());
@@ -288,11 +390,15 @@ async fn put_resource(
     ty: Arc<ResourceType>,
     body: Body,
 ) -> Result<Response, ArmError> {
+    ty.check_name(&id.name)?;
     let input: PutBody = json_body(state, ctx, body).await?;
+    let location = wire::required_location(input.location)?;
+    let tags = input.tags.unwrap_or_default();
+    limits::check_tags(&tags)?;
     let properties = wire::spec_properties(input.properties)?;
     ty.validate(&properties)?;
-    let spec = Spec { location: input.location, tags: input.tags.unwrap_or_default(), properties };
-    let rctx = request_context(state, ctx, ctx.api_version()?);
+    let spec = Spec { location: Some(location), tags, properties };
+    let rctx = request_context(state, ctx, ctx.api_version()?)?;
     let kind = ty.kind.clone();
     let target = id.clone();
     let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
@@ -310,8 +416,11 @@ async fn patch_resource(
     body: Body,
 ) -> Result<Response, ArmError> {
     let input: PatchBody = json_body(state, ctx, body).await?;
+    if let Some(tags) = &input.tags {
+        limits::check_tags(tags)?;
+    }
     let patch = wire::patch_properties(input.properties)?;
-    let rctx = request_context(state, ctx, ctx.api_version()?);
+    let rctx = request_context(state, ctx, ctx.api_version()?)?;
     let validator = ty.clone();
     let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
         admission::admit_patch(
@@ -367,7 +476,7 @@ fn write_status(method: &Method, created: bool) -> StatusCode {
 }
 
 async fn delete_resource(state: &ApiState, ctx: &Ctx, id: ArmId) -> Result<Response, ArmError> {
-    let rctx = request_context(state, ctx, ctx.api_version()?);
+    let rctx = request_context(state, ctx, ctx.api_version()?)?;
     let (admitted, _) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
         admission::admit_delete(snap, &rctx)
     })
@@ -477,7 +586,7 @@ async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation) -> Result
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         ProvisioningState::Succeeded => {
-            let id = ArmId::parse(&op.resource_id).map_err(|_| ArmError::internal())?;
+            let id = route::stored_resource_id(&op.resource_id).ok_or_else(ArmError::internal)?;
             let ty = resource_type(state, &id.namespace, &id.type_name)?;
             get_resource(state, &id, &ty).await
         }

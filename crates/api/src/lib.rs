@@ -2,9 +2,11 @@
 //! knows HTTP and the ARM wire format. It never calls a provider: it records intent in the
 //! store (one transaction per request), wakes the engine, and answers.
 
+mod edge;
 mod error;
 mod handlers;
 mod hooks;
+mod limits;
 mod listener;
 pub mod notify;
 mod route;
@@ -24,8 +26,10 @@ use axum::routing::get;
 use slipway_domain::time::Clock;
 use slipway_store::Store;
 
+pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, raise_open_file_limit};
+pub use slipway_auth::Authenticator;
 pub use types::{ResourceType, TypeRegistry};
 pub use wire::operation_status_body;
 
@@ -38,11 +42,20 @@ pub struct ApiOptions {
     pub max_body_bytes: usize,
     /// Default page size of collection GETs.
     pub page_size: usize,
+    /// Which `Azure-AsyncNotificationUri` callbacks a request may name (the notifier sends
+    /// by the same policy).
+    pub callbacks: notify::CallbackPolicy,
 }
 
 impl Default for ApiOptions {
     fn default() -> Self {
-        ApiOptions { location: "local".into(), retry_after_secs: 1, max_body_bytes: 1024 * 1024, page_size: 100 }
+        ApiOptions {
+            location: "local".into(),
+            retry_after_secs: 1,
+            max_body_bytes: 1024 * 1024,
+            page_size: 100,
+            callbacks: notify::CallbackPolicy::default(),
+        }
     }
 }
 
@@ -61,6 +74,9 @@ pub struct ApiState {
     pub hooks: std::collections::HashMap<String, String>,
     /// Called with (provider, body) for an authenticated webhook POST.
     pub on_job_notification: JobNotified,
+    /// `None`: authentication is off (the server then listens on loopback only).
+    pub auth: Option<Arc<Authenticator>>,
+    pub edge: EdgeOptions,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {

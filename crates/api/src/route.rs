@@ -1,7 +1,14 @@
 //! ARM paths, matched segment by segment and case-insensitively (ARM's keywords and names
 //! are case-insensitive; the original casing is kept for echoing).
+//!
+//! Every path under `/subscriptions/{sub}/` names its subscription by a GUID; a resource
+//! group keeps to ARM's resource-group rule (`slipway_domain::ids::validate_name`) and a
+//! resource name to ARM's common rule ([`crate::types::arm_name_ok`]; a type's own rule is
+//! checked where the type is known).
 
-use slipway_domain::ids::{ArmId, IdError};
+use slipway_domain::ids::{ArmId, validate_name};
+
+use crate::types::arm_name_ok;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -36,15 +43,65 @@ pub enum Route {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RouteError {
     NoMatch,
+    /// A resource name that breaks ARM's common rule.
     BadName(String),
+    /// A resource group name that breaks ARM's resource-group rule.
+    BadGroupName(String),
+    /// A subscription id that is not a GUID.
+    BadSubscription(String),
 }
 
-impl From<IdError> for RouteError {
-    fn from(e: IdError) -> Self {
-        match e {
-            IdError::InvalidName(n) => RouteError::BadName(n),
-            IdError::NotAResourceId => RouteError::NoMatch,
+/// A GUID: 8-4-4-4-12 hex digits, any case, no braces.
+pub fn is_guid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
+}
+
+fn subscription(sub: &str) -> Result<String, RouteError> {
+    if is_guid(sub) { Ok(sub.to_string()) } else { Err(RouteError::BadSubscription(sub.to_string())) }
+}
+
+/// A resource id as the router builds it: the subscription a GUID, the group by ARM's
+/// resource-group rule, the name by ARM's common rule.
+fn resource_id(sub: &str, rg: &str, ns: &str, ty: &str, name: &str) -> Result<ArmId, RouteError> {
+    let subscription = subscription(sub)?;
+    validate_name(rg).map_err(|_| RouteError::BadGroupName(rg.to_string()))?;
+    if !arm_name_ok(name) {
+        return Err(RouteError::BadName(name.to_string()));
+    }
+    Ok(ArmId {
+        subscription,
+        resource_group: rg.to_string(),
+        namespace: ns.to_string(),
+        type_name: ty.to_string(),
+        name: name.to_string(),
+    })
+}
+
+/// A stored resource id (`op.resource_id`) read back, unchecked: it was checked when it was
+/// created. Unlike `ArmId::parse` it accepts every name the router accepts (ARM's common
+/// rule, wider than the domain's own check) and ids stored before subscriptions had to be
+/// GUIDs.
+pub fn stored_resource_id(id: &str) -> Option<ArmId> {
+    let segs: Vec<&str> = id.trim_end_matches('/').split('/').skip(1).collect();
+    match segs.as_slice() {
+        [s, sub, r, rg, p, ns, ty, name]
+            if is(s, "subscriptions")
+                && is(r, "resourceGroups")
+                && is(p, "providers")
+                && segs.iter().all(|s| !s.is_empty()) =>
+        {
+            Some(ArmId {
+                subscription: sub.to_string(),
+                resource_group: rg.to_string(),
+                namespace: ns.to_string(),
+                type_name: ty.to_string(),
+                name: name.to_string(),
+            })
         }
+        _ => None,
     }
 }
 
@@ -58,11 +115,11 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
         return Err(RouteError::NoMatch);
     }
     let op = |sub: &&str, ns: &&str, loc: &&str, id: &&str| {
-        (sub.to_string(), ns.to_string(), loc.to_string(), id.to_string())
+        Ok::<_, RouteError>((subscription(sub)?, ns.to_string(), loc.to_string(), id.to_string()))
     };
     match segs.as_slice() {
         [s, sub, p, ns, l, loc, kind, id] if is(s, "subscriptions") && is(p, "providers") && is(l, "locations") => {
-            let (subscription, namespace, location, id) = op(sub, ns, loc, id);
+            let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
             if is(kind, "operationStatuses") {
                 Ok(Route::OperationStatus { subscription, namespace, location, id })
             } else if is(kind, "operationResults") {
@@ -78,22 +135,22 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
                 && is(kind, "operationStatuses")
                 && is(c, "cancel") =>
         {
-            let (subscription, namespace, location, id) = op(sub, ns, loc, id);
+            let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
             Ok(Route::OperationCancel { subscription, namespace, location, id })
         }
         [s, sub, r, rg, p, ns, ty, name] if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") => {
-            Ok(Route::Resource(ArmId::new(*sub, *rg, *ns, *ty, *name)?))
+            Ok(Route::Resource(resource_id(sub, rg, ns, ty, name)?))
         }
         [s, sub, r, rg, p, ns, ty] if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") => {
             Ok(Route::Collection {
-                subscription: sub.to_string(),
+                subscription: subscription(sub)?,
                 resource_group: Some(rg.to_string()),
                 namespace: ns.to_string(),
                 type_name: ty.to_string(),
             })
         }
         [s, sub, p, ns, ty] if is(s, "subscriptions") && is(p, "providers") => Ok(Route::Collection {
-            subscription: sub.to_string(),
+            subscription: subscription(sub)?,
             resource_group: None,
             namespace: ns.to_string(),
             type_name: ty.to_string(),
@@ -106,48 +163,107 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
 mod tests {
     use super::*;
 
+    const S: &str = "0b9D1f3e-52a4-4c38-9d7e-1f1b7a1c2d3e";
+
+    fn p(path: &str) -> Result<Route, RouteError> {
+        parse(&path.replace("{S}", S))
+    }
+
     #[test]
     fn matches_arm_paths_case_insensitively() {
-        let r = parse("/SUBSCRIPTIONS/s1/resourcegroups/RG/Providers/Slipway.Example/virtualNetworks/v1").unwrap();
+        let r = p("/SUBSCRIPTIONS/{S}/resourcegroups/RG/Providers/Slipway.Example/virtualNetworks/v1").unwrap();
         let Route::Resource(id) = r else { panic!("{r:?}") };
+        assert_eq!(id.subscription, S, "the casing is kept");
         assert_eq!(id.resource_group, "RG");
         assert_eq!(id.name, "v1");
         assert!(matches!(
-            parse("/subscriptions/s1/resourceGroups/rg/providers/ns/t").unwrap(),
+            p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t").unwrap(),
             Route::Collection { resource_group: Some(_), .. }
         ));
         assert!(matches!(
-            parse("/subscriptions/s1/providers/ns/t/").unwrap(),
+            p("/subscriptions/{S}/providers/ns/t/").unwrap(),
             Route::Collection { resource_group: None, .. }
         ));
         assert!(matches!(
-            parse("/subscriptions/s1/providers/ns/locations/local/OPERATIONSTATUSES/abc").unwrap(),
+            p("/subscriptions/{S}/providers/ns/locations/local/OPERATIONSTATUSES/abc").unwrap(),
             Route::OperationStatus { .. }
         ));
         assert!(matches!(
-            parse("/subscriptions/s1/providers/ns/locations/local/operationStatuses/abc/cancel").unwrap(),
+            p("/subscriptions/{S}/providers/ns/locations/local/operationStatuses/abc/cancel").unwrap(),
             Route::OperationCancel { .. }
         ));
         assert!(matches!(
-            parse("/subscriptions/s1/providers/ns/locations/local/operationResults/abc").unwrap(),
+            p("/subscriptions/{S}/providers/ns/locations/local/operationResults/abc").unwrap(),
             Route::OperationResult { .. }
         ));
     }
 
     #[test]
     fn rejects_other_paths() {
-        for p in [
+        for path in [
             "/",
             "/subscriptions",
-            "/subscriptions/s1/resourceGroups/rg",
+            "/subscriptions/{S}/resourceGroups/rg",
             "/subscriptions//providers/ns/t",
-            "/foo/s1/providers/ns/t",
+            "/foo/{S}/providers/ns/t",
         ] {
-            assert_eq!(parse(p), Err(RouteError::NoMatch), "{p}");
+            assert_eq!(p(path), Err(RouteError::NoMatch), "{path}");
         }
         assert!(matches!(
-            parse("/subscriptions/s1/resourceGroups/rg/providers/ns/t/bad%20name"),
+            p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/bad%20name"),
             Err(RouteError::BadName(_))
         ));
+        assert!(matches!(p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/a:b"), Err(RouteError::BadName(_))));
+        assert!(matches!(
+            p("/subscriptions/{S}/resourceGroups/r!g/providers/ns/t/n"),
+            Err(RouteError::BadGroupName(_))
+        ));
+    }
+
+    #[test]
+    fn resource_names_follow_arms_common_rule() {
+        for name in ["v1", "ends.", "a+b=c", "x(1)", &"n".repeat(260)] {
+            let path = format!("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/{name}");
+            let Ok(Route::Resource(id)) = parse(&path) else { panic!("{name}") };
+            assert_eq!(stored_resource_id(&id.to_string()), Some(id), "a stored id reads back");
+        }
+        let long = format!("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/{}", "n".repeat(261));
+        assert!(matches!(parse(&long), Err(RouteError::BadName(_))));
+        let old =
+            stored_resource_id("/subscriptions/x/resourceGroups/rg/providers/ns/t/n").expect("stored before GUIDs");
+        assert_eq!((old.subscription.as_str(), old.name.as_str()), ("x", "n"));
+        assert_eq!(stored_resource_id("/subscriptions/x/providers/ns/t"), None);
+    }
+
+    #[test]
+    fn subscriptions_are_guids_in_every_route() {
+        assert!(is_guid(S) && is_guid(&S.to_ascii_uppercase()) && is_guid("00000000-0000-0000-0000-000000000000"));
+        let long = "s".repeat(20_000);
+        for bad in [
+            "s1",
+            "..",
+            "sub%0D%0AX-Injected:%201",
+            &long,
+            "{0b9d1f3e-52a4-4c38-9d7e-1f1b7a1c2d3e}",
+            "0b9d1f3e-52a4-4c38-9d7e-1f1b7a1c2d3",
+            "0b9d1f3e-52a4-4c38-9d7e-1f1b7a1c2d3e0",
+            "0b9d1f3e+52a4-4c38-9d7e-1f1b7a1c2d3e",
+            "0b9d1f3g-52a4-4c38-9d7e-1f1b7a1c2d3e",
+        ] {
+            for path in [
+                "/subscriptions/{X}/resourceGroups/rg/providers/ns/t/n",
+                "/subscriptions/{X}/resourceGroups/rg/providers/ns/t",
+                "/subscriptions/{X}/providers/ns/t",
+                "/subscriptions/{X}/providers/ns/locations/l/operationStatuses/i",
+                "/subscriptions/{X}/providers/ns/locations/l/operationResults/i",
+                "/subscriptions/{X}/providers/ns/locations/l/operationStatuses/i/cancel",
+            ] {
+                assert_eq!(
+                    parse(&path.replace("{X}", bad)),
+                    Err(RouteError::BadSubscription(bad.to_string())),
+                    "{path}"
+                );
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! The resource types the API serves: names, api-versions and the JSON Schema of each
-//! type's `properties`.
+//! The resource types the API serves: names, api-versions, the rule for resource names and
+//! the JSON Schema of each type's `properties`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -7,7 +7,85 @@ use std::sync::Arc;
 use serde_json::Value;
 use slipway_domain::TypeKey;
 
-use crate::error::ArmError;
+use crate::error::{ArmError, echo};
+
+/// ARM's longest resource name (the resource-provider contract).
+pub const ARM_NAME_MAX_LENGTH: usize = 260;
+/// Characters ARM never allows in a resource name (besides control characters).
+const ARM_NAME_FORBIDDEN: [char; 8] = ['<', '>', '%', '&', ':', '\\', '?', '/'];
+
+/// ARM's common rule for resource names: 1-260 characters, none of `<>%&:\?/`, no control
+/// characters. Every name of every type keeps to it (it is also what a resource id can
+/// carry); a type's own rule comes on top.
+pub fn arm_name_ok(name: &str) -> bool {
+    let len = name.chars().count();
+    (1..=ARM_NAME_MAX_LENGTH).contains(&len) && !name.chars().any(|c| c.is_control() || ARM_NAME_FORBIDDEN.contains(&c))
+}
+
+/// ARM's common rule, as error messages state it.
+pub const ARM_NAME_RULE: &str =
+    "use 1-260 characters, none of '<', '>', '%', '&', ':', '\\', '?', '/' and no control characters";
+
+/// A type's rule for its resource names: ARM's common rule, a maximum length (at most ARM's)
+/// and optionally a regular expression the whole name must match.
+#[derive(Clone, Debug)]
+pub struct NameRule {
+    max_length: usize,
+    pattern: Option<regex::Regex>,
+}
+
+impl Default for NameRule {
+    /// ARM's common rule alone.
+    fn default() -> Self {
+        NameRule { max_length: ARM_NAME_MAX_LENGTH, pattern: None }
+    }
+}
+
+impl NameRule {
+    /// `max_length` from 1 to [`ARM_NAME_MAX_LENGTH`]; `pattern` must match the whole name
+    /// (it is anchored here). `type_name` only names the type in errors.
+    pub fn new(type_name: &str, max_length: usize, pattern: Option<&str>) -> Result<Self, TypeError> {
+        let invalid = |why: String| TypeError::InvalidNameRule(type_name.to_string(), why);
+        if !(1..=ARM_NAME_MAX_LENGTH).contains(&max_length) {
+            return Err(invalid(format!("name_max_length must be from 1 to {ARM_NAME_MAX_LENGTH}, not {max_length}")));
+        }
+        let pattern = pattern
+            .map(|p| {
+                regex::RegexBuilder::new(&format!("^(?:{p})$"))
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| invalid(format!("name_pattern is not a valid regular expression: {e}")))
+            })
+            .transpose()?;
+        Ok(NameRule { max_length, pattern })
+    }
+
+    pub fn max_length(&self) -> usize {
+        self.max_length
+    }
+
+    /// The pattern as configured (without the anchors added here).
+    pub fn pattern(&self) -> Option<&str> {
+        self.pattern.as_ref().map(|r| r.as_str().trim_start_matches("^(?:").trim_end_matches(")$"))
+    }
+
+    pub fn allows(&self, name: &str) -> bool {
+        arm_name_ok(name)
+            && name.chars().count() <= self.max_length
+            && self.pattern.as_ref().is_none_or(|p| p.is_match(name))
+    }
+
+    /// The rule as an error message states it.
+    pub fn describe(&self) -> String {
+        match (self.pattern(), self.max_length) {
+            (None, ARM_NAME_MAX_LENGTH) => ARM_NAME_RULE.to_string(),
+            (None, max) => format!(
+                "use 1-{max} characters, none of '<', '>', '%', '&', ':', '\\', '?', '/' and no control characters"
+            ),
+            (Some(p), max) => format!("use 1-{max} characters matching the pattern {p}"),
+        }
+    }
+}
 
 pub struct ResourceType {
     /// Namespace as configured, e.g. `Slipway.Example`.
@@ -18,6 +96,7 @@ pub struct ResourceType {
     pub kind: String,
     pub api_versions: Vec<String>,
     schema: Option<jsonschema::Validator>,
+    names: NameRule,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +105,8 @@ pub enum TypeError {
     InvalidSchema(String, String),
     #[error("resource type {0}: at least one api-version is required")]
     NoApiVersion(String),
+    #[error("resource type {0}: {1}")]
+    InvalidNameRule(String, String),
 }
 
 impl ResourceType {
@@ -45,7 +126,33 @@ impl ResourceType {
         let schema = schema
             .map(|s| jsonschema::validator_for(s).map_err(|e| TypeError::InvalidSchema(name.clone(), e.to_string())))
             .transpose()?;
-        Ok(ResourceType { namespace, type_name, kind: kind.into(), api_versions, schema })
+        Ok(ResourceType { namespace, type_name, kind: kind.into(), api_versions, schema, names: NameRule::default() })
+    }
+
+    /// The type's own rule for resource names (default: ARM's common rule).
+    pub fn with_name_rule(mut self, names: NameRule) -> Self {
+        self.names = names;
+        self
+    }
+
+    pub fn name_rule(&self) -> &NameRule {
+        &self.names
+    }
+
+    /// `400 InvalidResourceName` naming the rule when `name` breaks it.
+    pub fn check_name(&self, name: &str) -> Result<(), ArmError> {
+        if self.names.allows(name) {
+            return Ok(());
+        }
+        Err(ArmError::bad_request(
+            "InvalidResourceName",
+            format!(
+                "The resource name '{}' is not valid for the type '{}': {}.",
+                echo(name, 64),
+                self.display_name(),
+                self.names.describe()
+            ),
+        ))
     }
 
     pub fn key(&self) -> TypeKey {
@@ -156,5 +263,43 @@ mod tests {
         assert_eq!(e.body.details.len(), 2);
         assert!(ResourceType::new("Ns", "t", "T", vec![], None).is_err());
         assert!(ResourceType::new("Ns", "t", "T", vec!["v".into()], Some(&json!({"type": 5}))).is_err());
+    }
+
+    #[test]
+    fn names_follow_arm_unless_the_type_says_more() {
+        let t = ResourceType::new("Ns", "things", "Thing", vec!["v".into()], None).unwrap();
+        for ok in ["a", "vnet-1", "My.Name(2)", "with space", "x+y=z!", "ends.", &"n".repeat(260)] {
+            assert!(t.check_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a<b", "a>b", "100%", "a&b", "a:b", "a\\b", "a?b", "a/b", "tab\there", &"n".repeat(261)] {
+            let e = t.check_name(bad).unwrap_err();
+            assert_eq!(e.body.code, "InvalidResourceName", "{bad}");
+            assert!(e.body.message.contains("1-260 characters"), "{}", e.body.message);
+        }
+        let long = t.check_name(&format!("{}:", "n".repeat(20_000))).unwrap_err().body.message;
+        assert!(long.len() < 400, "the name is not echoed whole: {long}");
+
+        let rule = NameRule::new("Ns/things", 24, Some("[a-z][a-z0-9-]*")).unwrap();
+        assert_eq!(rule.pattern(), Some("[a-z][a-z0-9-]*"));
+        let t = t.with_name_rule(rule);
+        assert!(t.check_name("vnet-1").is_ok());
+        for bad in ["Vnet", "1vnet", "vnet_1", "x:y", &"v".repeat(25)] {
+            let e = t.check_name(bad).unwrap_err();
+            assert!(
+                e.body.message.contains("1-24 characters matching the pattern [a-z][a-z0-9-]*"),
+                "{}",
+                e.body.message
+            );
+        }
+        assert!(t.check_name(&"v".repeat(24)).is_ok());
+        assert!(t.check_name("abc\nxyz").is_err(), "the pattern matches the whole name, not a line");
+
+        let short = NameRule::new("Ns/t", 10, None).unwrap();
+        assert!(short.allows("0123456789") && !short.allows("0123456789a") && !short.allows("a/b"));
+        assert!(short.describe().starts_with("use 1-10 characters"));
+        for (max, pattern) in [(0, None), (261, None), (10, Some("(")), (10, Some("a{99999}{99999}"))] {
+            let e = NameRule::new("Ns/t", max, pattern).unwrap_err().to_string();
+            assert!(e.starts_with("resource type Ns/t: name_"), "{e}");
+        }
     }
 }

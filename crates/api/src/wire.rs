@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use slipway_domain::{CloudError, Operation, ResourceRecord};
@@ -35,12 +34,24 @@ pub fn parse_body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, Arm
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ArmError::invalid_content("The request body is empty; a JSON object is required.", ""));
     }
+    // Before serde: its own limit (128) is deeper and its error vague.
+    crate::limits::check_depth(bytes)?;
     serde_json::from_slice(bytes).map_err(|e| {
         ArmError::bad_request(
             "InvalidRequestContent",
             format!("The request content was invalid and could not be deserialized: {e}"),
         )
     })
+}
+
+/// A tracked resource's `location`, which ARM requires on every `PUT`: absent, `null` or
+/// blank is `400 LocationRequired`.
+pub fn required_location(location: Option<String>) -> Result<String, ArmError> {
+    match location {
+        Some(l) if !l.trim().is_empty() => Ok(l),
+        _ => Err(ArmError::bad_request("LocationRequired", "The 'location' property is required for this resource.")
+            .with_target("location")),
+    }
 }
 
 /// Server-owned fields a client may echo back inside `properties`; they are not spec.
@@ -104,7 +115,7 @@ pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
 
 /// The path of an operation's status resource (its `id`).
 pub fn status_path(op: &Operation, location: &str) -> String {
-    let namespace = slipway_domain::ArmId::parse(&op.resource_id).map(|id| id.namespace).unwrap_or_default();
+    let namespace = crate::route::stored_resource_id(&op.resource_id).map(|id| id.namespace).unwrap_or_default();
     format!("/subscriptions/{}/providers/{namespace}/locations/{location}/operationStatuses/{}", op.subscription, op.id)
 }
 
@@ -148,21 +159,6 @@ impl<'a> From<&'a CloudError> for WireError<'a> {
     }
 }
 
-/// Scheme and authority for absolute URLs: from `Referer` (what ARM sends), else from the
-/// request's `Host`, honouring `X-Forwarded-Proto`.
-pub fn base_url(headers: &HeaderMap) -> String {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some((scheme, rest)) = header("referer").and_then(|r| r.split_once("://")) {
-        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if !authority.is_empty() && (scheme == "http" || scheme == "https") {
-            return format!("{scheme}://{authority}");
-        }
-    }
-    let scheme = header("x-forwarded-proto").and_then(|p| p.split(',').next()).map(str::trim).unwrap_or("http");
-    let host = header("host").unwrap_or("localhost");
-    format!("{scheme}://{host}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,14 +179,26 @@ mod tests {
     }
 
     #[test]
-    fn base_url_prefers_referer() {
-        let mut h = HeaderMap::new();
-        h.insert("host", "127.0.0.1:8080".parse().unwrap());
-        assert_eq!(base_url(&h), "http://127.0.0.1:8080");
-        h.insert("x-forwarded-proto", "https".parse().unwrap());
-        assert_eq!(base_url(&h), "https://127.0.0.1:8080");
-        h.insert("referer", "https://foo.example:8443/subscriptions/s?api-version=1&x=1".parse().unwrap());
-        assert_eq!(base_url(&h), "https://foo.example:8443");
+    fn location_is_required() {
+        assert_eq!(required_location(Some("westus".into())).unwrap(), "westus");
+        for missing in [None, Some(String::new()), Some("  ".into())] {
+            let e = required_location(missing).unwrap_err();
+            assert_eq!((e.status.as_u16(), e.body.code.as_str()), (400, "LocationRequired"));
+            assert_eq!(e.body.target.as_deref(), Some("location"));
+        }
+        // `null` reads as absent.
+        let body: PutBody = parse_body(br#"{"location": null}"#).unwrap();
+        assert!(required_location(body.location).is_err());
+    }
+
+    #[test]
+    fn bodies_nested_too_deeply_are_refused_before_deserializing() {
+        let deep = format!("{{\"properties\": {}1{}}}", "[".repeat(40), "]".repeat(40));
+        let e = parse_body::<PutBody>(deep.as_bytes()).unwrap_err();
+        assert_eq!(e.body.code, "InvalidRequestContent");
+        assert!(e.body.message.contains("nested too deeply"), "{}", e.body.message);
+        let fine = format!("{{\"properties\": {{\"a\": {}1{}}}}}", "[".repeat(29), "]".repeat(29));
+        assert!(parse_body::<PutBody>(fine.as_bytes()).is_ok());
     }
 
     #[test]

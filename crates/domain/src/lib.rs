@@ -1,17 +1,19 @@
 //! Slipway's domain core: resources, operations, jobs and every decision about them, as pure
 //! functions over data. No I/O, no clock, no async: time is passed in, effects are returned.
 //!
-//! Map: [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
+//! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
 //! EvaluateAction), [`retry`] (every retry delay: exponential with jitter, and OSAC's
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`operation`] (operation documents), [`resource`]
-//! (stored resource, transaction snapshot), [`admission`] (what the API does), [`reconcile`]
+//! (stored resource, transaction snapshot), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
 //! (what the engine does), [`policy`].
 
+pub mod access;
 pub mod admission;
 pub mod backoff;
 pub mod config_version;
 pub mod evaluate;
+pub mod identity;
 pub mod ids;
 pub mod job;
 pub mod operation;
@@ -20,9 +22,11 @@ pub mod reconcile;
 pub mod resource;
 pub mod retry;
 pub mod state;
+pub mod subscription;
 pub mod time;
 
 pub use config_version::ConfigVersion;
+pub use identity::{Principal, PrincipalKind};
 pub use ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
 pub use job::{Job, JobState, JobType};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};

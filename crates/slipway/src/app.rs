@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, Secret};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
-use slipway_api::notify::{Notifier, NotifierOptions};
-use slipway_api::{ApiOptions, ApiState, ListenerOptions, ResourceType, TypeRegistry};
+use slipway_api::notify::{CallbackPolicy, Notifier, NotifierOptions};
+use slipway_api::{ApiOptions, ApiState, Authenticator, EdgeOptions, ListenerOptions, ResourceType, TypeRegistry};
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::time::Clock;
 use slipway_domain::{TypeKey, TypePolicy};
@@ -21,6 +21,7 @@ use slipway_store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::auth_config::check_exposure;
 use crate::config::{AapConfig, AnsibleConfig, Config, ProviderConfig, TypeConfig};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,19 +64,32 @@ impl App {
         let hook_providers = providers.clone();
         let engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
         let handle = engine.handle();
-        let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options(&config))
+        let callbacks = config.notifications.callback_policy().map_err(|e| AppError::Config(e.to_string()))?;
+        let notifier_options = notifier_options(&config, callbacks.clone());
+        let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options)
             .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
         let wake = handle.clone();
         let hinted = handle.clone();
+        let auth = match &config.auth {
+            Some(a) => {
+                let options = a.options(&config.base_dir).map_err(AppError::Config)?;
+                Some(Arc::new(Authenticator::new(options, store.clone(), clock.clone()).map_err(AppError::Config)?))
+            }
+            None => None,
+        };
+        let edge = edge_options(&config)?;
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
+            auth,
+            edge,
             clock,
             options: ApiOptions {
                 location: config.server.location.clone(),
                 retry_after_secs: config.server.retry_after_seconds,
                 max_body_bytes: config.server.max_body_bytes,
                 page_size: config.server.page_size.clamp(1, 1000),
+                callbacks,
             },
             on_accept: Arc::new(move || wake.wake()),
             hooks,
@@ -88,6 +102,10 @@ impl App {
             .await
             .map_err(|e| AppError::Listen(config.server.listen.clone(), e))?;
         let addr = listener.local_addr().map_err(|e| AppError::Listen(config.server.listen.clone(), e))?;
+        check_exposure(config.auth.as_ref(), addr).map_err(AppError::Config)?;
+        if config.auth.is_none() {
+            tracing::warn!(%addr, "authentication is off ([auth] not configured): every local caller may do anything; serving on loopback only");
+        }
         let listener_options = ListenerOptions {
             header_read_timeout: Duration::from_secs(config.server.header_read_timeout_seconds.max(1)),
             body_read_timeout: Duration::from_secs(config.server.body_read_timeout_seconds.max(1)),
@@ -117,6 +135,11 @@ impl App {
         });
         tracing::info!(%addr, "slipway serving");
         Ok(App { addr, store, stop, tasks })
+    }
+
+    /// The store this Slipway runs on (for admin tasks in the same process, and tests).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
     }
 
     /// What the store has committed so far.
@@ -150,7 +173,7 @@ impl App {
     }
 }
 
-async fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
+pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
     let url = config.store.url.as_str();
     let ttl = Duration::from_secs(config.store.operation_ttl_seconds);
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -316,8 +339,10 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
             }
             None => None,
         };
+        let names = t.name_rule().map_err(|e| AppError::Config(e.to_string()))?;
         let ty = ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
-            .map_err(|e| AppError::Config(e.to_string()))?;
+            .map_err(|e| AppError::Config(e.to_string()))?
+            .with_name_rule(names);
         policies.insert(ty.key(), policy(t, launch_ambiguity(config, &t.provider)));
         types.push(ty);
     }
@@ -376,7 +401,7 @@ fn fd_reserve(config: &Config) -> usize {
     64 + store + notifications + providers
 }
 
-fn notifier_options(config: &Config) -> NotifierOptions {
+fn notifier_options(config: &Config, callbacks: CallbackPolicy) -> NotifierOptions {
     let n = &config.notifications;
     NotifierOptions {
         request_timeout: Duration::from_secs(n.request_timeout_seconds.max(1)),
@@ -387,8 +412,29 @@ fn notifier_options(config: &Config) -> NotifierOptions {
         max_backoff: Duration::from_secs(n.max_backoff_seconds.max(1)),
         shutdown_grace: Duration::from_secs(config.engine.shutdown_grace_seconds),
         location: config.server.location.clone(),
+        callbacks,
         ..NotifierOptions::default()
     }
+}
+
+fn edge_options(config: &Config) -> Result<EdgeOptions, AppError> {
+    let mut trusted_proxies = Vec::new();
+    for (i, p) in config.server.trusted_proxies.iter().enumerate() {
+        let net =
+            p.parse::<ipnet::IpNet>().or_else(|_| p.parse::<std::net::IpAddr>().map(ipnet::IpNet::from)).map_err(
+                |_| AppError::Config(format!("server.trusted_proxies[{i}] = '{p}': not an IP address or CIDR range")),
+            )?;
+        trusted_proxies.push(net);
+    }
+    let public_base_url = match &config.server.public_base_url {
+        Some(u) if !(u.starts_with("https://") || u.starts_with("http://")) || u.contains(['?', '#', ' ']) => {
+            return Err(AppError::Config(format!(
+                "server.public_base_url = '{u}': use scheme and authority only, e.g. https://slipway.example.com"
+            )));
+        }
+        other => other.clone(),
+    };
+    Ok(EdgeOptions { public_base_url, trusted_proxies })
 }
 
 fn host_name() -> String {

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use slipway_aap::AapOptions;
 use slipway_ansible::AnsibleOptions;
-use slipway_api::notify::NotifierOptions;
+use slipway_api::notify::{CallbackPolicy, NotifierOptions};
+use slipway_api::types::{ARM_NAME_MAX_LENGTH, NameRule};
 use slipway_api::{ApiOptions, ListenerOptions};
 use slipway_domain::TypePolicy;
 use slipway_engine::EngineOptions;
@@ -45,6 +46,9 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     #[serde(default)]
     pub types: Vec<TypeConfig>,
+    /// Absent: authentication is off and only loopback addresses are served.
+    #[serde(default)]
+    pub auth: Option<crate::auth_config::AuthConfig>,
     /// Directory of the config file; base for relative paths.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -67,6 +71,11 @@ pub struct Server {
     pub idle_timeout_seconds: u64,
     /// Most client connections at once; 0 = the open-file limit minus a reserve.
     pub max_connections: usize,
+    /// Scheme and authority of the absolute URLs Slipway hands out, e.g.
+    /// `https://slipway.example.com`; unset: the request's `Host`.
+    pub public_base_url: Option<String>,
+    /// Proxies (IP addresses or CIDR ranges) whose `Referer` / `X-Forwarded-*` are believed.
+    pub trusted_proxies: Vec<String>,
 }
 
 // Defaults are those of the option types the keys configure: one number, one place.
@@ -85,6 +94,8 @@ impl Default for Server {
             body_read_timeout_seconds: listener.body_read_timeout.as_secs(),
             idle_timeout_seconds: listener.idle_timeout.as_secs(),
             max_connections: listener.max_connections,
+            public_base_url: None,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -158,6 +169,13 @@ pub struct NotificationsConfig {
     pub max_attempts: u32,
     /// Retries wait 1 s, doubling up to this (per notification, and per failing destination).
     pub max_backoff_seconds: u64,
+    /// Callback URIs a request may name: `scheme://host[:port]` patterns, a host may be
+    /// `*.example.com`; empty: any public host.
+    pub callback_allowlist: Vec<String>,
+    /// Allow `http` callbacks (default: `https` only).
+    pub callback_allow_http: bool,
+    /// Allow callbacks to loopback, private, link-local and other non-public addresses.
+    pub callback_allow_private_networks: bool,
 }
 
 impl Default for NotificationsConfig {
@@ -170,7 +188,18 @@ impl Default for NotificationsConfig {
             max_per_destination: n.max_per_destination,
             max_attempts: n.max_attempts,
             max_backoff_seconds: n.max_backoff.as_secs(),
+            callback_allowlist: n.callbacks.allowlist(),
+            callback_allow_http: n.callbacks.allow_http(),
+            callback_allow_private_networks: n.callbacks.allow_private_networks(),
         }
+    }
+}
+
+impl NotificationsConfig {
+    /// The callback policy these keys describe (the API admits and the notifier sends by it).
+    pub fn callback_policy(&self) -> Result<CallbackPolicy, ConfigError> {
+        CallbackPolicy::new(&self.callback_allowlist, self.callback_allow_http, self.callback_allow_private_networks)
+            .map_err(|e| ConfigError::Invalid(format!("notifications: {e}")))
     }
 }
 
@@ -353,6 +382,26 @@ pub struct TypeConfig {
     pub max_history: usize,
     #[serde(default = "default_block_deletion")]
     pub block_deletion_on_failure: bool,
+    /// A regular expression every resource name of this type must match as a whole, on top
+    /// of ARM's common rule (no `<>%&:\?/` or control characters).
+    #[serde(default)]
+    pub name_pattern: Option<String>,
+    /// Longest resource name of this type, at most ARM's 260 (the default).
+    #[serde(default = "default_name_max_length")]
+    pub name_max_length: usize,
+}
+
+impl TypeConfig {
+    /// The type's rule for resource names; a bad pattern or length is an error naming the type.
+    pub fn name_rule(&self) -> Result<NameRule, ConfigError> {
+        let name = format!("{}/{}", self.namespace, self.type_name);
+        NameRule::new(&name, self.name_max_length, self.name_pattern.as_deref())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+}
+
+fn default_name_max_length() -> usize {
+    ARM_NAME_MAX_LENGTH
 }
 
 fn policy() -> TypePolicy {
@@ -442,7 +491,9 @@ impl Config {
                     t.namespace, t.type_name
                 )));
             }
+            t.name_rule()?;
         }
+        self.notifications.callback_policy()?;
         Ok(())
     }
 }
@@ -588,6 +639,62 @@ provider = "aap"
         }
         std::fs::write(&path, format!("{base}launch_ambiguity_seconds = 30\n")).unwrap();
         Config::load(Some(&path), []).expect("equal to the request timeout is allowed");
+    }
+
+    #[test]
+    fn callbacks_default_to_https_and_public_hosts_and_bad_allowlists_are_refused() {
+        let n = Config::load(None, []).unwrap().notifications;
+        assert!(n.callback_allowlist.is_empty());
+        assert!(!n.callback_allow_http && !n.callback_allow_private_networks);
+        let policy = n.callback_policy().unwrap();
+        assert!(policy.check_uri("https://hooks.example.com/cb").is_ok());
+        assert!(policy.check_uri("https://127.0.0.1/cb").is_err());
+        assert!(policy.check_uri("http://hooks.example.com/cb").is_err());
+
+        let env = [
+            ("SLIPWAY_NOTIFICATIONS__CALLBACK_ALLOWLIST".to_string(), r#"["https://*.example.com"]"#.to_string()),
+            ("SLIPWAY_NOTIFICATIONS__CALLBACK_ALLOW_PRIVATE_NETWORKS".to_string(), "true".to_string()),
+        ];
+        let policy = Config::load(None, env).unwrap().notifications.callback_policy().unwrap();
+        assert!(policy.check_uri("https://a.example.com/").is_ok());
+        assert!(policy.check_uri("https://a.example.org/").is_err());
+        assert!(policy.allow_private_networks());
+
+        let http_entry =
+            [("SLIPWAY_NOTIFICATIONS__CALLBACK_ALLOWLIST".to_string(), r#"["http://hooks.example.com"]"#.to_string())];
+        match Config::load(None, http_entry) {
+            Err(ConfigError::Invalid(m)) => {
+                assert!(m.contains("callback_allowlist entry 'http://hooks.example.com'"), "{m}");
+                assert!(m.contains("callback_allow_http"), "{m}");
+            }
+            other => panic!("accepted: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn type_name_rules_are_checked_at_load() {
+        let c = Config::load(None, []).unwrap();
+        assert!(c.types.iter().all(|t| t.name_pattern.is_none() && t.name_max_length == 260));
+        let env = |pattern: &str, max: &str| {
+            [
+                ("SLIPWAY_TYPES__1__NAME_PATTERN".to_string(), format!("\"{pattern}\"")),
+                ("SLIPWAY_TYPES__1__NAME_MAX_LENGTH".to_string(), max.to_string()),
+            ]
+        };
+        let c = Config::load(None, env("[a-z][a-z0-9-]*", "24")).unwrap();
+        let rule = c.types[1].name_rule().unwrap();
+        assert!(rule.allows("subnet-1") && !rule.allows("Subnet_1") && !rule.allows(&"s".repeat(25)));
+        let named = format!("type {}/{}", c.types[1].namespace, c.types[1].type_name);
+        for (pattern, max, says) in
+            [("[a-z", "24", "name_pattern"), ("a", "0", "name_max_length"), ("a", "261", "name_max_length")]
+        {
+            match Config::load(None, env(pattern, max)) {
+                Err(ConfigError::Invalid(m)) => {
+                    assert!(m.starts_with(&format!("resource {named}")) && m.contains(says), "{m}");
+                }
+                other => panic!("{pattern} / {max} accepted: {other:?}"),
+            }
+        }
     }
 
     #[test]

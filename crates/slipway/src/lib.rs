@@ -2,4 +2,5 @@
 //! start a whole Slipway in-process on an ephemeral port.
 
 pub mod app;
+pub mod auth_config;
 pub mod config;

@@ -3,46 +3,85 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
+use clap::{Parser, Subcommand};
 use slipway::app::App;
 use slipway::config::Config;
-use slipway_domain::SystemClock;
+use slipway_auth::api_tokens::{self, NewApiToken};
+use slipway_domain::{Clock, SystemClock};
 
 // glibc malloc took a fifth of the CPU in the burn-down profile (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "\
-usage: slipway serve [--config FILE]     run the API, engine and notifier
-       slipway check-config [--config FILE]
-       slipway --help
+/// A declarative ARM-style API over Ansible automation.
+///
+/// Without --config, the built-in default is used (examples/slipway.toml): SQLite in
+/// ./slipway.db, the local Ansible provider and the example resource types. Every key can be
+/// overridden with SLIPWAY_<SECTION>__<KEY> environment variables.
+#[derive(Parser)]
+#[command(name = "slipway", version)]
+struct Cli {
+    /// The configuration file.
+    #[arg(long, short, global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
 
-Without --config, the built-in default is used (examples/slipway.toml): SQLite in
-./slipway.db, the local Ansible provider and the example resource types. Every key can be
-overridden with SLIPWAY_<SECTION>__<KEY> environment variables.";
+#[derive(Subcommand)]
+enum Command {
+    /// Run the API, engine and notifier (the default).
+    Serve,
+    /// Load and check the configuration, then exit.
+    CheckConfig,
+    /// Manage API tokens for automation (kept in the store: every replica sees them).
+    #[command(subcommand)]
+    ApiToken(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token; its text is printed once and never stored.
+    Create {
+        /// The principal name the token authenticates as.
+        #[arg(long)]
+        principal: String,
+        /// The principal's tenant.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// A group of the principal (repeatable).
+        #[arg(long = "group")]
+        groups: Vec<String>,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Days until the token stops working; without it, it works until revoked.
+        #[arg(long)]
+        expires_in_days: Option<u64>,
+    },
+    /// List tokens (ids, principals, expiry; never secrets).
+    List,
+    /// Revoke a token by its id.
+    Revoke { id: String },
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (command, config_path) = match parse_args(&args) {
-        Ok(v) => v,
-        Err(msg) => {
-            eprintln!("{msg}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SLIPWAY_LOG").unwrap_or_else(|_| "info".into()))
         .init();
-    let config = match Config::load(config_path.as_deref(), std::env::vars()) {
+    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("slipway: {e}");
             return ExitCode::from(2);
         }
     };
-    if command == "check-config" {
+    let command = cli.command.unwrap_or(Command::Serve);
+    if let Command::CheckConfig = command {
         println!("configuration ok: {} provider(s), {} type(s)", config.providers.len(), config.types.len());
         return ExitCode::SUCCESS;
     }
@@ -53,7 +92,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
+    let result = match command {
+        Command::ApiToken(t) => runtime.block_on(api_token(config, t)),
+        _ => runtime.block_on(serve(config)).map_err(|e| e.to_string()),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("slipway: {e}");
@@ -62,24 +105,39 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_args(args: &[String]) -> Result<(String, Option<PathBuf>), String> {
-    let mut command = None;
-    let mut config = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-h" | "--help" => return Err("slipway: a declarative ARM-style API over Ansible automation".into()),
-            "--config" | "-c" => config = Some(PathBuf::from(it.next().ok_or("--config needs a file")?)),
-            "serve" | "check-config" if command.is_none() => command = Some(a.clone()),
-            other => return Err(format!("unexpected argument '{other}'")),
-        }
-    }
-    Ok((command.unwrap_or_else(|| "serve".into()), config))
-}
-
 async fn serve(config: Config) -> Result<(), slipway::app::AppError> {
     let app = App::start(config, Arc::new(SystemClock)).await?;
     app.run_until(shutdown_signal()).await
+}
+
+async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> {
+    let store = slipway::app::open_store(&config).await.map_err(|e| e.to_string())?;
+    let now = SystemClock.now();
+    match command {
+        TokenCommand::Create { principal, tenant, groups, description, expires_in_days } => {
+            if principal.trim().is_empty() {
+                return Err("--principal must not be empty".into());
+            }
+            let expires_at = expires_in_days.map(|d| now.add(Duration::from_secs(d.saturating_mul(86_400))));
+            let new = NewApiToken { principal, tenant, groups, description, expires_at };
+            let (text, token) = api_tokens::create(store.as_ref(), new, now).await.map_err(|e| e.to_string())?;
+            eprintln!("created API token {} for '{}' (shown once; keep it secret)", token.id, token.principal);
+            println!("{text}");
+        }
+        TokenCommand::List => {
+            for t in api_tokens::list(store.as_ref()).await.map_err(|e| e.to_string())? {
+                let expires = t.expires_at.map(|e| e.to_rfc3339()).unwrap_or_else(|| "never".into());
+                println!("{}\t{}\tcreated {}\texpires {}\t{}", t.id, t.principal, t.created_at, expires, t.description);
+            }
+        }
+        TokenCommand::Revoke { id } => {
+            if !api_tokens::revoke(store.as_ref(), &id).await.map_err(|e| e.to_string())? {
+                return Err(format!("no API token with id '{id}'"));
+            }
+            eprintln!("revoked API token {id}");
+        }
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -141,7 +141,7 @@ fn jobs_by_key(sim: &Sim) -> HashMap<String, usize> {
 async fn lifecycle_through_aap() {
     let h = Harness::start(false, 0.2).await;
     let id = rid("virtualNetworks", "vnet-aap");
-    let r = h.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    let r = h.put(&id, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
     assert_eq!(r.status().as_u16(), 201);
     let create = header(&r, "azure-asyncoperation").unwrap();
     h.wait_op(&create, "Succeeded").await;
@@ -151,7 +151,9 @@ async fn lifecycle_through_aap() {
     assert_eq!(jobs[0].extra_vars["slipway"]["resource"]["properties"]["addressSpace"], "10.0.0.0/16");
 
     // A failing update carries AAP's traceback into the operation's error.
-    let r = h.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16", "simulateFailure": true}})).await;
+    let r = h
+        .put(&id, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "simulateFailure": true}}))
+        .await;
     assert_eq!(r.status().as_u16(), 200);
     let failed = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Failed").await;
     assert_eq!(failed["error"]["code"], "ProvisioningFailed");
@@ -173,7 +175,9 @@ async fn cancel_and_delete_while_running_cancel_the_aap_job() {
     let h = Harness::start(false, 0.2).await;
     // Cancel.
     let id = rid("computeInstances", "vm-cancel");
-    let r = h.put(&id, json!({"properties": {"size": "small", "image": "x", "delaySeconds": 60}})).await;
+    let r = h
+        .put(&id, json!({"location": "local", "properties": {"size": "small", "image": "x", "delaySeconds": 60}}))
+        .await;
     let op = header(&r, "azure-asyncoperation").unwrap();
     h.wait_op(&op, "Provisioning").await;
     let cancel = h.http.post(op.replace("?api-version", "/cancel?api-version")).send().await.unwrap();
@@ -185,7 +189,9 @@ async fn cancel_and_delete_while_running_cancel_the_aap_job() {
 
     // Delete while provisioning: the provision job is canceled before the delete job runs.
     let id = rid("computeInstances", "vm-delete");
-    let r = h.put(&id, json!({"properties": {"size": "small", "image": "x", "delaySeconds": 60}})).await;
+    let r = h
+        .put(&id, json!({"location": "local", "properties": {"size": "small", "image": "x", "delaySeconds": 60}}))
+        .await;
     let create = header(&r, "azure-asyncoperation").unwrap();
     h.wait_op(&create, "Provisioning").await;
     let r = h.http.delete(h.url(&id)).send().await.unwrap();
@@ -210,7 +216,7 @@ async fn webhook_hints_beat_a_slow_poll() {
     // Polling every 30 s: without the webhook the operation could not finish in time.
     let h = Harness::start(true, 30.0).await;
     let id = rid("virtualNetworks", "hinted");
-    let r = h.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    let r = h.put(&id, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
     let op = header(&r, "azure-asyncoperation").unwrap();
     let start = Instant::now();
     h.wait_op(&op, "Succeeded").await;
@@ -254,7 +260,7 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
     for i in 0..3 {
         let r = http
             .put(format!("{base}{}?api-version={API}", rid("virtualNetworks", &format!("crash{i}"))))
-            .json(&json!({"properties": {"addressSpace": "10.0.0.0/16"}}))
+            .json(&json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}}))
             .send()
             .await
             .unwrap();

@@ -84,7 +84,9 @@ async fn create_replace_replay_and_conflict() {
 async fn failure_carries_the_playbook_error() {
     let mut s = TestServer::start().await;
     let id = rid("virtualNetworks", "broken");
-    let r = s.put(&id, json!({"properties": {"addressSpace": "10.0.0.0/16", "simulateFailure": true}})).await;
+    let r = s
+        .put(&id, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "simulateFailure": true}}))
+        .await;
     assert_eq!(r.status().as_u16(), 201);
     let status_url = header(&r, "azure-asyncoperation").unwrap();
     let result_url = header(&r, "location").unwrap();
@@ -107,7 +109,9 @@ async fn failure_carries_the_playbook_error() {
 async fn delete_supersedes_a_running_create() {
     let mut s = TestServer::start().await;
     let id = rid("computeInstances", "vm1");
-    let r = s.put(&id, json!({"properties": {"size": "small", "image": "debian", "delaySeconds": 60}})).await;
+    let r = s
+        .put(&id, json!({"location": "local", "properties": {"size": "small", "image": "debian", "delaySeconds": 60}}))
+        .await;
     assert_eq!(r.status().as_u16(), 201);
     let create_url = header(&r, "azure-asyncoperation").unwrap();
     // Wait until the job really runs.
@@ -149,7 +153,7 @@ async fn delete_supersedes_a_running_create() {
 async fn cancel_stops_the_job_and_convergence() {
     let mut s = TestServer::start().await;
     let id = rid("securityGroups", "sg1");
-    let r = s.put(&id, json!({"properties": {"delaySeconds": 60}})).await;
+    let r = s.put(&id, json!({"location": "local", "properties": {"delaySeconds": 60}})).await;
     let status_url = header(&r, "azure-asyncoperation").unwrap();
     let start = std::time::Instant::now();
     loop {
@@ -185,13 +189,17 @@ async fn bad_input_gets_precise_errors() {
             400,
             "InvalidApiVersionParameter",
         ),
-        (s.http.put(s.url(&id)).json(&json!({"properties": {"addressSpace": "nope"}})), 400, "InvalidRequestContent"),
         (
-            s.http.put(s.url(&id)).json(&json!({"properties": {"addressSpace": 5, "bogus": 1}})),
+            s.http.put(s.url(&id)).json(&json!({"location": "local", "properties": {"addressSpace": "nope"}})),
+            400,
+            "InvalidRequestContent",
+        ),
+        (
+            s.http.put(s.url(&id)).json(&json!({"location": "local", "properties": {"addressSpace": 5, "bogus": 1}})),
             400,
             "MultipleErrorsOccurred",
         ),
-        (s.http.put(s.url(&id)).json(&json!({"properties": []})), 400, "InvalidRequestContent"),
+        (s.http.put(s.url(&id)).json(&json!({"location": "local", "properties": []})), 400, "InvalidRequestContent"),
         (
             s.http.put(s.url(&id)).header("content-type", "application/json").body("{not json"),
             400,
@@ -229,7 +237,7 @@ async fn bad_input_gets_precise_errors() {
         assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "case {i}");
     }
     // The schema error names the field.
-    let r = s.put(&id, json!({"properties": {"addressSpace": "nope"}})).await;
+    let r = s.put(&id, json!({"location": "local", "properties": {"addressSpace": "nope"}})).await;
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["error"]["target"], "properties.addressSpace");
     // Nothing was accepted by any of them.
@@ -239,8 +247,9 @@ async fn bad_input_gets_precise_errors() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn operations_are_scoped_expire_and_urls_follow_the_referer() {
-    let mut s = TestServer::start().await;
+async fn operations_are_scoped_expire_and_urls_follow_a_trusted_proxys_referer() {
+    // The test client is the proxy: its Referer and X-Forwarded-Proto are believed.
+    let mut s = TestServer::start_with_server(r#"trusted_proxies = ["127.0.0.1"]"#).await;
     let id = rid("subnets", "sn1");
     let r = s
         .http
@@ -248,7 +257,7 @@ async fn operations_are_scoped_expire_and_urls_follow_the_referer() {
         .header("referer", format!("https://arm.example:8443{id}?api-version={API}"))
         .header("x-ms-correlation-request-id", "corr-1")
         .header("x-ms-client-request-id", "client-1")
-        .json(&json!({"properties": {"virtualNetwork": "vnet1", "addressPrefix": "10.0.1.0/24"}}))
+        .json(&json!({"location": "local", "properties": {"virtualNetwork": "vnet1", "addressPrefix": "10.0.1.0/24"}}))
         .send()
         .await
         .unwrap();
@@ -302,7 +311,7 @@ async fn patch_merges_and_lists_page() {
     let mut s = TestServer::start().await;
     let mut urls = Vec::new();
     for name in ["a", "b", "c"] {
-        let r = s.put(&rid("securityGroups", name), json!({"tags": {"k": "v"}, "properties": {"rules": [{"name": "ssh", "direction": "Inbound", "port": 22, "access": "Allow"}]}})).await;
+        let r = s.put(&rid("securityGroups", name), json!({"location": "local", "tags": {"k": "v"}, "properties": {"rules": [{"name": "ssh", "direction": "Inbound", "port": 22, "access": "Allow"}]}})).await;
         assert_eq!(r.status().as_u16(), 201);
         urls.push(header(&r, "azure-asyncoperation").unwrap());
     }
@@ -390,7 +399,9 @@ async fn async_notification_is_delivered_and_retried() {
             tx.send((status, body)).unwrap();
         }
     });
-    let mut s = TestServer::start().await;
+    // The callback listens on loopback, over http: the policy must allow both.
+    let allow = "\n[notifications]\ncallback_allow_http = true\ncallback_allow_private_networks = true\n";
+    let mut s = TestServer::start_full("", "", allow, |_| {}).await;
     let id = rid("virtualNetworks", "notified");
     let r = s
         .http
@@ -411,5 +422,195 @@ async fn async_notification_is_delivered_and_retried() {
     assert_eq!(delivered["status"], "Succeeded");
     assert!(status_url.contains(delivered["name"].as_str().unwrap()));
     assert!(delivered["endTime"].is_string());
+    s.stop().await;
+}
+
+/// Sends `request` as it is (no URL normalisation, any bytes) and reads the whole answer:
+/// its status and body.
+async fn raw(s: &TestServer, request: &[u8]) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await.unwrap();
+    sock.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    sock.read_to_end(&mut answer).await.unwrap();
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+/// Asserts an ARM error: status, code, and a message of at most `max_message` bytes.
+async fn expect_error(r: reqwest::Response, status: u16, code: &str, max_message: usize, case: &str) -> Value {
+    assert_eq!(r.status().as_u16(), status, "{case}");
+    assert_eq!(header(&r, "x-ms-error-code").as_deref(), Some(code), "{case}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], code, "{case}: {body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        !message.is_empty() && message.len() <= max_message,
+        "{case}: message of {} bytes: {message}",
+        message.len()
+    );
+    body["error"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_ids_and_bodies_get_precise_errors_and_write_nothing() {
+    let mut s = TestServer::start().await;
+    let id = rid("virtualNetworks", "hostile");
+
+    // Subscriptions are GUIDs, in every route; the answer quotes a short, sanitised prefix.
+    let long = "s".repeat(20_000);
+    for sub in [long.as_str(), "sub%0D%0AX-Injected:%201", "s1", "{11111111-1111-1111-1111-111111111111}"] {
+        for path in [
+            format!("/subscriptions/{sub}/resourceGroups/rg1/providers/Slipway.Example/virtualNetworks/v"),
+            format!("/subscriptions/{sub}/providers/Slipway.Example/virtualNetworks"),
+            format!("/subscriptions/{sub}/providers/Slipway.Example/locations/local/operationStatuses/x"),
+        ] {
+            let r = s.http.put(s.url(&path)).json(&vnet("10.0.0.0/16")).send().await.unwrap();
+            assert!(r.headers().get("x-injected").is_none());
+            let e = expect_error(r, 400, "InvalidSubscriptionId", 200, &path[..60.min(path.len())]).await;
+            let message = e["message"].as_str().unwrap();
+            assert!(!message.contains('%') && !message.contains(&"s".repeat(50)), "{message}");
+        }
+    }
+    // `..` as it is sent by a client that does not normalise paths.
+    let body = r#"{"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}}"#;
+    let request = format!(
+        "PUT /subscriptions/../resourceGroups/rg1/providers/Slipway.Example/virtualNetworks/v?api-version={API} \
+         HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, head, answer) = raw(&s, request.as_bytes()).await;
+    assert_eq!(status, 400, "{head}");
+    assert!(answer.contains("\"InvalidSubscriptionId\""), "{answer}");
+
+    // `location` is required on PUT.
+    for body in
+        [json!({"properties": {"addressSpace": "10.0.0.0/16"}}), json!({"location": null}), json!({"location": ""})]
+    {
+        let r = s.put(&id, body.clone()).await;
+        let e = expect_error(r, 400, "LocationRequired", 200, &body.to_string()).await;
+        assert_eq!(e["target"], "location");
+    }
+
+    // Tags, on PUT and PATCH.
+    let many: serde_json::Map<String, Value> = (0..51).map(|i| (format!("t{i}"), json!("v"))).collect();
+    let tag_cases = [
+        (json!(many), "tags"),
+        (json!({"a/b": "v"}), "tags.a/b"),
+        (json!({"k": "v".repeat(257)}), "tags.k"),
+        (json!({"k".repeat(513): "v"}), ""),
+    ];
+    for (tags, target) in tag_cases {
+        for patch in [false, true] {
+            let body = json!({"location": "local", "tags": tags, "properties": {"addressSpace": "10.0.0.0/16"}});
+            let req = if patch { s.http.patch(s.url(&id)) } else { s.http.put(s.url(&id)) };
+            let e = expect_error(req.json(&body).send().await.unwrap(), 400, "InvalidTag", 300, target).await;
+            let got = e["target"].as_str().unwrap();
+            if target.is_empty() {
+                assert!(got.starts_with("tags.kkk") && got.len() < 100, "{got}");
+            } else {
+                assert_eq!(got, target);
+            }
+        }
+    }
+
+    // Nesting deeper than 32 levels, refused before anything reads the body as a resource.
+    let deep = format!(
+        r#"{{"location": "local", "properties": {{"addressSpace": "10.0.0.0/16", "x": {}1{}}}}}"#,
+        "[".repeat(40),
+        "]".repeat(40)
+    );
+    let r = s.http.put(s.url(&id)).header("content-type", "application/json").body(deep).send().await.unwrap();
+    let e = expect_error(r, 400, "InvalidRequestContent", 200, "deep").await;
+    assert!(e["message"].as_str().unwrap().contains("nested too deeply"), "{e}");
+
+    // Content types that cannot be read are 415, never a 500 or a body read as JSON.
+    let vnet_body = vnet("10.0.0.0/16").to_string();
+    let bad_types: Vec<reqwest::header::HeaderValue> = vec![
+        reqwest::header::HeaderValue::from_bytes(b"application/json\xff").unwrap(),
+        reqwest::header::HeaderValue::from_bytes("appl\u{e9}cation/json".as_bytes()).unwrap(),
+        reqwest::header::HeaderValue::from_static(""),
+        reqwest::header::HeaderValue::from_static(";charset=utf-8"),
+        reqwest::header::HeaderValue::from_static("application/"),
+        reqwest::header::HeaderValue::from_static("application/json; charset=latin1"),
+        reqwest::header::HeaderValue::from_static("application/json; charset"),
+    ];
+    for ct in bad_types {
+        let case = format!("{ct:?}");
+        let r = s.http.put(s.url(&id)).header("content-type", ct).body(vnet_body.clone()).send().await.unwrap();
+        expect_error(r, 415, "UnsupportedMediaType", 200, &case).await;
+    }
+    let two = format!(
+        "PUT {id}?api-version={API} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Type: \
+         text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{vnet_body}",
+        vnet_body.len()
+    );
+    let (status, head, _) = raw(&s, two.as_bytes()).await;
+    assert_eq!(status, 415, "two content types: {head}");
+
+    // Callbacks the policy refuses (the default: https to public hosts only).
+    for (uri, reason) in [
+        ("http://127.0.0.1:9/cb", "callbacks must use https"),
+        ("https://127.0.0.1:9/cb", "the host is a loopback address"),
+        ("https://localhost/cb", "the host is a loopback address"),
+        ("https://[::ffff:10.0.0.1]/cb", "the host is a private network address"),
+        ("https://169.254.169.254/latest/meta-data", "the host is a link-local address"),
+        ("https://100.64.0.1/cb", "the host is a shared (carrier-grade NAT) address"),
+        ("https://user:pw@hooks.example.com/cb", "the URI must not contain a user name or password"),
+        ("not a uri", "the URI is not an absolute http or https URL"),
+    ] {
+        let r = s.http.put(s.url(&id)).header("azure-asyncnotificationuri", uri).json(&vnet("10.0.0.0/16")).send();
+        let e = expect_error(r.await.unwrap(), 400, "InvalidAsyncNotificationUri", 200, uri).await;
+        assert!(e["message"].as_str().unwrap().contains(reason), "{uri}: {e}");
+        let del = s.http.delete(s.url(&id)).header("azure-asyncnotificationuri", uri).send().await.unwrap();
+        expect_error(del, 400, "InvalidAsyncNotificationUri", 200, uri).await;
+    }
+
+    // Nothing was written by any of them.
+    assert_eq!(s.get_json(&id).await.0, 404);
+    // The well-formed request is accepted (a charset of utf-8 is fine).
+    let r = s
+        .http
+        .put(s.url(&id))
+        .header("content-type", "application/json; charset=UTF-8")
+        .body(vnet_body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_follow_arms_rule_unless_the_type_has_its_own() {
+    // ARM's rule by default: longer than the old 90 characters, and more than -_.().
+    let mut s = TestServer::start().await;
+    for name in ["n".repeat(120), "a+b=c!".to_string()] {
+        let r = s.put(&rid("virtualNetworks", &name), vnet("10.0.0.0/16")).await;
+        assert_eq!(r.status().as_u16(), 201, "{name}: {}", r.text().await.unwrap());
+    }
+    for name in ["n".repeat(261), "a:b".to_string(), "a&b".to_string()] {
+        let r = s.http.put(s.url(&rid("virtualNetworks", &name))).json(&vnet("10.0.0.0/16")).send().await.unwrap();
+        let e = expect_error(r, 400, "InvalidResourceName", 300, &name).await;
+        assert!(e["message"].as_str().unwrap().contains("1-260 characters"), "{e}");
+    }
+    s.stop().await;
+
+    // A type's own rule.
+    let mut s = TestServer::start_with("name_pattern = \"[a-z][a-z0-9-]*\"\nname_max_length = 12").await;
+    let r = s.put(&rid("virtualNetworks", "vnet-1"), vnet("10.0.0.0/16")).await;
+    assert_eq!(r.status().as_u16(), 201);
+    for name in ["Vnet-1", "vnet_1", "1vnet", "vnet-1234567890"] {
+        let r = s.http.put(s.url(&rid("virtualNetworks", name))).json(&vnet("10.0.0.0/16")).send().await.unwrap();
+        let e = expect_error(r, 400, "InvalidResourceName", 300, name).await;
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains("'Slipway.Example/virtualNetworks'"), "{message}");
+        assert!(message.contains("1-12 characters matching the pattern [a-z][a-z0-9-]*"), "{message}");
+        if !name.eq_ignore_ascii_case("vnet-1") {
+            assert_eq!(s.get_json(&rid("virtualNetworks", name)).await.0, 404, "{name}");
+        }
+    }
     s.stop().await;
 }

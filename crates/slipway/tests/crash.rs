@@ -86,7 +86,7 @@ async fn kill_9_mid_flight_then_restart_finishes_everything_once() {
         let props = json!({"size": "small", "image": "debian", "delaySeconds": 2});
         let r = http
             .put(url(&node.base, &rid("computeInstances", &format!("vm{i}"))))
-            .json(&json!({"properties": props}))
+            .json(&json!({"location": "local", "properties": props}))
             .send()
             .await
             .unwrap();
@@ -166,7 +166,7 @@ async fn sigterm_drains_and_a_restart_adopts_the_running_job() {
     let mut node = start_node(dir.path(), &config, port, 1).await;
     let r = http
         .put(url(&node.base, &rid("virtualNetworks", "graceful")))
-        .json(&json!({"properties": {"addressSpace": "10.0.0.0/16", "delaySeconds": 3}}))
+        .json(&json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "delaySeconds": 3}}))
         .send()
         .await
         .unwrap();

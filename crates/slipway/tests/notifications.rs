@@ -20,7 +20,7 @@ use common::{API, free_port, header, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
-use slipway_api::notify::{Notifier, NotifierOptions};
+use slipway_api::notify::{CallbackPolicy, Notifier, NotifierOptions};
 use slipway_domain::admission::{Rejection, RequestContext};
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
@@ -183,7 +183,8 @@ async fn simulator() -> Sim {
 }
 
 /// Slipway on `listen` over the simulator, with `shutdown_grace_seconds = grace` and a
-/// `[notifications]` table.
+/// `[notifications]` table (the callbacks here listen on loopback, over http: the callback
+/// policy allows both).
 fn config_text(dir: &Path, listen: &str, sim: &Sim, grace: u64, notifications: &str) -> String {
     format!(
         r#"
@@ -196,6 +197,8 @@ url = "sqlite:{db}"
 node_name = "notify-test"
 shutdown_grace_seconds = {grace}
 [notifications]
+callback_allow_http = true
+callback_allow_private_networks = true
 {notifications}
 [[providers]]
 name = "aap"
@@ -544,6 +547,7 @@ fn bench_options() -> NotifierOptions {
         first_backoff: Duration::from_secs(60),
         max_backoff: Duration::from_secs(600),
         idle_interval: Duration::from_millis(20),
+        callbacks: CallbackPolicy::allow_all(),
         ..NotifierOptions::default()
     }
 }
@@ -739,5 +743,31 @@ async fn a_failing_destination_is_backed_off_as_a_whole() {
     paths.sort();
     assert_eq!(paths, ["/one", "/one", "/three", "/two"]);
     assert!(b.calls.borrow().iter().all(|c| !matches!(c, Call::Abandon(..))));
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_the_policy_refuses_at_send_time_is_given_up_at_once() {
+    // Rows written while the policy allowed loopback (or before there was one), sent by a
+    // notifier whose policy does not: not one connection, no retries, a dead letter saying why.
+    let mut callback = Callback::start().await;
+    let http_only = CallbackPolicy::new(&[], true, false).unwrap();
+    let mut b = Bench::start(NotifierOptions { callbacks: http_only, ..bench_options() });
+    b.ended_operation(&callback.uri("/refused")).await;
+    b.ended_operation("http://localhost:9/refused").await;
+    let calls = b.wait("both given up", |c| c.iter().filter(|c| matches!(c, Call::Abandon(..))).count() == 2).await;
+    let mut errors: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Abandon(_, e) => Some(e.as_str()),
+            _ => None,
+        })
+        .collect();
+    errors.sort();
+    assert_eq!(errors, ["refused by the callback policy: the host is a loopback address"; 2]);
+    assert!(calls.iter().all(|c| matches!(c, Call::Abandon(..))), "no attempt rescheduled: {calls:?}");
+    b.advance(Duration::from_secs(3600));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(callback.arrivals.try_recv().is_err(), "the callback was never called");
     b.stop().await;
 }

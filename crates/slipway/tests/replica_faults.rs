@@ -62,7 +62,13 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
             eventually(T, "some jobs of the first wave finished", async || finished() >= OPS / 6).await;
         }
         let base = &bases[i % REPLICAS];
-        let resp = put(&http, base, &rid("computeInstances", &format!("vm{i}")), &json!({"properties": {}})).await;
+        let resp = put(
+            &http,
+            base,
+            &rid("computeInstances", &format!("vm{i}")),
+            &json!({"location": "local", "properties": {}}),
+        )
+        .await;
         assert_eq!(resp.status().as_u16(), 201, "create {i} through {base}");
         ops.push(operation_path(&resp));
     }
@@ -81,7 +87,7 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
             let resp = http.get(format!("{base}/readyz")).send().await.expect("readyz while down");
             assert_eq!(resp.status().as_u16(), 503, "{base}/readyz while PostgreSQL is down");
             let id = rid("computeInstances", &format!("refused{}-{i}", refused.len()));
-            let resp = put(&http, base, &id, &json!({"properties": {}})).await;
+            let resp = put(&http, base, &id, &json!({"location": "local", "properties": {}})).await;
             expect_unavailable(resp, &format!("PUT {id} through {base} while PostgreSQL is down")).await;
             let resp = http.get(format!("{base}{}", ops[i])).send().await.expect("GET while down");
             expect_unavailable(resp, &format!("GET {} through {base} while PostgreSQL is down", ops[i])).await;
@@ -189,7 +195,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
 
     // A launches vm-a's job, which runs for a while.
     let vm = rid("computeInstances", "vm-a");
-    let resp = put(&http, &a.base(), &vm, &json!({"properties": {"delaySeconds": 6}})).await;
+    let resp = put(&http, &a.base(), &vm, &json!({"location": "local", "properties": {"delaySeconds": 6}})).await;
     assert_eq!(resp.status().as_u16(), 201, "create vm-a");
     let vm_op = operation_path(&resp);
     let base_a = a.base();
@@ -208,7 +214,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     let lookups_before = lookups();
     sim_handle.set_faults(Faults { latency_ms: 1500, ..Faults::default() });
     let vnet = rid("virtualNetworks", "vnet-a");
-    let resp = put(&http, &a.base(), &vnet, &json!({"properties": {"delaySeconds": 1}})).await;
+    let resp = put(&http, &a.base(), &vnet, &json!({"location": "local", "properties": {"delaySeconds": 1}})).await;
     assert_eq!(resp.status().as_u16(), 201, "create vnet-a");
     let vnet_op = operation_path(&resp);
     eventually(T, "A's template lookup for vnet-a", async || lookups() > lookups_before).await;
@@ -260,7 +266,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     let fenced_after = resumed.elapsed();
     // And it works normally again: a new resource created through it completes.
     let vm_c = rid("computeInstances", "vm-c");
-    let resp = put(&http, &a.base(), &vm_c, &json!({"properties": {}})).await;
+    let resp = put(&http, &a.base(), &vm_c, &json!({"location": "local", "properties": {}})).await;
     assert_eq!(resp.status().as_u16(), 201, "create vm-c through A after the pause");
     let vm_c_op = operation_path(&resp);
     eventually(T, "vm-c Succeeded after A resumed", async || {

@@ -1,7 +1,8 @@
-//! The single source of truth: resources, operations, the notification outbox and engine
-//! leases, behind one [`Store`] trait. Every method is one transaction. Engines: SQLite
-//! ([`sqlite`], the embedded default, one process) and PostgreSQL ([`postgres`], any number of
-//! replicas). [`conformance`] is the one test suite every engine must pass.
+//! The single source of truth: resources, operations, the notification outbox, engine
+//! leases and registry [`entries`], behind one [`Store`] trait. Every method is one
+//! transaction. Engines: SQLite ([`sqlite`], the embedded default, one process) and
+//! PostgreSQL ([`postgres`], any number of replicas). [`conformance`] is the one test suite
+//! every engine must pass.
 //!
 //! The central primitive is [`Store::change`]: read a [`Snapshot`] of one resource, let a
 //! pure domain function change it, and write back exactly what differs — all in one
@@ -20,10 +21,13 @@ mod columns;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod documents;
+pub mod entries;
 mod plan;
 pub mod postgres;
+pub mod registry;
 pub mod sqlite;
 
+pub use entries::{Entry, EntryKind, Expect};
 pub use plan::DEFAULT_OPERATION_TTL;
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
@@ -82,6 +86,10 @@ pub enum StoreError {
     /// The fence no longer matches the stored lease: another owner took over.
     #[error("lease lost")]
     LeaseLost,
+    /// A registry entry write found something other than it expected (see [`Expect`]);
+    /// nothing was written.
+    #[error("precondition failed: {0}")]
+    Precondition(String),
     /// The database cannot be reached or is overloaded; retry later.
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -245,6 +253,44 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The entry of `kind` with exactly this `id`.
+    ///
+    /// Registry entries (API tokens, subscriptions, role assignments; see [`entries`]) are
+    /// kept by both engines. The defaults refuse, for stores that keep none (test doubles).
+    async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError> {
+        let _ = (kind, id);
+        Err(no_entries())
+    }
+
+    /// Entries of one kind, ordered by id (byte order); only those of `partition` when given.
+    async fn list_entries(&self, kind: EntryKind, partition: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        let _ = (kind, partition);
+        Err(no_entries())
+    }
+
+    /// Inserts or replaces; the stored version becomes 1 on insert, previous+1 on replace.
+    /// A mismatch with `expect` — or an entry that lives in another partition — is
+    /// [`StoreError::Precondition`], and nothing is written.
+    async fn put_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        partition: &str,
+        body: &str,
+        expect: Expect,
+        now: Timestamp,
+    ) -> Result<Entry, StoreError> {
+        let _ = (kind, id, partition, body, expect, now);
+        Err(no_entries())
+    }
+
+    /// Removes; `Ok(false)` when absent (and `expect` allows that). A mismatch with `expect`
+    /// is [`StoreError::Precondition`], and nothing is written.
+    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
+        let _ = (kind, id, expect);
+        Err(no_entries())
+    }
+
     /// Cheap liveness check for readiness probes.
     async fn ping(&self) -> Result<(), StoreError>;
 
@@ -252,6 +298,10 @@ pub trait Store: Send + Sync + 'static {
     fn stats(&self) -> StoreStats {
         StoreStats::default()
     }
+}
+
+fn no_entries() -> StoreError {
+    StoreError::Internal("this store keeps no registry entries".into())
 }
 
 /// [`Store::change`] with a typed result computed inside the transaction.

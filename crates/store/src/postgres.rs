@@ -34,12 +34,15 @@
 //!
 //! Layout: [`schema`] (URL and session settings, migrations), [`rows`] (row ⇄ record and the
 //! read queries), [`changes`] (`change` with group commit, executing the shared
-//! `crate::plan`), [`writes`] (claims, leases, outbox).
+//! `crate::plan`), [`writes`] (claims, leases, outbox), [`entries`] (registry entries).
 
 mod changes;
+mod entries;
 mod rows;
 mod schema;
 mod writes;
+
+pub use schema::redact;
 
 use std::any::Any;
 use std::fmt;
@@ -56,7 +59,8 @@ use slipway_domain::{Operation, Timestamp};
 use tokio_postgres::NoTls;
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, StatsCounters, Store, StoreError, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
+    Store, StoreError, StoreStats,
 };
 
 #[derive(Clone, PartialEq, Eq)]
@@ -112,40 +116,6 @@ impl fmt::Debug for PostgresOptions {
             .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
-}
-
-/// The URL with any password replaced by `***`.
-pub fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(authority_end);
-        if let Some((userinfo, host)) = authority.rsplit_once('@')
-            && let Some((user, _)) = userinfo.split_once(':')
-        {
-            return redact_password_param(&format!("{scheme}://{user}:***@{host}{tail}"));
-        }
-        return redact_password_param(url);
-    }
-    redact_password_param(url)
-}
-
-/// `password=…` in a query string or a key=value connection string.
-fn redact_password_param(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(at) = rest.find("password=") {
-        let starts_word = at == 0 || matches!(rest.as_bytes()[at - 1], b'?' | b'&' | b' ');
-        let value_start = at + "password=".len();
-        out.push_str(&rest[..value_start]);
-        rest = &rest[value_start..];
-        if starts_word {
-            let end = rest.find(['&', ' ']).unwrap_or(rest.len());
-            out.push_str("***");
-            rest = &rest[end..];
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// The PostgreSQL [`Store`]. Cheap to share behind an `Arc`; any number of them, in any
@@ -270,6 +240,20 @@ impl RowsWritten for u64 {
 impl<T> RowsWritten for Vec<T> {
     fn rows_written(&self) -> u64 {
         self.len() as u64
+    }
+}
+
+/// A delete: whether it removed the row.
+impl RowsWritten for bool {
+    fn rows_written(&self) -> u64 {
+        u64::from(*self)
+    }
+}
+
+/// A put writes its row whenever it succeeds.
+impl RowsWritten for Entry {
+    fn rows_written(&self) -> u64 {
+        1
     }
 }
 
@@ -460,6 +444,33 @@ impl Store for PostgresStore {
         self.write(move |c| Box::pin(writes::defer_notifications(c, ids.clone(), at.clone()))).await.map(drop)
     }
 
+    async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError> {
+        self.read(|c| Box::pin(entries::get(c, kind, id.to_string()))).await
+    }
+
+    async fn list_entries(&self, kind: EntryKind, partition: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        self.read(|c| Box::pin(entries::list(c, kind, partition.map(str::to_string)))).await
+    }
+
+    async fn put_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        partition: &str,
+        body: &str,
+        expect: Expect,
+        now: Timestamp,
+    ) -> Result<Entry, StoreError> {
+        let (id, partition, body) = (id.to_string(), partition.to_string(), body.to_string());
+        let put = Arc::new(entries::Put { kind, id, partition, body, expect, now });
+        self.write(move |c| Box::pin(entries::put(c, Arc::clone(&put)))).await
+    }
+
+    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.write(move |c| Box::pin(entries::delete(c, kind, id.clone(), expect))).await
+    }
+
     fn stats(&self) -> StoreStats {
         self.inner.stats.snapshot()
     }
@@ -560,19 +571,4 @@ pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("non-string panic payload")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact("postgres://u:secret@db:5432/x"), "postgres://u:***@db:5432/x");
-        assert_eq!(redact("postgresql://u:p@ss@db/x?sslmode=disable"), "postgresql://u:***@db/x?sslmode=disable");
-        assert_eq!(redact("postgres://u@db/x"), "postgres://u@db/x");
-        assert_eq!(redact("postgres://db/x?user=u&password=secret&a=b"), "postgres://db/x?user=u&password=***&a=b");
-        assert_eq!(redact("host=db user=u password=secret dbname=x"), "host=db user=u password=*** dbname=x");
-        assert_eq!(redact("host=db mypassword=x"), "host=db mypassword=x");
-    }
 }

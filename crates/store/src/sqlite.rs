@@ -7,10 +7,11 @@
 //!
 //! Layout: [`schema`] (connections, pragmas, migrations), [`writer`] (the group-commit
 //! thread), [`readers`] (the read pool), [`rows`] (row ⇄ record mapping and the read
-//! queries), [`writes`] (everything the writer runs), [`checkpointer`] (WAL checkpoints off
-//! the write path).
+//! queries), [`writes`] (everything the writer runs), [`entries`] (registry entries' reads
+//! and writes), [`checkpointer`] (WAL checkpoints off the write path).
 
 mod checkpointer;
+mod entries;
 mod readers;
 mod rows;
 mod schema;
@@ -34,7 +35,8 @@ use slipway_domain::{Operation, Timestamp};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, StatsCounters, Store, StoreError, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
+    Store, StoreError, StoreStats,
 };
 
 use checkpointer::Checkpointer;
@@ -270,6 +272,34 @@ impl Store for SqliteStore {
         }
         let rows = rows.to_vec();
         self.write(move |conn| writes::defer_notifications(conn, &rows)).await
+    }
+
+    async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError> {
+        let id = id.to_string();
+        self.readers.run(move |conn| entries::get(conn, kind, &id)).await
+    }
+
+    async fn list_entries(&self, kind: EntryKind, partition: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        let partition = partition.map(str::to_string);
+        self.readers.run(move |conn| entries::list(conn, kind, partition.as_deref())).await
+    }
+
+    async fn put_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        partition: &str,
+        body: &str,
+        expect: Expect,
+        now: Timestamp,
+    ) -> Result<Entry, StoreError> {
+        let (id, partition, body) = (id.to_string(), partition.to_string(), body.to_string());
+        self.write(move |conn| entries::put(conn, kind, &id, &partition, &body, expect, now)).await
+    }
+
+    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.write(move |conn| entries::delete(conn, kind, &id, expect)).await
     }
 
     fn stats(&self) -> StoreStats {

@@ -16,7 +16,7 @@ use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::Schedule;
 use slipway_store::conformance::{self, Harness, T0, at, ctx, put, seed, spec, vnet};
 use slipway_store::postgres::{PostgresOptions, PostgresStore, redact};
-use slipway_store::{ChangeRequest, ClaimRequest, Store, StoreError, change_with};
+use slipway_store::{ChangeRequest, ClaimRequest, EntryKind, Expect, Store, StoreError, change_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -184,7 +184,7 @@ async fn replicas_starting_together_migrate_once() {
         .query_one(&format!("SELECT COUNT(*), MAX(version) FROM {}", schema.table("schema_migrations")), &[])
         .await
         .expect("migrations");
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 1), "one row per version");
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (2, 2), "one row per version");
     for store in &stores {
         store.ping().await.expect("ping");
     }
@@ -205,7 +205,35 @@ async fn reopening_keeps_data_and_migrates_once() {
         .query_one(&format!("SELECT COUNT(*), MAX(version) FROM {}", schema.table("schema_migrations")), &[])
         .await
         .expect("migrations");
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (1, 1));
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (2, 2));
+}
+
+/// A schema written by a Slipway that predates registry entries (schema version 1) gets
+/// their table when a store connects, and keeps what it had.
+#[tokio::test]
+async fn a_version_1_schema_gets_the_entries_table() {
+    let schema = Schema::fresh();
+    let id = vnet("sub", "rg", "r1");
+    let created = {
+        let store = open(schema.options()).await;
+        put(&store, &id, spec(1), ctx(1, T0)).await.1.resource.expect("created")
+    };
+    let spy = spy().await;
+    let downgrade = format!(
+        "DROP TABLE {}; DELETE FROM {} WHERE version > 1",
+        schema.table("entries"),
+        schema.table("schema_migrations")
+    );
+    spy.batch_execute(&downgrade).await.expect("back to version 1");
+    let store = open(schema.options()).await;
+    assert_eq!(store.get_resource(&id.key()).await, Ok(Some(created)));
+    let entry = store.put_entry(EntryKind::ApiToken, "t1", "", "{}", Expect::Absent, T0).await.expect("put");
+    assert_eq!(store.get_entry(EntryKind::ApiToken, "t1").await, Ok(Some(entry)));
+    let row = spy
+        .query_one(&format!("SELECT MAX(version) FROM {}", schema.table("schema_migrations")), &[])
+        .await
+        .expect("migrations");
+    assert_eq!(row.get::<_, i64>(0), 2);
 }
 
 #[tokio::test]

@@ -54,9 +54,10 @@ pub(super) async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().ok();
     let shared = Arc::new(Shared { lease, served: AtomicBool::new(false), body_timed_out: AtomicBool::new(false) });
     let io = TokioIo::new(Watched { io: stream, shared: shared.clone() });
-    let service = Service { router, shared: shared.clone(), body_timeout: timeouts.body };
+    let service = Service { router, shared: shared.clone(), body_timeout: timeouts.body, peer };
     let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
     tokio::pin!(conn);
     let mut draining = false;
@@ -158,6 +159,7 @@ struct Service {
     router: Router,
     shared: Arc<Shared>,
     body_timeout: Duration,
+    peer: Option<std::net::SocketAddr>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for Service {
@@ -171,8 +173,11 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         shared.served.store(true, Ordering::Release);
         shared.body_timed_out.store(false, Ordering::Release);
         let deadline = Instant::now() + self.body_timeout;
-        let req =
+        let mut req =
             req.map(|inner| axum::body::Body::new(Timed { inner, deadline, sleep: None, shared: shared.clone() }));
+        if let Some(addr) = self.peer {
+            req.extensions_mut().insert(crate::PeerAddr(addr));
+        }
         let router = self.router.clone();
         let secs = self.body_timeout.as_secs_f64();
         Box::pin(async move {

@@ -10,6 +10,7 @@ use slipway_domain::time::Clock;
 use slipway_store::{Notification, Store, StoreError};
 
 use super::NotifierOptions;
+use super::callback_policy::{Refusal, refusal_in};
 use super::destination::{Destinations, Verdict};
 use crate::wire;
 
@@ -70,6 +71,12 @@ impl Drop for Slot {
 /// failed), nothing is recorded: the claim lapses and the row comes back after the claim hold.
 pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot) {
     let store = &shared.store;
+    // Admission checked the URI already; the policy may have changed since (a restart).
+    if let Err(refusal) = shared.options.callbacks.check_uri(&n.uri) {
+        slot.report(None, shared.clock.now());
+        refuse(store.as_ref(), &n, &refusal).await;
+        return;
+    }
     let op = match store.get_operation(&n.subscription, &n.operation_id, shared.clock.now()).await {
         Ok(Some(op)) => op,
         Ok(None) => {
@@ -104,6 +111,13 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
             (failure, verdict)
         }
         Err(e) => {
+            if let Some(refusal) = refusal_in(&e) {
+                // The host resolved to an address the policy refuses: nothing was sent,
+                // and retrying would only ask again.
+                slot.report(None, ended);
+                refuse(store.as_ref(), &n, refusal).await;
+                return;
+            }
             let failure = describe(&e, &shared.options);
             (failure.clone(), Verdict::Failed(failure))
         }
@@ -139,6 +153,13 @@ pub(super) async fn skip_backed_off(
     let next = shared.clock.now().add(shared.retry_delay(attempts)).max(until);
     tracing::debug!(operation = %n.operation_id, uri = %n.uri, attempt = attempts, next_attempt_at = %next, "notification held back: its destination is backed off");
     bookkeeping(shared.store.reschedule_notification(n.id, next, &failure).await);
+}
+
+/// The policy refuses the callback: given up at once (a dead letter, the reason its last
+/// error), not retried.
+async fn refuse(store: &dyn Store, n: &Notification, refusal: &Refusal) {
+    tracing::error!(operation = %n.operation_id, uri = %n.uri, attempts = n.attempts, reason = %refusal, "giving up on a notification: the callback policy refuses it");
+    bookkeeping(store.abandon_notification(n.id, &format!("refused by the callback policy: {refusal}")).await);
 }
 
 /// The dead-letter rule: kept as dead with its last error, logged, never dropped silently.

@@ -15,12 +15,17 @@
 //! * **Bounded attempts.** A row is retried (`first_backoff` doubling to `max_backoff`) until
 //!   `max_attempts` attempts are used up, or its operation expires; then it is kept as dead
 //!   with its last error and logged at error level — never dropped silently.
+//! * **Only where the policy allows** ([`callback_policy`]): a URI the policy refuses — at
+//!   admission, again before each send, and for every address its host resolves to — is
+//!   never called; a refusal at send time gives the row up at once (kept as dead, with the
+//!   reason as its last error). The client follows no redirects and uses no proxy.
 //! * **At least once.** A crash after the POST and before the bookkeeping resends. On
 //!   shutdown the loop stops claiming, gives the deliveries in flight up to half the grace
 //!   period (at most one request timeout) to finish, then abandons the rest and gives their
 //!   claims back (due now, no attempt counted), so the next process — or another replica —
 //!   sends them again at once. If giving back fails, the claim lapses after `claim_hold`.
 
+pub mod callback_policy;
 mod deliver;
 pub mod destination;
 
@@ -35,6 +40,8 @@ use slipway_store::Store;
 use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinSet};
 
+pub use self::callback_policy::{CallbackPolicy, CallbackPolicyError};
+use self::callback_policy::{Lookup, PolicyResolver, system_lookup};
 use self::deliver::{Shared, Slot, bookkeeping};
 use self::destination::{Admission, Destinations, Limits, destination_of};
 
@@ -62,6 +69,8 @@ pub struct NotifierOptions {
     pub shutdown_grace: Duration,
     /// RP location for the status document's `id`.
     pub location: String,
+    /// Which callback URIs may be called (the same policy the API admits them by).
+    pub callbacks: CallbackPolicy,
 }
 
 impl Default for NotifierOptions {
@@ -78,6 +87,7 @@ impl Default for NotifierOptions {
             claim_hold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(20),
             location: "local".into(),
+            callbacks: CallbackPolicy::default(),
         }
     }
 }
@@ -88,6 +98,20 @@ impl NotifierOptions {
     pub fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy::exponential(self.first_backoff, self.max_backoff)
     }
+}
+
+/// The client callbacks are sent with. Names resolve through the policy and the connector
+/// gets only the addresses it checked; redirects are not followed and no proxy is used, as
+/// either would take the request somewhere unchecked.
+fn callback_client(options: &NotifierOptions, lookup: Lookup) -> Result<reqwest::Client, reqwest::Error> {
+    let resolver = PolicyResolver::new(Arc::new(options.callbacks.clone()), lookup);
+    reqwest::Client::builder()
+        .timeout(options.request_timeout)
+        .connect_timeout(options.connect_timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(resolver))
+        .build()
 }
 
 pub struct Notifier {
@@ -112,10 +136,7 @@ impl Notifier {
         options.max_attempts = options.max_attempts.max(1);
         options.connect_timeout = options.connect_timeout.min(options.request_timeout);
         options.claim_hold = options.claim_hold.max(options.request_timeout * 2);
-        let client = reqwest::Client::builder()
-            .timeout(options.request_timeout)
-            .connect_timeout(options.connect_timeout)
-            .build()?;
+        let client = callback_client(&options, system_lookup())?;
         let destinations = Mutex::new(Destinations::new(Limits {
             per_destination: options.max_per_destination,
             retry: options.retry_policy(),
@@ -272,5 +293,73 @@ impl Loop {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::callback_policy::refusal_in;
+    use super::*;
+
+    /// A callback on loopback answering `answer` to every request; counts connections.
+    async fn listener(answer: String) -> (u16, tokio::sync::watch::Receiver<usize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (tx, rx) = tokio::sync::watch::channel(0);
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = l.accept().await {
+                tx.send_modify(|n| *n += 1);
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock.write_all(answer.as_bytes()).await;
+            }
+        });
+        (port, rx)
+    }
+
+    /// Every name resolves to 127.0.0.1.
+    fn to_loopback() -> Lookup {
+        Arc::new(|_host| Box::pin(async { Ok(vec![IpAddr::from([127, 0, 0, 1])]) }))
+    }
+
+    fn options(callbacks: CallbackPolicy) -> NotifierOptions {
+        NotifierOptions { callbacks, request_timeout: Duration::from_secs(2), ..NotifierOptions::default() }
+    }
+
+    const OK: &str = "HTTP/1.1 204 No Content\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+    #[tokio::test]
+    async fn a_name_resolving_to_a_refused_address_is_never_connected_to() {
+        let (port, connections) = listener(OK.into()).await;
+        let http_only = CallbackPolicy::new(&[], true, false).unwrap();
+        let client = callback_client(&options(http_only), to_loopback()).unwrap();
+        let e = client.post(format!("http://cb.example.test:{port}/")).send().await.unwrap_err();
+        let refusal = refusal_in(&e).expect("the policy's refusal is found behind the request's error");
+        assert_eq!(refusal.to_string(), "cb.example.test resolves to 127.0.0.1, a loopback address");
+        assert_eq!(*connections.borrow(), 0);
+
+        // Allowed, the request goes to the very address that was checked.
+        let client = callback_client(&options(CallbackPolicy::allow_all()), to_loopback()).unwrap();
+        let r = client.post(format!("http://cb.example.test:{port}/")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 204);
+        assert_eq!(*connections.borrow(), 1);
+    }
+
+    #[tokio::test]
+    async fn redirects_are_not_followed() {
+        let (target, reached) = listener(OK.into()).await;
+        let redirect = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://127.0.0.1:{target}/\r\ncontent-length: 0\r\n\
+             connection: close\r\n\r\n"
+        );
+        let (port, _) = listener(redirect).await;
+        let client = callback_client(&options(CallbackPolicy::allow_all()), system_lookup()).unwrap();
+        let r = client.post(format!("http://127.0.0.1:{port}/")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 307, "the redirect is the answer");
+        assert_eq!(*reached.borrow(), 0, "its target was never called");
     }
 }

@@ -139,10 +139,23 @@ impl TestServer {
     }
 
     async fn start_configured(server_settings: &str, extra_type_settings: &str) -> TestServer {
+        Self::start_full(server_settings, extra_type_settings, "", |_| {}).await
+    }
+
+    /// With extra `[server]` keys and `tables` appended to the config (e.g. `[auth]`);
+    /// `before` runs on the temp dir first (e.g. to write a JWKS file or create tokens).
+    pub async fn start_full(
+        server_settings: &str,
+        extra_type_settings: &str,
+        tables: &str,
+        before: impl FnOnce(&Path),
+    ) -> TestServer {
         init_logging();
         let dir = tempfile::tempdir().expect("tempdir");
+        before(dir.path());
         let path = dir.path().join("slipway.toml");
-        let text = with_server_settings(&config_text(dir.path(), extra_type_settings), server_settings);
+        let mut text = with_server_settings(&config_text(dir.path(), extra_type_settings), server_settings);
+        text.push_str(tables);
         std::fs::write(&path, text).expect("write config");
         let config = Config::load(Some(&path), []).expect("config");
         let clock = Arc::new(ShiftedClock::default());

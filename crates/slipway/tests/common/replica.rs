@@ -202,7 +202,7 @@ pub async fn create_on_any(http: &reqwest::Client, replicas: &[Replica], first: 
         let r = &replicas[(first + attempt) % replicas.len()];
         let resp = http
             .put(format!("{}{id}?api-version={API}", r.base()))
-            .json(&serde_json::json!({"properties": {"size": "small", "image": "debian"}}))
+            .json(&serde_json::json!({"location": "local", "properties": {"size": "small", "image": "debian"}}))
             .send()
             .await;
         if let Ok(resp) = resp

@@ -18,12 +18,14 @@
 mod changes;
 mod claims;
 mod concurrency;
+mod entries;
 mod listing;
 mod outbox;
 
 pub use changes::*;
 pub use claims::*;
 pub use concurrency::*;
+pub use entries::*;
 pub use listing::*;
 pub use outbox::*;
 
@@ -110,6 +112,11 @@ macro_rules! conformance_suite {
             case_list_by_resource_group,
             case_list_by_subscription,
             case_ping,
+            case_entries_insert_get_list,
+            case_entries_replace_bumps_version,
+            case_entries_expect_absent_on_existing,
+            case_entries_stale_version_writes_nothing,
+            case_entries_delete,
         );
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,
@@ -119,6 +126,7 @@ macro_rules! conformance_suite {
             case_concurrent_changes_lose_no_update,
             case_grouped_changes_keep_their_own_times,
             case_a_failing_change_undoes_only_its_own_writes,
+            case_entries_concurrent_puts,
         );
     };
     (@store $make:expr; $($case:ident),+ $(,)?) => {

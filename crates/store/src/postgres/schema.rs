@@ -1,4 +1,5 @@
-//! Connection settings and the embedded migrations.
+//! Connection settings (the URL, its password kept out of messages by [`redact`]) and the
+//! embedded migrations.
 
 use std::time::{Duration, SystemTime};
 
@@ -6,7 +7,7 @@ use slipway_domain::Timestamp;
 use tokio_postgres::config::{Host, SslMode};
 use tokio_postgres::{Client, Config, NoTls};
 
-use super::{PostgresOptions, describe, pg_error, redact};
+use super::{PostgresOptions, describe, pg_error};
 use crate::StoreError;
 
 /// Applied in order, each exactly once, recorded in `schema_migrations`. Append only: a
@@ -69,6 +70,21 @@ const MIGRATIONS: &[&str] = &[
         last_error      TEXT
     );
     CREATE INDEX outbox_due ON outbox (next_attempt_at, id) WHERE state = 'pending';
+    "#,
+    // 2. Registry entries (`crate::entries`): small platform records that are not resources,
+    // by kind tag and exact id; `partition` is the subscription they belong to ('' for
+    // platform-wide ones); `version` is the optimistic-concurrency counter, 1 at insert.
+    r#"
+    CREATE TABLE entries (
+        kind       TEXT COLLATE "C" NOT NULL,
+        id         TEXT COLLATE "C" NOT NULL,
+        partition  TEXT COLLATE "C" NOT NULL,
+        body       TEXT NOT NULL,
+        version    BIGINT NOT NULL CHECK (version >= 1),
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (kind, id)
+    );
+    CREATE INDEX entries_by_partition ON entries (kind, partition, id);
     "#,
 ];
 
@@ -171,6 +187,40 @@ fn target(config: &Config) -> String {
     format!("{host}:{port}/{db}")
 }
 
+/// The URL with any password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        if let Some((userinfo, host)) = authority.rsplit_once('@')
+            && let Some((user, _)) = userinfo.split_once(':')
+        {
+            return redact_password_param(&format!("{scheme}://{user}:***@{host}{tail}"));
+        }
+        return redact_password_param(url);
+    }
+    redact_password_param(url)
+}
+
+/// `password=…` in a query string or a key=value connection string.
+fn redact_password_param(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("password=") {
+        let starts_word = at == 0 || matches!(rest.as_bytes()[at - 1], b'?' | b'&' | b' ');
+        let value_start = at + "password=".len();
+        out.push_str(&rest[..value_start]);
+        rest = &rest[value_start..];
+        if starts_word {
+            let end = rest.find(['&', ' ']).unwrap_or(rest.len());
+            out.push_str("***");
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Creates the schema if asked to and applies pending migrations, holding a session-level
 /// advisory lock so replicas starting together migrate once: the others wait, then find
 /// nothing left to do. The lock goes with the connection, which is closed at the end.
@@ -251,7 +301,7 @@ async fn migrate_locked(client: &mut Client, settings: &Settings) -> Result<(), 
 mod tests {
     use std::time::Duration;
 
-    use super::{session_options, valid_schema_name};
+    use super::{redact, session_options, valid_schema_name};
 
     #[test]
     fn session_options_keep_the_urls_and_add_ours() {
@@ -277,5 +327,15 @@ mod tests {
         for bad in ["", "Slipway", "1abc", "a-b", "a b", "a\"b", "pg_temp", &"x".repeat(64)] {
             assert!(!valid_schema_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("postgres://u:secret@db:5432/x"), "postgres://u:***@db:5432/x");
+        assert_eq!(redact("postgresql://u:p@ss@db/x?sslmode=disable"), "postgresql://u:***@db/x?sslmode=disable");
+        assert_eq!(redact("postgres://u@db/x"), "postgres://u@db/x");
+        assert_eq!(redact("postgres://db/x?user=u&password=secret&a=b"), "postgres://db/x?user=u&password=***&a=b");
+        assert_eq!(redact("host=db user=u password=secret dbname=x"), "host=db user=u password=*** dbname=x");
+        assert_eq!(redact("host=db mypassword=x"), "host=db mypassword=x");
     }
 }

@@ -64,6 +64,21 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX outbox_due ON outbox (next_attempt_at, id) WHERE state = 'pending';
     ",
+    // 2. Registry entries (`crate::entries`): small platform records that are not resources,
+    // by kind tag and exact id; `partition` is the subscription they belong to ('' for
+    // platform-wide ones); `version` is the optimistic-concurrency counter, 1 at insert.
+    "
+    CREATE TABLE entries (
+        kind       TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        partition  TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        version    INTEGER NOT NULL CHECK (version >= 1),
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (kind, id)
+    );
+    CREATE INDEX entries_by_partition ON entries (kind, partition, id);
+    ",
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.

@@ -1,0 +1,532 @@
+//! Which `Azure-AsyncNotificationUri` callbacks Slipway calls. A tenant names the URI, so
+//! without a policy any client could make Slipway POST to its loopback, its cloud metadata
+//! endpoint or the private network behind it (server-side request forgery).
+//!
+//! * **Scheme**: `https` only, unless `allow_http`.
+//! * **Allowlist**: `scheme://host[:port]` patterns; a host `*.example.com` matches every
+//!   name below `example.com` (not `example.com` itself); without a port any port matches.
+//!   An empty list allows any public host.
+//! * **Addresses**: loopback, private (RFC 1918, `fc00::/7`), shared (`100.64.0.0/10`),
+//!   link-local, `0.0.0.0/8`, multicast, broadcast, unspecified and reserved addresses —
+//!   IPv4-mapped, -compatible and NAT64 IPv6 forms of them too — are refused unless
+//!   `allow_private_networks`. The allowlist never lifts this.
+//! * **Twice**: at admission ([`CallbackPolicy::check_uri`], an IP literal or `localhost`
+//!   is refused there), and at delivery, after DNS resolution: the notifier's client
+//!   resolves names through [`PolicyResolver`], which refuses a name if any of its
+//!   addresses is refused and hands the connector only addresses it checked, so what was
+//!   checked is what is connected to (no second lookup to rebind). The client follows no
+//!   redirects and uses no proxy.
+//! * URIs with a user name or password, or longer than [`MAX_URI_CHARS`], are refused.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use reqwest::Url;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+/// Longest callback URI accepted.
+pub const MAX_URI_CHARS: usize = 2048;
+
+#[derive(Clone, Debug, Default)]
+pub struct CallbackPolicy {
+    allowlist: Vec<HostPattern>,
+    allow_http: bool,
+    allow_private_networks: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("callback_allowlist entry '{entry}': {reason}")]
+pub struct CallbackPolicyError {
+    entry: String,
+    reason: String,
+}
+
+/// One allowlist entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct HostPattern {
+    text: String,
+    scheme: String,
+    host: HostMatch,
+    port: Option<u16>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum HostMatch {
+    Exact(String),
+    /// `*.suffix`: any name ending in `.suffix`.
+    Below(String),
+}
+
+/// What kind of address a refused one is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddressKind {
+    Loopback,
+    Private,
+    Shared,
+    LinkLocal,
+    Multicast,
+    Broadcast,
+    Unspecified,
+    Reserved,
+}
+
+impl fmt::Display for AddressKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AddressKind::Loopback => "a loopback address",
+            AddressKind::Private => "a private network address",
+            AddressKind::Shared => "a shared (carrier-grade NAT) address",
+            AddressKind::LinkLocal => "a link-local address",
+            AddressKind::Multicast => "a multicast address",
+            AddressKind::Broadcast => "the broadcast address",
+            AddressKind::Unspecified => "an unspecified address",
+            AddressKind::Reserved => "a reserved address",
+        })
+    }
+}
+
+/// Why a callback URI is refused; the text is fit for the client (it names the rule, not
+/// Slipway's configuration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    TooLong,
+    NotAUrl,
+    Scheme {
+        allow_http: bool,
+    },
+    Credentials,
+    NotAllowlisted,
+    /// The URI's host is such an address (or `localhost`).
+    Host(AddressKind),
+    /// At delivery: the host resolved to such an address.
+    Resolved {
+        host: String,
+        address: IpAddr,
+        kind: AddressKind,
+    },
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::TooLong => write!(f, "the URI is longer than {MAX_URI_CHARS} characters"),
+            Refusal::NotAUrl => f.write_str("the URI is not an absolute http or https URL"),
+            Refusal::Scheme { allow_http: false } => f.write_str("callbacks must use https"),
+            Refusal::Scheme { allow_http: true } => f.write_str("callbacks must use http or https"),
+            Refusal::Credentials => f.write_str("the URI must not contain a user name or password"),
+            Refusal::NotAllowlisted => f.write_str("the host is not allowed to receive callbacks"),
+            Refusal::Host(kind) => write!(f, "the host is {kind}"),
+            Refusal::Resolved { host, address, kind } => write!(f, "{host} resolves to {address}, {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl CallbackPolicy {
+    /// `allowlist` entries are `scheme://host[:port]` (`https://hooks.example.com`,
+    /// `https://*.example.com:8443`); an `http` entry needs `allow_http`.
+    pub fn new(
+        allowlist: &[String],
+        allow_http: bool,
+        allow_private_networks: bool,
+    ) -> Result<Self, CallbackPolicyError> {
+        let allowlist = allowlist.iter().map(|e| HostPattern::parse(e, allow_http)).collect::<Result<_, _>>()?;
+        Ok(CallbackPolicy { allowlist, allow_http, allow_private_networks })
+    }
+
+    /// Anything goes: any scheme of http and https, any host, any address. For tests whose
+    /// callbacks listen on loopback.
+    pub fn allow_all() -> Self {
+        CallbackPolicy { allowlist: Vec::new(), allow_http: true, allow_private_networks: true }
+    }
+
+    pub fn allowlist(&self) -> Vec<String> {
+        self.allowlist.iter().map(|p| p.text.clone()).collect()
+    }
+
+    pub fn allow_http(&self) -> bool {
+        self.allow_http
+    }
+
+    pub fn allow_private_networks(&self) -> bool {
+        self.allow_private_networks
+    }
+
+    /// The URI if it may be called, as far as can be told without resolving its host.
+    pub fn check_uri(&self, uri: &str) -> Result<Url, Refusal> {
+        if uri.chars().count() > MAX_URI_CHARS {
+            return Err(Refusal::TooLong);
+        }
+        let url = Url::parse(uri).map_err(|_| Refusal::NotAUrl)?;
+        match url.scheme() {
+            "https" => {}
+            "http" if self.allow_http => {}
+            _ => return Err(Refusal::Scheme { allow_http: self.allow_http }),
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Refusal::Credentials);
+        }
+        let host = host_of(&url).ok_or(Refusal::NotAUrl)?;
+        if !self.allowlist.is_empty() && !self.allowlist.iter().any(|p| p.matches(&url)) {
+            return Err(Refusal::NotAllowlisted);
+        }
+        let kind = match host {
+            Host::Ip(ip) => classify(ip),
+            Host::Domain(name) => is_localhost(name).then_some(AddressKind::Loopback),
+        };
+        match kind {
+            Some(kind) if !self.allow_private_networks => Err(Refusal::Host(kind)),
+            _ => Ok(url),
+        }
+    }
+
+    /// `Err(kind)` when Slipway must not connect to `ip`.
+    pub fn check_address(&self, ip: IpAddr) -> Result<(), AddressKind> {
+        match classify(ip) {
+            Some(kind) if !self.allow_private_networks => Err(kind),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl HostPattern {
+    fn parse(entry: &str, allow_http: bool) -> Result<HostPattern, CallbackPolicyError> {
+        let fail = |reason: &str| CallbackPolicyError { entry: entry.to_string(), reason: reason.to_string() };
+        let text = entry.trim();
+        let (scheme, rest) = text.split_once("://").ok_or_else(|| fail("use scheme://host[:port]"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        match scheme.as_str() {
+            "https" => {}
+            "http" if allow_http => {}
+            "http" => return Err(fail("an http entry needs callback_allow_http = true")),
+            _ => return Err(fail("the scheme must be https or http")),
+        }
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+            return Err(fail("give only scheme://host[:port], without a path, query or user"));
+        }
+        let (wildcard, rest) = match rest.strip_prefix("*.") {
+            Some(below) => (true, below),
+            None => (false, rest),
+        };
+        if rest.contains('*') {
+            return Err(fail("a wildcard may only be a leading '*.'"));
+        }
+        // The URL parser normalises the host (case, IDNA, IP forms) as it will the URIs'.
+        let url = Url::parse(&format!("{scheme}://{rest}/")).map_err(|_| fail("not a valid host"))?;
+        let host = url.host_str().ok_or_else(|| fail("not a valid host"))?;
+        let host = host.trim_end_matches('.').to_string();
+        if wildcard && !matches!(host_of(&url), Some(Host::Domain(_))) {
+            return Err(fail("a wildcard needs a domain name after '*.'"));
+        }
+        Ok(HostPattern {
+            text: text.to_string(),
+            scheme,
+            host: if wildcard { HostMatch::Below(host) } else { HostMatch::Exact(host) },
+            port: url.port(),
+        })
+    }
+
+    fn matches(&self, url: &Url) -> bool {
+        let Some(host) = url.host_str() else { return false };
+        let host = host.trim_end_matches('.');
+        let host_ok = match &self.host {
+            HostMatch::Exact(h) => host == h,
+            HostMatch::Below(suffix) => {
+                matches!(host_of(url), Some(Host::Domain(_)))
+                    && host.len() > suffix.len() + 1
+                    && host.ends_with(suffix.as_str())
+                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+            }
+        };
+        url.scheme() == self.scheme && host_ok && self.port.is_none_or(|p| Some(p) == url.port_or_known_default())
+    }
+}
+
+enum Host<'a> {
+    Ip(IpAddr),
+    Domain(&'a str),
+}
+
+/// The URL's host; the URL parser has already normalised an IPv4 address (`2130706433`,
+/// `0x7f.1`) to its dotted form and put an IPv6 one in brackets.
+fn host_of(url: &Url) -> Option<Host<'_>> {
+    let host = url.host_str().filter(|h| !h.is_empty())?;
+    if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        return v6.parse().ok().map(Host::Ip);
+    }
+    Some(match host.parse::<Ipv4Addr>() {
+        Ok(v4) => Host::Ip(IpAddr::V4(v4)),
+        Err(_) => Host::Domain(host),
+    })
+}
+
+fn is_localhost(name: &str) -> bool {
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
+}
+
+/// `None` for a public address; else what it is.
+pub fn classify(ip: IpAddr) -> Option<AddressKind> {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> Option<AddressKind> {
+    let [a, b, c, _] = ip.octets();
+    Some(match (a, b, c) {
+        _ if ip.is_broadcast() => AddressKind::Broadcast,
+        (0, ..) => AddressKind::Unspecified,
+        (127, ..) => AddressKind::Loopback,
+        (10, ..) | (192, 168, _) => AddressKind::Private,
+        (172, 16..=31, _) => AddressKind::Private,
+        (100, 64..=127, _) => AddressKind::Shared,
+        (169, 254, _) => AddressKind::LinkLocal,
+        (224..=239, ..) => AddressKind::Multicast,
+        // IETF protocol assignments, benchmarking, and the future-use block.
+        (192, 0, 0) | (198, 18..=19, _) | (240..=255, ..) => AddressKind::Reserved,
+        _ => return None,
+    })
+}
+
+fn classify_v6(ip: Ipv6Addr) -> Option<AddressKind> {
+    if ip.is_unspecified() {
+        return Some(AddressKind::Unspecified);
+    }
+    if ip.is_loopback() {
+        return Some(AddressKind::Loopback);
+    }
+    let s = ip.segments();
+    // An IPv4 address in IPv6 clothing is what it wraps: mapped (::ffff:a.b.c.d),
+    // compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d).
+    let embedded = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 0, 0, 0, 0, ..] => {
+            return classify_v4(embedded);
+        }
+        _ => {}
+    }
+    Some(match s[0] {
+        0xfc00..=0xfdff => AddressKind::Private,
+        // Site-local (deprecated, still private).
+        0xfec0..=0xfeff => AddressKind::Private,
+        0xfe80..=0xfebf => AddressKind::LinkLocal,
+        0xff00..=0xffff => AddressKind::Multicast,
+        // Local-use NAT64 (64:ff9b:1::/48), documentation (2001:db8::/32), discard (100::/64).
+        0x0064 if s[1] == 0xff9b && s[2] == 1 => AddressKind::Private,
+        0x2001 if s[1] == 0x0db8 => AddressKind::Reserved,
+        0x0100 if s[1..4] == [0, 0, 0] => AddressKind::Reserved,
+        _ => return None,
+    })
+}
+
+/// A name lookup: the addresses of a host name.
+pub type Lookup = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>> + Send + Sync>;
+
+/// The system resolver (`getaddrinfo`, through tokio).
+pub fn system_lookup() -> Lookup {
+    Arc::new(|host: String| {
+        Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), 0)).await?.map(|a| a.ip()).collect()) })
+    })
+}
+
+/// The notifier's DNS resolver: every address of a name is checked against the policy, and
+/// only checked addresses reach the connector.
+pub struct PolicyResolver {
+    policy: Arc<CallbackPolicy>,
+    lookup: Lookup,
+}
+
+impl PolicyResolver {
+    pub fn new(policy: Arc<CallbackPolicy>, lookup: Lookup) -> Self {
+        PolicyResolver { policy, lookup }
+    }
+}
+
+impl Resolve for PolicyResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let (policy, lookup) = (self.policy.clone(), self.lookup.clone());
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addresses = lookup(host.clone()).await?;
+            if addresses.is_empty() {
+                return Err(io::Error::new(io::ErrorKind::NotFound, format!("{host} has no addresses")).into());
+            }
+            for &address in &addresses {
+                if let Err(kind) = policy.check_address(address) {
+                    return Err(Box::new(Refusal::Resolved { host: host.clone(), address, kind }) as _);
+                }
+            }
+            let addrs: Addrs = Box::new(addresses.into_iter().map(|ip| SocketAddr::new(ip, 0)));
+            Ok(addrs)
+        })
+    }
+}
+
+/// The policy's refusal behind a failed request, if that is why it failed.
+pub fn refusal_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refusal> {
+    let mut source = Some(e);
+    while let Some(s) = source {
+        if let Some(r) = s.downcast_ref::<Refusal>() {
+            return Some(r);
+        }
+        source = s.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strict() -> CallbackPolicy {
+        CallbackPolicy::default()
+    }
+
+    #[test]
+    fn https_to_public_hosts_by_default() {
+        let p = strict();
+        assert!(p.check_uri("https://hooks.example.com/cb?x=1").is_ok());
+        assert!(p.check_uri("https://93.184.216.34:8443/cb").is_ok());
+        assert!(p.check_uri("https://[2606:2800:220:1:248:1893:25c8:1946]/").is_ok());
+        assert_eq!(p.check_uri("http://hooks.example.com/").unwrap_err(), Refusal::Scheme { allow_http: false });
+        assert_eq!(p.check_uri("ftp://hooks.example.com/").unwrap_err(), Refusal::Scheme { allow_http: false });
+        assert_eq!(p.check_uri("/relative").unwrap_err(), Refusal::NotAUrl);
+        assert_eq!(p.check_uri("not a uri").unwrap_err(), Refusal::NotAUrl);
+        assert_eq!(p.check_uri("https://user:pw@hooks.example.com/").unwrap_err(), Refusal::Credentials);
+        let long = format!("https://hooks.example.com/{}", "a".repeat(MAX_URI_CHARS));
+        assert_eq!(p.check_uri(&long).unwrap_err(), Refusal::TooLong);
+        let http = CallbackPolicy::new(&[], true, false).unwrap();
+        assert!(http.check_uri("http://hooks.example.com/").is_ok());
+        assert_eq!(http.check_uri("ftp://hooks.example.com/").unwrap_err(), Refusal::Scheme { allow_http: true });
+    }
+
+    #[test]
+    fn private_loopback_and_other_special_addresses_are_refused() {
+        let p = strict();
+        let cases = [
+            ("127.0.0.1", AddressKind::Loopback),
+            ("127.1.2.3", AddressKind::Loopback),
+            ("2130706433", AddressKind::Loopback), // 127.0.0.1, spelled as a number
+            ("0x7f.1", AddressKind::Loopback),
+            ("localhost", AddressKind::Loopback),
+            ("api.localhost.", AddressKind::Loopback),
+            ("[::1]", AddressKind::Loopback),
+            ("[::ffff:127.0.0.1]", AddressKind::Loopback),
+            ("[::ffff:10.1.2.3]", AddressKind::Private),
+            ("[64:ff9b::a9fe:a9fe]", AddressKind::LinkLocal),
+            ("10.0.0.1", AddressKind::Private),
+            ("172.16.0.1", AddressKind::Private),
+            ("172.31.255.255", AddressKind::Private),
+            ("192.168.1.1", AddressKind::Private),
+            ("[fd12:3456::1]", AddressKind::Private),
+            ("[fc00::1]", AddressKind::Private),
+            ("100.64.0.1", AddressKind::Shared),
+            ("100.127.255.255", AddressKind::Shared),
+            ("169.254.169.254", AddressKind::LinkLocal),
+            ("[fe80::1]", AddressKind::LinkLocal),
+            ("0.0.0.0", AddressKind::Unspecified),
+            ("0.1.2.3", AddressKind::Unspecified),
+            ("[::]", AddressKind::Unspecified),
+            ("224.0.0.1", AddressKind::Multicast),
+            ("[ff02::1]", AddressKind::Multicast),
+            ("255.255.255.255", AddressKind::Broadcast),
+            ("240.0.0.1", AddressKind::Reserved),
+        ];
+        for (host, kind) in cases {
+            assert_eq!(p.check_uri(&format!("https://{host}/cb")).unwrap_err(), Refusal::Host(kind), "{host}");
+        }
+        for public in ["172.32.0.1", "100.128.0.1", "11.0.0.1", "[2001:4860:4860::8888]", "[::ffff:8.8.8.8]"] {
+            assert!(p.check_uri(&format!("https://{public}/")).is_ok(), "{public}");
+        }
+        let open = CallbackPolicy::new(&[], false, true).unwrap();
+        assert!(open.check_uri("https://127.0.0.1/cb").is_ok());
+        assert!(open.check_address("10.0.0.1".parse().unwrap()).is_ok());
+        assert_eq!(
+            strict().check_address("::ffff:192.168.0.1".parse().unwrap()),
+            Err(AddressKind::Private),
+            "IPv4-mapped"
+        );
+    }
+
+    #[test]
+    fn the_allowlist_names_schemes_hosts_and_ports() {
+        let list =
+            ["https://hooks.example.com", "https://*.tenant.example:8443/", "https://203.0.113.9"].map(String::from);
+        let p = CallbackPolicy::new(&list, false, false).unwrap();
+        assert_eq!(p.allowlist().len(), 3);
+        for ok in [
+            "https://hooks.example.com/a",
+            "https://HOOKS.example.com:444/a",
+            "https://a.tenant.example:8443/",
+            "https://a.b.tenant.example:8443/",
+            "https://203.0.113.9/",
+        ] {
+            assert!(p.check_uri(ok).is_ok(), "{ok}");
+        }
+        for refused in [
+            "https://other.example.com/",
+            "https://hooks.example.com.evil.test/",
+            "https://tenant.example:8443/",
+            "https://a.tenant.example/",
+            "https://eviltenant.example:8443/",
+            "https://203.0.113.10/",
+        ] {
+            assert_eq!(p.check_uri(refused).unwrap_err(), Refusal::NotAllowlisted, "{refused}");
+        }
+        // The allowlist does not lift the address rule.
+        let p = CallbackPolicy::new(&["https://10.0.0.5".to_string()], false, false).unwrap();
+        assert_eq!(p.check_uri("https://10.0.0.5/").unwrap_err(), Refusal::Host(AddressKind::Private));
+        for (entry, http) in [
+            ("hooks.example.com", true),
+            ("http://hooks.example.com", false),
+            ("ftp://hooks.example.com", true),
+            ("https://hooks.example.com/path", true),
+            ("https://a.*.example.com", true),
+            ("https://*.10.0.0.1", true),
+            ("https://", true),
+        ] {
+            let e = CallbackPolicy::new(&[entry.to_string()], http, false).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("callback_allowlist entry '{entry}'")), "{e}");
+        }
+        assert!(CallbackPolicy::new(&["http://hooks.example.com".to_string()], true, false).is_ok());
+    }
+
+    fn fake(answer: Vec<IpAddr>) -> Lookup {
+        Arc::new(move |_host| {
+            let answer = answer.clone();
+            Box::pin(async move { Ok(answer) })
+        })
+    }
+
+    async fn resolve(policy: CallbackPolicy, answer: &[&str]) -> Result<Vec<SocketAddr>, String> {
+        let answer = answer.iter().map(|a| a.parse().unwrap()).collect();
+        let r = PolicyResolver::new(Arc::new(policy), fake(answer));
+        match r.resolve("cb.example.test".parse().unwrap()).await {
+            Ok(addrs) => Ok(addrs.collect()),
+            Err(e) => Err(refusal_in(e.as_ref()).map(|r| r.to_string()).unwrap_or_else(|| format!("other: {e}"))),
+        }
+    }
+
+    #[tokio::test]
+    async fn resolved_addresses_are_checked_every_one() {
+        assert_eq!(resolve(strict(), &["93.184.216.34"]).await.unwrap(), ["93.184.216.34:0".parse().unwrap()]);
+        assert_eq!(
+            resolve(strict(), &["93.184.216.34", "127.0.0.1"]).await.unwrap_err(),
+            "cb.example.test resolves to 127.0.0.1, a loopback address"
+        );
+        assert_eq!(
+            resolve(strict(), &["::ffff:169.254.169.254"]).await.unwrap_err(),
+            "cb.example.test resolves to ::ffff:169.254.169.254, a link-local address"
+        );
+        assert!(resolve(strict(), &[]).await.unwrap_err().starts_with("other: "));
+        assert_eq!(resolve(CallbackPolicy::allow_all(), &["10.0.0.1"]).await.unwrap().len(), 1);
+    }
+}

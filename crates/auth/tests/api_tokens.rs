@@ -1,0 +1,87 @@
+//! API tokens against a real store: shown once, stored as a hash, revocable, expiring.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use slipway_auth::api_tokens::{self, NewApiToken};
+use slipway_auth::{AuthError, AuthOptions, Authenticator};
+use slipway_domain::time::ShiftedClock;
+use slipway_domain::{Clock, PrincipalKind};
+use slipway_store::sqlite::{SqliteOptions, SqliteStore};
+use slipway_store::{EntryKind, Store};
+
+async fn setup() -> (Arc<dyn Store>, Arc<ShiftedClock>, Authenticator, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
+    let clock = Arc::new(ShiftedClock::default());
+    let options =
+        AuthOptions { api_tokens: true, trusted_front_ends: vec!["arm-frontend".into()], ..Default::default() };
+    let auth = Authenticator::new(options, store.clone(), clock.clone()).unwrap();
+    (store, clock, auth, dir)
+}
+
+#[tokio::test]
+async fn a_token_authenticates_its_principal_until_revoked() {
+    let (store, clock, auth, _dir) = setup().await;
+    let new = NewApiToken {
+        principal: "ci-bot".into(),
+        tenant: Some("t1".into()),
+        groups: vec!["deployers".into()],
+        ..Default::default()
+    };
+    let (text, stored) = api_tokens::create(store.as_ref(), new, clock.now()).await.unwrap();
+    let who = auth.authenticate(Some(&format!("Bearer {text}"))).await.unwrap();
+    assert_eq!(who.principal.name, "ci-bot");
+    assert_eq!(who.principal.tenant.as_deref(), Some("t1"));
+    assert_eq!(who.principal.kind, PrincipalKind::Application);
+    assert_eq!(who.principal.groups, vec!["deployers".to_string()]);
+
+    // Only a hash is stored: the secret appears nowhere in the row.
+    let secret = text.rsplit('_').next().unwrap();
+    let row = store.get_entry(EntryKind::ApiToken, &stored.id).await.unwrap().unwrap();
+    assert!(!row.body.contains(secret), "{}", row.body);
+    assert_eq!(api_tokens::list(store.as_ref()).await.unwrap(), vec![stored.clone()]);
+
+    // Same id, another secret: refused.
+    let forged = format!("slw_{}_{}", stored.id, "A".repeat(43));
+    assert_eq!(auth.authenticate(Some(&format!("Bearer {forged}"))).await.unwrap_err(), AuthError::UnknownApiToken);
+
+    assert!(api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap());
+    assert!(!api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap());
+    assert_eq!(auth.authenticate(Some(&format!("Bearer {text}"))).await.unwrap_err(), AuthError::UnknownApiToken);
+}
+
+#[tokio::test]
+async fn a_token_expires_by_the_injected_clock() {
+    let (store, clock, auth, _dir) = setup().await;
+    let new = NewApiToken {
+        principal: "nightly".into(),
+        expires_at: Some(clock.now().add(Duration::from_secs(3600))),
+        ..Default::default()
+    };
+    let (text, _) = api_tokens::create(store.as_ref(), new, clock.now()).await.unwrap();
+    assert!(auth.authenticate(Some(&format!("Bearer {text}"))).await.is_ok());
+    clock.advance(Duration::from_secs(3600));
+    assert_eq!(auth.authenticate(Some(&format!("Bearer {text}"))).await.unwrap_err(), AuthError::ApiTokenExpired);
+}
+
+#[tokio::test]
+async fn a_configured_front_end_is_marked_trusted() {
+    let (store, clock, auth, _dir) = setup().await;
+    let (front, _) = api_tokens::create(
+        store.as_ref(),
+        NewApiToken { principal: "arm-frontend".into(), ..Default::default() },
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    let (other, _) = api_tokens::create(
+        store.as_ref(),
+        NewApiToken { principal: "someone".into(), ..Default::default() },
+        clock.now(),
+    )
+    .await
+    .unwrap();
+    assert!(auth.authenticate(Some(&format!("Bearer {front}"))).await.unwrap().trusted_front_end);
+    assert!(!auth.authenticate(Some(&format!("Bearer {other}"))).await.unwrap().trusted_front_end);
+}

@@ -1,0 +1,46 @@
+//! Who is asking: the principal a verified credential names. The API edge builds it (from a
+//! JWT, an API token, or the loopback-only local mode); authorization and the jobs' extra vars
+//! read it. Nothing here verifies anything.
+
+/// How the principal proved who it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrincipalKind {
+    /// A person, from an identity provider's token.
+    User,
+    /// Automation: an API token, or an identity provider's token for a client application.
+    Application,
+    /// Authentication is off (loopback only): the machine's own user, trusted with everything.
+    Local,
+}
+
+impl PrincipalKind {
+    /// ARM's `createdByType` vocabulary.
+    pub fn as_arm_type(self) -> &'static str {
+        match self {
+            PrincipalKind::User | PrincipalKind::Local => "User",
+            PrincipalKind::Application => "Application",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// Stable identifier: the subject (or object id) claim, or the API token's principal name.
+    pub name: String,
+    /// The identity provider's tenant of the principal, when it has one.
+    pub tenant: Option<String>,
+    /// Groups (or roles) the credential lists.
+    pub groups: Vec<String>,
+    pub kind: PrincipalKind,
+}
+
+impl Principal {
+    /// The principal of a request when authentication is off.
+    pub fn local() -> Self {
+        Principal { name: "local".into(), tenant: None, groups: Vec::new(), kind: PrincipalKind::Local }
+    }
+
+    pub fn tenant_or_empty(&self) -> &str {
+        self.tenant.as_deref().unwrap_or_default()
+    }
+}

@@ -1,0 +1,163 @@
+//! `[auth]`: who may call Slipway. Absent, authentication is off and Slipway serves only on a
+//! loopback address (see [`check_exposure`]).
+//!
+//! ```toml
+//! [auth]
+//! api_tokens = true                      # accept `slipway api-token create` tokens
+//! trusted_front_ends = ["arm-frontend"]  # principals whose x-ms-* identity headers count
+//!
+//! [[auth.issuers]]
+//! issuer = "https://keycloak.example/realms/platform"
+//! audiences = ["slipway"]
+//! # jwks_uri = "…" or jwks_file = "…"; default: OpenID Connect discovery from the issuer
+//! subject_claim = "sub"                  # Entra ID: "oid"
+//! tenant_claim = "tid"                   # "" for none
+//! groups_claim = "groups"                # Entra ID app roles: "roles"
+//! leeway_seconds = 60
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use slipway_auth::{AuthOptions, ClaimMapping, IssuerOptions, KeySource};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    pub api_tokens: bool,
+    pub trusted_front_ends: Vec<String>,
+    pub issuers: Vec<IssuerConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IssuerConfig {
+    pub issuer: String,
+    pub audiences: Vec<String>,
+    pub jwks_uri: Option<String>,
+    pub jwks_file: Option<PathBuf>,
+    pub subject_claim: String,
+    pub tenant_claim: String,
+    pub groups_claim: String,
+    pub leeway_seconds: u64,
+    pub key_refresh_min_interval_seconds: u64,
+}
+
+impl Default for IssuerConfig {
+    fn default() -> Self {
+        let claims = ClaimMapping::default();
+        IssuerConfig {
+            issuer: String::new(),
+            audiences: Vec::new(),
+            jwks_uri: None,
+            jwks_file: None,
+            subject_claim: claims.subject,
+            tenant_claim: claims.tenant.unwrap_or_default(),
+            groups_claim: claims.groups,
+            leeway_seconds: IssuerOptions::DEFAULT_LEEWAY.as_secs(),
+            key_refresh_min_interval_seconds: IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL.as_secs(),
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The authenticator's options; relative `jwks_file`s are resolved against `base_dir`.
+    pub fn options(&self, base_dir: &Path) -> Result<AuthOptions, String> {
+        if self.issuers.is_empty() && !self.api_tokens {
+            return Err("[auth] accepts no credential: add [[auth.issuers]] or set auth.api_tokens = true".into());
+        }
+        let mut issuers = Vec::new();
+        for (i, c) in self.issuers.iter().enumerate() {
+            let at = format!("auth.issuers[{i}]");
+            if c.issuer.is_empty() {
+                return Err(format!("{at}.issuer is required"));
+            }
+            if c.audiences.iter().all(String::is_empty) {
+                return Err(format!("{at}.audiences: at least one audience is required ({})", c.issuer));
+            }
+            let keys = match (&c.jwks_uri, &c.jwks_file) {
+                (Some(_), Some(_)) => return Err(format!("{at}: set jwks_uri or jwks_file, not both")),
+                (Some(uri), None) => KeySource::JwksUri(uri.clone()),
+                (None, Some(file)) => KeySource::JwksFile(base_dir.join(file)),
+                (None, None) => KeySource::Discovery,
+            };
+            let mut options = IssuerOptions::new(c.issuer.clone(), c.audiences.clone(), keys);
+            options.claims = ClaimMapping {
+                subject: c.subject_claim.clone(),
+                tenant: Some(c.tenant_claim.clone()).filter(|t| !t.is_empty()),
+                groups: c.groups_claim.clone(),
+            };
+            options.leeway = Duration::from_secs(c.leeway_seconds);
+            options.refresh_min_interval = Duration::from_secs(c.key_refresh_min_interval_seconds);
+            issuers.push(options);
+        }
+        Ok(AuthOptions { issuers, api_tokens: self.api_tokens, trusted_front_ends: self.trusted_front_ends.clone() })
+    }
+}
+
+/// Secure by default: without `[auth]` only a loopback address may be served.
+pub fn check_exposure(auth: Option<&AuthConfig>, bound: SocketAddr) -> Result<(), String> {
+    if auth.is_none() && !bound.ip().is_loopback() {
+        return Err(format!(
+            "server.listen = {bound} is not a loopback address and authentication is off: configure [auth] \
+             (README, \"Identity\") or listen on 127.0.0.1"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_auth_means_loopback_only() {
+        let auth = AuthConfig { api_tokens: true, ..Default::default() };
+        for (listen, with_auth, ok) in [
+            ("127.0.0.1:8080", false, true),
+            ("[::1]:8080", false, true),
+            ("0.0.0.0:8080", false, false),
+            ("192.0.2.10:8080", false, false),
+            ("0.0.0.0:8080", true, true),
+        ] {
+            let r = check_exposure(with_auth.then_some(&auth), listen.parse().unwrap());
+            assert_eq!(r.is_ok(), ok, "{listen} with auth {with_auth}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.contains("server.listen") && e.contains("[auth]"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn issuer_settings_are_checked() {
+        let base = Path::new("/etc/slipway");
+        let issuer = |f: fn(&mut IssuerConfig)| {
+            let mut c =
+                IssuerConfig { issuer: "https://idp".into(), audiences: vec!["slipway".into()], ..Default::default() };
+            f(&mut c);
+            AuthConfig { issuers: vec![c], ..Default::default() }.options(base)
+        };
+        assert!(AuthConfig::default().options(base).unwrap_err().contains("accepts no credential"));
+        assert!(issuer(|c| c.issuer.clear()).unwrap_err().contains("auth.issuers[0].issuer"));
+        assert!(issuer(|c| c.audiences.clear()).unwrap_err().contains("audience"));
+        assert!(
+            issuer(|c| {
+                c.jwks_uri = Some("https://idp/keys".into());
+                c.jwks_file = Some("k.json".into());
+            })
+            .unwrap_err()
+            .contains("not both")
+        );
+        let o = issuer(|c| {
+            c.jwks_file = Some("keys.json".into());
+            c.tenant_claim.clear();
+            c.subject_claim = "oid".into();
+        })
+        .unwrap();
+        assert_eq!(o.issuers[0].keys, KeySource::JwksFile("/etc/slipway/keys.json".into()));
+        assert_eq!(o.issuers[0].claims, ClaimMapping { subject: "oid".into(), tenant: None, groups: "groups".into() });
+        assert_eq!(issuer(|_| {}).unwrap().issuers[0].keys, KeySource::Discovery);
+    }
+}

@@ -1,0 +1,271 @@
+//! Identity at the edge, black-box: a real issuer on loopback signs tokens; API tokens come
+//! from the store. Every request is tied to a verified principal, and what a client merely
+//! claims in a header (who it is, where to point URLs) is ignored.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{SUB, TestServer, header, rid};
+use serde_json::{Value, json};
+use slipway_auth::api_tokens::{self, NewApiToken};
+use slipway_auth::test_idp::TestIdp;
+use slipway_domain::{Clock, SystemClock};
+
+const AUD: &str = "api://slipway";
+
+fn auth_tables(idp: &TestIdp) -> String {
+    format!(
+        r#"
+[auth]
+api_tokens = true
+trusted_front_ends = ["arm-frontend"]
+
+[[auth.issuers]]
+issuer = "{}"
+audiences = ["{AUD}"]
+"#,
+        idp.issuer
+    )
+}
+
+async fn start(idp: &TestIdp) -> TestServer {
+    TestServer::start_full("", "", &auth_tables(idp), |_| {}).await
+}
+
+fn now_secs() -> i64 {
+    SystemClock.now().as_millis() / 1000
+}
+
+fn token(idp: &TestIdp, subject: &str, tenant: &str) -> String {
+    idp.sign("key-1", &idp.claims(AUD, subject, tenant, now_secs()))
+}
+
+fn vnet(location: &str) -> Value {
+    json!({"location": location, "properties": {"addressSpace": "10.0.0.0/16"}})
+}
+
+async fn error_of(r: reqwest::Response) -> (u16, Option<String>, String, String) {
+    let status = r.status().as_u16();
+    let challenge = header(&r, "www-authenticate");
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    (
+        status,
+        challenge,
+        body["error"]["code"].as_str().unwrap_or_default().to_string(),
+        body["error"]["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_credential_get_401_with_a_reason() {
+    let idp = TestIdp::start().await;
+    let s = start(&idp).await;
+    let path = rid("virtualNetworks", "v1");
+
+    let (status, challenge, code, _) = error_of(s.get(&path).await).await;
+    assert_eq!((status, code.as_str()), (401, "AuthenticationFailed"));
+    assert_eq!(challenge.as_deref(), Some("Bearer realm=\"slipway\""));
+
+    let mut expired = idp.claims(AUD, "alice", "t-a", now_secs() - 7200);
+    expired["exp"] = json!(now_secs() - 3600);
+    let expired = idp.sign("key-1", &expired);
+    let r = s.http.get(s.url(&path)).bearer_auth(&expired).send().await.unwrap();
+    let (status, challenge, code, message) = error_of(r).await;
+    assert_eq!((status, code.as_str()), (401, "InvalidAuthenticationToken"));
+    assert!(message.contains("expired"), "{message}");
+    assert!(challenge.unwrap().contains("error=\"invalid_token\""));
+    assert!(!message.contains(&expired));
+
+    let mut wrong_aud = idp.claims("api://other", "alice", "t-a", now_secs());
+    wrong_aud["aud"] = json!("api://other");
+    let r = s.http.get(s.url(&path)).bearer_auth(idp.sign("key-1", &wrong_aud)).send().await.unwrap();
+    let (_, _, code, message) = error_of(r).await;
+    assert_eq!(code, "InvalidAuthenticationToken");
+    assert!(message.contains("audience"), "{message}");
+
+    // Health stays open.
+    assert_eq!(s.http.get(format!("{}/healthz", s.base)).send().await.unwrap().status().as_u16(), 200);
+    assert_eq!(s.http.get(format!("{}/readyz", s.base)).send().await.unwrap().status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn the_verified_principal_is_the_author_whatever_the_headers_claim() {
+    let idp = TestIdp::start().await;
+    let s = start(&idp).await;
+    let path = rid("virtualNetworks", "by-alice");
+    let r = s
+        .http
+        .put(s.url(&path))
+        .bearer_auth(token(&idp, "alice", "tenant-a"))
+        .header("x-ms-client-principal-name", "mallory@evil")
+        .header("x-ms-arm-resource-system-data", r#"{"createdBy":"mallory","createdByType":"User"}"#)
+        .header("referer", "https://attacker.example/")
+        .json(&vnet("local"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let status_url = header(&r, "azure-asyncoperation").unwrap();
+    assert!(status_url.starts_with(&s.base), "URLs point at Slipway, not at the Referer: {status_url}");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["systemData"]["createdBy"], "alice");
+    assert_eq!(body["systemData"]["createdByType"], "User");
+}
+
+#[tokio::test]
+async fn another_tenant_cannot_read_or_cancel_an_operation_by_copying_headers() {
+    let idp = TestIdp::start().await;
+    let s = start(&idp).await;
+    let alice = token(&idp, "alice", "tenant-a");
+    let bob = token(&idp, "bob", "tenant-b");
+    let r = s
+        .http
+        .put(s.url(&rid("virtualNetworks", "v-op")))
+        .bearer_auth(&alice)
+        .json(&vnet("local"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let status_url = header(&r, "azure-asyncoperation").unwrap();
+
+    let own = s.http.get(&status_url).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(own.status().as_u16(), 200);
+    // Bob copies Alice's identity headers: they are not believed from him.
+    let copied = |req: reqwest::RequestBuilder| {
+        req.bearer_auth(&bob).header("x-ms-home-tenant-id", "tenant-a").header("x-ms-client-object-id", "alice")
+    };
+    assert_eq!(copied(s.http.get(&status_url)).send().await.unwrap().status().as_u16(), 404);
+    let cancel = status_url.replace("?api-version", "/cancel?api-version");
+    assert_eq!(copied(s.http.post(&cancel)).send().await.unwrap().status().as_u16(), 404);
+    assert_eq!(s.http.get(&status_url).bearer_auth(&alice).send().await.unwrap().status().as_u16(), 200);
+}
+
+#[tokio::test]
+async fn a_trusted_front_end_speaks_for_the_user_it_forwards() {
+    let idp = TestIdp::start().await;
+    let s = start(&idp).await;
+    let store = s.app.as_ref().unwrap().store();
+    let (front, _) = api_tokens::create(
+        store.as_ref(),
+        NewApiToken { principal: "arm-frontend".into(), ..Default::default() },
+        SystemClock.now(),
+    )
+    .await
+    .unwrap();
+    let r = s
+        .http
+        .put(s.url(&rid("virtualNetworks", "via-arm")))
+        .bearer_auth(&front)
+        .header("x-ms-home-tenant-id", "tenant-a")
+        .header("x-ms-client-object-id", "alice")
+        .header("x-ms-client-principal-name", "alice@tenant-a.example")
+        .json(&vnet("local"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let status_url = header(&r, "azure-asyncoperation").unwrap();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["systemData"]["createdBy"], "alice@tenant-a.example");
+    // The operation belongs to the forwarded user: Alice reads it with her own token.
+    assert_eq!(
+        s.http.get(&status_url).bearer_auth(token(&idp, "alice", "tenant-a")).send().await.unwrap().status().as_u16(),
+        200
+    );
+    assert_eq!(
+        s.http.get(&status_url).bearer_auth(token(&idp, "bob", "tenant-b")).send().await.unwrap().status().as_u16(),
+        404
+    );
+}
+
+#[tokio::test]
+async fn api_tokens_authenticate_until_revoked() {
+    let idp = TestIdp::start().await;
+    let s = start(&idp).await;
+    let store = s.app.as_ref().unwrap().store();
+    let (text, stored) = api_tokens::create(
+        store.as_ref(),
+        NewApiToken { principal: "ci".into(), ..Default::default() },
+        SystemClock.now(),
+    )
+    .await
+    .unwrap();
+    let path = format!("/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks");
+    assert_eq!(s.http.get(s.url(&path)).bearer_auth(&text).send().await.unwrap().status().as_u16(), 200);
+    api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap();
+    let (status, _, code, _) = error_of(s.http.get(s.url(&path)).bearer_auth(&text).send().await.unwrap()).await;
+    assert_eq!((status, code.as_str()), (401, "InvalidAuthenticationToken"));
+}
+
+#[tokio::test]
+async fn without_auth_a_non_loopback_listener_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slipway.toml");
+    let text = common::config_text(dir.path(), "").replace("listen = \"127.0.0.1:0\"", "listen = \"0.0.0.0:0\"");
+    std::fs::write(&path, text).unwrap();
+    let config = slipway::config::Config::load(Some(&path), []).unwrap();
+    let err = slipway::app::App::start(config, std::sync::Arc::new(SystemClock)).await.err().expect("refused");
+    let msg = err.to_string();
+    assert!(msg.contains("server.listen") && msg.contains("[auth]"), "{msg}");
+}
+
+/// The binary's `api-token` subcommands against a stopped server's store, then `serve`.
+#[tokio::test]
+async fn the_api_token_cli_creates_lists_and_revokes() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let path = dir.path().join("slipway.toml");
+    let text = common::config_text(dir.path(), "").replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
+    std::fs::write(&path, format!("{text}\n[auth]\napi_tokens = true\n")).unwrap();
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slipway"))
+            .args(args)
+            .arg("--config")
+            .arg(&path)
+            .env("SLIPWAY_LOG", "warn")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, token, err) = cli(&["api-token", "create", "--principal", "deployer", "--expires-in-days", "1"]);
+    assert!(ok, "{err}");
+    let token = token.trim().to_string();
+    assert!(token.starts_with("slw_"), "{token}");
+    let (ok, listing, _) = cli(&["api-token", "list"]);
+    assert!(ok && listing.contains("deployer"), "{listing}");
+    assert!(!listing.contains(token.rsplit('_').next().unwrap()), "the secret is never listed");
+
+    let log = dir.path().join("serve.log");
+    let mut child = common::spawn_slipway(&path, &log, "info");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let url =
+        format!("{base}/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks?api-version={}", common::API);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        match http.get(&url).bearer_auth(&token).send().await {
+            Ok(r) => break r.status().as_u16(),
+            Err(_) if std::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("slipway did not come up: {e}"),
+        }
+    };
+    assert_eq!(status, 200);
+    let _ = child.kill();
+    let _ = child.wait();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains(&token), "the token never reaches the log");
+
+    let id = token.trim_start_matches("slw_").split('_').next().unwrap().to_string();
+    let (ok, _, err) = cli(&["api-token", "revoke", &id]);
+    assert!(ok, "{err}");
+    let (ok, listing, _) = cli(&["api-token", "list"]);
+    assert!(ok && !listing.contains("deployer"), "{listing}");
+    let (ok, _, err) = cli(&["api-token", "revoke", &id]);
+    assert!(!ok && err.contains("no API token"), "{err}");
+}
