@@ -2,6 +2,7 @@
 //! knows HTTP and the ARM wire format. It never calls a provider: it records intent in the
 //! store (one transaction per request), wakes the engine, and answers.
 
+mod access;
 mod edge;
 mod error;
 mod handlers;
@@ -26,6 +27,7 @@ use axum::routing::get;
 use slipway_domain::time::Clock;
 use slipway_store::Store;
 
+pub use access::AccessOptions;
 pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, raise_open_file_limit};
@@ -77,6 +79,7 @@ pub struct ApiState {
     /// `None`: authentication is off (the server then listens on loopback only).
     pub auth: Option<Arc<Authenticator>>,
     pub edge: EdgeOptions,
+    pub access: AccessOptions,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
@@ -96,15 +99,21 @@ async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
     }
 }
 
+/// This request's `x-ms-request-id`, for the handlers' audit events.
+#[derive(Clone, Debug)]
+pub(crate) struct RequestId(pub String);
+
 /// `x-ms-request-id` on every response; correlation and client request ids echoed.
-async fn correlation(req: Request<Body>, next: Next) -> Response {
+async fn correlation(mut req: Request<Body>, next: Next) -> Response {
     let echo: Vec<(&'static str, HeaderValue)> = ["x-ms-correlation-request-id", "x-ms-client-request-id"]
         .into_iter()
         .filter_map(|h| req.headers().get(h).map(|v| (h, v.clone())))
         .collect();
+    let request_id = uuid::Uuid::new_v4().to_string();
+    req.extensions_mut().insert(RequestId(request_id.clone()));
     let mut resp = next.run(req).await;
     let headers = resp.headers_mut();
-    if let Ok(id) = HeaderValue::from_str(&uuid::Uuid::new_v4().to_string()) {
+    if let Ok(id) = HeaderValue::from_str(&request_id) {
         headers.insert("x-ms-request-id", id);
     }
     for (name, value) in echo {

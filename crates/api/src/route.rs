@@ -6,6 +6,7 @@
 //! resource name to ARM's common rule ([`crate::types::arm_name_ok`]; a type's own rule is
 //! checked where the type is known).
 
+use slipway_domain::access::Scope;
 use slipway_domain::ids::{ArmId, validate_name};
 
 use crate::types::arm_name_ok;
@@ -37,6 +38,15 @@ pub enum Route {
         namespace: String,
         location: String,
         id: String,
+    },
+    /// `GET /subscriptions`: the registry, as far as the caller may see it.
+    Subscriptions,
+    /// `/subscriptions/{id}`: one registration.
+    Subscription(String),
+    /// `{scope}/providers/Slipway.Authorization/roleAssignments[/{id}]`.
+    RoleAssignments {
+        scope: Scope,
+        id: Option<String>,
     },
 }
 
@@ -109,15 +119,41 @@ fn is(seg: &str, word: &str) -> bool {
     seg.eq_ignore_ascii_case(word)
 }
 
+/// `{scope}/providers/Slipway.Authorization/roleAssignments[/{id}]`, if `segs` is one.
+fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
+    let at = segs
+        .windows(3)
+        .rposition(|w| is(w[0], "providers") && is(w[1], "Slipway.Authorization") && is(w[2], "roleAssignments"))?;
+    let id = match &segs[at + 3..] {
+        [] => None,
+        [id] => Some(id.to_string()),
+        _ => return None,
+    };
+    let prefix = &segs[..at];
+    if let [s, sub, ..] = prefix
+        && is(s, "subscriptions")
+        && let Err(e) = subscription(sub)
+    {
+        return Some(Err(e));
+    }
+    let scope = Scope::parse(&format!("/{}", prefix.join("/")))?;
+    Some(Ok(Route::RoleAssignments { scope, id }))
+}
+
 pub fn parse(path: &str) -> Result<Route, RouteError> {
     let segs: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     if segs.iter().any(|s| s.is_empty()) {
         return Err(RouteError::NoMatch);
     }
+    if let Some(route) = role_assignments(&segs) {
+        return route;
+    }
     let op = |sub: &&str, ns: &&str, loc: &&str, id: &&str| {
         Ok::<_, RouteError>((subscription(sub)?, ns.to_string(), loc.to_string(), id.to_string()))
     };
     match segs.as_slice() {
+        [s] if is(s, "subscriptions") => Ok(Route::Subscriptions),
+        [s, sub] if is(s, "subscriptions") => Ok(Route::Subscription(subscription(sub)?)),
         [s, sub, p, ns, l, loc, kind, id] if is(s, "subscriptions") && is(p, "providers") && is(l, "locations") => {
             let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
             if is(kind, "operationStatuses") {
@@ -199,11 +235,35 @@ mod tests {
     }
 
     #[test]
+    fn matches_the_platform_paths() {
+        assert_eq!(p("/subscriptions"), Ok(Route::Subscriptions));
+        assert!(matches!(p("/SUBSCRIPTIONS/{S}"), Ok(Route::Subscription(_))));
+        assert!(matches!(p("/subscriptions/nope"), Err(RouteError::BadSubscription(_))));
+        let at = |path: &str| match p(path) {
+            Ok(Route::RoleAssignments { scope, id }) => (scope.as_str().to_string(), id),
+            other => panic!("{path}: {other:?}"),
+        };
+        assert_eq!(at("/providers/Slipway.Authorization/roleAssignments"), ("/".into(), None));
+        let (scope, id) = at("/subscriptions/{S}/resourceGroups/RG/providers/slipway.authorization/ROLEASSIGNMENTS/x1");
+        assert!(scope.ends_with("/resourcegroups/rg"), "{scope}");
+        assert_eq!(id.as_deref(), Some("x1"));
+        let (scope, _) = at(
+            "/subscriptions/{S}/resourceGroups/rg/providers/Slipway.Example/virtualNetworks/v/providers/Slipway.Authorization/roleAssignments",
+        );
+        assert!(scope.ends_with("/virtualnetworks/v"), "{scope}");
+        assert!(matches!(
+            p("/subscriptions/bad/providers/Slipway.Authorization/roleAssignments"),
+            Err(RouteError::BadSubscription(_))
+        ));
+    }
+
+    #[test]
     fn rejects_other_paths() {
         for path in [
             "/",
-            "/subscriptions",
             "/subscriptions/{S}/resourceGroups/rg",
+            "/providers/Slipway.Authorization/roleAssignments/a/b",
+            "/foo/providers/Slipway.Authorization/roleAssignments",
             "/subscriptions//providers/ns/t",
             "/foo/{S}/providers/ns/t",
         ] {

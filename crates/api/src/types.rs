@@ -220,6 +220,11 @@ impl TypeRegistry {
         self.types.get(&TypeKey::new(namespace, type_name)).cloned()
     }
 
+    /// Every type, in no particular order.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.types.values()
+    }
+
     pub fn by_key(&self, key: &TypeKey) -> Option<Arc<ResourceType>> {
         self.types.get(key).cloned()
     }

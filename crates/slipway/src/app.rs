@@ -21,7 +21,7 @@ use slipway_store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::auth_config::check_exposure;
+use crate::auth_config::{access_options, check_exposure};
 use crate::config::{AapConfig, AnsibleConfig, Config, ProviderConfig, TypeConfig};
 
 #[derive(Debug, thiserror::Error)]
@@ -78,11 +78,13 @@ impl App {
             None => None,
         };
         let edge = edge_options(&config)?;
+        let access = access_options(config.auth.as_ref()).map_err(AppError::Config)?;
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
             auth,
             edge,
+            access,
             clock,
             options: ApiOptions {
                 location: config.server.location.clone(),

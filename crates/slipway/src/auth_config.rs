@@ -5,6 +5,7 @@
 //! [auth]
 //! api_tokens = true                      # accept `slipway api-token create` tokens
 //! trusted_front_ends = ["arm-frontend"]  # principals whose x-ms-* identity headers count
+//! admins = ["alice", "group:platform-admins"]  # platform admins from the start
 //!
 //! [[auth.issuers]]
 //! issuer = "https://keycloak.example/realms/platform"
@@ -21,14 +22,37 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use slipway_api::AccessOptions;
 use slipway_auth::{AuthOptions, ClaimMapping, IssuerOptions, KeySource};
+use slipway_domain::access::Assignee;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     pub api_tokens: bool,
     pub trusted_front_ends: Vec<String>,
     pub issuers: Vec<IssuerConfig>,
+    /// Platform admins whatever the store's role assignments say: principal names, or
+    /// `group:<name>` for everyone in a group. The first admin has to come from somewhere.
+    pub admins: Vec<String>,
+    /// Writes into a subscription need it registered (`PUT /subscriptions/{id}`).
+    pub require_registered_subscriptions: bool,
+    /// Operations are readable only by the identity that started them (ARO's rule), on top
+    /// of the role check.
+    pub operations_visible_to_initiator_only: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            api_tokens: false,
+            trusted_front_ends: Vec::new(),
+            issuers: Vec::new(),
+            admins: Vec::new(),
+            require_registered_subscriptions: true,
+            operations_visible_to_initiator_only: false,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,6 +119,27 @@ impl AuthConfig {
         }
         Ok(AuthOptions { issuers, api_tokens: self.api_tokens, trusted_front_ends: self.trusted_front_ends.clone() })
     }
+}
+
+/// How access is decided; without `[auth]`, the local mode (no registration needed).
+pub fn access_options(auth: Option<&AuthConfig>) -> Result<AccessOptions, String> {
+    let Some(auth) = auth else { return Ok(AccessOptions::default()) };
+    let mut admins = Vec::new();
+    for (i, a) in auth.admins.iter().enumerate() {
+        let assignee = match a.strip_prefix("group:") {
+            Some(group) => Assignee::Group(group.to_string()),
+            None => Assignee::Principal(a.clone()),
+        };
+        if matches!(&assignee, Assignee::Principal(n) | Assignee::Group(n) if n.trim().is_empty()) {
+            return Err(format!("auth.admins[{i}] is empty"));
+        }
+        admins.push(assignee);
+    }
+    Ok(AccessOptions {
+        admins,
+        registration_required: auth.require_registered_subscriptions,
+        initiator_only: auth.operations_visible_to_initiator_only,
+    })
 }
 
 /// Secure by default: without `[auth]` only a loopback address may be served.

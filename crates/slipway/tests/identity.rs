@@ -20,6 +20,7 @@ fn auth_tables(idp: &TestIdp) -> String {
 [auth]
 api_tokens = true
 trusted_front_ends = ["arm-frontend"]
+admins = ["root"]
 
 [[auth.issuers]]
 issuer = "{}"
@@ -29,8 +30,25 @@ audiences = ["{AUD}"]
     )
 }
 
+/// A server whose subscription `SUB` is registered to tenant-a, with `alice`, `ci` and the
+/// front end holding Contributor there (as the platform admin `root` set up).
 async fn start(idp: &TestIdp) -> TestServer {
-    TestServer::start_full("", "", &auth_tables(idp), |_| {}).await
+    let s = TestServer::start_full("", "", &auth_tables(idp), |_| {}).await;
+    let root = token(idp, "root", "platform");
+    let put = |path: String, body: Value| {
+        let req = s.http.put(format!("{}{path}?api-version=2025-06-01", s.base)).bearer_auth(&root).json(&body);
+        async move {
+            let r = req.send().await.unwrap();
+            assert!(r.status().is_success(), "{path}: {} {}", r.status(), r.text().await.unwrap_or_default());
+        }
+    };
+    put(format!("/subscriptions/{SUB}"), json!({"state": "Registered", "properties": {"tenantId": "tenant-a"}})).await;
+    for (i, who) in ["alice", "ci", "arm-frontend"].iter().enumerate() {
+        let id = format!("00000000-0000-0000-0000-00000000000{i}");
+        let body = json!({"properties": {"roleDefinitionId": "Contributor", "principalId": who}});
+        put(format!("/subscriptions/{SUB}/providers/Slipway.Authorization/roleAssignments/{id}"), body).await;
+    }
+    s
 }
 
 fn now_secs() -> i64 {
@@ -218,7 +236,7 @@ async fn the_api_token_cli_creates_lists_and_revokes() {
     let port = common::free_port();
     let path = dir.path().join("slipway.toml");
     let text = common::config_text(dir.path(), "").replace("127.0.0.1:0", &format!("127.0.0.1:{port}"));
-    std::fs::write(&path, format!("{text}\n[auth]\napi_tokens = true\n")).unwrap();
+    std::fs::write(&path, format!("{text}\n[auth]\napi_tokens = true\nadmins = [\"deployer\"]\n")).unwrap();
     let cli = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_slipway"))
             .args(args)
@@ -256,10 +274,40 @@ async fn the_api_token_cli_creates_lists_and_revokes() {
         }
     };
     assert_eq!(status, 200);
+    let body = json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}});
+    let sub_url = format!("{base}/subscriptions/{SUB}?api-version=2025-06-01");
+    let r = http
+        .put(&sub_url)
+        .bearer_auth(&token)
+        .json(&json!({"state": "Registered", "properties": {"tenantId": "t"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let put_url = format!("{base}{}?api-version={}", rid("virtualNetworks", "audited"), common::API);
+    let r = http.put(&put_url).bearer_auth(&token).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let operation = header(&r, "azure-asyncoperation").unwrap();
+    let operation_id = operation.split('?').next().unwrap().rsplit('/').next().unwrap().to_string();
+    let request_id = header(&r, "x-ms-request-id").unwrap();
     let _ = child.kill();
     let _ = child.wait();
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(!logged.contains(&token), "the token never reaches the log");
+    // One audit event per mutating request, with who, what, where and the outcome.
+    let audit: Vec<&str> = logged.lines().filter(|l| l.contains("slipway::audit")).collect();
+    assert_eq!(audit.len(), 2, "{logged}");
+    let put = audit[1];
+    for field in [
+        "principal=deployer",
+        "action=PUT",
+        "status=201",
+        &format!("operation_id={operation_id}"),
+        &format!("request_id={request_id}"),
+        "resource_id=/subscriptions/",
+    ] {
+        assert!(put.contains(field), "{field} missing in {put}");
+    }
 
     let id = token.trim_start_matches("slw_").split('_').next().unwrap().to_string();
     let (ok, _, err) = cli(&["api-token", "revoke", &id]);

@@ -1,0 +1,118 @@
+//! Authorization at the edge: gathers the role assignments that could cover a request's scope
+//! (the platform's, the configured bootstrap admins, the subscription's), asks the domain's
+//! pure decision, and turns a refusal into ARM's `403 AuthorizationFailed`. Also the
+//! subscription registry's gate for writes.
+
+use axum::http::StatusCode;
+use slipway_domain::access::{Assignee, Permission, Role, RoleAssignment, Scope, is_allowed, may_read_within};
+use slipway_domain::subscription::{self, Intent};
+use slipway_domain::{PrincipalKind, SubscriptionId};
+use slipway_store::registry;
+
+use crate::ApiState;
+use crate::edge::Caller;
+use crate::error::ArmError;
+
+/// How access is decided, from the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct AccessOptions {
+    /// Principals and groups that are platform admins whatever the store says (the first admin
+    /// has to come from somewhere).
+    pub admins: Vec<Assignee>,
+    /// Writes need a registered subscription (on whenever authentication is on).
+    pub registration_required: bool,
+    /// Operations are readable only by the identity that started them (ARO's rule), on top of
+    /// the role check. Always on without authentication (the identity then comes from ARM's
+    /// headers).
+    pub initiator_only: bool,
+}
+
+impl AccessOptions {
+    fn bootstrap(&self) -> impl Iterator<Item = RoleAssignment> + '_ {
+        self.admins.iter().map(|a| RoleAssignment {
+            id: "bootstrap".into(),
+            assignee: a.clone(),
+            tenant: None,
+            role: Role::Admin,
+            scope: Scope::platform(),
+        })
+    }
+}
+
+/// The assignments that may matter for one request.
+pub(crate) struct Grants {
+    assignments: Vec<RoleAssignment>,
+}
+
+/// Loads the platform-wide assignments and, for a subscription, its own.
+pub(crate) async fn grants(
+    state: &ApiState,
+    caller: &Caller,
+    subscription: Option<&SubscriptionId>,
+) -> Result<Grants, ArmError> {
+    if caller.principal.kind == PrincipalKind::Local {
+        return Ok(Grants { assignments: Vec::new() });
+    }
+    let mut assignments: Vec<RoleAssignment> = state.access.bootstrap().collect();
+    assignments.extend(registry::list_role_assignments(state.store.as_ref(), None).await?);
+    if let Some(sub) = subscription {
+        assignments.extend(registry::list_role_assignments(state.store.as_ref(), Some(sub)).await?);
+    }
+    Ok(Grants { assignments })
+}
+
+impl Grants {
+    pub fn allows(&self, caller: &Caller, permission: Permission, scope: &Scope) -> bool {
+        is_allowed(&caller.principal, &self.assignments, permission, scope)
+    }
+
+    pub fn may_read_within(&self, caller: &Caller, scope: &Scope) -> bool {
+        may_read_within(&caller.principal, &self.assignments, scope)
+    }
+
+    /// `Ok` or ARM's `403 AuthorizationFailed` naming the action and scope.
+    pub fn require(
+        &self,
+        caller: &Caller,
+        permission: Permission,
+        scope: &Scope,
+        action: &str,
+    ) -> Result<(), ArmError> {
+        if self.allows(caller, permission, scope) { Ok(()) } else { Err(forbidden(caller, action, scope)) }
+    }
+}
+
+pub(crate) fn forbidden(caller: &Caller, action: &str, scope: &Scope) -> ArmError {
+    let who = &caller.principal.name;
+    ArmError::new(
+        StatusCode::FORBIDDEN,
+        "AuthorizationFailed",
+        format!(
+            "The client '{who}' does not have authorization to perform action '{action}' over scope '{}' or the \
+             scope is invalid. If access was recently granted, refresh your credentials.",
+            scope.as_str()
+        ),
+    )
+}
+
+/// The ARM action name of a permission on a resource type (`Ns/type/read`).
+pub(crate) fn resource_action(namespace: &str, type_name: &str, permission: Permission) -> String {
+    let verb = match permission {
+        Permission::Read => "read",
+        Permission::Write => "write",
+        Permission::Delete => "delete",
+        Permission::Cancel => "cancel/action",
+        Permission::ReadAccess | Permission::ManageAccess | Permission::ManagePlatform => "action",
+    };
+    format!("{namespace}/{type_name}/{verb}")
+}
+
+/// The registry's gate: `409` with the state's code when `intent` may not go ahead.
+pub(crate) async fn check_subscription(state: &ApiState, id: &SubscriptionId, intent: Intent) -> Result<(), ArmError> {
+    if intent == Intent::Read {
+        return Ok(());
+    }
+    let registered = registry::get_subscription(state.store.as_ref(), id).await?;
+    subscription::admits(registered.as_ref(), intent, state.access.registration_required)
+        .map_err(|refusal| ArmError::new(StatusCode::CONFLICT, refusal.code(), refusal.message(id.as_str())))
+}

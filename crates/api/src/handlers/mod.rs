@@ -1,0 +1,294 @@
+//! The ARM request handlers. Each mutating request is one store transaction running a pure
+//! admission function; the answer is built only from what was committed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use slipway_domain::access::{Permission, Scope};
+use slipway_domain::admission::{self, Admitted, RequestContext};
+use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::operation::is_visible_to;
+use slipway_domain::resource::Spec;
+use slipway_domain::subscription::Intent;
+use slipway_domain::{Initiator, Operation, OperationRequest, PrincipalKind, ProvisioningState, TypeKey};
+use slipway_store::{ChangeRequest, ListQuery, change_with};
+
+use crate::ApiState;
+use crate::access;
+use crate::edge::{self, Caller, PeerAddr};
+use crate::error::{ArmError, echo};
+use crate::limits;
+use crate::route::{self, Route, RouteError};
+use crate::types::ResourceType;
+use crate::wire::{self, PatchBody, PutBody};
+
+mod admin;
+mod audit;
+mod body;
+mod operations;
+mod resources;
+
+use body::*;
+use operations::*;
+use resources::*;
+
+/// Everything a handler needs from the request besides the body.
+pub(crate) struct Ctx {
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub query: HashMap<String, String>,
+    pub base: String,
+    pub caller: Caller,
+}
+
+impl Ctx {
+    fn header(&self, name: &str) -> &str {
+        self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+    }
+
+    fn api_version(&self) -> Result<&str, ArmError> {
+        self.query.get("api-version").map(String::as_str).filter(|v| !v.is_empty()).ok_or_else(|| {
+            ArmError::bad_request(
+                "MissingApiVersionParameter",
+                "The api-version query parameter (?api-version=) is required for all requests.",
+            )
+        })
+    }
+
+    /// A header the caller's identity rests on: believed only from a caller that may speak
+    /// for others (a configured ARM front end, or the local mode).
+    fn identity_header(&self, name: &str) -> &str {
+        if self.caller.speaks_for_others { self.header(name) } else { "" }
+    }
+
+    /// Who the operation belongs to (the ARO initiator rule): the forwarded identity when a
+    /// trusted front end names one, else the verified principal.
+    fn initiator(&self) -> Initiator {
+        let principal = &self.caller.principal;
+        let or =
+            |forwarded: &str, own: &str| if forwarded.is_empty() { own.to_string() } else { forwarded.to_string() };
+        let (own_tenant, own_client) = match principal.kind {
+            PrincipalKind::Local => ("", ""),
+            _ => (principal.tenant_or_empty(), principal.name.as_str()),
+        };
+        Initiator {
+            tenant_id: or(self.identity_header("x-ms-home-tenant-id"), own_tenant),
+            client_id: or(self.identity_header("x-ms-client-object-id"), own_client),
+            client_request_id: self.header("x-ms-client-request-id").to_string(),
+            correlation_request_id: self.header("x-ms-correlation-request-id").to_string(),
+        }
+    }
+}
+
+fn unsupported_version(v: &str, supported: &[String]) -> ArmError {
+    ArmError::bad_request(
+        "InvalidApiVersionParameter",
+        format!("The api-version '{v}' is invalid. The supported versions are '{}'.", supported.join(",")),
+    )
+}
+
+pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    let caller = match edge::authenticate(&state, &parts.headers).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refusal,
+    };
+    let query =
+        axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
+    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
+    let base = edge::base_url(&state.edge, &parts.headers, peer, "http");
+    let ctx = Ctx { base, method: parts.method, headers: parts.headers, query, caller };
+    let path = parts.uri.path();
+    let resp = match dispatch(&state, &ctx, path, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    if ctx.method != Method::GET && ctx.method != Method::HEAD {
+        let request_id = parts.extensions.get::<crate::RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
+        audit::record(&ctx, path, &resp, request_id);
+    }
+    resp
+}
+
+async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result<Response, ArmError> {
+    let route = route::parse(path).map_err(|e| match e {
+        RouteError::NoMatch => ArmError::not_found("NotFound", format!("No such resource path: {}", echo(path, 200))),
+        RouteError::BadName(n) => ArmError::bad_request(
+            "InvalidResourceName",
+            format!("The resource name '{}' is not valid: {}.", echo(&n, 64), crate::types::ARM_NAME_RULE),
+        ),
+        RouteError::BadGroupName(n) => ArmError::bad_request(
+            "InvalidResourceName",
+            format!(
+                "The resource group name '{}' is not valid: use 1-90 letters, digits, '-', '_', '.' or '()', not \
+                 ending in '.'.",
+                echo(&n, 64)
+            ),
+        ),
+        RouteError::BadSubscription(s) => ArmError::bad_request(
+            "InvalidSubscriptionId",
+            format!(
+                "The subscription id '{}' is not valid: use a GUID such as 00000000-0000-0000-0000-000000000000.",
+                echo(&s, 40)
+            ),
+        ),
+    })?;
+    match route {
+        Route::Resource(id) => {
+            let ty = resource_type(state, &id.namespace, &id.type_name)?;
+            check_version(ctx, &ty)?;
+            let (permission, intent) = match ctx.method {
+                Method::GET => (Permission::Read, Intent::Read),
+                Method::PUT | Method::PATCH => (Permission::Write, Intent::Change),
+                Method::DELETE => (Permission::Delete, Intent::Delete),
+                _ => return Err(method_not_allowed(&ctx.method)),
+            };
+            let subscription = SubscriptionId::new(&id.subscription);
+            let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
+            let action = access::resource_action(&ty.namespace, &ty.type_name, permission);
+            grants.require(&ctx.caller, permission, &resource_scope(&id), &action)?;
+            access::check_subscription(state, &subscription, intent).await?;
+            match ctx.method {
+                Method::GET => get_resource(state, &id, &ty).await,
+                Method::PUT => put_resource(state, ctx, id, ty, body).await,
+                Method::PATCH => patch_resource(state, ctx, id, ty, body).await,
+                _ => delete_resource(state, ctx, id).await,
+            }
+        }
+        Route::Collection { subscription, resource_group, namespace, type_name } => {
+            let ty = resource_type(state, &namespace, &type_name)?;
+            check_version(ctx, &ty)?;
+            if ctx.method != Method::GET {
+                return Err(method_not_allowed(&ctx.method));
+            }
+            let sub = SubscriptionId::new(&subscription);
+            let grants = access::grants(state, &ctx.caller, Some(&sub)).await?;
+            let mut scope = format!("/subscriptions/{subscription}");
+            if let Some(rg) = &resource_group {
+                scope.push_str(&format!("/resourceGroups/{rg}"));
+            }
+            let scope = Scope::parse(&scope).ok_or_else(ArmError::internal)?;
+            if !grants.may_read_within(&ctx.caller, &scope) {
+                let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
+                return Err(access::forbidden(&ctx.caller, &action, &scope));
+            }
+            let visible = Visible { grants: &grants, whole: grants.allows(&ctx.caller, Permission::Read, &scope) };
+            list(state, ctx, path, &subscription, resource_group.as_deref(), &ty, visible).await
+        }
+        Route::OperationStatus { subscription, namespace, id, .. } => {
+            operation_check(state, ctx, &namespace, Method::GET)?;
+            let op = find_operation(state, ctx, &subscription, &id, Permission::Read).await?;
+            Ok(status_response(state, &op))
+        }
+        Route::OperationCancel { subscription, namespace, id, .. } => {
+            operation_check(state, ctx, &namespace, Method::POST)?;
+            cancel_operation(state, ctx, &subscription, &id).await
+        }
+        Route::OperationResult { subscription, namespace, id, .. } => {
+            operation_check(state, ctx, &namespace, Method::GET)?;
+            let op = find_operation(state, ctx, &subscription, &id, Permission::Read).await?;
+            operation_result(state, ctx, &op).await
+        }
+        Route::Subscriptions => admin::list_subscriptions(state, ctx).await,
+        Route::Subscription(id) => admin::subscription(state, ctx, &id, body).await,
+        Route::RoleAssignments { scope, id: None } => admin::list_assignments(state, ctx, &scope).await,
+        Route::RoleAssignments { scope, id: Some(id) } => admin::assignment(state, ctx, &scope, &id, body).await,
+    }
+}
+
+/// A resource id as an authorization scope.
+pub(crate) fn resource_scope(id: &ArmId) -> Scope {
+    Scope::parse(&id.to_string()).unwrap_or_else(Scope::platform)
+}
+
+pub(crate) fn method_not_allowed(m: &Method) -> ArmError {
+    ArmError::new(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", format!("The method {m} is not allowed here."))
+}
+
+pub(crate) fn resource_type(state: &ApiState, namespace: &str, type_name: &str) -> Result<Arc<ResourceType>, ArmError> {
+    state.types.get(namespace, type_name).ok_or_else(|| {
+        ArmError::not_found(
+            "InvalidResourceType",
+            format!("The resource type '{type_name}' could not be found in the namespace '{namespace}'."),
+        )
+    })
+}
+
+pub(crate) fn check_version(ctx: &Ctx, ty: &ResourceType) -> Result<(), ArmError> {
+    let v = ctx.api_version()?;
+    if ty.supports(v) { Ok(()) } else { Err(unsupported_version(v, &ty.api_versions)) }
+}
+
+/// What a mutating request records with its operation. An `Azure-AsyncNotificationUri`
+/// the callback policy refuses is `400 InvalidAsyncNotificationUri`, before anything is
+/// written.
+pub(crate) fn request_context(state: &ApiState, ctx: &Ctx, api_version: &str) -> Result<RequestContext, ArmError> {
+    let notification_uri = notification_uri(state, ctx)?;
+    let initiator = ctx.initiator();
+    let (actor, actor_type) = system_data_actor(ctx, &initiator);
+    Ok(RequestContext {
+        operation_id: OperationId::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid v4 is a valid operation id"),
+        now: state.clock.now(),
+        notification_uri,
+        initiator,
+        api_version: api_version.to_string(),
+        actor,
+        actor_type,
+    })
+}
+
+/// The request's callback URI, if it names one the policy allows.
+pub(crate) fn notification_uri(state: &ApiState, ctx: &Ctx) -> Result<Option<String>, ArmError> {
+    let Some(value) = ctx.headers.get("azure-asyncnotificationuri") else { return Ok(None) };
+    let refused = |reason: String| {
+        ArmError::bad_request(
+            "InvalidAsyncNotificationUri",
+            format!("The Azure-AsyncNotificationUri header is not accepted: {reason}."),
+        )
+        .with_target("Azure-AsyncNotificationUri")
+    };
+    let uri = value.to_str().map_err(|_| refused("it is not readable text".into()))?.trim();
+    if uri.is_empty() {
+        return Ok(None);
+    }
+    state.options.callbacks.check_uri(uri).map_err(|r| refused(r.to_string()))?;
+    Ok(Some(uri.to_string()))
+}
+
+/// Who made the change: ARM's `x-ms-arm-resource-system-data` (from a trusted front end),
+/// else the caller's identity.
+pub(crate) fn system_data_actor(ctx: &Ctx, initiator: &Initiator) -> (String, String) {
+    let principal = &ctx.caller.principal;
+    if !ctx.caller.speaks_for_others {
+        return (principal.name.clone(), principal.kind.as_arm_type().to_string());
+    }
+    if let Ok(v) = serde_json::from_str::<Value>(ctx.identity_header("x-ms-arm-resource-system-data")) {
+        let by = v.get("lastModifiedBy").or_else(|| v.get("createdBy")).and_then(Value::as_str);
+        let ty = v.get("lastModifiedByType").or_else(|| v.get("createdByType")).and_then(Value::as_str);
+        if let Some(by) = by {
+            return (by.to_string(), ty.unwrap_or("User").to_string());
+        }
+    }
+    let named = ctx.identity_header("x-ms-client-principal-name");
+    if !named.is_empty() {
+        return (named.to_string(), "User".into());
+    }
+    if !initiator.client_id.is_empty() {
+        return (initiator.client_id.clone(), "Application".into());
+    }
+    ("unknown".into(), "User".into())
+}
+
+pub(crate) fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        headers.insert(name, v);
+    }
+}
+
+pub(crate) fn json_response(status: StatusCode, body: Value) -> Response {
+    (status, axum::Json(body)).into_response()
+}

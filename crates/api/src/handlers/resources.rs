@@ -1,0 +1,205 @@
+//! Resource GET, PUT, PATCH, DELETE and collection lists.
+
+use super::*;
+
+pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType) -> Result<Response, ArmError> {
+    let res =
+        state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
+    Ok(json_response(StatusCode::OK, wire::resource_body(&res, ty)))
+}
+
+pub(crate) async fn put_resource(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: ArmId,
+    ty: Arc<ResourceType>,
+    body: Body,
+) -> Result<Response, ArmError> {
+    ty.check_name(&id.name)?;
+    let input: PutBody = json_body(state, ctx, body).await?;
+    let location = wire::required_location(input.location)?;
+    let tags = input.tags.unwrap_or_default();
+    limits::check_tags(&tags)?;
+    let properties = wire::spec_properties(input.properties)?;
+    ty.validate(&properties)?;
+    let spec = Spec { location: Some(location), tags, properties };
+    let rctx = request_context(state, ctx, ctx.api_version()?)?;
+    let kind = ty.kind.clone();
+    let target = id.clone();
+    let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+        admission::admit_put(snap, &target, &kind, spec, &rctx)
+    })
+    .await?;
+    respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+}
+
+pub(crate) async fn patch_resource(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: ArmId,
+    ty: Arc<ResourceType>,
+    body: Body,
+) -> Result<Response, ArmError> {
+    let input: PatchBody = json_body(state, ctx, body).await?;
+    if let Some(tags) = &input.tags {
+        limits::check_tags(tags)?;
+    }
+    let patch = wire::patch_properties(input.properties)?;
+    let rctx = request_context(state, ctx, ctx.api_version()?)?;
+    let validator = ty.clone();
+    let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+        admission::admit_patch(
+            snap,
+            input.tags,
+            patch.as_ref(),
+            |props| validator.validate(props).map_err(|e| admission::Rejection::Invalid(e.body)),
+            &rctx,
+        )
+    })
+    .await
+    .map_err(|e| match e {
+        slipway_store::StoreError::Rejected(admission::Rejection::NotFound) => {
+            ArmError::resource_not_found(&id.to_string())
+        }
+        other => other.into(),
+    })?;
+    respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+}
+
+pub(crate) fn respond_to_write(
+    state: &ApiState,
+    ctx: &Ctx,
+    ty: &ResourceType,
+    admitted: Admitted,
+    res: Option<&slipway_domain::ResourceRecord>,
+) -> Result<Response, ArmError> {
+    let res = res.ok_or_else(ArmError::internal)?;
+    let body = wire::resource_body(res, ty);
+    let (status, op) = match admitted {
+        Admitted::Unchanged => return Ok(json_response(StatusCode::OK, body)),
+        Admitted::Accepted { operation, created } => {
+            (state.on_accept)();
+            (write_status(&ctx.method, created), operation)
+        }
+        Admitted::InProgress { operation } => {
+            let created = operation.request == OperationRequest::Create;
+            (write_status(&ctx.method, created), operation)
+        }
+        Admitted::Absent => return Err(ArmError::internal()),
+    };
+    let mut resp = json_response(status, body);
+    add_async_headers(state, ctx, &op, resp.headers_mut());
+    Ok(resp)
+}
+
+pub(crate) fn write_status(method: &Method, created: bool) -> StatusCode {
+    match (method, created) {
+        (&Method::PATCH, _) => StatusCode::ACCEPTED,
+        (_, true) => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    }
+}
+
+pub(crate) async fn delete_resource(state: &ApiState, ctx: &Ctx, id: ArmId) -> Result<Response, ArmError> {
+    let rctx = request_context(state, ctx, ctx.api_version()?)?;
+    let (admitted, _) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+        admission::admit_delete(snap, &rctx)
+    })
+    .await?;
+    match admitted {
+        Admitted::Absent => Ok(StatusCode::NO_CONTENT.into_response()),
+        Admitted::Accepted { operation, .. } | Admitted::InProgress { operation } => {
+            (state.on_accept)();
+            let mut resp = StatusCode::ACCEPTED.into_response();
+            add_async_headers(state, ctx, &operation, resp.headers_mut());
+            Ok(resp)
+        }
+        Admitted::Unchanged => Err(ArmError::internal()),
+    }
+}
+
+/// Which items of a list the caller may see: all of them (`whole`), or each one its grants
+/// cover. A filtered page may be short; `nextLink` still continues after its last row.
+pub(crate) struct Visible<'a> {
+    pub grants: &'a access::Grants,
+    pub whole: bool,
+}
+
+pub(crate) async fn list(
+    state: &ApiState,
+    ctx: &Ctx,
+    path: &str,
+    subscription: &str,
+    resource_group: Option<&str>,
+    ty: &ResourceType,
+    visible: Visible<'_>,
+) -> Result<Response, ArmError> {
+    let after = match ctx.query.get("$skipToken") {
+        Some(token) => Some(
+            decode_token(token)
+                .ok_or_else(|| ArmError::bad_request("InvalidSkipToken", "The $skipToken is not valid."))?,
+        ),
+        None => None,
+    };
+    let limit = match ctx.query.get("$top") {
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| ArmError::bad_request("InvalidParameter", "$top must be an integer from 1 to 1000."))?,
+        None => state.options.page_size,
+    };
+    let page = state
+        .store
+        .list_resources(&ListQuery {
+            subscription: SubscriptionId::new(subscription),
+            resource_group: resource_group.map(str::to_ascii_lowercase),
+            type_key: TypeKey::new(&ty.namespace, &ty.type_name),
+            after,
+            limit,
+        })
+        .await?;
+    let value: Vec<Value> = page
+        .items
+        .iter()
+        .filter(|r| visible.whole || visible.grants.allows(&ctx.caller, Permission::Read, &resource_scope(&r.id)))
+        .map(|r| wire::resource_body(r, ty))
+        .collect();
+    let mut body = json!({ "value": value });
+    if let Some(next) = page.next {
+        body["nextLink"] = json!(format!(
+            "{}{path}?api-version={}&$top={limit}&$skipToken={}",
+            ctx.base,
+            ctx.api_version()?,
+            encode_token(&next)
+        ));
+    }
+    Ok(json_response(StatusCode::OK, body))
+}
+
+/// Continuation tokens are hex so they survive any URL handling untouched.
+pub(crate) fn encode_token(key: &ResourceKey) -> String {
+    key.as_str().bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn decode_token(token: &str) -> Option<ResourceKey> {
+    if !token.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> =
+        (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
+    String::from_utf8(bytes?).ok().map(ResourceKey)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skip_tokens_round_trip() {
+        let key = ResourceKey("/subscriptions/s/resourcegroups/rg/providers/ns/t/n-1".into());
+        assert_eq!(decode_token(&encode_token(&key)), Some(key));
+        assert_eq!(decode_token("zz"), None);
+        assert_eq!(decode_token("abc"), None);
+    }
+}

@@ -1,0 +1,319 @@
+//! Tenant isolation, black-box: two tenants, each with its own registered subscription and
+//! a Reader, a Contributor and an Owner; every endpoint tried by every principal against its
+//! own and the other tenant's subscription. Every foreign access is denied; every own access
+//! is allowed exactly when the role grants it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{API, TestServer, header};
+use serde_json::{Value, json};
+use slipway_auth::test_idp::TestIdp;
+use slipway_domain::{Clock, SystemClock};
+
+const AUD: &str = "api://slipway";
+const PLATFORM_API: &str = "2025-06-01";
+const T: Duration = Duration::from_secs(120);
+const SUBS: [(&str, &str); 2] =
+    [("a", "aaaaaaaa-0000-0000-0000-000000000001"), ("b", "bbbbbbbb-0000-0000-0000-000000000002")];
+const ROLES: [&str; 3] = ["Reader", "Contributor", "Owner"];
+
+struct World {
+    s: TestServer,
+    idp: TestIdp,
+    /// Per subscription: the admin-created resource and its create operation's status URL.
+    shared: Vec<(String, String)>,
+}
+
+fn token(idp: &TestIdp, subject: &str, tenant: &str) -> String {
+    idp.sign("key-1", &idp.claims(AUD, subject, tenant, SystemClock.now().as_millis() / 1000))
+}
+
+fn rid(sub: &str, name: &str) -> String {
+    format!("/subscriptions/{sub}/resourceGroups/rg1/providers/Slipway.Example/virtualNetworks/{name}")
+}
+
+impl World {
+    async fn start() -> World {
+        let idp = TestIdp::start().await;
+        let tables = format!(
+            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n",
+            idp.issuer
+        );
+        let s = TestServer::start_full("", "", &tables, |_| {}).await;
+        let mut w = World { s, idp, shared: Vec::new() };
+        let root = token(&w.idp, "root", "platform");
+        for (tenant, sub) in SUBS {
+            let body = json!({"state": "Registered", "properties": {"tenantId": format!("tenant-{tenant}"), "displayName": tenant}});
+            let (status, _) = w.send("PUT", &format!("/subscriptions/{sub}"), &root, Some(body), PLATFORM_API).await;
+            assert_eq!(status, 201);
+            for (i, role) in ROLES.iter().enumerate() {
+                let path =
+                    format!("/subscriptions/{sub}/providers/Slipway.Authorization/roleAssignments/{}", guid(tenant, i));
+                let body = json!({"properties": {"roleDefinitionId": role, "principalId": principal(tenant, role), "tenantId": format!("tenant-{tenant}")}});
+                let (status, body) = w.send("PUT", &path, &root, Some(body), PLATFORM_API).await;
+                assert_eq!(status, 201, "{body}");
+            }
+            let r = w
+                .s
+                .http
+                .put(w.s.url(&rid(sub, "shared")))
+                .bearer_auth(&root)
+                .json(&json!({"location": "local", "tags": {"k": "v"}, "properties": {"addressSpace": "10.0.0.0/16"}}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 201);
+            let status_url = header(&r, "azure-asyncoperation").unwrap();
+            w.shared.push((rid(sub, "shared"), status_url));
+        }
+        for (_, url) in &w.shared {
+            let r = w.s.http.get(url).bearer_auth(&root).send().await.unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            wait_done(&w.s, url, &root).await;
+        }
+        w
+    }
+
+    async fn send(&self, method: &str, path: &str, token: &str, body: Option<Value>, api: &str) -> (u16, Value) {
+        let url = if path.starts_with("http") {
+            path.to_string()
+        } else {
+            format!("{}{path}?api-version={api}", self.s.base)
+        };
+        let mut req = self.s.http.request(method.parse().unwrap(), url).bearer_auth(token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+}
+
+async fn wait_done(s: &TestServer, url: &str, token: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let body: Value = s.http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap();
+        if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
+            return;
+        }
+        assert!(start.elapsed() < T, "not terminal: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn principal(tenant: &str, role: &str) -> String {
+    format!("{tenant}-{}", role.to_ascii_lowercase())
+}
+
+fn guid(tenant: &str, i: usize) -> String {
+    let c = if tenant == "a" { 'a' } else { 'b' };
+    format!("{c}{c}{c}{c}{c}{c}{c}{c}-1111-1111-1111-00000000000{i}")
+}
+
+/// What an endpoint needs: `r` read, `w` write, `d` delete, `c` cancel, `A` manage access,
+/// `P` the platform.
+#[derive(Clone, Copy)]
+struct Endpoint {
+    name: &'static str,
+    needs: char,
+}
+
+fn role_grants(role: &str, needs: char) -> bool {
+    match role {
+        "Reader" => needs == 'r',
+        "Contributor" => "rwdc".contains(needs),
+        "Owner" => "rwdcA".contains(needs),
+        _ => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
+    let mut w = World::start().await;
+    let endpoints = [
+        Endpoint { name: "GET resource", needs: 'r' },
+        Endpoint { name: "GET list by subscription", needs: 'r' },
+        Endpoint { name: "GET list by resource group", needs: 'r' },
+        Endpoint { name: "PUT resource", needs: 'w' },
+        Endpoint { name: "PATCH resource", needs: 'w' },
+        Endpoint { name: "DELETE resource", needs: 'd' },
+        Endpoint { name: "GET operation status", needs: 'r' },
+        Endpoint { name: "GET operation result", needs: 'r' },
+        Endpoint { name: "POST operation cancel", needs: 'c' },
+        Endpoint { name: "GET role assignments", needs: 'r' },
+        Endpoint { name: "PUT role assignment", needs: 'A' },
+        Endpoint { name: "DELETE role assignment", needs: 'A' },
+        Endpoint { name: "GET subscription", needs: 'r' },
+        Endpoint { name: "PUT subscription", needs: 'P' },
+    ];
+    let (mut allowed, mut denied, mut foreign_denied) = (0, 0, 0);
+    let mut created = Vec::new();
+    for (tenant, own_sub) in SUBS {
+        for role in ROLES {
+            let who = principal(tenant, role);
+            let tok = token(&w.idp, &who, &format!("tenant-{tenant}"));
+            for (k, (target_tenant, sub)) in SUBS.iter().enumerate() {
+                let own = *sub == own_sub;
+                let (shared, op_url) = w.shared[k].clone();
+                for e in endpoints {
+                    let fresh = format!("{who}-{}", e.name.len());
+                    let (status, body) = match e.name {
+                        "GET resource" => w.send("GET", &shared, &tok, None, API).await,
+                        "GET list by subscription" => {
+                            w.send(
+                                "GET",
+                                &format!("/subscriptions/{sub}/providers/Slipway.Example/virtualNetworks"),
+                                &tok,
+                                None,
+                                API,
+                            )
+                            .await
+                        }
+                        "GET list by resource group" => {
+                            let path = format!(
+                                "/subscriptions/{sub}/resourceGroups/rg1/providers/Slipway.Example/virtualNetworks"
+                            );
+                            w.send("GET", &path, &tok, None, API).await
+                        }
+                        "PUT resource" => {
+                            let body = json!({"location": "local", "properties": {"addressSpace": "10.1.0.0/16"}});
+                            w.send("PUT", &rid(sub, &fresh), &tok, Some(body), API).await
+                        }
+                        "PATCH resource" => {
+                            w.send("PATCH", &shared, &tok, Some(json!({"tags": {"k": "v"}})), API).await
+                        }
+                        "DELETE resource" => w.send("DELETE", &rid(sub, "never-created"), &tok, None, API).await,
+                        "GET operation status" => w.send("GET", &op_url, &tok, None, API).await,
+                        "GET operation result" => {
+                            w.send("GET", &op_url.replace("/operationStatuses/", "/operationResults/"), &tok, None, API)
+                                .await
+                        }
+                        "POST operation cancel" => {
+                            w.send("POST", &op_url.replace("?api-version", "/cancel?api-version"), &tok, None, API)
+                                .await
+                        }
+                        "GET role assignments" => {
+                            let path = format!("/subscriptions/{sub}/providers/Slipway.Authorization/roleAssignments");
+                            w.send("GET", &path, &tok, None, PLATFORM_API).await
+                        }
+                        "PUT role assignment" => {
+                            let path = format!(
+                                "/subscriptions/{sub}/providers/Slipway.Authorization/roleAssignments/{}",
+                                guid(target_tenant, 7)
+                            );
+                            let body = json!({"properties": {"roleDefinitionId": "Reader", "principalId": format!("{who}-friend")}});
+                            w.send("PUT", &path, &tok, Some(body), PLATFORM_API).await
+                        }
+                        "DELETE role assignment" => {
+                            let path = format!(
+                                "/subscriptions/{sub}/providers/Slipway.Authorization/roleAssignments/{}",
+                                guid(target_tenant, 8)
+                            );
+                            w.send("DELETE", &path, &tok, None, PLATFORM_API).await
+                        }
+                        "GET subscription" => {
+                            w.send("GET", &format!("/subscriptions/{sub}"), &tok, None, PLATFORM_API).await
+                        }
+                        "PUT subscription" => {
+                            let body = json!({"state": "Suspended", "properties": {"tenantId": "x"}});
+                            w.send("PUT", &format!("/subscriptions/{sub}"), &tok, Some(body), PLATFORM_API).await
+                        }
+                        other => unreachable!("{other}"),
+                    };
+                    let expect_allowed = own && role_grants(role, e.needs);
+                    let is_denial = status == 403 || status == 404;
+                    let case =
+                        format!("{who} -> {} ({}): {status} {body}", e.name, if own { "own" } else { "foreign" });
+                    if expect_allowed {
+                        assert!(!is_denial && status < 500, "should be allowed: {case}");
+                        allowed += 1;
+                        if e.name == "PUT resource" {
+                            created.push(body["id"].as_str().unwrap().to_string());
+                        }
+                        if e.name.starts_with("GET list") {
+                            let ids: Vec<&str> =
+                                body["value"].as_array().unwrap().iter().filter_map(|v| v["id"].as_str()).collect();
+                            assert!(ids.iter().all(|id| id.to_ascii_lowercase().contains(sub)), "{case}");
+                        }
+                    } else {
+                        assert!(is_denial, "should be denied: {case}");
+                        // Operations answer 404 (ids are not guessable; a 403 would confirm one).
+                        let expected = if e.name.contains("operation ") { 404 } else { 403 };
+                        assert_eq!(status, expected, "{case}");
+                        if expected == 403 {
+                            assert_eq!(body["error"]["code"], "AuthorizationFailed", "{case}");
+                        }
+                        denied += 1;
+                        if !own {
+                            foreign_denied += 1;
+                        }
+                    }
+                }
+            }
+            // The subscription list shows only the caller's own subscription.
+            let (status, body) = w.send("GET", "/subscriptions", &tok, None, PLATFORM_API).await;
+            assert_eq!(status, 200);
+            let ids: Vec<&str> =
+                body["value"].as_array().unwrap().iter().filter_map(|v| v["subscriptionId"].as_str()).collect();
+            assert_eq!(ids, vec![own_sub], "{who}");
+        }
+    }
+    println!("cross-tenant matrix: {allowed} allowed, {denied} denied ({foreign_denied} foreign, all denied)");
+    assert_eq!(allowed + denied, 6 * 2 * endpoints.len());
+    assert_eq!(foreign_denied, 6 * endpoints.len());
+    let root = token(&w.idp, "root", "platform");
+    for id in created {
+        let (_, body) = w.send("GET", &id, &root, None, API).await;
+        assert!(body["properties"]["provisioningState"].is_string(), "{body}");
+    }
+    w.s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscription_states_gate_writes() {
+    let mut w = World::start().await;
+    let root = token(&w.idp, "root", "platform");
+    let contributor = token(&w.idp, "a-contributor", "tenant-a");
+    let (_, sub) = SUBS[0];
+    let put = |name: &str| {
+        let body = json!({"location": "local", "properties": {"addressSpace": "10.2.0.0/16"}});
+        (rid(sub, name), body)
+    };
+    for (state, put_status, put_code, delete_status) in [
+        ("Warned", 409, "SubscriptionWarned", 204),
+        ("Suspended", 409, "SubscriptionSuspended", 409),
+        ("Unregistered", 409, "SubscriptionNotRegistered", 409),
+        ("Registered", 201, "", 204),
+    ] {
+        let body = json!({"state": state, "properties": {"tenantId": "tenant-a"}});
+        assert_eq!(w.send("PUT", &format!("/subscriptions/{sub}"), &root, Some(body), PLATFORM_API).await.0, 200);
+        let (path, body) = put(&format!("in-{}", state.to_ascii_lowercase()));
+        let (status, resp) = w.send("PUT", &path, &contributor, Some(body), API).await;
+        assert_eq!(status, put_status, "{state}: {resp}");
+        if !put_code.is_empty() {
+            assert_eq!(resp["error"]["code"], put_code, "{state}");
+        }
+        assert_eq!(w.send("DELETE", &rid(sub, "absent"), &contributor, None, API).await.0, delete_status, "{state}");
+        assert_eq!(w.send("GET", &w.shared[0].0, &contributor, None, API).await.0, 200, "reads always work ({state})");
+    }
+    // An unregistered subscription id: writes refused, nothing written.
+    let unknown = "cccccccc-0000-0000-0000-000000000003";
+    let (status, resp) = w.send("PUT", &rid(unknown, "x"), &root, Some(put("x").1), API).await;
+    assert_eq!((status, resp["error"]["code"].as_str()), (409, Some("SubscriptionNotRegistered")));
+    // Deleted: every resource of the subscription gets a delete operation.
+    let body = json!({"state": "Deleted", "properties": {"tenantId": "tenant-a"}});
+    assert_eq!(w.send("PUT", &format!("/subscriptions/{sub}"), &root, Some(body), PLATFORM_API).await.0, 200);
+    let start = std::time::Instant::now();
+    loop {
+        let (status, _) = w.send("GET", &w.shared[0].0, &root, None, API).await;
+        if status == 404 {
+            break;
+        }
+        assert!(start.elapsed() < T, "the deleted subscription's resource was not deprovisioned");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    w.s.stop().await;
+}
