@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Creates ./.venv with ansible-core, ansible-runner and the Azure LRO client, once, and puts the
-# awx.awx collection (the conformance client of crates/aap-sim) into .venv/collections.
+# Creates ./.venv with ansible-core, ansible-runner and the Azure LRO client, once, adds the
+# OpenAPI validator and fuzzer (openapi-spec-validator, schemathesis), and puts the awx.awx
+# collection (the conformance client of crates/aap-sim) into .venv/collections.
 # Idempotent: reinstalls only when scripts/requirements.txt changes; fetches the collection only
 # when it is missing. Reruns are instant.
 set -euo pipefail
@@ -18,6 +19,23 @@ if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$req" "$stamp"; }
   "$python" -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
   cp "$req" "$stamp"
+fi
+
+# The OpenAPI validator and the API fuzzer that crates/slipway/tests/openapi.rs runs against
+# Slipway's own /openapi.json. Pinned; installed again only when this list changes.
+contract_tools="openapi-spec-validator==0.9.0 schemathesis==4.32.5"
+contract_stamp="$venv/.slipway-contract-tools"
+if [ "$(cat "$contract_stamp" 2>/dev/null)" != "$contract_tools" ]; then
+  # Test binaries run this script concurrently; one of them installs, the others wait for it.
+  exec 8>"$venv/.slipway-contract-tools.lock"
+  flock 8
+  if [ "$(cat "$contract_stamp" 2>/dev/null)" != "$contract_tools" ]; then
+    echo "setup-python: installing $contract_tools" >&2
+    # shellcheck disable=SC2086 # one argument per requirement
+    "$venv/bin/pip" install --quiet --disable-pip-version-check $contract_tools
+    echo "$contract_tools" >"$contract_stamp"
+  fi
+  exec 8>&-
 fi
 
 # awx.awx 24.6.1 is not installed from Galaxy (unreachable here) but taken from the PyPI `ansible`

@@ -25,7 +25,8 @@ pub enum Envelope {
     #[default]
     Slipway,
     /// `{"ansible_eda": {"event": {"payload": <Kubernetes-style object>}},
-    /// "slipway_idempotency_key": key}` — for playbooks written for OSAC (docs/providers.md#launch).
+    /// "slipway_idempotency_key": key, "slipway_requested_by", "slipway_tenant"}` — for
+    /// playbooks written for OSAC (docs/providers.md#launch).
     OsacEda,
 }
 
@@ -36,6 +37,9 @@ pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
         Envelope::OsacEda => json!({
             "ansible_eda": { "event": { "payload": osac_payload(r) } },
             KEY_VAR: r.idempotency_key,
+            "slipway_requested_by": r.context.as_ref().map(|c| slipway_provider::requested_by(&c.requested_by)),
+            "slipway_tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(slipway_provider::tenant),
+            "slipway_secrets": r.secrets,
         }),
     }
 }
@@ -127,6 +131,8 @@ mod tests {
             operation_id: Some("op-1".into()),
             config_version: "cv1".into(),
             intended_at: None,
+            context: None,
+            secrets: Default::default(),
         }
     }
 

@@ -70,6 +70,8 @@ fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         operation_id: Some("op-1".into()),
         config_version: "cv-1".into(),
         intended_at: None,
+        context: None,
+        secrets: Default::default(),
     }
 }
 

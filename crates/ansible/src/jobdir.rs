@@ -85,6 +85,11 @@ impl JobDir {
         self.dir.join("cancel-requested")
     }
     /// Written once the job's end was handled (leftovers swept, tmp removed).
+    /// ansible-runner's input of extra vars (removed once the job is over).
+    pub fn extravars(&self) -> PathBuf {
+        self.dir.join("env/extravars")
+    }
+
     pub fn finished_marker(&self) -> PathBuf {
         self.dir.join("finished")
     }
@@ -113,7 +118,7 @@ impl JobDir {
         }
         let python = layout.python.display().to_string();
         write_private(
-            &self.dir.join("env/extravars"),
+            &self.extravars(),
             extravars_yaml(&extravars(layout.request, &python, layout.extra_vars)).as_bytes(),
         )?;
         write_private(

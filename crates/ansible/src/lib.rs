@@ -407,6 +407,12 @@ impl Inner {
         {
             tracing::debug!(dir = %job.dir.display(), error = %e, "could not remove job tmp");
         }
+        // The extra vars carry opened secret properties: they exist only while the job runs.
+        if let Err(e) = fs::remove_file(job.extravars())
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %job.dir.display(), error = %e, "could not remove the job's extra vars");
+        }
         if let Err(e) = jobdir::create_private(&done) {
             tracing::debug!(dir = %job.dir.display(), error = %e, "could not mark job finished");
         }

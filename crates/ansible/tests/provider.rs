@@ -311,11 +311,11 @@ async fn work_and_job_files_are_private_to_the_owner() {
     modes_under(&work_dir, &mut entries);
     let names: Vec<String> =
         entries.iter().map(|(p, ..)| p.strip_prefix(&work_dir).unwrap().display().to_string()).collect();
-    for expected in
-        ["runner.out", "runner.err", "job.json", "env/extravars", "artifacts/run/status", "finished", ".locks"]
-    {
+    for expected in ["runner.out", "runner.err", "job.json", "artifacts/run/status", "finished", ".locks"] {
         assert!(names.iter().any(|n| n.ends_with(expected)), "{expected} not among {names:?}");
     }
+    // The extra vars (which carry opened secrets) exist only while the job runs.
+    assert!(!names.iter().any(|n| n.ends_with("env/extravars")), "left behind: {names:?}");
     for (path, mode, is_dir) in &entries {
         assert_eq!(mode & 0o077, 0, "{} is {mode:o}: open to other users", path.display());
         if *is_dir {

@@ -5,8 +5,8 @@
 
 use axum::http::StatusCode;
 use slipway_domain::access::{Assignee, Permission, Role, RoleAssignment, Scope, is_allowed, may_read_within};
-use slipway_domain::subscription::{self, Intent};
-use slipway_domain::{PrincipalKind, SubscriptionId};
+use slipway_domain::subscription::{self, Intent, Subscription};
+use slipway_domain::{PrincipalKind, SubscriptionId, TenantContext};
 use slipway_store::registry;
 
 use crate::ApiState;
@@ -107,12 +107,27 @@ pub(crate) fn resource_action(namespace: &str, type_name: &str, permission: Perm
     format!("{namespace}/{type_name}/{verb}")
 }
 
-/// The registry's gate: `409` with the state's code when `intent` may not go ahead.
-pub(crate) async fn check_subscription(state: &ApiState, id: &SubscriptionId, intent: Intent) -> Result<(), ArmError> {
+/// The registry's gate: `409` with the state's code when `intent` may not go ahead;
+/// otherwise the subscription's registration, if it has one.
+pub(crate) async fn check_subscription(
+    state: &ApiState,
+    id: &SubscriptionId,
+    intent: Intent,
+) -> Result<Option<Subscription>, ArmError> {
     if intent == Intent::Read {
-        return Ok(());
+        return Ok(None);
     }
     let registered = registry::get_subscription(state.store.as_ref(), id).await?;
     subscription::admits(registered.as_ref(), intent, state.access.registration_required)
-        .map_err(|refusal| ArmError::new(StatusCode::CONFLICT, refusal.code(), refusal.message(id.as_str())))
+        .map_err(|refusal| ArmError::new(StatusCode::CONFLICT, refusal.code(), refusal.message(id.as_str())))?;
+    Ok(registered)
+}
+
+/// What jobs are told about a registered subscription.
+pub(crate) fn tenant_context(s: &Subscription) -> TenantContext {
+    TenantContext {
+        tenant_id: s.tenant_id.clone(),
+        display_name: s.display_name.clone(),
+        attributes: s.attributes.clone(),
+    }
 }

@@ -25,6 +25,8 @@ pub struct EdgeOptions {
     pub public_base_url: Option<String>,
     /// Peers whose `Referer`, `X-Forwarded-Proto` and `X-Forwarded-Host` are believed.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The listener serves HTTPS: URLs built from the request's own `Host` use `https`.
+    pub tls: bool,
 }
 
 impl EdgeOptions {
@@ -140,7 +142,8 @@ mod tests {
     fn forwarding_headers_count_only_from_trusted_proxies() {
         let proxy: IpAddr = "10.0.0.5".parse().unwrap();
         let stranger: IpAddr = "203.0.113.9".parse().unwrap();
-        let options = EdgeOptions { public_base_url: None, trusted_proxies: vec!["10.0.0.0/24".parse().unwrap()] };
+        let options =
+            EdgeOptions { public_base_url: None, trusted_proxies: vec!["10.0.0.0/24".parse().unwrap()], tls: false };
         let h = headers(&[
             ("host", "127.0.0.1:8080"),
             ("referer", "https://attacker.example/subscriptions/x"),
@@ -156,7 +159,11 @@ mod tests {
 
     #[test]
     fn the_public_base_url_wins_over_the_host_header() {
-        let options = EdgeOptions { public_base_url: Some("https://slipway.example/".into()), trusted_proxies: vec![] };
+        let options = EdgeOptions {
+            public_base_url: Some("https://slipway.example/".into()),
+            trusted_proxies: vec![],
+            tls: false,
+        };
         let h = headers(&[("host", "evil.example"), ("referer", "https://attacker.example/")]);
         assert_eq!(base_url(&options, &h, Some("127.0.0.1".parse().unwrap()), "http"), "https://slipway.example");
     }

@@ -10,6 +10,8 @@ mod hooks;
 mod limits;
 mod listener;
 pub mod notify;
+mod openapi;
+mod ratelimit;
 mod route;
 pub mod types;
 mod wire;
@@ -30,7 +32,8 @@ use slipway_store::Store;
 pub use access::AccessOptions;
 pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
-pub use listener::{DERIVED_CAP_MAX, ListenerOptions, raise_open_file_limit};
+pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
+pub use ratelimit::{RateLimiter, RateLimits};
 pub use slipway_auth::Authenticator;
 pub use types::{ResourceType, TypeRegistry};
 pub use wire::operation_status_body;
@@ -80,12 +83,17 @@ pub struct ApiState {
     pub auth: Option<Arc<Authenticator>>,
     pub edge: EdgeOptions,
     pub access: AccessOptions,
+    /// `None`: no limits (the local mode).
+    pub rate_limits: Option<RateLimiter>,
+    /// Seals secret properties (`None`: no `[secrets]` configured, and no type has any).
+    pub secrets: Option<Arc<slipway_secrets::Keyring>>,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/openapi.json", get(openapi::serve))
         .route("/hooks/{provider}", axum::routing::post(hooks::job_notification))
         .fallback(|State(state): State<Arc<ApiState>>, req: Request<Body>| handlers::handle(state, req))
         .layer(middleware::from_fn(correlation))

@@ -1,10 +1,13 @@
 //! The accept loop: admits connections up to a cap (evicting the longest-idle one to make
 //! room), backs off on accept errors instead of spinning, raises the open-file limit, and
 //! shuts down gracefully. Per-connection timeouts are in [`conn`], the table behind the cap
-//! in [`registry`].
+//! in [`registry`], TLS (and its reload) in [`tls`].
 
 mod conn;
 mod registry;
+mod tls;
+
+pub use tls::{ServerTls, TlsError, TlsOptions};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,6 +36,9 @@ pub struct ListenerOptions {
     /// File descriptors kept for everything but client connections (store, providers,
     /// notifications, logs) when the cap is derived.
     pub fd_reserve: usize,
+    /// Serve HTTPS with this (loaded) configuration, reloaded when its files change;
+    /// `None`: plain HTTP.
+    pub tls: Option<ServerTls>,
 }
 
 /// The largest derived cap: a bound on memory (each connection holds buffers and a task),
@@ -49,6 +55,7 @@ impl Default for ListenerOptions {
             idle_timeout: Duration::from_secs(60),
             max_connections: 0,
             fd_reserve: 256,
+            tls: None,
         }
     }
 }
@@ -163,6 +170,16 @@ pub async fn serve(
     let timeouts =
         Timeouts { header: options.header_read_timeout, body: options.body_read_timeout, idle: options.idle_timeout };
     let (stop_tx, stop_rx) = watch::channel(false);
+    let reload = options.tls.clone().map(|tls| {
+        let o = tls.options();
+        tracing::info!(
+            cert = %o.cert_file.display(),
+            client_certificates = o.client_ca_file.is_some(),
+            reload_every = ?o.reload_interval,
+            "serving HTTPS"
+        );
+        tokio::spawn(tls.watch(stop_rx.clone()))
+    });
     let mut backoff = Backoff::default();
     let mut accept_log = Throttle::new(Duration::from_secs(10));
     let mut cap_log = Throttle::new(Duration::from_secs(10));
@@ -198,11 +215,15 @@ pub async fn serve(
             }
             continue; // dropping `stream` closes it
         };
-        tasks.spawn(conn::run(stream, lease, router.clone(), timeouts, stop_rx.clone()));
+        let tls = options.tls.as_ref().map(ServerTls::acceptor);
+        tasks.spawn(conn::run(stream, tls, lease, router.clone(), timeouts, stop_rx.clone()));
     }
     drop(listener);
     let _ = stop_tx.send(true);
     while tasks.join_next().await.is_some() {}
+    if let Some(reload) = reload {
+        let _ = reload.await;
+    }
     Ok(())
 }
 

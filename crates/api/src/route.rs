@@ -5,6 +5,12 @@
 //! group keeps to ARM's resource-group rule (`slipway_domain::ids::validate_name`) and a
 //! resource name to ARM's common rule ([`crate::types::arm_name_ok`]; a type's own rule is
 //! checked where the type is known).
+//!
+//! Segments are percent-decoded after the path is split, as ARM does (clients such as the
+//! Azure SDKs encode every reserved character of a name: `x(1)` arrives as `x%281%29`); a
+//! decoded `/` never splits a segment, and no rule lets one into a name or a scope.
+
+use std::borrow::Cow;
 
 use slipway_domain::access::Scope;
 use slipway_domain::ids::{ArmId, validate_name};
@@ -47,6 +53,16 @@ pub enum Route {
     RoleAssignments {
         scope: Scope,
         id: Option<String>,
+    },
+    /// `/providers/{namespace}` or `/subscriptions/{sub}/providers/{namespace}`: the resource
+    /// provider's registration (ARM's provider shape).
+    Provider {
+        subscription: Option<String>,
+        namespace: String,
+    },
+    /// `/providers/{namespace}/operations`: every action a role can grant in the namespace.
+    ProviderOperations {
+        namespace: String,
     },
 }
 
@@ -119,6 +135,31 @@ fn is(seg: &str, word: &str) -> bool {
     seg.eq_ignore_ascii_case(word)
 }
 
+/// One path segment, percent-decoded. A segment whose escapes do not decode to UTF-8 stays as
+/// it is (its `%` then fails every name rule).
+fn decode(seg: &str) -> Cow<'_, str> {
+    if !seg.contains('%') {
+        return Cow::Borrowed(seg);
+    }
+    let raw = seg.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (raw[i], raw.get(i + 1).copied().and_then(hex), raw.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_or(Cow::Borrowed(seg), Cow::Owned)
+}
+
 /// `{scope}/providers/Slipway.Authorization/roleAssignments[/{id}]`, if `segs` is one.
 fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
     let at = segs
@@ -130,6 +171,9 @@ fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
         _ => return None,
     };
     let prefix = &segs[..at];
+    if prefix.iter().any(|s| s.contains('/')) {
+        return Some(Err(RouteError::NoMatch));
+    }
     if let [s, sub, ..] = prefix
         && is(s, "subscriptions")
         && let Err(e) = subscription(sub)
@@ -141,10 +185,12 @@ fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
 }
 
 pub fn parse(path: &str) -> Result<Route, RouteError> {
-    let segs: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
-    if segs.iter().any(|s| s.is_empty()) {
+    let raw: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    if raw.iter().any(|s| s.is_empty()) {
         return Err(RouteError::NoMatch);
     }
+    let decoded: Vec<Cow<str>> = raw.iter().map(|s| decode(s)).collect();
+    let segs: Vec<&str> = decoded.iter().map(|s| s.as_ref()).collect();
     if let Some(route) = role_assignments(&segs) {
         return route;
     }
@@ -152,6 +198,13 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
         Ok::<_, RouteError>((subscription(sub)?, ns.to_string(), loc.to_string(), id.to_string()))
     };
     match segs.as_slice() {
+        [p, ns] if is(p, "providers") => Ok(Route::Provider { subscription: None, namespace: ns.to_string() }),
+        [p, ns, o] if is(p, "providers") && is(o, "operations") => {
+            Ok(Route::ProviderOperations { namespace: ns.to_string() })
+        }
+        [s, sub, p, ns] if is(s, "subscriptions") && is(p, "providers") => {
+            Ok(Route::Provider { subscription: Some(subscription(sub)?), namespace: ns.to_string() })
+        }
         [s] if is(s, "subscriptions") => Ok(Route::Subscriptions),
         [s, sub] if is(s, "subscriptions") => Ok(Route::Subscription(subscription(sub)?)),
         [s, sub, p, ns, l, loc, kind, id] if is(s, "subscriptions") && is(p, "providers") && is(l, "locations") => {
@@ -270,13 +323,64 @@ mod tests {
             assert_eq!(p(path), Err(RouteError::NoMatch), "{path}");
         }
         assert!(matches!(
-            p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/bad%20name"),
+            p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/bad%3Aname"),
             Err(RouteError::BadName(_))
         ));
         assert!(matches!(p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/a:b"), Err(RouteError::BadName(_))));
         assert!(matches!(
             p("/subscriptions/{S}/resourceGroups/r!g/providers/ns/t/n"),
             Err(RouteError::BadGroupName(_))
+        ));
+    }
+
+    #[test]
+    fn segments_are_percent_decoded_after_splitting() {
+        assert_eq!(decode("x%281%29"), "x(1)");
+        assert_eq!(decode("a%20b%2fc"), "a b/c");
+        assert_eq!(decode("%e2%82%ac"), "€");
+        for raw in ["100%", "%zz", "%4", "%ff"] {
+            assert_eq!(decode(raw), raw, "not UTF-8 or no escape: kept");
+        }
+        let Ok(Route::Resource(id)) = p("/subscriptions/{S}/resourceGroups/rg%28a%29/providers/ns/t/x%281%29%20y")
+        else {
+            panic!()
+        };
+        assert_eq!((id.resource_group.as_str(), id.name.as_str()), ("rg(a)", "x(1) y"));
+        for bad in ["a%2Fb", "a%3Fb", "a%25b", "a%ffb", "tab%09"] {
+            let path = format!("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/{bad}");
+            assert!(matches!(parse(&path), Err(RouteError::BadName(_))), "{bad}");
+        }
+        assert!(matches!(
+            p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/ns/t/n"),
+            Err(RouteError::BadGroupName(_))
+        ));
+        assert_eq!(
+            p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/Slipway.Authorization/roleAssignments"),
+            Err(RouteError::NoMatch),
+            "a decoded / never makes a deeper scope"
+        );
+        assert!(matches!(p("/%73ubscriptions/{S}"), Ok(Route::Subscription(_))));
+    }
+
+    #[test]
+    fn matches_the_discovery_paths() {
+        assert_eq!(
+            p("/providers/Slipway.Example"),
+            Ok(Route::Provider { subscription: None, namespace: "Slipway.Example".into() })
+        );
+        assert_eq!(
+            p("/SUBSCRIPTIONS/{S}/Providers/Slipway.Example/"),
+            Ok(Route::Provider { subscription: Some(S.into()), namespace: "Slipway.Example".into() })
+        );
+        assert_eq!(
+            p("/providers/Slipway.Example/OPERATIONS"),
+            Ok(Route::ProviderOperations { namespace: "Slipway.Example".into() })
+        );
+        assert!(matches!(p("/subscriptions/nope/providers/ns"), Err(RouteError::BadSubscription(_))));
+        assert_eq!(p("/providers/ns/other"), Err(RouteError::NoMatch));
+        assert!(matches!(
+            p("/providers/Slipway.Authorization/roleAssignments"),
+            Ok(Route::RoleAssignments { id: None, .. })
         ));
     }
 
@@ -320,7 +424,7 @@ mod tests {
             ] {
                 assert_eq!(
                     parse(&path.replace("{X}", bad)),
-                    Err(RouteError::BadSubscription(bad.to_string())),
+                    Err(RouteError::BadSubscription(decode(bad).into_owned())),
                     "{path}"
                 );
             }

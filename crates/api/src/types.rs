@@ -15,16 +15,26 @@ pub const ARM_NAME_MAX_LENGTH: usize = 260;
 const ARM_NAME_FORBIDDEN: [char; 8] = ['<', '>', '%', '&', ':', '\\', '?', '/'];
 
 /// ARM's common rule for resource names: 1-260 characters, none of `<>%&:\?/`, no control
-/// characters. Every name of every type keeps to it (it is also what a resource id can
-/// carry); a type's own rule comes on top.
+/// characters, and not `.` or `..` (URL dot segments: every HTTP client removes them, so no
+/// such resource could be addressed). Every name of every type keeps to it (it is also what a
+/// resource id can carry); a type's own rule comes on top.
 pub fn arm_name_ok(name: &str) -> bool {
     let len = name.chars().count();
-    (1..=ARM_NAME_MAX_LENGTH).contains(&len) && !name.chars().any(|c| c.is_control() || ARM_NAME_FORBIDDEN.contains(&c))
+    (1..=ARM_NAME_MAX_LENGTH).contains(&len)
+        && !DOT_SEGMENTS.contains(&name)
+        && !name.chars().any(|c| c.is_control() || ARM_NAME_FORBIDDEN.contains(&c))
 }
+
+/// Names that are URL dot segments.
+pub const DOT_SEGMENTS: [&str; 2] = [".", ".."];
 
 /// ARM's common rule, as error messages state it.
 pub const ARM_NAME_RULE: &str =
-    "use 1-260 characters, none of '<', '>', '%', '&', ':', '\\', '?', '/' and no control characters";
+    "use 1-260 characters, none of '<', '>', '%', '&', ':', '\\', '?', '/', no control characters, not '.' or '..'";
+
+/// ARM's common rule as a JSON Schema (ECMA-262) pattern, with the length and the dot
+/// segments left to `maxLength` and `not` (see [`crate::openapi`]).
+pub const ARM_NAME_PATTERN: &str = r"^[^<>%&:\\?/\u0000-\u001f\u007f-\u009f]+$";
 
 /// A type's rule for its resource names: ARM's common rule, a maximum length (at most ARM's)
 /// and optionally a regular expression the whole name must match.
@@ -80,7 +90,8 @@ impl NameRule {
         match (self.pattern(), self.max_length) {
             (None, ARM_NAME_MAX_LENGTH) => ARM_NAME_RULE.to_string(),
             (None, max) => format!(
-                "use 1-{max} characters, none of '<', '>', '%', '&', ':', '\\', '?', '/' and no control characters"
+                "use 1-{max} characters, none of '<', '>', '%', '&', ':', '\\', '?', '/', no control characters, not \
+                 '.' or '..'"
             ),
             (Some(p), max) => format!("use 1-{max} characters matching the pattern {p}"),
         }
@@ -96,6 +107,8 @@ pub struct ResourceType {
     pub kind: String,
     pub api_versions: Vec<String>,
     schema: Option<jsonschema::Validator>,
+    /// The JSON Schema as configured (what `/openapi.json` publishes).
+    raw_schema: Option<Value>,
     names: NameRule,
 }
 
@@ -123,10 +136,30 @@ impl ResourceType {
         if api_versions.is_empty() {
             return Err(TypeError::NoApiVersion(name));
         }
-        let schema = schema
-            .map(|s| jsonschema::validator_for(s).map_err(|e| TypeError::InvalidSchema(name.clone(), e.to_string())))
+        // Formats (`ipv4`, `date-time`, …) are asserted, not only annotations: the published
+        // schema (`/openapi.json`) says what is stored, and clients validate answers by it.
+        let validator = schema
+            .map(|s| {
+                jsonschema::options()
+                    .should_validate_formats(true)
+                    .build(s)
+                    .map_err(|e| TypeError::InvalidSchema(name.clone(), e.to_string()))
+            })
             .transpose()?;
-        Ok(ResourceType { namespace, type_name, kind: kind.into(), api_versions, schema, names: NameRule::default() })
+        Ok(ResourceType {
+            namespace,
+            type_name,
+            kind: kind.into(),
+            api_versions,
+            schema: validator,
+            raw_schema: schema.cloned(),
+            names: NameRule::default(),
+        })
+    }
+
+    /// The JSON Schema of `properties` as configured; `None`: any object.
+    pub fn schema(&self) -> Option<&Value> {
+        self.raw_schema.as_ref()
     }
 
     /// The type's own rule for resource names (default: ARM's common rule).
@@ -266,6 +299,12 @@ mod tests {
         let e = t.validate(&json!({"cidr": 5, "extra": true})).unwrap_err();
         assert_eq!(e.body.code, "MultipleErrorsOccurred");
         assert_eq!(e.body.details.len(), 2);
+        let formats = json!({"type": "object", "properties": {"dns": {"type": "array", "items": {"type": "string", "format": "ipv4"}}}});
+        let t = ResourceType::new("Ns", "t", "T", vec!["v".into()], Some(&formats)).unwrap();
+        assert!(t.validate(&json!({"dns": ["10.0.0.1"]})).is_ok());
+        let e = t.validate(&json!({"dns": ["", "10.0.0.1"]})).unwrap_err();
+        assert_eq!(e.body.target.as_deref(), Some("properties.dns[0]"), "formats are asserted");
+        assert_eq!(t.schema(), Some(&formats), "the schema as configured is kept");
         assert!(ResourceType::new("Ns", "t", "T", vec![], None).is_err());
         assert!(ResourceType::new("Ns", "t", "T", vec!["v".into()], Some(&json!({"type": 5}))).is_err());
     }
@@ -276,11 +315,19 @@ mod tests {
         for ok in ["a", "vnet-1", "My.Name(2)", "with space", "x+y=z!", "ends.", &"n".repeat(260)] {
             assert!(t.check_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "a<b", "a>b", "100%", "a&b", "a:b", "a\\b", "a?b", "a/b", "tab\there", &"n".repeat(261)] {
+        for bad in
+            ["", ".", "..", "a<b", "a>b", "100%", "a&b", "a:b", "a\\b", "a?b", "a/b", "tab\there", &"n".repeat(261)]
+        {
             let e = t.check_name(bad).unwrap_err();
             assert_eq!(e.body.code, "InvalidResourceName", "{bad}");
             assert!(e.body.message.contains("1-260 characters"), "{}", e.body.message);
         }
+        assert!(t.check_name("...").is_ok() && t.check_name(".a").is_ok(), "only the dot segments themselves");
+        let pattern = regex::Regex::new(ARM_NAME_PATTERN).unwrap();
+        for c in ['<', '>', '%', '&', ':', '\\', '?', '/', '\u{0}', '\u{1f}', '\u{7f}', '\u{9f}'] {
+            assert!(!pattern.is_match(&format!("a{c}b")) && !arm_name_ok(&format!("a{c}b")), "{c:?}");
+        }
+        assert!(pattern.is_match("x(1) é+=!") && arm_name_ok("x(1) é+=!"));
         let long = t.check_name(&format!("{}:", "n".repeat(20_000))).unwrap_err().body.message;
         assert!(long.len() < 400, "the name is not echoed whole: {long}");
 

@@ -86,8 +86,9 @@ pub fn patch_properties(properties: Option<Value>) -> Result<Option<Value>, ArmE
 }
 
 pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
+    // Secret properties are write-only: never shown.
     let mut properties = match &res.spec.properties {
-        Value::Object(m) => m.clone(),
+        Value::Object(m) => slipway_secrets::without_secrets(m),
         _ => Map::new(),
     };
     properties.insert("provisioningState".into(), json!(res.provisioning_state.as_str()));

@@ -24,6 +24,8 @@ pub struct RequestContext {
     /// For systemData: who and what kind of principal.
     pub actor: String,
     pub actor_type: String,
+    /// Handed to the jobs this request leads to.
+    pub job_context: Option<crate::identity::JobContext>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +116,7 @@ pub fn admit_put(
             job_seq: 0,
             deletion: None,
             convergence_stopped_for: None,
+            job_context: ctx.job_context.clone(),
             last_error: None,
             schedule: Schedule::now(ctx.now),
             lease: None,
@@ -168,6 +171,7 @@ fn change_spec(snap: &mut Snapshot, spec: Spec, ctx: &RequestContext) -> Result<
     res.active_operation_id = Some(op.id.clone());
     res.last_operation_id = op.id.clone();
     res.convergence_stopped_for = None;
+    res.job_context = ctx.job_context.clone();
     res.last_error = None;
     res.system_data.last_modified_by = ctx.actor.clone();
     res.system_data.last_modified_by_type = ctx.actor_type.clone();
@@ -200,6 +204,7 @@ pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitte
     res.deletion.get_or_insert(Deletion { requested_at: ctx.now });
     res.provisioning_state = ProvisioningState::Deleting;
     res.active_operation_id = Some(op.id.clone());
+    res.job_context = ctx.job_context.clone();
     res.last_error = None;
     res.schedule = Schedule::now(ctx.now);
     res.generation += 1;

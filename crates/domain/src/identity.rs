@@ -44,3 +44,34 @@ impl Principal {
         self.tenant.as_deref().unwrap_or_default()
     }
 }
+
+/// What a job is told about who asked and for which tenant, captured when the request that
+/// set the resource's current intent (its PUT, PATCH or DELETE) was admitted — as the seed's
+/// tenant-resolved values come from the request's context, not from a later lookup.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JobContext {
+    pub requested_by: RequestedBy,
+    /// The subscription's registration; `None` when it is not registered (the local mode).
+    pub tenant: Option<TenantContext>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RequestedBy {
+    pub name: String,
+    pub tenant: Option<String>,
+    pub groups: Vec<String>,
+}
+
+impl From<&Principal> for RequestedBy {
+    fn from(p: &Principal) -> Self {
+        RequestedBy { name: p.name.clone(), tenant: p.tenant.clone(), groups: p.groups.clone() }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TenantContext {
+    pub tenant_id: String,
+    pub display_name: String,
+    /// The registry's free-form tenant attributes (storage classes, quotas, …).
+    pub attributes: serde_json::Map<String, serde_json::Value>,
+}

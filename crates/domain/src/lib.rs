@@ -2,7 +2,7 @@
 //! functions over data. No I/O, no clock, no async: time is passed in, effects are returned.
 //!
 //! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
-//! EvaluateAction), [`retry`] (every retry delay: exponential with jitter, and OSAC's
+//! EvaluateAction), [`rate`] (token buckets), [`retry`] (every retry delay: exponential with jitter, and OSAC's
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`operation`] (operation documents), [`resource`]
 //! (stored resource, transaction snapshot), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
@@ -18,6 +18,7 @@ pub mod ids;
 pub mod job;
 pub mod operation;
 pub mod policy;
+pub mod rate;
 pub mod reconcile;
 pub mod resource;
 pub mod retry;
@@ -26,7 +27,7 @@ pub mod subscription;
 pub mod time;
 
 pub use config_version::ConfigVersion;
-pub use identity::{Principal, PrincipalKind};
+pub use identity::{JobContext, Principal, PrincipalKind, RequestedBy, TenantContext};
 pub use ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
 pub use job::{Job, JobState, JobType};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};

@@ -110,6 +110,9 @@ pub struct ResourceRecord {
     /// A user canceled the operation for this version: convergence must not relaunch it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergence_stopped_for: Option<ConfigVersion>,
+    /// Who asked for the current intent and for which tenant; handed to every job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_context: Option<crate::identity::JobContext>,
     /// The last operation's failure, shown on the resource while it is Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<CloudError>,

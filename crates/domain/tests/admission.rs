@@ -511,3 +511,27 @@ fn timestamps_are_the_request_time() {
     assert_eq!(op.start_time, Timestamp(123_456));
     assert_eq!(w.res().system_data.created_at, Timestamp(123_456));
 }
+
+#[test]
+fn each_accepted_request_records_who_asked_for_which_tenant() {
+    let mut w = World::new();
+    accepted(w.put(1, v1()));
+    assert_eq!(w.res().job_context, Some(job_context("alice@example.com")), "the create's requester");
+    finish_active(&mut w, PS::Succeeded, None);
+    // The same spec again changes nothing, not even who is on record.
+    let mut bob = w.ctx(2);
+    bob.job_context = Some(job_context("bob@example.com"));
+    assert_eq!(
+        slipway_domain::admission::admit_put(&mut w.snap, &arm_id(), "VirtualNetwork", spec(v1()), &bob),
+        Ok(Admitted::Unchanged)
+    );
+    assert_eq!(w.res().job_context.as_ref().unwrap().requested_by.name, "alice@example.com");
+    // A change by Bob, then a delete by Carol: each job is told who asked for it.
+    accepted(slipway_domain::admission::admit_put(&mut w.snap, &arm_id(), "VirtualNetwork", spec(v2()), &bob));
+    assert_eq!(w.res().job_context.as_ref().unwrap().requested_by.name, "bob@example.com");
+    finish_active(&mut w, PS::Succeeded, None);
+    let mut carol = w.ctx(3);
+    carol.job_context = Some(job_context("carol@example.com"));
+    accepted(slipway_domain::admission::admit_delete(&mut w.snap, &carol));
+    assert_eq!(w.res().job_context, Some(job_context("carol@example.com")));
+}

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::{Job, JobType, ResourceRecord};
 use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider};
+use slipway_secrets::Keyring;
 
 use crate::batch::StatusBatcher;
 
@@ -16,6 +17,8 @@ pub type Providers = HashMap<String, Arc<dyn Provider>>;
 /// Status batchers by provider name.
 pub(crate) type Batchers = HashMap<String, StatusBatcher>;
 
+/// What the provider is asked to run. Sealed secret properties stay sealed here; see
+/// [`open_secrets`].
 pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
     LaunchRequest {
         idempotency_key: job.idempotency_key.clone(),
@@ -33,7 +36,36 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         operation_id: job.operation_id.as_ref().map(|o| o.to_string()),
         config_version: job.config_version.to_string(),
         intended_at: Some(job.timestamp),
+        context: res.job_context.clone(),
+        secrets: serde_json::Map::new(),
     }
+}
+
+/// The launch request with its sealed secret properties opened and moved out of
+/// `properties` into `secrets`, for the job itself (so a playbook that records its
+/// properties does not record secrets).
+fn open_secrets(mut req: LaunchRequest, secrets: Option<&Keyring>) -> Result<LaunchRequest, Failure> {
+    let Some(props) = req.properties.as_object_mut() else { return Ok(req) };
+    let sealed: Vec<String> =
+        props.iter().filter(|(_, v)| slipway_secrets::sealed_text(v).is_some()).map(|(k, _)| k.clone()).collect();
+    if sealed.is_empty() {
+        return Ok(req);
+    }
+    let keyring = secrets.ok_or_else(|| Failure {
+        kind: FailureKind::Permanent,
+        message: "the resource has secret properties but no secret key is configured ([secrets] key_files)".into(),
+    })?;
+    let mut only_sealed = serde_json::Map::new();
+    for name in sealed {
+        if let Some(v) = props.remove(&name) {
+            only_sealed.insert(name, v);
+        }
+    }
+    let opened = keyring
+        .open_properties(&serde_json::Value::Object(only_sealed))
+        .map_err(|e| Failure { kind: FailureKind::Permanent, message: e.to_string() })?;
+    req.secrets = opened.as_object().cloned().unwrap_or_default();
+    Ok(req)
 }
 
 fn started(l: Launched) -> JobStart {
@@ -57,6 +89,7 @@ enum Io {
 pub(crate) async fn perform(
     providers: &Providers,
     batchers: &Batchers,
+    secrets: Option<&Keyring>,
     res: &ResourceRecord,
     effect: &Effect,
 ) -> Option<Outcome> {
@@ -83,10 +116,17 @@ pub(crate) async fn perform(
         tracing::error!(resource = %res.id, key = %key, job = %job.job_id, provider = %job.provider,
             "canceling a second job the provider started for one idempotency key");
     }
-    Some(perform_io(providers, batchers, res, job, io).await)
+    Some(perform_io(providers, batchers, secrets, res, job, io).await)
 }
 
-async fn perform_io(providers: &Providers, batchers: &Batchers, res: &ResourceRecord, job: &Job, io: Io) -> Outcome {
+async fn perform_io(
+    providers: &Providers,
+    batchers: &Batchers,
+    secrets: Option<&Keyring>,
+    res: &ResourceRecord,
+    job: &Job,
+    io: Io,
+) -> Outcome {
     let Some(provider) = providers.get(&job.provider) else {
         return Outcome::Failed(Failure {
             kind: FailureKind::Permanent,
@@ -94,10 +134,16 @@ async fn perform_io(providers: &Providers, batchers: &Batchers, res: &ResourceRe
         });
     };
     match io {
-        Io::Launch => match provider.launch(&launch_request(res, job)).await {
-            Ok(l) => Outcome::Launched(started(l)),
-            Err(e) => Outcome::Failed(e.into()),
-        },
+        Io::Launch => {
+            let req = match open_secrets(launch_request(res, job), secrets) {
+                Ok(req) => req,
+                Err(f) => return Outcome::Failed(f),
+            };
+            match provider.launch(&req).await {
+                Ok(l) => Outcome::Launched(started(l)),
+                Err(e) => Outcome::Failed(e.into()),
+            }
+        }
         Io::Find => match provider.find(&launch_request(res, job)).await {
             Ok(found) => {
                 if found.len() > 1 {

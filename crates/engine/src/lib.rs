@@ -113,6 +113,8 @@ pub(crate) struct Shared {
     pub providers: Providers,
     pub batchers: effects::Batchers,
     pub policies: HashMap<TypeKey, TypePolicy>,
+    /// Opens sealed secret properties for the jobs.
+    pub secrets: Option<Arc<slipway_secrets::Keyring>>,
     pub clock: Arc<dyn Clock>,
     pub options: EngineOptions,
     pub outbox: Arc<Notify>,
@@ -159,6 +161,7 @@ impl Engine {
             batchers,
             providers,
             policies,
+            secrets: None,
             clock,
             options,
             outbox: Arc::new(Notify::new()),
@@ -167,6 +170,12 @@ impl Engine {
             renewed_until: std::sync::atomic::AtomicI64::new(0),
         };
         Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
+    }
+
+    /// Opens secret properties with `keyring` when launching jobs.
+    pub fn with_secrets(mut self, keyring: Arc<slipway_secrets::Keyring>) -> Self {
+        Arc::get_mut(&mut self.shared).expect("with_secrets before the engine is shared").secrets = Some(keyring);
+        self
     }
 
     pub fn handle(&self) -> EngineHandle {

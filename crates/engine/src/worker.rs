@@ -229,7 +229,13 @@ impl Worker {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
             return Err(Relinquish);
         }
-        let performing = effects::perform(&self.shared.providers, &self.shared.batchers, res, &effect);
+        let performing = effects::perform(
+            &self.shared.providers,
+            &self.shared.batchers,
+            self.shared.secrets.as_deref(),
+            res,
+            &effect,
+        );
         let outcome = if launching {
             // A launch is several requests (template lookup, prompt check, retries, then the
             // POST): a pause between them can outlast the lease as surely as one before them.

@@ -94,6 +94,7 @@ async fn create(store: &dyn Store, i: usize) -> OperationId {
         api_version: "v1".into(),
         actor: "test".into(),
         actor_type: "User".into(),
+        job_context: None,
     };
     let spec = Spec { location: None, tags: Default::default(), properties: serde_json::json!({"i": i}) };
     let op = ctx.operation_id.clone();

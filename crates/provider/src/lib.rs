@@ -38,6 +38,11 @@ pub struct LaunchRequest {
     /// When the launch intent was recorded: no job of this key is older (give or take the
     /// clocks' skew), so a provider may bound its `find` by it.
     pub intended_at: Option<slipway_domain::Timestamp>,
+    /// Who asked for this and for which tenant (absent for resources stored before Slipway
+    /// recorded it).
+    pub context: Option<slipway_domain::JobContext>,
+    /// Secret properties, opened: passed as `slipway.secrets`, never inside `properties`.
+    pub secrets: serde_json::Map<String, Value>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -227,10 +232,23 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "action": r.action.as_str(),
             "configVersion": r.config_version,
             "idempotencyKey": r.idempotency_key,
+            "requestedBy": r.context.as_ref().map(|c| requested_by(&c.requested_by)),
+            "secrets": r.secrets,
+            "tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(tenant),
         }),
     );
     vars.insert(KEY_VAR.into(), json!(r.idempotency_key));
     vars
+}
+
+/// `{"name", "tenant", "groups"}`: the principal whose request led to the job.
+pub fn requested_by(r: &slipway_domain::RequestedBy) -> Value {
+    json!({ "name": r.name, "tenant": r.tenant, "groups": r.groups })
+}
+
+/// `{"tenantId", "displayName", "attributes"}`: the subscription's registration.
+pub fn tenant(t: &slipway_domain::TenantContext) -> Value {
+    json!({ "tenantId": t.tenant_id, "displayName": t.display_name, "attributes": t.attributes })
 }
 
 /// The message of a failed Ansible task result (`res` of a `runner_on_failed` event, the

@@ -9,7 +9,9 @@ use std::time::Duration;
 use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, Secret};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_api::notify::{CallbackPolicy, Notifier, NotifierOptions};
-use slipway_api::{ApiOptions, ApiState, Authenticator, EdgeOptions, ListenerOptions, ResourceType, TypeRegistry};
+use slipway_api::{
+    ApiOptions, ApiState, Authenticator, EdgeOptions, ListenerOptions, ResourceType, ServerTls, TypeRegistry,
+};
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::time::Clock;
 use slipway_domain::{TypeKey, TypePolicy};
@@ -21,8 +23,8 @@ use slipway_store::sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::auth_config::{access_options, check_exposure};
 use crate::config::{AapConfig, AnsibleConfig, Config, ProviderConfig, TypeConfig};
+use crate::config::{access_options, check_exposure, rate_limiter};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -62,7 +64,11 @@ impl App {
             ..EngineOptions::default()
         };
         let hook_providers = providers.clone();
-        let engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
+        let secrets = keyring(&config, &types)?;
+        let mut engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
+        if let Some(k) = &secrets {
+            engine = engine.with_secrets(k.clone());
+        }
         let handle = engine.handle();
         let callbacks = config.notifications.callback_policy().map_err(|e| AppError::Config(e.to_string()))?;
         let notifier_options = notifier_options(&config, callbacks.clone());
@@ -79,12 +85,15 @@ impl App {
         };
         let edge = edge_options(&config)?;
         let access = access_options(config.auth.as_ref()).map_err(AppError::Config)?;
+        let rate_limits = rate_limiter(config.auth.as_ref()).map_err(AppError::Config)?;
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
             auth,
             edge,
             access,
+            rate_limits,
+            secrets,
             clock,
             options: ApiOptions {
                 location: config.server.location.clone(),
@@ -114,6 +123,7 @@ impl App {
             idle_timeout: Duration::from_secs(config.server.idle_timeout_seconds.max(1)),
             max_connections: config.server.max_connections,
             fd_reserve: fd_reserve(&config),
+            tls: server_tls(&config)?,
         };
 
         let (stop, stopped) = watch::channel(false);
@@ -184,6 +194,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
         options.pool_size = config.store.pool_size.max(1);
         options.statement_timeout = Duration::from_secs(config.store.statement_timeout_seconds);
         options.operation_ttl = ttl;
+        (options.ssl_mode, options.ssl_root_cert) = config.store_tls().map_err(|e| AppError::Config(e.to_string()))?;
         return Ok(Arc::new(PostgresStore::connect(options).await?));
     }
     let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
@@ -419,6 +430,25 @@ fn notifier_options(config: &Config, callbacks: CallbackPolicy) -> NotifierOptio
     }
 }
 
+/// The secret-property keys; a type that marks a secret needs them.
+fn keyring(config: &Config, types: &TypeRegistry) -> Result<Option<Arc<slipway_secrets::Keyring>>, AppError> {
+    let files: Vec<PathBuf> =
+        config.secrets.iter().flat_map(|s| s.key_files.iter()).map(|f| config.resolve(f)).collect();
+    if files.is_empty() {
+        if let Some(ty) =
+            types.all().find(|t| t.schema().is_some_and(|s| !slipway_secrets::secret_properties(s).is_empty()))
+        {
+            return Err(AppError::Config(format!(
+                "type {} has secret properties but [secrets] key_files is not configured",
+                ty.display_name()
+            )));
+        }
+        return Ok(None);
+    }
+    let keyring = slipway_secrets::Keyring::from_files(&files).map_err(|e| AppError::Config(e.to_string()))?;
+    Ok(Some(Arc::new(keyring)))
+}
+
 fn edge_options(config: &Config) -> Result<EdgeOptions, AppError> {
     let mut trusted_proxies = Vec::new();
     for (i, p) in config.server.trusted_proxies.iter().enumerate() {
@@ -436,7 +466,16 @@ fn edge_options(config: &Config) -> Result<EdgeOptions, AppError> {
         }
         other => other.clone(),
     };
-    Ok(EdgeOptions { public_base_url, trusted_proxies })
+    let tls = config.server.tls_cert_file.is_some();
+    Ok(EdgeOptions { public_base_url, trusted_proxies, tls })
+}
+
+/// The listener's TLS, loaded now so a bad file stops startup with its name.
+fn server_tls(config: &Config) -> Result<Option<ServerTls>, AppError> {
+    let Some(options) = config.tls_options().map_err(|e| AppError::Config(e.to_string()))? else {
+        return Ok(None);
+    };
+    ServerTls::load(options).map(Some).map_err(|e| AppError::Config(format!("server TLS: {e}")))
 }
 
 fn host_name() -> String {

@@ -2,5 +2,4 @@
 //! start a whole Slipway in-process on an ephemeral port.
 
 pub mod app;
-pub mod auth_config;
 pub mod config;

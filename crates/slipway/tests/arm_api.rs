@@ -212,7 +212,7 @@ async fn bad_input_gets_precise_errors() {
             "RequestEntityTooLarge",
         ),
         (
-            s.http.put(s.url(&rid("virtualNetworks", "bad name!"))).json(&vnet("10.0.0.0/16")),
+            s.http.put(s.url(&rid("virtualNetworks", "bad:name!"))).json(&vnet("10.0.0.0/16")),
             400,
             "InvalidResourceName",
         ),
@@ -458,6 +458,11 @@ async fn expect_error(r: reqwest::Response, status: u16, code: &str, max_message
 async fn hostile_ids_and_bodies_get_precise_errors_and_write_nothing() {
     let mut s = TestServer::start().await;
     let id = rid("virtualNetworks", "hostile");
+
+    // A request head past 64 KiB is refused before it is parsed, and the server goes on.
+    let r = s.http.get(s.url(&id)).header("x-padding", "p".repeat(80 * 1024)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 431);
+    assert_eq!(s.get_json(&id).await.0, 404);
 
     // Subscriptions are GUIDs, in every route; the answer quotes a short, sanitised prefix.
     let long = "s".repeat(20_000);

@@ -33,7 +33,12 @@ audiences = ["{AUD}"]
 /// A server whose subscription `SUB` is registered to tenant-a, with `alice`, `ci` and the
 /// front end holding Contributor there (as the platform admin `root` set up).
 async fn start(idp: &TestIdp) -> TestServer {
-    let s = TestServer::start_full("", "", &auth_tables(idp), |_| {}).await;
+    start_with(idp, "").await
+}
+
+async fn start_with(idp: &TestIdp, more_auth: &str) -> TestServer {
+    let tables = auth_tables(idp).replace("admins = [\"root\"]\n", &format!("admins = [\"root\"]\n{more_auth}\n"));
+    let s = TestServer::start_full("", "", &tables, |_| {}).await;
     let root = token(idp, "root", "platform");
     let put = |path: String, body: Value| {
         let req = s.http.put(format!("{}{path}?api-version=2025-06-01", s.base)).bearer_auth(&root).json(&body);
@@ -49,6 +54,13 @@ async fn start(idp: &TestIdp) -> TestServer {
         put(format!("/subscriptions/{SUB}/providers/Slipway.Authorization/roleAssignments/{id}"), body).await;
     }
     s
+}
+
+/// An API token for `principal`, created in the running server's store.
+async fn api_token(s: &TestServer, principal: &str) -> (String, api_tokens::ApiToken) {
+    let store = s.app.as_ref().unwrap().store();
+    let new = NewApiToken { principal: principal.into(), ..Default::default() };
+    api_tokens::create(store.as_ref(), new, SystemClock.now()).await.unwrap()
 }
 
 fn now_secs() -> i64 {
@@ -164,14 +176,7 @@ async fn another_tenant_cannot_read_or_cancel_an_operation_by_copying_headers() 
 async fn a_trusted_front_end_speaks_for_the_user_it_forwards() {
     let idp = TestIdp::start().await;
     let s = start(&idp).await;
-    let store = s.app.as_ref().unwrap().store();
-    let (front, _) = api_tokens::create(
-        store.as_ref(),
-        NewApiToken { principal: "arm-frontend".into(), ..Default::default() },
-        SystemClock.now(),
-    )
-    .await
-    .unwrap();
+    let (front, _) = api_token(&s, "arm-frontend").await;
     let r = s
         .http
         .put(s.url(&rid("virtualNetworks", "via-arm")))
@@ -202,14 +207,8 @@ async fn a_trusted_front_end_speaks_for_the_user_it_forwards() {
 async fn api_tokens_authenticate_until_revoked() {
     let idp = TestIdp::start().await;
     let s = start(&idp).await;
+    let (text, stored) = api_token(&s, "ci").await;
     let store = s.app.as_ref().unwrap().store();
-    let (text, stored) = api_tokens::create(
-        store.as_ref(),
-        NewApiToken { principal: "ci".into(), ..Default::default() },
-        SystemClock.now(),
-    )
-    .await
-    .unwrap();
     let path = format!("/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks");
     assert_eq!(s.http.get(s.url(&path)).bearer_auth(&text).send().await.unwrap().status().as_u16(), 200);
     api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap();
@@ -316,4 +315,25 @@ async fn the_api_token_cli_creates_lists_and_revokes() {
     assert!(ok && !listing.contains("deployer"), "{listing}");
     let (ok, _, err) = cli(&["api-token", "revoke", &id]);
     assert!(!ok && err.contains("no API token"), "{err}");
+}
+
+#[tokio::test]
+async fn each_principal_is_rate_limited_on_the_injected_clock() {
+    let idp = TestIdp::start().await;
+    // One token per 1,000 s: real time adds nothing during the test; the clock is moved.
+    let s = start_with(&idp, "rate_limits = { requests_per_second = 0.001, burst = 2, overrides = [{ principal = \"root\", requests_per_second = 1000, burst = 1000 }] }").await;
+    let path = format!("/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks");
+    let alice = token(&idp, "alice", "tenant-a");
+    let get = |t: &str| s.http.get(s.url(&path)).bearer_auth(t.to_string()).send();
+    assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
+    assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
+    let r = get(&alice).await.unwrap();
+    assert_eq!(r.status().as_u16(), 429);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1000"));
+    let (_, _, code, _) = error_of(r).await;
+    assert_eq!(code, "TooManyRequests");
+    // Another principal has its own bucket.
+    assert_eq!(get(&token(&idp, "ci", "tenant-a")).await.unwrap().status().as_u16(), 200);
+    s.clock.advance(Duration::from_secs(1000));
+    assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
 }

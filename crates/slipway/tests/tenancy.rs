@@ -45,7 +45,7 @@ impl World {
         let mut w = World { s, idp, shared: Vec::new() };
         let root = token(&w.idp, "root", "platform");
         for (tenant, sub) in SUBS {
-            let body = json!({"state": "Registered", "properties": {"tenantId": format!("tenant-{tenant}"), "displayName": tenant}});
+            let body = json!({"state": "Registered", "properties": {"tenantId": format!("tenant-{tenant}"), "displayName": tenant, "attributes": {"storageClass": format!("gold-{tenant}")}}});
             let (status, _) = w.send("PUT", &format!("/subscriptions/{sub}"), &root, Some(body), PLATFORM_API).await;
             assert_eq!(status, 201);
             for (i, role) in ROLES.iter().enumerate() {
@@ -315,5 +315,34 @@ async fn subscription_states_gate_writes() {
         assert!(start.elapsed() < T, "the deleted subscription's resource was not deprovisioned");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    w.s.stop().await;
+}
+
+/// The requester and the subscription's registration reach the job (the example playbook
+/// records what it was given in its state file), and the job's extra vars file is gone once
+/// the job has ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_are_told_who_asked_and_the_tenants_attributes() {
+    let mut w = World::start().await;
+    let dir = w.s.dir.path().join("state/slipway.example_virtualnetworks");
+    // Both subscriptions' resources are named `shared`: the later job's record is there.
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("shared.json")).unwrap()).unwrap();
+    assert_eq!(v["requestedBy"]["name"], "root", "{v}");
+    let tenant = v["tenant"]["tenantId"].as_str().unwrap().trim_start_matches("tenant-").to_string();
+    assert_eq!(v["tenant"]["attributes"]["storageClass"], format!("gold-{tenant}"), "{v}");
+    let mut stack = vec![w.s.dir.path().join("jobs")];
+    let mut job_dirs = 0;
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            assert!(!path.ends_with("env/extravars"), "left behind: {}", path.display());
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.ends_with("job.json") {
+                job_dirs += 1;
+            }
+        }
+    }
+    assert_eq!(job_dirs, 2, "one create job per subscription");
     w.s.stop().await;
 }

@@ -50,6 +50,7 @@ use slipway_domain::Operation;
 use slipway_domain::ids::OperationId;
 use slipway_domain::resource::ResourceRecord;
 
+mod context;
 mod job;
 mod operation;
 mod resource;

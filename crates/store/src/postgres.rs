@@ -29,24 +29,28 @@
 //! the pool being exhausted are [`StoreError::Unavailable`] (the API answers 503 with
 //! `Retry-After`); everything else is [`StoreError::Internal`].
 //!
-//! Known limit: connections are plain TCP (or a Unix socket) — no TLS yet; a URL asking for
-//! `sslmode=require` is refused.
+//! TCP connections use TLS by `sslmode` ([`tls`]: `disable`, `prefer` — the default —,
+//! `require`, `verify-full`); Unix sockets never do.
 //!
-//! Layout: [`schema`] (URL and session settings, migrations), [`rows`] (row ⇄ record and the
-//! read queries), [`changes`] (`change` with group commit, executing the shared
-//! `crate::plan`), [`writes`] (claims, leases, outbox), [`entries`] (registry entries).
+//! Layout: [`schema`] (URL and session settings, migrations), [`tls`] (sslmode and the
+//! rustls connector), [`rows`] (row ⇄ record and the read queries), [`changes`] (`change`
+//! with group commit, executing the shared `crate::plan`), [`writes`] (claims, leases,
+//! outbox), [`entries`] (registry entries).
 
 mod changes;
 mod entries;
 mod rows;
 mod schema;
+mod tls;
 mod writes;
 
 pub use schema::redact;
+pub use tls::SslMode;
 
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +60,6 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, Recycli
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
-use tokio_postgres::NoTls;
 
 use crate::{
     ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
@@ -80,6 +83,11 @@ pub struct PostgresOptions {
     pub operation_ttl: Duration,
     /// Limit on establishing one connection; also bounds [`Store::ping`].
     pub connect_timeout: Duration,
+    /// TLS to the server; `None`: the URL's `sslmode`, else [`SslMode::Prefer`].
+    pub ssl_mode: Option<SslMode>,
+    /// PEM root certificates the server's must chain to (`verify-full` only); `None`: the
+    /// URL's `sslrootcert`, else the webpki (Mozilla) roots.
+    pub ssl_root_cert: Option<PathBuf>,
 }
 
 impl PostgresOptions {
@@ -95,6 +103,8 @@ impl PostgresOptions {
             statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
             operation_ttl: crate::DEFAULT_OPERATION_TTL,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+            ssl_mode: None,
+            ssl_root_cert: None,
         }
     }
 
@@ -114,6 +124,8 @@ impl fmt::Debug for PostgresOptions {
             .field("statement_timeout", &self.statement_timeout)
             .field("operation_ttl", &self.operation_ttl)
             .field("connect_timeout", &self.connect_timeout)
+            .field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
             .finish()
     }
 }
@@ -138,6 +150,8 @@ struct Inner {
     broken_budget: usize,
     /// `host:port/database` for messages (never the password).
     target: String,
+    /// `sslmode …` for connection errors.
+    transport: String,
     schema: Option<String>,
     stats: StatsCounters,
 }
@@ -153,7 +167,7 @@ impl PostgresStore {
         schema::migrate(&settings).await?;
         let manager = Manager::from_config(
             settings.pool_config.clone(),
-            NoTls,
+            settings.transport.connector.clone(),
             ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
         let pool_size = options.pool_size.max(1);
@@ -170,6 +184,7 @@ impl PostgresStore {
             target = %settings.target,
             schema = options.schema.as_deref().unwrap_or("(search path)"),
             pool_size,
+            tls = %settings.transport,
             "PostgreSQL store open"
         );
         let inner = Arc::new(Inner {
@@ -179,6 +194,7 @@ impl PostgresStore {
             timeouts,
             ping_timeout: options.connect_timeout,
             broken_budget: pool_size + 1,
+            transport: settings.transport.to_string(),
             target: settings.target,
             schema: options.schema,
             stats: StatsCounters::default(),
@@ -199,6 +215,18 @@ impl PostgresStore {
 
     pub fn schema(&self) -> Option<&str> {
         self.inner.schema.as_deref()
+    }
+
+    /// Whether a pooled connection's session is encrypted, as the server sees it
+    /// (`pg_stat_ssl`). For the TLS tests.
+    #[cfg(feature = "conformance")]
+    pub async fn session_uses_tls(&self) -> Result<bool, StoreError> {
+        let client = self.inner.client(&self.inner.timeouts).await?;
+        let row = client
+            .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+            .await
+            .map_err(|e| pg_error(&e))?;
+        row.try_get(0).map_err(|e| pg_error(&e))
     }
 
     /// Runs a write that commits whenever it succeeds on its own task: once started it
@@ -301,9 +329,11 @@ impl Inner {
             }
             // Whatever keeps a connection from being made (down, refusing logins, database
             // gone) is outside this process and may pass: never a bug of ours.
-            PoolError::Backend(e) => {
-                StoreError::Unavailable(format!("cannot connect to PostgreSQL at {target}: {}", describe(&e)))
-            }
+            PoolError::Backend(e) => StoreError::Unavailable(format!(
+                "cannot connect to PostgreSQL at {target} ({}): {}",
+                self.transport,
+                describe(&e)
+            )),
             PoolError::Closed => StoreError::Unavailable("the PostgreSQL pool is closed".into()),
             other => StoreError::Internal(format!("PostgreSQL pool: {other}")),
         }

@@ -332,6 +332,7 @@ pub(crate) fn db_error(e: rusqlite::Error) -> StoreError {
 /// one database would then break the single-process lease model, so we refuse it outright.
 /// `File::try_lock` is `flock(LOCK_EX | LOCK_NB)` on Unix and needs no `unsafe`.
 fn lock_exclusive(db: &Path) -> Result<File, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let mut name = OsString::from(db.as_os_str());
     name.push(".lock");
     let path = PathBuf::from(name);
@@ -340,6 +341,7 @@ fn lock_exclusive(db: &Path) -> Result<File, StoreError> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&path)
         .map_err(|e| StoreError::Unavailable(format!("cannot open lock file {}: {e}", path.display())))?;
     match file.try_lock() {

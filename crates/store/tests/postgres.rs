@@ -144,9 +144,10 @@ async fn bad_options_are_refused_before_connecting() {
     let err = PostgresStore::connect(bad_schema).await.err().expect("refused");
     assert!(matches!(&err, StoreError::Internal(m) if m.contains("schema name")), "{err:?}");
 
-    let tls = PostgresOptions::new("postgres://u:secret@127.0.0.1:1/x?sslmode=require");
+    let tls =
+        PostgresOptions::new("postgres://u:secret@127.0.0.1:1/x?sslmode=verify-full&sslrootcert=/nonexistent.pem");
     let err = PostgresStore::connect(tls).await.err().expect("refused");
-    assert!(matches!(&err, StoreError::Internal(m) if m.contains("TLS")), "{err:?}");
+    assert!(matches!(&err, StoreError::Internal(m) if m.contains("/nonexistent.pem: no such file")), "{err:?}");
 
     let err = PostgresStore::connect(PostgresOptions::new("postgres://u:secret@host:notaport/x")).await.err();
     let err = err.expect("refused");

@@ -313,3 +313,22 @@ async fn a_request_failing_midway_undoes_its_partial_writes() {
     assert_eq!(store.get_operation(&"sub".into(), &conformance::op_id(7), T0).await, Ok(None));
     assert_eq!(store.get_resource(&neighbour.key()).await, Ok(good.1.resource));
 }
+
+/// The database, its WAL and its lock file are readable by Slipway's user only, and a file
+/// left open to others is closed down.
+#[test]
+fn database_files_are_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let db = db_path(&dir);
+    for suffix in ["", "-wal", ".lock"] {
+        let path = std::path::PathBuf::from(format!("{}{suffix}", db.display()));
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+    drop(store);
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    drop(open(&dir));
+    assert_eq!(mode(&db), 0o600);
+}

@@ -77,6 +77,8 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         operation_id: Some("op-1".into()),
         config_version: "cv-1".into(),
         intended_at: None,
+        context: None,
+        secrets: Default::default(),
     }
 }
 

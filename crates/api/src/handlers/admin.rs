@@ -13,7 +13,7 @@ use slipway_domain::admission;
 use slipway_domain::subscription::{Subscription, SubscriptionState};
 use slipway_domain::{SubscriptionId, TypeKey};
 use slipway_store::registry;
-use slipway_store::{ChangeRequest, ListQuery, change_with};
+use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with};
 
 use crate::ApiState;
 use crate::access::{self, Grants};
@@ -25,8 +25,8 @@ use crate::route;
 /// lifecycle notifications).
 pub const PLATFORM_API_VERSIONS: &[&str] = &["2025-06-01", "2.0"];
 
-const AUTHZ: &str = "Slipway.Authorization/roleAssignments";
-const SUBSCRIPTIONS: &str = "Slipway.Admin/subscriptions";
+pub(crate) const AUTHZ: &str = "Slipway.Authorization/roleAssignments";
+pub(crate) const SUBSCRIPTIONS: &str = "Slipway.Admin/subscriptions";
 
 fn check_version(ctx: &Ctx) -> Result<(), ArmError> {
     let v = ctx.api_version()?;
@@ -150,7 +150,7 @@ pub(crate) async fn subscription(state: &ApiState, ctx: &Ctx, id: &str, body: Bo
             };
             registry::put_subscription(state.store.as_ref(), &s).await?;
             if new_state == SubscriptionState::Deleted {
-                deprovision(state, ctx, &id).await?;
+                deprovision(state, ctx, &s).await?;
             }
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
             Ok(json_response(status, subscription_body(&s)))
@@ -161,7 +161,8 @@ pub(crate) async fn subscription(state: &ApiState, ctx: &Ctx, id: &str, body: Bo
 
 /// A deleted subscription's resources each get a delete operation (idempotent: putting the
 /// state `Deleted` again resumes after an interruption).
-async fn deprovision(state: &ApiState, ctx: &Ctx, id: &SubscriptionId) -> Result<(), ArmError> {
+async fn deprovision(state: &ApiState, ctx: &Ctx, subscription: &Subscription) -> Result<(), ArmError> {
+    let id = &subscription.id;
     let mut deleted = 0usize;
     for ty in state.types.all() {
         let mut after = None;
@@ -177,10 +178,16 @@ async fn deprovision(state: &ApiState, ctx: &Ctx, id: &SubscriptionId) -> Result
                 })
                 .await?;
             for res in &page.items {
-                let rctx = request_context(state, ctx, &ty.api_versions[0])?;
+                let tenant = Some(access::tenant_context(subscription));
+                let rctx = request_context(state, ctx, &ty.api_versions[0], tenant)?;
                 let req = ChangeRequest::new(res.id.key(), rctx.now);
-                change_with(state.store.as_ref(), req, move |snap| admission::admit_delete(snap, &rctx)).await?;
-                deleted += 1;
+                match change_with(state.store.as_ref(), req, move |snap| admission::admit_delete(snap, &rctx)).await {
+                    Ok(_) => deleted += 1,
+                    // Its delete operation is running already (an earlier `Deleted`, or a client's
+                    // DELETE): nothing to resume.
+                    Err(StoreError::Rejected(admission::Rejection::Conflict { .. })) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
             match page.next {
                 Some(next) => after = Some(next),

@@ -14,7 +14,10 @@ use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::operation::is_visible_to;
 use slipway_domain::resource::Spec;
 use slipway_domain::subscription::Intent;
-use slipway_domain::{Initiator, Operation, OperationRequest, PrincipalKind, ProvisioningState, TypeKey};
+use slipway_domain::{
+    Initiator, JobContext, Operation, OperationRequest, PrincipalKind, ProvisioningState, RequestedBy, TenantContext,
+    TypeKey,
+};
 use slipway_store::{ChangeRequest, ListQuery, change_with};
 
 use crate::ApiState;
@@ -29,6 +32,7 @@ use crate::wire::{self, PatchBody, PutBody};
 mod admin;
 mod audit;
 mod body;
+pub(crate) mod discovery;
 mod operations;
 mod resources;
 
@@ -97,10 +101,15 @@ pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response
         Ok(caller) => caller,
         Err(refusal) => return refusal,
     };
+    if let Some(limiter) = &state.rate_limits
+        && let Err(e) = limiter.check(&caller.principal, state.clock.now())
+    {
+        return e.into_response();
+    }
     let query =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
-    let base = edge::base_url(&state.edge, &parts.headers, peer, "http");
+    let base = edge::base_url(&state.edge, &parts.headers, peer, if state.edge.tls { "https" } else { "http" });
     let ctx = Ctx { base, method: parts.method, headers: parts.headers, query, caller };
     let path = parts.uri.path();
     let resp = match dispatch(&state, &ctx, path, body).await {
@@ -151,12 +160,13 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
             let action = access::resource_action(&ty.namespace, &ty.type_name, permission);
             grants.require(&ctx.caller, permission, &resource_scope(&id), &action)?;
-            access::check_subscription(state, &subscription, intent).await?;
+            let tenant =
+                access::check_subscription(state, &subscription, intent).await?.as_ref().map(access::tenant_context);
             match ctx.method {
                 Method::GET => get_resource(state, &id, &ty).await,
-                Method::PUT => put_resource(state, ctx, id, ty, body).await,
-                Method::PATCH => patch_resource(state, ctx, id, ty, body).await,
-                _ => delete_resource(state, ctx, id).await,
+                Method::PUT => put_resource(state, ctx, id, ty, body, tenant).await,
+                Method::PATCH => patch_resource(state, ctx, id, ty, body, tenant).await,
+                _ => delete_resource(state, ctx, id, tenant).await,
             }
         }
         Route::Collection { subscription, resource_group, namespace, type_name } => {
@@ -197,6 +207,10 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         Route::Subscription(id) => admin::subscription(state, ctx, &id, body).await,
         Route::RoleAssignments { scope, id: None } => admin::list_assignments(state, ctx, &scope).await,
         Route::RoleAssignments { scope, id: Some(id) } => admin::assignment(state, ctx, &scope, &id, body).await,
+        Route::Provider { subscription, namespace } => {
+            discovery::provider(state, ctx, subscription.as_deref(), &namespace)
+        }
+        Route::ProviderOperations { namespace } => discovery::operations(state, ctx, &namespace),
     }
 }
 
@@ -226,11 +240,18 @@ pub(crate) fn check_version(ctx: &Ctx, ty: &ResourceType) -> Result<(), ArmError
 /// What a mutating request records with its operation. An `Azure-AsyncNotificationUri`
 /// the callback policy refuses is `400 InvalidAsyncNotificationUri`, before anything is
 /// written.
-pub(crate) fn request_context(state: &ApiState, ctx: &Ctx, api_version: &str) -> Result<RequestContext, ArmError> {
+pub(crate) fn request_context(
+    state: &ApiState,
+    ctx: &Ctx,
+    api_version: &str,
+    tenant: Option<TenantContext>,
+) -> Result<RequestContext, ArmError> {
     let notification_uri = notification_uri(state, ctx)?;
     let initiator = ctx.initiator();
     let (actor, actor_type) = system_data_actor(ctx, &initiator);
+    let job_context = JobContext { requested_by: RequestedBy::from(&ctx.caller.principal), tenant };
     Ok(RequestContext {
+        job_context: Some(job_context),
         operation_id: OperationId::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid v4 is a valid operation id"),
         now: state.clock.now(),
         notification_uri,

@@ -1,5 +1,7 @@
 //! Resource GET, PUT, PATCH, DELETE and collection lists.
 
+use slipway_domain::{CloudError, ResourceRecord};
+
 use super::*;
 
 pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType) -> Result<Response, ArmError> {
@@ -14,6 +16,7 @@ pub(crate) async fn put_resource(
     id: ArmId,
     ty: Arc<ResourceType>,
     body: Body,
+    tenant: Option<TenantContext>,
 ) -> Result<Response, ArmError> {
     ty.check_name(&id.name)?;
     let input: PutBody = json_body(state, ctx, body).await?;
@@ -22,11 +25,15 @@ pub(crate) async fn put_resource(
     limits::check_tags(&tags)?;
     let properties = wire::spec_properties(input.properties)?;
     ty.validate(&properties)?;
-    let spec = Spec { location: Some(location), tags, properties };
-    let rctx = request_context(state, ctx, ctx.api_version()?)?;
+    let mut spec = Spec { location: Some(location), tags, properties };
+    let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let kind = ty.kind.clone();
     let target = id.clone();
+    let sealer = Sealer::of(state, &ty)?;
     let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+        if let Some(sealer) = &sealer {
+            spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
+        }
         admission::admit_put(snap, &target, &kind, spec, &rctx)
     })
     .await?;
@@ -39,20 +46,32 @@ pub(crate) async fn patch_resource(
     id: ArmId,
     ty: Arc<ResourceType>,
     body: Body,
+    tenant: Option<TenantContext>,
 ) -> Result<Response, ArmError> {
     let input: PatchBody = json_body(state, ctx, body).await?;
     if let Some(tags) = &input.tags {
         limits::check_tags(tags)?;
     }
     let patch = wire::patch_properties(input.properties)?;
-    let rctx = request_context(state, ctx, ctx.api_version()?)?;
+    let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let validator = ty.clone();
+    let sealer = Sealer::of(state, &ty)?;
     let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+        let patch = match (&sealer, patch) {
+            (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
+            (_, p) => p,
+        };
         admission::admit_patch(
             snap,
             input.tags,
             patch.as_ref(),
-            |props| validator.validate(props).map_err(|e| admission::Rejection::Invalid(e.body)),
+            |props| {
+                let opened = match &sealer {
+                    Some(sealer) => sealer.open(props)?,
+                    None => props.clone(),
+                };
+                validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.body))
+            },
             &rctx,
         )
     })
@@ -100,8 +119,13 @@ pub(crate) fn write_status(method: &Method, created: bool) -> StatusCode {
     }
 }
 
-pub(crate) async fn delete_resource(state: &ApiState, ctx: &Ctx, id: ArmId) -> Result<Response, ArmError> {
-    let rctx = request_context(state, ctx, ctx.api_version()?)?;
+pub(crate) async fn delete_resource(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: ArmId,
+    tenant: Option<TenantContext>,
+) -> Result<Response, ArmError> {
+    let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let (admitted, _) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
         admission::admit_delete(snap, &rctx)
     })
@@ -189,6 +213,37 @@ pub(crate) fn decode_token(token: &str) -> Option<ResourceKey> {
     let bytes: Option<Vec<u8>> =
         (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes?).ok().map(ResourceKey)
+}
+
+/// Seals a type's secret properties inside a change (so an unchanged secret keeps the sealed
+/// value already stored); `None` for a type without secrets.
+pub(crate) struct Sealer {
+    keyring: Arc<slipway_secrets::Keyring>,
+    names: Vec<String>,
+}
+
+impl Sealer {
+    pub fn of(state: &ApiState, ty: &ResourceType) -> Result<Option<Sealer>, ArmError> {
+        let names = ty.schema().map(slipway_secrets::secret_properties).unwrap_or_default();
+        if names.is_empty() {
+            return Ok(None);
+        }
+        // Startup refuses a type with secrets and no key; this is only a guard.
+        let keyring = state.secrets.clone().ok_or_else(ArmError::internal)?;
+        Ok(Some(Sealer { keyring, names }))
+    }
+
+    fn seal(&self, properties: &Value, stored: Option<&ResourceRecord>) -> Result<Value, admission::Rejection> {
+        self.keyring
+            .seal_properties(&self.names, properties, stored.map(|r| &r.spec.properties))
+            .map_err(|e| admission::Rejection::Invalid(CloudError::new("InternalServerError", e.to_string())))
+    }
+
+    fn open(&self, properties: &Value) -> Result<Value, admission::Rejection> {
+        self.keyring
+            .open_properties(properties)
+            .map_err(|e| admission::Rejection::Invalid(CloudError::new("InvalidRequestContent", e.to_string())))
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! One HTTP/1 connection: hyper serves it; a watchdog in the same task closes it when it
 //! idles too long, takes too long to send a request head, or was evicted by the cap; the
-//! request body is wrapped so a body that stops arriving answers 408 and closes.
+//! request body is wrapped so a body that stops arriving answers 408 and closes. With TLS the
+//! handshake comes first and counts as a request head: it has the header-read timeout to
+//! finish, and a connection still in it may be evicted.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -20,12 +22,17 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::registry::{Lease, Phase};
 use crate::error::ArmError;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The largest request head (request line and headers) read; a bigger one gets `431`.
+/// ARM's own front end allows about as much; hyper's default (~400 KB) invites abuse.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Timeouts {
@@ -44,10 +51,12 @@ struct Shared {
     body_timed_out: AtomicBool,
 }
 
-/// Serves `stream` until it closes, a timeout or an eviction closes it, or `stop` is set
-/// (then: closed at once unless a request is in flight, which finishes first).
+/// Serves `stream` (over TLS when `tls` is given) until it closes, a timeout or an eviction
+/// closes it, or `stop` is set (then: closed at once unless a request is in flight, which
+/// finishes first).
 pub(super) async fn run(
     stream: TcpStream,
+    tls: Option<TlsAcceptor>,
     lease: Lease,
     router: Router,
     timeouts: Timeouts,
@@ -56,9 +65,42 @@ pub(super) async fn run(
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().ok();
     let shared = Arc::new(Shared { lease, served: AtomicBool::new(false), body_timed_out: AtomicBool::new(false) });
-    let io = TokioIo::new(Watched { io: stream, shared: shared.clone() });
+    let Some(acceptor) = tls else {
+        return serve(stream, shared, router, timeouts, peer, stop).await;
+    };
+    shared.lease.enter(Phase::Head, &[Phase::Idle]);
+    let stream = tokio::select! {
+        done = acceptor.accept(stream) => match done {
+            Ok(stream) => stream,
+            Err(e) => {
+                // A scanner, a plain-HTTP client, a client certificate that does not verify.
+                tracing::debug!(error = %e, ?peer, "TLS handshake failed");
+                return;
+            }
+        },
+        why = watchdog(&shared, &timeouts) => {
+            tracing::debug!(reason = why, ?peer, "closing connection during the TLS handshake");
+            return;
+        }
+        _ = stop.wait_for(|s| *s) => return,
+    };
+    shared.lease.enter(Phase::Idle, &[Phase::Head]);
+    serve(stream, shared, router, timeouts, peer, stop).await;
+}
+
+async fn serve<I>(
+    io: I,
+    shared: Arc<Shared>,
+    router: Router,
+    timeouts: Timeouts,
+    peer: Option<std::net::SocketAddr>,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let io = TokioIo::new(Watched { io, shared: shared.clone() });
     let service = Service { router, shared: shared.clone(), body_timeout: timeouts.body, peer };
-    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+    let conn = hyper::server::conn::http1::Builder::new().max_header_size(MAX_HEAD_BYTES).serve_connection(io, service);
     tokio::pin!(conn);
     let mut draining = false;
     loop {
@@ -112,13 +154,13 @@ async fn watchdog(shared: &Shared, t: &Timeouts) -> &'static str {
     }
 }
 
-/// The socket, noting the first byte of each request head.
-struct Watched {
-    io: TcpStream,
+/// The socket (or the TLS stream over it), noting the first byte of each request head.
+struct Watched<I> {
+    io: I,
     shared: Arc<Shared>,
 }
 
-impl AsyncRead for Watched {
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
@@ -130,7 +172,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
     }

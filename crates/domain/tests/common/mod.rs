@@ -76,6 +76,23 @@ pub fn ctx(op: u32, now: Timestamp) -> RequestContext {
         api_version: "2025-01-01".into(),
         actor: "alice@example.com".into(),
         actor_type: "User".into(),
+        job_context: Some(job_context("alice@example.com")),
+    }
+}
+
+/// A job context naming `who` in tenant T1, whose subscription has a storage class.
+pub fn job_context(who: &str) -> slipway_domain::JobContext {
+    slipway_domain::JobContext {
+        requested_by: slipway_domain::RequestedBy {
+            name: who.into(),
+            tenant: Some("T1".into()),
+            groups: vec!["ops".into()],
+        },
+        tenant: Some(slipway_domain::TenantContext {
+            tenant_id: "T1".into(),
+            display_name: "Tenant one".into(),
+            attributes: json!({"storageClass": "gold"}).as_object().cloned().unwrap_or_default(),
+        }),
     }
 }
 

@@ -26,6 +26,7 @@ pub async fn create(store: &dyn Store, clock: &dyn Clock, id: ArmId) -> Operatio
         api_version: "v1".into(),
         actor: "test".into(),
         actor_type: "User".into(),
+        job_context: None,
     };
     let op = ctx.operation_id.clone();
     let spec = Spec { location: None, tags: Default::default(), properties: serde_json::json!({}) };

@@ -186,6 +186,18 @@ pub fn ctx(op: u64, now: Timestamp) -> RequestContext {
         api_version: "2025-01-01".into(),
         actor: "someone@example.com".into(),
         actor_type: "User".into(),
+        job_context: Some(slipway_domain::JobContext {
+            requested_by: slipway_domain::RequestedBy {
+                name: "someone@example.com".into(),
+                tenant: Some("tenant-1".into()),
+                groups: vec!["ops".into()],
+            },
+            tenant: Some(slipway_domain::TenantContext {
+                tenant_id: "tenant-1".into(),
+                display_name: "Tenant one".into(),
+                attributes: serde_json::json!({"storageClasses": ["gold"]}).as_object().cloned().unwrap_or_default(),
+            }),
+        }),
     }
 }
 

@@ -4,12 +4,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use slipway_domain::config_version::ConfigVersion;
+use slipway_domain::identity::JobContext;
 use slipway_domain::ids::ArmId;
 use slipway_domain::job::Job;
 use slipway_domain::operation::CloudError;
 use slipway_domain::resource::{Deletion, ResourceRecord, Schedule, Spec, SystemData};
 use slipway_domain::time::Timestamp;
 
+use super::context::JobContextDocument;
 use super::job::JobDocument;
 use super::operation::{CloudErrorDocument, ProvisioningStateDocument};
 use super::{DocumentError, check_version, is_version_1, operation_id, operation_id_opt, version_1};
@@ -50,6 +52,8 @@ pub(crate) struct ResourceDocument {
     deletion: Option<DeletionDocument>,
     #[serde(rename = "convergenceStoppedFor", default, skip_serializing_if = "Option::is_none")]
     convergence_stopped_for: Option<String>,
+    #[serde(rename = "jobContext", default, skip_serializing_if = "Option::is_none")]
+    job_context: Option<JobContextDocument>,
     #[serde(rename = "lastError", default, skip_serializing_if = "Option::is_none")]
     last_error: Option<CloudErrorDocument>,
     /// Written empty (`{"nextDue":null,"intent":false}`); read and dropped: the columns hold
@@ -151,6 +155,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             job_seq,
             deletion,
             convergence_stopped_for,
+            job_context,
             last_error,
             schedule: _,
             lease: _,
@@ -171,6 +176,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             job_seq: *job_seq,
             deletion: deletion.as_ref().map(DeletionDocument::from),
             convergence_stopped_for: convergence_stopped_for.as_ref().map(|v| v.as_str().to_string()),
+            job_context: job_context.as_ref().map(JobContextDocument::from),
             last_error: last_error.as_ref().map(CloudErrorDocument::from),
             schedule: ScheduleDocument::default(),
             lease: None,
@@ -200,6 +206,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             job_seq,
             deletion,
             convergence_stopped_for,
+            job_context,
             last_error,
             schedule: _,
             lease: _,
@@ -220,6 +227,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             job_seq,
             deletion: deletion.map(Deletion::from),
             convergence_stopped_for: convergence_stopped_for.map(ConfigVersion::new),
+            job_context: job_context.map(JobContext::from),
             last_error: last_error.map(CloudError::from),
             schedule: Schedule::default(),
             lease: None,

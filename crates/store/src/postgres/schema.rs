@@ -4,9 +4,10 @@
 use std::time::{Duration, SystemTime};
 
 use slipway_domain::Timestamp;
-use tokio_postgres::config::{Host, SslMode};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::config::Host;
+use tokio_postgres::{Client, Config};
 
+use super::tls::Transport;
 use super::{PostgresOptions, describe, pg_error};
 use crate::StoreError;
 
@@ -106,18 +107,17 @@ pub(super) struct Settings {
     schema: Option<String>,
     /// `host:port/database`, for messages.
     pub(super) target: String,
+    /// TLS mode and connector, for every connection.
+    pub(super) transport: Transport,
 }
 
 impl Settings {
     pub(super) fn new(options: &PostgresOptions) -> Result<Settings, StoreError> {
-        let mut config: Config = options.url.parse().map_err(|e| {
+        let (url, transport) = Transport::new(options)?;
+        let mut config: Config = url.parse().map_err(|e| {
             StoreError::Internal(format!("invalid PostgreSQL URL {}: {}", redact(&options.url), describe(&e)))
         })?;
-        if matches!(config.get_ssl_mode(), SslMode::Require) {
-            return Err(StoreError::Internal(
-                "the PostgreSQL URL asks for TLS (sslmode=require), which Slipway does not support yet".into(),
-            ));
-        }
+        config.ssl_mode(transport.mode.wire());
         if let Some(schema) = &options.schema
             && !valid_schema_name(schema)
         {
@@ -135,7 +135,7 @@ impl Settings {
         pool_config.options(session_options(&base, options.statement_timeout, schema));
         let mut migrate_config = config.clone();
         migrate_config.options(session_options(&base, MIGRATION_STATEMENT_TIMEOUT, schema));
-        Ok(Settings { pool_config, migrate_config, schema: options.schema.clone(), target: target(&config) })
+        Ok(Settings { pool_config, migrate_config, schema: options.schema.clone(), target: target(&config), transport })
     }
 }
 
@@ -227,9 +227,15 @@ fn redact_password_param(s: &str) -> String {
 pub(super) async fn migrate(settings: &Settings) -> Result<(), StoreError> {
     // Whatever keeps us from connecting (down, refusing logins, no such database) is
     // something to fix outside and retry, not a bug.
-    let (mut client, connection) = settings.migrate_config.connect(NoTls).await.map_err(|e| {
-        StoreError::Unavailable(format!("cannot connect to PostgreSQL at {}: {}", settings.target, describe(&e)))
-    })?;
+    let (mut client, connection) =
+        settings.migrate_config.connect(settings.transport.connector.clone()).await.map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot connect to PostgreSQL at {} ({}): {}",
+                settings.target,
+                settings.transport,
+                describe(&e)
+            ))
+        })?;
     let driver = tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "PostgreSQL migration connection ended");

@@ -82,7 +82,29 @@ const MIGRATIONS: &[&str] = &[
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.
+/// The database file is Slipway's alone: created `0600` (SQLite gives its `-wal` and `-shm`
+/// files the database's mode), and an existing one open to others is closed down to it.
+fn make_private(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+            tracing::warn!(path = %path.display(), mode = format!("{:o}", meta.permissions().mode() & 0o777), "database file was readable by others: now 0600");
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| cannot_open(path, e))
+        }
+        Ok(_) => Ok(()),
+        Err(_) => std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map(drop)
+            .map_err(|e| cannot_open(path, e)),
+    }
+}
+
 pub(super) fn open_writer(path: &Path, synchronous: Synchronous) -> Result<Connection, StoreError> {
+    make_private(path)?;
     let mut conn = Connection::open(path).map_err(|e| cannot_open(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT).map_err(db_error)?;
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).map_err(db_error)?;
@@ -114,7 +136,7 @@ pub(super) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-fn cannot_open(path: &Path, e: rusqlite::Error) -> StoreError {
+fn cannot_open(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("cannot open database {}: {e}", path.display()))
 }
 

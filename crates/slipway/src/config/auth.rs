@@ -7,6 +7,11 @@
 //! trusted_front_ends = ["arm-frontend"]  # principals whose x-ms-* identity headers count
 //! admins = ["alice", "group:platform-admins"]  # platform admins from the start
 //!
+//! [auth.rate_limits]                     # a token bucket per principal (on by default)
+//! requests_per_second = 50
+//! burst = 100
+//! # [[auth.rate_limits.overrides]] principal = "ci" (or group = "…"), requests_per_second, burst
+//!
 //! [[auth.issuers]]
 //! issuer = "https://keycloak.example/realms/platform"
 //! audiences = ["slipway"]
@@ -22,9 +27,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use slipway_api::AccessOptions;
+use slipway_api::{AccessOptions, RateLimiter, RateLimits};
 use slipway_auth::{AuthOptions, ClaimMapping, IssuerOptions, KeySource};
 use slipway_domain::access::Assignee;
+use slipway_domain::rate::Rate;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -40,6 +46,59 @@ pub struct AuthConfig {
     /// Operations are readable only by the identity that started them (ARO's rule), on top
     /// of the role check.
     pub operations_visible_to_initiator_only: bool,
+    pub rate_limits: RateLimitsConfig,
+}
+
+/// `[auth.rate_limits]`: a token bucket per principal.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitsConfig {
+    pub enabled: bool,
+    pub requests_per_second: f64,
+    pub burst: f64,
+    /// `[[auth.rate_limits.overrides]]`: `principal = "…"` or `group = "…"`, with its own
+    /// rate; the first that matches wins.
+    pub overrides: Vec<RateOverride>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateOverride {
+    pub principal: Option<String>,
+    pub group: Option<String>,
+    pub requests_per_second: f64,
+    pub burst: f64,
+}
+
+impl Default for RateLimitsConfig {
+    fn default() -> Self {
+        let d = RateLimits::DEFAULT;
+        RateLimitsConfig { enabled: true, requests_per_second: d.per_second, burst: d.burst, overrides: Vec::new() }
+    }
+}
+
+fn rate(at: &str, per_second: f64, burst: f64) -> Result<Rate, String> {
+    if !(per_second.is_finite() && per_second > 0.0 && burst.is_finite() && burst >= 1.0) {
+        return Err(format!("{at}: requests_per_second must be > 0 and burst >= 1"));
+    }
+    Ok(Rate { per_second, burst })
+}
+
+/// The limiter, or `None` without `[auth]` (the local user is never limited) or when off.
+pub fn rate_limiter(auth: Option<&AuthConfig>) -> Result<Option<RateLimiter>, String> {
+    let Some(c) = auth.map(|a| &a.rate_limits).filter(|c| c.enabled) else { return Ok(None) };
+    let default = rate("auth.rate_limits", c.requests_per_second, c.burst)?;
+    let mut overrides = Vec::new();
+    for (i, o) in c.overrides.iter().enumerate() {
+        let at = format!("auth.rate_limits.overrides[{i}]");
+        let who = match (&o.principal, &o.group) {
+            (Some(p), None) => Assignee::Principal(p.clone()),
+            (None, Some(g)) => Assignee::Group(g.clone()),
+            _ => return Err(format!("{at}: set exactly one of principal or group")),
+        };
+        overrides.push((who, rate(&at, o.requests_per_second, o.burst)?));
+    }
+    Ok(Some(RateLimiter::new(RateLimits { default, overrides })))
 }
 
 impl Default for AuthConfig {
@@ -51,6 +110,7 @@ impl Default for AuthConfig {
             admins: Vec::new(),
             require_registered_subscriptions: true,
             operations_visible_to_initiator_only: false,
+            rate_limits: RateLimitsConfig::default(),
         }
     }
 }
@@ -173,6 +233,25 @@ mod tests {
                 assert!(e.contains("server.listen") && e.contains("[auth]"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn rate_limits_are_checked() {
+        assert!(rate_limiter(None).unwrap().is_none(), "the local mode is never limited");
+        let mut auth = AuthConfig::default();
+        assert!(rate_limiter(Some(&auth)).unwrap().is_some(), "on by default with [auth]");
+        auth.rate_limits.overrides.push(RateOverride {
+            principal: Some("ci".into()),
+            group: Some("g".into()),
+            requests_per_second: 1.0,
+            burst: 1.0,
+        });
+        assert!(rate_limiter(Some(&auth)).err().unwrap().contains("overrides[0]: set exactly one"));
+        auth.rate_limits.overrides.clear();
+        auth.rate_limits.burst = 0.5;
+        assert!(rate_limiter(Some(&auth)).err().unwrap().contains("burst >= 1"));
+        auth.rate_limits.enabled = false;
+        assert!(rate_limiter(Some(&auth)).unwrap().is_none());
     }
 
     #[test]

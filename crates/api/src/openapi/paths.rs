@@ -1,0 +1,577 @@
+//! The document's paths: for each configured type its resource, collections and role
+//! assignments at its scope; for each namespace its operation endpoints and discovery; the
+//! platform's subscriptions and role assignments; the unauthenticated probes. Each operation
+//! lists every status it can answer, in the order the handlers check (`handlers::dispatch`).
+
+use serde_json::{Map, Value, json};
+
+use super::schemas::{self, TypeNames, schema_ref};
+use crate::handlers::discovery::PLATFORM_API_VERSIONS;
+use crate::types::ResourceType;
+
+/// What the running configuration changes in every operation.
+pub(super) struct Setting {
+    /// Authentication is on: `401` everywhere, `403` where a role is needed.
+    pub auth: bool,
+    /// Rate limits are on: `429` everywhere.
+    pub limited: bool,
+    /// Which `Azure-AsyncNotificationUri` callbacks this server calls, in words.
+    pub callbacks: String,
+}
+
+impl Setting {
+    /// Whether this configuration can answer `status` at all.
+    fn answers(&self, status: u16) -> bool {
+        match status {
+            401 | 403 => self.auth,
+            429 => self.limited,
+            _ => true,
+        }
+    }
+}
+
+/// The shared error responses (`#/components/responses/{name}`).
+pub(super) const ERRORS: [(u16, &str, &str); 12] = [
+    (400, "BadRequest", "The request is not valid (the error code says why)."),
+    (401, "Unauthorized", "No credential, or one that does not verify."),
+    (403, "Forbidden", "The caller's roles do not grant the action at the scope (`AuthorizationFailed`)."),
+    (404, "NotFound", "No such resource, operation, type or path."),
+    (408, "RequestTimeout", "The request body stopped arriving; the connection closes."),
+    (409, "Conflict", "The request conflicts with the resource's or the subscription's state."),
+    (413, "PayloadTooLarge", "The body is larger than `server.max_body_bytes`."),
+    (415, "UnsupportedMediaType", "The body is not `application/json` (utf-8)."),
+    (429, "TooManyRequests", "The caller's rate limit is spent; retry after `Retry-After` seconds."),
+    (431, "RequestHeaderFieldsTooLarge", "The request head is larger than the listener reads; the connection closes."),
+    (500, "InternalServerError", "An internal error, or (operation results) the failed operation's own error."),
+    (503, "ServiceUnavailable", "The store or an issuer's keys cannot be reached; retry after `Retry-After`."),
+];
+
+pub(super) fn error_responses(setting: &Setting) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (status, name, description) in ERRORS {
+        if !setting.answers(status) {
+            continue;
+        }
+        if status == 431 {
+            // The HTTP layer's own answer, before any route: no body, no Slipway headers.
+            out.insert(name.into(), json!({"description": description}));
+            continue;
+        }
+        let mut headers = json!({
+            "x-ms-request-id": header_ref("RequestId"),
+            "x-ms-error-code": header_ref("ErrorCode"),
+        });
+        if matches!(status, 429 | 503) {
+            headers["Retry-After"] = header_ref("RetryAfter");
+        }
+        if status == 401 {
+            headers["WWW-Authenticate"] = header_ref("WwwAuthenticate");
+        }
+        out.insert(
+            name.into(),
+            json!({
+                "description": description,
+                "headers": headers,
+                "content": {"application/json": {"schema": schema_ref("ErrorResponse")}},
+            }),
+        );
+    }
+    out
+}
+
+pub(super) fn headers() -> Value {
+    let uri = |description: &str| json!({"description": description, "schema": {"type": "string", "format": "uri"}});
+    json!({
+        "RequestId": {"description": "A fresh id per response.", "required": true, "schema": {"type": "string", "format": "uuid"}},
+        "ErrorCode": {"description": "The error's code.", "required": true, "schema": {"type": "string"}},
+        "RetryAfter": {"description": "Seconds to wait.", "required": true, "schema": {"type": "integer", "minimum": 0}},
+        "WwwAuthenticate": {"description": "`Bearer realm=\"slipway\"` (RFC 6750), with `error` and `error_description` for a token that does not verify.", "required": true, "schema": {"type": "string", "pattern": "^Bearer "}},
+        "AzureAsyncOperation": uri("The operation's status URL."),
+        "Location": uri("The operation's result URL."),
+        "AzureAsyncNotification": {"description": "`Enabled` when the operation will notify `Azure-AsyncNotificationUri`.", "schema": {"enum": ["Enabled"]}},
+    })
+}
+
+fn header_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/headers/{name}") })
+}
+
+/// The async headers of an accepted operation; `required` when every answer of the status has them.
+fn async_headers(required: bool) -> Value {
+    let mut h = json!({
+        "x-ms-request-id": header_ref("RequestId"),
+        "Azure-AsyncNotification": header_ref("AzureAsyncNotification"),
+    });
+    for (name, component) in
+        [("Azure-AsyncOperation", "AzureAsyncOperation"), ("Location", "Location"), ("Retry-After", "RetryAfter")]
+    {
+        h[name] = if required {
+            header_ref(component)
+        } else {
+            let mut optional = headers()[component].clone();
+            optional.as_object_mut().map(|m| m.remove("required"));
+            optional
+        };
+    }
+    h
+}
+
+fn json_answer(description: &str, schema: Value, headers: Value) -> Value {
+    json!({"description": description, "headers": headers, "content": {"application/json": {"schema": schema}}})
+}
+
+fn plain(description: &str) -> Value {
+    json!({"description": description, "headers": request_id()})
+}
+
+fn request_id() -> Value {
+    json!({"x-ms-request-id": header_ref("RequestId")})
+}
+
+/// One operation of the document.
+struct Op {
+    id: String,
+    summary: String,
+    tag: String,
+    params: Vec<Value>,
+    body: Option<Value>,
+    answers: Vec<(u16, Value)>,
+    errors: &'static [u16],
+    extra: Vec<(&'static str, Value)>,
+}
+
+impl Op {
+    fn new(id: String, summary: impl Into<String>, tag: &str, params: Vec<Value>) -> Self {
+        Op {
+            id,
+            summary: summary.into(),
+            tag: tag.into(),
+            params,
+            body: None,
+            answers: Vec::new(),
+            errors: &[],
+            extra: Vec::new(),
+        }
+    }
+
+    fn answer(mut self, status: u16, response: Value) -> Self {
+        self.answers.push((status, response));
+        self
+    }
+
+    fn errors(mut self, errors: &'static [u16]) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    fn body(mut self, schema: Value) -> Self {
+        self.body = Some(schema);
+        self
+    }
+
+    fn with(mut self, key: &'static str, value: Value) -> Self {
+        self.extra.push((key, value));
+        self
+    }
+
+    fn build(self, setting: &Setting) -> Value {
+        let mut responses = Map::new();
+        for (status, response) in self.answers {
+            responses.insert(status.to_string(), response);
+        }
+        for (status, name, _) in ERRORS {
+            // Every ARM route authenticates first and is rate limited.
+            let applies = self.errors.contains(&status) || matches!(status, 401 | 429 | 431);
+            if setting.answers(status) && applies {
+                responses.insert(status.to_string(), json!({"$ref": format!("#/components/responses/{name}")}));
+            }
+        }
+        let mut op = json!({
+            "operationId": self.id,
+            "summary": self.summary,
+            "tags": [self.tag],
+            "parameters": self.params,
+            "responses": responses,
+        });
+        if let Some(schema) = self.body {
+            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": schema}}});
+        }
+        for (k, v) in self.extra {
+            op[k] = v;
+        }
+        op
+    }
+}
+
+fn path_param(name: &str, schema: Value, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
+}
+
+fn api_version(versions: &[String]) -> Value {
+    json!({
+        "name": "api-version",
+        "in": "query",
+        "required": true,
+        "description": "Missing: `400 MissingApiVersionParameter`; another value: `400 InvalidApiVersionParameter`.",
+        "schema": {"type": "string", "enum": versions},
+    })
+}
+
+fn subscription_id() -> Value {
+    path_param("subscriptionId", schemas::guid(), "A GUID; anything else is `400 InvalidSubscriptionId`.")
+}
+
+fn group_name() -> Value {
+    path_param("resourceGroupName", schemas::group_name(), "ARM's resource-group rule.")
+}
+
+fn resource_name(ty: &ResourceType, own_rule: bool) -> Value {
+    path_param(
+        "resourceName",
+        schemas::resource_name(own_rule.then_some(ty)),
+        "ARM's common rule for names (on PUT also the type's own rule).",
+    )
+}
+
+fn notification_uri(setting: &Setting) -> Value {
+    json!({
+        "name": "Azure-AsyncNotificationUri",
+        "in": "header",
+        "required": false,
+        "description": format!(
+            "Where to POST the operation-status document when the operation ends. This server calls {}; \
+             another URI is `400 InvalidAsyncNotificationUri`.",
+            setting.callbacks
+        ),
+        "schema": {"type": "string", "format": "uri"},
+    })
+}
+
+/// `Slipway.Example` + `virtualNetworks` → `SlipwayExample_VirtualNetworks`.
+fn op_prefix(namespace: &str, type_name: &str) -> String {
+    let mut ty = type_name.to_string();
+    if let Some(first) = ty.get_mut(0..1) {
+        first.make_ascii_uppercase();
+    }
+    format!("{}_{ty}", namespace.replace(['.', '-'], ""))
+}
+
+fn lro(final_state: &str) -> [(&'static str, Value); 2] {
+    [
+        ("x-ms-long-running-operation", json!(true)),
+        ("x-ms-long-running-operation-options", json!({"final-state-via": final_state})),
+    ]
+}
+
+/// A resource type's paths: the resource, its two collections, role assignments at its scope.
+pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<String, Value>) {
+    let n = TypeNames::of(ty);
+    let prefix = op_prefix(&ty.namespace, &ty.type_name);
+    let tag = ty.display_name();
+    let version = api_version(&ty.api_versions);
+    let group_path = format!(
+        "/subscriptions/{{subscriptionId}}/resourceGroups/{{resourceGroupName}}/providers/{}/{}",
+        ty.namespace, ty.type_name
+    );
+    let resource_path = format!("{group_path}/{{resourceName}}");
+    let base = |own_rule: bool| vec![subscription_id(), group_name(), resource_name(ty, own_rule), version.clone()];
+    let resource = schema_ref(&n.resource);
+    let [lro_flag, lro_options] = lro("azure-async-operation");
+
+    let get = Op::new(format!("{prefix}_Get"), format!("Reads a {}.", ty.kind), &tag, base(false))
+        .answer(200, json_answer("The resource.", resource.clone(), request_id()))
+        .errors(&[400, 403, 404, 500, 503]);
+    let mut put_params = base(true);
+    put_params.push(notification_uri(setting));
+    let put =
+        Op::new(format!("{prefix}_CreateOrUpdate"), format!("Creates or replaces a {}.", ty.kind), &tag, put_params)
+            .body(schema_ref(&n.put))
+            .answer(
+                200,
+                json_answer(
+                    "Replaced (async headers), or the same spec on a Succeeded resource (none).",
+                    resource.clone(),
+                    async_headers(false),
+                ),
+            )
+            .answer(201, json_answer("Created; follow `Azure-AsyncOperation`.", resource.clone(), async_headers(true)))
+            .errors(&[400, 403, 408, 409, 413, 415, 500, 503])
+            .with(lro_flag.0, lro_flag.1.clone())
+            .with(lro_options.0, lro_options.1.clone());
+    let mut patch_params = base(false);
+    patch_params.push(notification_uri(setting));
+    let patch = Op::new(
+        format!("{prefix}_Update"),
+        format!("Updates a {}'s tags and properties.", ty.kind),
+        &tag,
+        patch_params,
+    )
+    .body(schema_ref(&n.patch))
+    .answer(200, json_answer("Nothing changed.", resource.clone(), request_id()))
+    .answer(202, json_answer("Accepted; follow `Azure-AsyncOperation`.", resource.clone(), async_headers(true)))
+    .errors(&[400, 403, 404, 408, 409, 413, 415, 500, 503])
+    .with(lro_flag.0, lro_flag.1.clone())
+    .with(lro_options.0, lro_options.1.clone());
+    let mut delete_params = base(false);
+    delete_params.push(notification_uri(setting));
+    let delete = Op::new(format!("{prefix}_Delete"), format!("Deletes a {}.", ty.kind), &tag, delete_params)
+        .answer(202, {
+            let mut r = plain("Accepted; follow `Azure-AsyncOperation`.");
+            r["headers"] = async_headers(true);
+            r
+        })
+        .answer(204, plain("There was no such resource."))
+        .errors(&[400, 403, 409, 500, 503])
+        .with(lro_flag.0, lro_flag.1)
+        .with(lro_options.0, json!({"final-state-via": "location"}));
+    out.insert(
+        resource_path.clone(),
+        json!({
+            "get": get.build(setting),
+            "put": put.build(setting),
+            "patch": patch.build(setting),
+            "delete": delete.build(setting),
+        }),
+    );
+
+    let paging = [
+        json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),
+        json!({"name": "$skipToken", "in": "query", "required": false, "description": "From a `nextLink`; anything else is `400 InvalidSkipToken`.", "schema": {"type": "string"}}),
+    ];
+    let list = |id: &str, summary: String, mut params: Vec<Value>| {
+        params.extend([version.clone()]);
+        params.extend(paging.iter().cloned());
+        Op::new(format!("{prefix}_{id}"), summary, &tag, params)
+            .answer(200, json_answer("A page, in key order.", schema_ref(&n.list), request_id()))
+            .errors(&[400, 403, 500, 503])
+            .with("x-ms-pageable", json!({"nextLinkName": "nextLink"}))
+            .build(setting)
+    };
+    out.insert(
+        group_path,
+        json!({"get": list("ListByResourceGroup", format!("Lists the {} of a resource group.", ty.type_name), vec![subscription_id(), group_name()])}),
+    );
+    out.insert(
+        format!("/subscriptions/{{subscriptionId}}/providers/{}/{}", ty.namespace, ty.type_name),
+        json!({"get": list("ListBySubscription", format!("Lists the {} of a subscription.", ty.type_name), vec![subscription_id()])}),
+    );
+    role_assignment_paths(
+        &resource_path,
+        &format!("{prefix}_RoleAssignments"),
+        base(false)[..3].to_vec(),
+        setting,
+        out,
+    );
+}
+
+/// `{scope}/providers/Slipway.Authorization/roleAssignments[/{roleAssignmentName}]`.
+fn role_assignment_paths(
+    scope_path: &str,
+    prefix: &str,
+    scope_params: Vec<Value>,
+    setting: &Setting,
+    out: &mut Map<String, Value>,
+) {
+    let tag = "Slipway.Authorization/roleAssignments";
+    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let mut params = scope_params.clone();
+    params.push(version.clone());
+    let list =
+        Op::new(format!("{prefix}_List"), "Lists the role assignments at, above and below the scope.", tag, params)
+            .answer(200, json_answer("The assignments.", schema_ref("RoleAssignmentList"), request_id()))
+            .errors(&[400, 403, 500, 503]);
+    let collection = format!("{scope_path}/providers/Slipway.Authorization/roleAssignments");
+    out.insert(collection.clone(), json!({"get": list.build(setting)}));
+
+    let mut params = scope_params;
+    params.push(path_param(
+        "roleAssignmentName",
+        schemas::guid(),
+        "A GUID; anything else is `400 InvalidRoleAssignmentId`.",
+    ));
+    params.push(version);
+    let assignment = schema_ref("RoleAssignment");
+    let get = Op::new(format!("{prefix}_Get"), "Reads a role assignment.", tag, params.clone())
+        .answer(200, json_answer("The assignment.", assignment.clone(), request_id()))
+        .errors(&[400, 403, 404, 500, 503]);
+    let put = Op::new(
+        format!("{prefix}_Create"),
+        "Creates or replaces a role assignment (Owner; Admin for Admin).",
+        tag,
+        params.clone(),
+    )
+    .body(schema_ref(if scope_path.is_empty() { "RoleAssignmentPut" } else { "RoleAssignmentPutScoped" }))
+    .answer(200, json_answer("Replaced.", assignment.clone(), request_id()))
+    .answer(201, json_answer("Created.", assignment.clone(), request_id()))
+    .errors(&[400, 403, 408, 409, 413, 415, 500, 503]);
+    let delete = Op::new(format!("{prefix}_Delete"), "Deletes a role assignment.", tag, params)
+        .answer(200, json_answer("Deleted; the assignment as it was.", assignment, request_id()))
+        .answer(204, plain("There was no such assignment at this scope."))
+        .errors(&[400, 403, 500, 503]);
+    out.insert(
+        format!("{collection}/{{roleAssignmentName}}"),
+        json!({"get": get.build(setting), "put": put.build(setting), "delete": delete.build(setting)}),
+    );
+}
+
+/// A namespace's operation endpoints and discovery.
+pub(super) fn namespace_paths(
+    namespace: &str,
+    types: &[&ResourceType],
+    versions: &[String],
+    setting: &Setting,
+    out: &mut Map<String, Value>,
+) {
+    let ns = namespace.replace(['.', '-'], "");
+    let version = api_version(versions);
+    let base = format!("/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}");
+    let params = vec![
+        subscription_id(),
+        path_param("location", schemas::segment(), "Any location (Slipway builds URLs with `server.location`)."),
+        path_param(
+            "operationId",
+            {
+                let mut s = schemas::guid();
+                s["format"] = json!("uuid");
+                s
+            },
+            "The operation's id; an unknown one is `404`.",
+        ),
+        version.clone(),
+    ];
+    let tag = format!("{namespace} operations");
+    let status = Op::new(
+        format!("{ns}_OperationStatuses_Get"),
+        "Reads an operation's status (200 whatever it is).",
+        &tag,
+        params.clone(),
+    )
+    .answer(200, json_answer("The operation.", schema_ref("OperationStatus"), request_id()))
+    .errors(&[400, 404, 500, 503]);
+    let resources: Vec<Value> = types.iter().map(|t| schema_ref(&TypeNames::of(t).resource)).collect();
+    let result = Op::new(format!("{ns}_OperationResults_Get"), "Reads an operation's result.", &tag, params.clone())
+        .answer(
+            200,
+            json_answer(
+                "A create or update succeeded: the resource as it is now.",
+                json!({"oneOf": resources}),
+                request_id(),
+            ),
+        )
+        .answer(202, {
+            let mut r = plain("Still running.");
+            r["headers"]["Location"] = header_ref("Location");
+            r["headers"]["Retry-After"] = header_ref("RetryAfter");
+            r
+        })
+        .answer(204, plain("A delete succeeded."))
+        .errors(&[400, 404, 409, 500, 503]);
+    let cancel = Op::new(format!("{ns}_OperationStatuses_Cancel"), "Cancels an operation (a Slipway extension of ARM).", &tag, params)
+        .answer(202, json_answer("Canceling or canceled; follow `Azure-AsyncOperation`.", schema_ref("OperationStatus"), async_headers(true)))
+        .errors(&[400, 404, 409, 500, 503])
+        .with("x-slipway-extension", json!("Not part of ARM's contract: ARM has no cancel for operations."))
+        .with("description", json!("A Slipway extension: ARM's contract has no way to cancel an operation. `409` once the operation ended, or for a delete."));
+    out.insert(format!("{base}/operationStatuses/{{operationId}}"), json!({"get": status.build(setting)}));
+    out.insert(format!("{base}/operationResults/{{operationId}}"), json!({"get": result.build(setting)}));
+    out.insert(format!("{base}/operationStatuses/{{operationId}}/cancel"), json!({"post": cancel.build(setting)}));
+
+    let discovery = format!("{namespace} discovery");
+    let provider = |id: &str, params: Vec<Value>| {
+        Op::new(
+            format!("{ns}_{id}"),
+            "The resource provider's registration (any authenticated caller).",
+            &discovery,
+            params,
+        )
+        .answer(200, json_answer("The provider.", schema_ref("Provider"), request_id()))
+        .errors(if setting.auth { &[400, 503] } else { &[400] })
+        .build(setting)
+    };
+    out.insert(format!("/providers/{namespace}"), json!({"get": provider("Providers_Get", vec![version.clone()])}));
+    out.insert(
+        format!("/subscriptions/{{subscriptionId}}/providers/{namespace}"),
+        json!({"get": provider("Providers_GetAtSubscription", vec![subscription_id(), version.clone()])}),
+    );
+    let operations = Op::new(
+        format!("{ns}_Operations_List"),
+        "Every action a role can grant (any authenticated caller).",
+        &discovery,
+        vec![version],
+    )
+    .answer(200, json_answer("The operations.", schema_ref("OperationList"), request_id()))
+    .errors(if setting.auth { &[400, 503] } else { &[400] });
+    out.insert(format!("/providers/{namespace}/operations"), json!({"get": operations.build(setting)}));
+}
+
+/// The platform: subscriptions, role assignments at `/`, a subscription and a resource group,
+/// and the unauthenticated probes.
+pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
+    let tag = "Slipway.Admin/subscriptions";
+    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let list = Op::new(
+        "Subscriptions_List".into(),
+        "The registered subscriptions the caller holds a role in (all for an Admin).",
+        tag,
+        vec![version.clone()],
+    )
+    .answer(200, json_answer("The subscriptions.", schema_ref("SubscriptionList"), request_id()))
+    .errors(&[400, 500, 503]);
+    out.insert("/subscriptions".into(), json!({"get": list.build(setting)}));
+    let params = vec![subscription_id(), version];
+    let subscription = schema_ref("Subscription");
+    let get = Op::new("Subscriptions_Get".into(), "Reads a subscription's registration.", tag, params.clone())
+        .answer(200, json_answer("The registration.", subscription.clone(), request_id()))
+        .errors(&[400, 403, 404, 500, 503]);
+    let put = Op::new(
+        "Subscriptions_CreateOrUpdate".into(),
+        "Registers a subscription or changes its state (Admin).",
+        tag,
+        params,
+    )
+    .body(schema_ref("SubscriptionPut"))
+    .answer(200, json_answer("Changed.", subscription.clone(), request_id()))
+    .answer(201, json_answer("Registered.", subscription, request_id()))
+    .errors(&[400, 403, 408, 413, 415, 500, 503]);
+    out.insert("/subscriptions/{subscriptionId}".into(), json!({"get": get.build(setting), "put": put.build(setting)}));
+
+    role_assignment_paths("", "Platform_RoleAssignments", Vec::new(), setting, out);
+    role_assignment_paths(
+        "/subscriptions/{subscriptionId}",
+        "Subscription_RoleAssignments",
+        vec![subscription_id()],
+        setting,
+        out,
+    );
+    role_assignment_paths(
+        "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}",
+        "ResourceGroup_RoleAssignments",
+        vec![subscription_id(), group_name()],
+        setting,
+        out,
+    );
+
+    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}, "headers": request_id()});
+    let probe =
+        |id: &str, summary: &str| json!({"operationId": id, "summary": summary, "tags": ["Probes"], "security": []});
+    let mut healthz = probe("Healthz", "The process is up (no authentication).");
+    let too_large = json!({"$ref": "#/components/responses/RequestHeaderFieldsTooLarge"});
+    healthz["responses"] = json!({"200": text("`ok`."), "431": too_large});
+    let mut readyz = probe("Readyz", "The store answers (no authentication).");
+    readyz["responses"] = json!({
+        "200": text("`ready`."),
+        "431": too_large,
+        "503": {"$ref": "#/components/responses/ServiceUnavailable"},
+    });
+    let mut openapi = probe("OpenApi", "This document, generated from the running configuration (no authentication).");
+    openapi["responses"] = json!({
+        "200": {
+            "description": "OpenAPI 3.1.",
+            "headers": request_id(),
+            "content": {"application/json": {"schema": {"type": "object", "required": ["openapi", "paths"]}}},
+        },
+        "431": too_large,
+    });
+    out.insert("/healthz".into(), json!({"get": healthz}));
+    out.insert("/readyz".into(), json!({"get": readyz}));
+    out.insert("/openapi.json".into(), json!({"get": openapi}));
+}

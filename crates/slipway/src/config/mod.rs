@@ -1,0 +1,200 @@
+//! `slipway.toml`: one file, every key overridable by `SLIPWAY_*` environment variables
+//! (`SLIPWAY_SERVER__LISTEN=0.0.0.0:8080`, `SLIPWAY_TYPES__0__POLL_INTERVAL_SECONDS=5`).
+//! Relative paths are resolved against the config file's directory (the working directory
+//! for the built-in default).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use slipway_api::TlsOptions;
+use slipway_store::postgres::SslMode;
+
+mod auth;
+mod providers;
+mod sections;
+#[cfg(test)]
+mod tests;
+mod types;
+
+pub use auth::*;
+pub use providers::*;
+pub use sections::*;
+pub use types::*;
+
+/// The configuration used when no file is given: SQLite in the working directory, the local
+/// Ansible provider, and the example resource types under `examples/`.
+pub const DEFAULT_CONFIG: &str = include_str!("../../../../examples/slipway.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {0}: {1}")]
+    Read(PathBuf, std::io::Error),
+    #[error("parsing configuration: {0}")]
+    Parse(String),
+    #[error("environment override {0}: {1}")]
+    Env(String, String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: Server,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub engine: EngineConfig,
+    #[serde(default)]
+    pub notifications: NotificationsConfig,
+    #[serde(default)]
+    pub providers: Vec<ProviderConfig>,
+    #[serde(default)]
+    pub types: Vec<TypeConfig>,
+    /// Absent: authentication is off and only loopback addresses are served.
+    #[serde(default)]
+    pub auth: Option<crate::config::AuthConfig>,
+    /// Keys for secret properties; required when a type's schema marks one.
+    #[serde(default)]
+    pub secrets: Option<SecretsConfig>,
+    /// Directory of the config file; base for relative paths.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+impl Config {
+    /// Reads `path` (or the built-in default), applies `SLIPWAY_*` overrides from `env`.
+    pub fn load(path: Option<&Path>, env: impl IntoIterator<Item = (String, String)>) -> Result<Config, ConfigError> {
+        let (text, base_dir) = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError::Read(p.to_path_buf(), e))?;
+                let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
+                (text, dir)
+            }
+            None => (DEFAULT_CONFIG.to_string(), PathBuf::new()),
+        };
+        let mut value: toml::Value = toml::from_str(&text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        for (k, v) in env {
+            if let Some(rest) = k.strip_prefix("SLIPWAY_")
+                && rest.contains("__")
+            {
+                apply_override(&mut value, rest, &v).map_err(|e| ConfigError::Env(k.clone(), e))?;
+            }
+        }
+        let mut config: Config = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse(e.to_string()))?;
+        config.base_dir = base_dir;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
+    }
+
+    /// `[server]`'s TLS files, resolved; `None`: plain HTTP.
+    pub fn tls_options(&self) -> Result<Option<TlsOptions>, ConfigError> {
+        let s = &self.server;
+        let (cert, key) = match (&s.tls_cert_file, &s.tls_key_file) {
+            (Some(cert), Some(key)) => (self.resolve(cert), self.resolve(key)),
+            (None, None) if s.tls_client_ca_file.is_none() => return Ok(None),
+            (None, None) => {
+                return Err(ConfigError::Invalid(
+                    "server.tls_client_ca_file needs server.tls_cert_file and server.tls_key_file".into(),
+                ));
+            }
+            _ => {
+                return Err(ConfigError::Invalid(
+                    "server.tls_cert_file and server.tls_key_file go together: give both or neither".into(),
+                ));
+            }
+        };
+        Ok(Some(TlsOptions {
+            client_ca_file: s.tls_client_ca_file.as_ref().map(|p| self.resolve(p)),
+            reload_interval: std::time::Duration::from_secs(s.tls_reload_interval_seconds.max(1)),
+            ..TlsOptions::new(cert, key)
+        }))
+    }
+
+    /// `[store]`'s TLS settings for PostgreSQL: the mode (if set) and the resolved root
+    /// certificates; refused for SQLite.
+    pub fn store_tls(&self) -> Result<(Option<SslMode>, Option<PathBuf>), ConfigError> {
+        let s = &self.store;
+        let postgres = s.url.starts_with("postgres://") || s.url.starts_with("postgresql://");
+        if !postgres && (s.sslmode.is_some() || s.ssl_root_cert.is_some()) {
+            return Err(ConfigError::Invalid("store.sslmode and store.ssl_root_cert apply to PostgreSQL only".into()));
+        }
+        let mode =
+            s.sslmode.as_deref().map(str::parse).transpose().map_err(|e| ConfigError::Invalid(format!("store.{e}")))?;
+        Ok((mode, s.ssl_root_cert.as_ref().map(|p| self.resolve(p))))
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        for p in &self.providers {
+            if let ProviderConfig::Aap(a) = p
+                && a.launch_ambiguity_seconds() < a.request_timeout_seconds
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "provider '{}': launch_ambiguity_seconds ({}) is shorter than request_timeout_seconds ({}): a \
+                     launch request that timed out could still create its job after Slipway launched the key again",
+                    a.name,
+                    a.launch_ambiguity_seconds(),
+                    a.request_timeout_seconds
+                )));
+            }
+        }
+        for t in &self.types {
+            if !self.providers.iter().any(|p| p.name() == t.provider) {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{} uses provider '{}', which is not configured",
+                    t.namespace, t.type_name, t.provider
+                )));
+            }
+            if !t.poll_interval_seconds.is_finite() || t.poll_interval_seconds <= 0.0 {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{}: poll_interval_seconds must be positive",
+                    t.namespace, t.type_name
+                )));
+            }
+            t.name_rule()?;
+        }
+        self.notifications.callback_policy()?;
+        self.tls_options()?;
+        self.store_tls()?;
+        Ok(())
+    }
+}
+
+/// `SERVER__LISTEN` → `server.listen`; numeric segments index arrays. Values parse as TOML
+/// scalars when they can (numbers, booleans), else as strings.
+fn apply_override(root: &mut toml::Value, path: &str, raw: &str) -> Result<(), String> {
+    let segs: Vec<String> = path.split("__").map(|s| s.to_ascii_lowercase()).collect();
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut cur = root;
+    for (i, seg) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        cur = match cur {
+            toml::Value::Table(t) => {
+                if last {
+                    t.insert(seg.clone(), value);
+                    return Ok(());
+                }
+                t.entry(seg.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            }
+            toml::Value::Array(a) => {
+                let idx: usize = seg.parse().map_err(|_| format!("'{seg}' is not an array index"))?;
+                let slot = a.get_mut(idx).ok_or_else(|| format!("index {idx} is out of range"))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+            _ => return Err(format!("'{seg}' is below a plain value")),
+        };
+    }
+    Ok(())
+}

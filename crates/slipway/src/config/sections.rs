@@ -1,0 +1,190 @@
+//! `[server]`, `[store]`, `[engine]` and `[notifications]`.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use slipway_api::notify::{CallbackPolicy, NotifierOptions};
+use slipway_api::{ApiOptions, ListenerOptions, TlsOptions};
+use slipway_engine::EngineOptions;
+use slipway_store::postgres::PostgresOptions;
+
+use super::*;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    pub listen: String,
+    /// RP location in operation URLs.
+    pub location: String,
+    pub retry_after_seconds: u64,
+    pub max_body_bytes: usize,
+    pub page_size: usize,
+    /// From the first byte of a request head to its end; then the connection is closed.
+    pub header_read_timeout_seconds: u64,
+    /// From the end of a request head to the end of its body; then 408 and close.
+    pub body_read_timeout_seconds: u64,
+    /// Waiting for the first request on a connection, or the next on a kept-alive one.
+    pub idle_timeout_seconds: u64,
+    /// Most client connections at once; 0 = the open-file limit minus a reserve.
+    pub max_connections: usize,
+    /// Scheme and authority of the absolute URLs Slipway hands out, e.g.
+    /// `https://slipway.example.com`; unset: the request's `Host`.
+    pub public_base_url: Option<String>,
+    /// Proxies (IP addresses or CIDR ranges) whose `Referer` / `X-Forwarded-*` are believed.
+    pub trusted_proxies: Vec<String>,
+    /// PEM certificate chain (the server's first); with `tls_key_file`, serve HTTPS.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM bundle: clients must present a certificate chaining to one of these.
+    pub tls_client_ca_file: Option<PathBuf>,
+    /// How often the TLS files are read to pick up a new certificate.
+    pub tls_reload_interval_seconds: u64,
+}
+
+// Defaults are those of the option types the keys configure: one number, one place.
+
+impl Default for Server {
+    fn default() -> Self {
+        let api = ApiOptions::default();
+        let listener = ListenerOptions::default();
+        Server {
+            listen: "127.0.0.1:8080".into(),
+            location: api.location,
+            retry_after_seconds: api.retry_after_secs,
+            max_body_bytes: api.max_body_bytes,
+            page_size: api.page_size,
+            header_read_timeout_seconds: listener.header_read_timeout.as_secs(),
+            body_read_timeout_seconds: listener.body_read_timeout.as_secs(),
+            idle_timeout_seconds: listener.idle_timeout.as_secs(),
+            max_connections: listener.max_connections,
+            public_base_url: None,
+            trusted_proxies: Vec::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_client_ca_file: None,
+            tls_reload_interval_seconds: TlsOptions::DEFAULT_RELOAD_INTERVAL.as_secs(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `sqlite:PATH` (or a bare path), or `postgres://user@host:port/database`.
+    pub url: String,
+    /// SQLite: `full` (default: an accepted operation survives power loss) or `normal`.
+    pub synchronous: String,
+    pub operation_ttl_seconds: u64,
+    /// PostgreSQL: keep the tables in this schema (created if missing).
+    pub schema: Option<String>,
+    /// PostgreSQL: connections per replica.
+    pub pool_size: usize,
+    /// PostgreSQL: limit on every statement (and on waiting for a pooled connection).
+    pub statement_timeout_seconds: u64,
+    /// PostgreSQL: `disable`, `prefer`, `require` or `verify-full`; unset: the URL's
+    /// `sslmode`, else `prefer`.
+    pub sslmode: Option<String>,
+    /// PostgreSQL with `verify-full`: PEM root certificates the server's must chain to;
+    /// unset: the URL's `sslrootcert`, else the webpki (Mozilla) roots.
+    pub ssl_root_cert: Option<PathBuf>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: "sqlite:slipway.db".into(),
+            synchronous: "full".into(),
+            operation_ttl_seconds: slipway_store::DEFAULT_OPERATION_TTL.as_secs(),
+            schema: None,
+            pool_size: PostgresOptions::DEFAULT_POOL_SIZE,
+            statement_timeout_seconds: PostgresOptions::DEFAULT_STATEMENT_TIMEOUT.as_secs(),
+            sslmode: None,
+            ssl_root_cert: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// Lease owner name; defaults to the host name.
+    pub node_name: Option<String>,
+    pub lease_seconds: u64,
+    pub max_concurrent: usize,
+    pub shutdown_grace_seconds: u64,
+    /// Most jobs in one provider status call (1 turns batching off).
+    pub status_batch: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        let engine = EngineOptions::default();
+        EngineConfig {
+            node_name: None,
+            lease_seconds: engine.lease_for.as_secs(),
+            max_concurrent: engine.max_concurrent,
+            shutdown_grace_seconds: engine.shutdown_grace.as_secs(),
+            status_batch: engine.status_batch,
+        }
+    }
+}
+
+/// Async notification delivery (`Azure-AsyncNotificationUri` callbacks).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NotificationsConfig {
+    /// The whole callback request, connecting included.
+    pub request_timeout_seconds: u64,
+    pub connect_timeout_seconds: u64,
+    /// Deliveries in flight at once.
+    pub max_concurrent: usize,
+    /// Deliveries in flight at once to one destination (`host:port` of the callback URI).
+    pub max_per_destination: usize,
+    /// Attempts per notification before it is given up (kept as dead and logged).
+    pub max_attempts: u32,
+    /// Retries wait 1 s, doubling up to this (per notification, and per failing destination).
+    pub max_backoff_seconds: u64,
+    /// Callback URIs a request may name: `scheme://host[:port]` patterns, a host may be
+    /// `*.example.com`; empty: any public host.
+    pub callback_allowlist: Vec<String>,
+    /// Allow `http` callbacks (default: `https` only).
+    pub callback_allow_http: bool,
+    /// Allow callbacks to loopback, private, link-local and other non-public addresses.
+    pub callback_allow_private_networks: bool,
+}
+
+impl Default for NotificationsConfig {
+    fn default() -> Self {
+        let n = NotifierOptions::default();
+        NotificationsConfig {
+            request_timeout_seconds: n.request_timeout.as_secs(),
+            connect_timeout_seconds: n.connect_timeout.as_secs(),
+            max_concurrent: n.max_concurrent,
+            max_per_destination: n.max_per_destination,
+            max_attempts: n.max_attempts,
+            max_backoff_seconds: n.max_backoff.as_secs(),
+            callback_allowlist: n.callbacks.allowlist(),
+            callback_allow_http: n.callbacks.allow_http(),
+            callback_allow_private_networks: n.callbacks.allow_private_networks(),
+        }
+    }
+}
+
+impl NotificationsConfig {
+    /// The callback policy these keys describe (the API admits and the notifier sends by it).
+    pub fn callback_policy(&self) -> Result<CallbackPolicy, ConfigError> {
+        CallbackPolicy::new(&self.callback_allowlist, self.callback_allow_http, self.callback_allow_private_networks)
+            .map_err(|e| ConfigError::Invalid(format!("notifications: {e}")))
+    }
+}
+
+/// `[secrets]`: the keys that seal secret properties (AES-256-GCM). The first seals; every
+/// one opens what it sealed, so a key rotates by putting the new one first and keeping the
+/// old ones until every resource has been written again.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// Files of 32 random bytes as 64 hex digits or base64 (`openssl rand -hex 32`), mode 0600.
+    pub key_files: Vec<PathBuf>,
+}

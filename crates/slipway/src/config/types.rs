@@ -1,0 +1,98 @@
+//! `[[types]]`: the resource types served, their schemas, providers and engine policy.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use slipway_api::types::{ARM_NAME_MAX_LENGTH, NameRule};
+use slipway_domain::TypePolicy;
+
+use super::*;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypeConfig {
+    pub namespace: String,
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub kind: String,
+    pub api_versions: Vec<String>,
+    /// JSON Schema file for `properties`.
+    #[serde(default)]
+    pub schema: Option<PathBuf>,
+    pub provider: String,
+    /// Explicit playbook or template names; default `{prefix}-{create|delete}-{kind-kebab}`.
+    #[serde(default)]
+    pub create: Option<String>,
+    #[serde(default)]
+    pub delete: Option<String>,
+    #[serde(default = "default_poll")]
+    pub poll_interval_seconds: f64,
+    /// Convergence retries after a failure; `false` stops after the operation fails.
+    #[serde(default = "default_retry_failures")]
+    pub retry_failures: bool,
+    #[serde(default = "default_backoff_base")]
+    pub backoff_base_seconds: u64,
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max_seconds: u64,
+    #[serde(default = "default_create_deadline")]
+    pub create_deadline_seconds: u64,
+    #[serde(default = "default_update_deadline")]
+    pub update_deadline_seconds: u64,
+    #[serde(default = "default_delete_deadline")]
+    pub delete_deadline_seconds: u64,
+    #[serde(default = "default_history")]
+    pub max_history: usize,
+    #[serde(default = "default_block_deletion")]
+    pub block_deletion_on_failure: bool,
+    /// A regular expression every resource name of this type must match as a whole, on top
+    /// of ARM's common rule (no `<>%&:\?/` or control characters).
+    #[serde(default)]
+    pub name_pattern: Option<String>,
+    /// Longest resource name of this type, at most ARM's 260 (the default).
+    #[serde(default = "default_name_max_length")]
+    pub name_max_length: usize,
+}
+
+impl TypeConfig {
+    /// The type's rule for resource names; a bad pattern or length is an error naming the type.
+    pub fn name_rule(&self) -> Result<NameRule, ConfigError> {
+        let name = format!("{}/{}", self.namespace, self.type_name);
+        NameRule::new(&name, self.name_max_length, self.name_pattern.as_deref())
+            .map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+}
+
+fn default_name_max_length() -> usize {
+    ARM_NAME_MAX_LENGTH
+}
+
+fn policy() -> TypePolicy {
+    TypePolicy::default()
+}
+fn default_poll() -> f64 {
+    policy().poll_interval.as_secs_f64()
+}
+fn default_retry_failures() -> bool {
+    policy().backoff.is_some()
+}
+fn default_backoff_base() -> u64 {
+    policy().deprovision_backoff().base.as_secs()
+}
+fn default_backoff_max() -> u64 {
+    policy().deprovision_backoff().max.as_secs()
+}
+fn default_create_deadline() -> u64 {
+    policy().create_deadline.as_secs()
+}
+fn default_update_deadline() -> u64 {
+    policy().update_deadline.as_secs()
+}
+fn default_delete_deadline() -> u64 {
+    policy().delete_deadline.as_secs()
+}
+fn default_history() -> usize {
+    policy().max_history
+}
+fn default_block_deletion() -> bool {
+    policy().block_deletion_on_failure
+}
