@@ -82,7 +82,7 @@ audiences = ["{AUD}"]
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let api_token = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let api_token_secret = api_token.rsplit('_').next().unwrap().to_string();
+    let api_token_secret = api_token.splitn(3, '_').nth(2).unwrap().to_string();
     let jwt = idp.sign("key-1", &idp.claims(AUD, "root", "platform", SystemClock.now().as_millis() / 1000));
     let jwt_signature = jwt.rsplit('.').next().unwrap().to_string();
 
