@@ -40,8 +40,10 @@ impl AccessOptions {
 }
 
 /// The assignments that may matter for one request.
+#[derive(Clone)]
 pub(crate) struct Grants {
     assignments: Vec<RoleAssignment>,
+    local: bool,
 }
 
 /// Loads the platform-wide assignments and, for a subscription, its own.
@@ -50,18 +52,34 @@ pub(crate) async fn grants(
     caller: &Caller,
     subscription: Option<&SubscriptionId>,
 ) -> Result<Grants, ArmError> {
-    if caller.principal.kind == PrincipalKind::Local {
-        return Ok(Grants { assignments: Vec::new() });
+    let mut grants = platform_grants(state, caller).await?;
+    if let Some(sub) = subscription {
+        grants.add_subscription(state, sub).await?;
+    }
+    Ok(grants)
+}
+
+/// The bootstrap admins and the platform-scope assignments (nothing to read for the local
+/// user, who may do anything).
+pub(crate) async fn platform_grants(state: &ApiState, caller: &Caller) -> Result<Grants, ArmError> {
+    let local = caller.principal.kind == PrincipalKind::Local;
+    if local {
+        return Ok(Grants { assignments: Vec::new(), local });
     }
     let mut assignments: Vec<RoleAssignment> = state.access.bootstrap().collect();
     assignments.extend(registry::list_role_assignments(state.store.as_ref(), None).await?);
-    if let Some(sub) = subscription {
-        assignments.extend(registry::list_role_assignments(state.store.as_ref(), Some(sub)).await?);
-    }
-    Ok(Grants { assignments })
+    Ok(Grants { assignments, local })
 }
 
 impl Grants {
+    /// Adds one subscription's assignments.
+    pub async fn add_subscription(&mut self, state: &ApiState, sub: &SubscriptionId) -> Result<(), ArmError> {
+        if !self.local {
+            self.assignments.extend(registry::list_role_assignments(state.store.as_ref(), Some(sub)).await?);
+        }
+        Ok(())
+    }
+
     pub fn allows(&self, caller: &Caller, permission: Permission, scope: &Scope) -> bool {
         is_allowed(&caller.principal, &self.assignments, permission, scope)
     }

@@ -26,7 +26,8 @@ impl RateLimits {
 
 pub struct RateLimiter {
     limits: RateLimits,
-    buckets: Mutex<HashMap<(String, String), TokenBucket>>,
+    /// Each bucket with the rate it fills at (a sweep must judge it by its own rate).
+    buckets: Mutex<HashMap<(String, String), (TokenBucket, Rate)>>,
 }
 
 /// Past this many buckets, the full ones are dropped before adding another.
@@ -57,9 +58,9 @@ impl RateLimiter {
         let key = (who.name.clone(), who.tenant.clone().unwrap_or_default());
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if buckets.len() >= SWEEP_AT && !buckets.contains_key(&key) {
-            buckets.retain(|_, b| !b.is_full(rate, now));
+            buckets.retain(|_, (b, r)| !b.is_full(*r, now));
         }
-        let bucket = buckets.entry(key).or_insert_with(|| TokenBucket::full(rate, now));
+        let (bucket, _) = buckets.entry(key).or_insert_with(|| (TokenBucket::full(rate, now), rate));
         bucket.take(rate, now).map_err(|wait| {
             let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
             let mut e = ArmError::new(

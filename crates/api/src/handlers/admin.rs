@@ -65,12 +65,16 @@ pub(crate) async fn list_subscriptions(state: &ApiState, ctx: &Ctx) -> Result<Re
         return Err(method_not_allowed(&ctx.method));
     }
     let all = registry::list_subscriptions(state.store.as_ref()).await?;
-    let platform = access::grants(state, &ctx.caller, None).await?;
+    let platform = access::platform_grants(state, &ctx.caller).await?;
     let admin = platform.allows(&ctx.caller, Permission::ManagePlatform, &Scope::platform());
     let mut value = Vec::new();
     for s in &all {
         let scope = sub_scope(&s.id);
-        if admin || access::grants(state, &ctx.caller, Some(&s.id)).await?.may_read_within(&ctx.caller, &scope) {
+        let mut in_subscription = platform.clone();
+        if !admin {
+            in_subscription.add_subscription(state, &s.id).await?;
+        }
+        if admin || in_subscription.may_read_within(&ctx.caller, &scope) {
             value.push(subscription_body(s));
         }
     }
@@ -99,12 +103,9 @@ struct SubscriptionProperties {
     attributes: Map<String, Value>,
 }
 
-/// `GET|PUT /subscriptions/{id}`.
+/// `GET|PUT /subscriptions/{id}` (the router has checked `id` is a GUID).
 pub(crate) async fn subscription(state: &ApiState, ctx: &Ctx, id: &str, body: Body) -> Result<Response, ArmError> {
     check_version(ctx)?;
-    if !route::is_guid(id) {
-        return Err(ArmError::bad_request("InvalidSubscriptionId", "The subscription id must be a GUID."));
-    }
     let id = SubscriptionId::new(id);
     let scope = sub_scope(&id);
     let grants = access::grants(state, &ctx.caller, Some(&id)).await?;
