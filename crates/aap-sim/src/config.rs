@@ -75,6 +75,10 @@ pub struct SimTemplate {
     pub outcome: String,
     /// Time spent `pending` + `waiting` (half each) once nothing blocks the job.
     pub pending_seconds: f64,
+    /// The `set_stats` data a successful job reports as its `artifacts` (a playbook's
+    /// `set_stats` in AWX). A string that is exactly `{{ a.b.c }}` is replaced by that path of
+    /// the job's extra vars (e.g. `{{ slipway.resource.name }}`), absent paths by `null`.
+    pub artifacts: serde_json::Value,
 }
 
 /// A webhook notification template (AWX `notification_type: webhook`, default message bodies).
@@ -164,6 +168,7 @@ impl Default for SimTemplate {
             duration_seconds: 2.0,
             outcome: "successful".into(),
             pending_seconds: 0.1,
+            artifacts: serde_json::Value::Null,
         }
     }
 }
@@ -180,6 +185,17 @@ impl Default for SimWebhook {
 
 /// The four example kinds Slipway ships, as template name suffixes (`slipway-{verb}-{kind}`).
 const SLIPWAY_KINDS: [&str; 4] = ["virtual-network", "subnet", "security-group", "compute-instance"];
+
+/// What the example create templates report (`set_stats`), as the local example playbooks do.
+fn example_artifacts(kind: &str, verb: &str) -> serde_json::Value {
+    match (kind, verb) {
+        ("compute-instance", "create") => serde_json::json!({"slipway_outputs": {
+            "ipAddress": "10.0.0.4",
+            "hostName": "{{ slipway.resource.name }}",
+        }}),
+        _ => serde_json::Value::Null,
+    }
+}
 
 impl Default for SimConfig {
     /// Prefix `/api/`, one organization (1, `Default`), no authentication, the templates of
@@ -218,6 +234,7 @@ impl SimConfig {
                     name: format!("slipway-{verb}-{kind}"),
                     ask_variables_on_launch: true,
                     allow_simultaneous: true,
+                    artifacts: example_artifacts(kind, verb),
                     ..SimTemplate::default()
                 });
             }

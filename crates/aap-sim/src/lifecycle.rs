@@ -36,6 +36,8 @@ pub struct Job {
     pub status: Status,
     /// The accepted extra vars (an object).
     pub extra_vars: Value,
+    /// What the job reports once successful (the template's, placeholders filled in).
+    pub artifacts: Value,
     pub limit: String,
     pub launched_by: User,
     pub created: i64,
@@ -155,6 +157,19 @@ impl DerefMut for Jobs {
     }
 }
 
+/// `template` with every string that is exactly `{{ a.b }}` replaced by that path of `vars`.
+fn fill_in(template: &Value, vars: &Value) -> Value {
+    match template {
+        Value::String(s) => match s.trim().strip_prefix("{{").and_then(|r| r.strip_suffix("}}")) {
+            Some(path) => path.trim().split('.').try_fold(vars, |v, key| v.get(key)).cloned().unwrap_or(Value::Null),
+            None => template.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|v| fill_in(v, vars)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), fill_in(v, vars))).collect()),
+        other => other.clone(),
+    }
+}
+
 impl Jobs {
     /// Creates a job the way a launch does (status `pending`, as `signal_start` leaves it
     /// before the response is serialized) and returns its id.
@@ -180,6 +195,7 @@ impl Jobs {
                 organization: template.organization,
                 allow_simultaneous: template.allow_simultaneous,
                 status: Status::Pending,
+                artifacts: fill_in(&template.artifacts, &extra_vars),
                 extra_vars,
                 limit,
                 launched_by: user,

@@ -294,7 +294,7 @@ impl State {
                     ("event_processing_finished", json!(terminal)),
                     ("job_template", json!(job.template_id)),
                     ("passwords_needed_to_start", json!([])),
-                    ("artifacts", json!({})),
+                    ("artifacts", artifacts(job)),
                     ("scm_revision", json!("")),
                     ("instance_group", Value::Null),
                     ("diff_mode", json!(false)),
@@ -437,5 +437,13 @@ impl State {
             out.push(event(3, "playbook_on_stats", "Playbook Complete", finished, 0, "", false, recap, stats));
         }
         out
+    }
+}
+
+/// A job's `artifacts`: its `set_stats` data once it succeeded, `{}` before and otherwise.
+fn artifacts(job: &Job) -> Value {
+    match (&job.artifacts, job.status) {
+        (Value::Object(_), crate::awx::Status::Successful) => job.artifacts.clone(),
+        _ => json!({}),
     }
 }

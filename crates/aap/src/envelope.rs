@@ -47,7 +47,8 @@ pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
 /// The Kubernetes-style object OSAC playbooks read as `ansible_eda.event.payload`:
 /// `metadata.name` = resource name, `metadata.namespace` = resource group, tags become
 /// annotations (string values as they are, others as JSON text) next to `slipway.io/*`
-/// annotations describing the request (Slipway's win on a clash), `spec` = properties.
+/// annotations describing the request (Slipway's win on a clash), `spec` = properties,
+/// `status.outputs` = what earlier jobs reported.
 fn osac_payload(r: &LaunchRequest) -> Value {
     let mut annotations = Map::new();
     for (k, v) in &r.tags {
@@ -80,6 +81,7 @@ fn osac_payload(r: &LaunchRequest) -> Value {
         "kind": r.kind,
         "metadata": metadata,
         "spec": r.properties,
+        "status": { "outputs": r.outputs },
     })
 }
 
@@ -128,6 +130,7 @@ mod tests {
             location: Some("eu-1".into()),
             tags,
             properties: json!({"cidr": "10.0.0.0/16", "templateID": "t1"}),
+            outputs: serde_json::Map::new(),
             operation_id: Some("op-1".into()),
             config_version: "cv1".into(),
             intended_at: None,

@@ -32,6 +32,9 @@ struct StatusRow {
     status: String,
     #[serde(default, deserialize_with = "string_or_null")]
     job_explanation: String,
+    /// A job's `set_stats` data (workflow jobs have none).
+    #[serde(default)]
+    artifacts: Option<Value>,
 }
 
 /// AWX sends `null` for some empty texts.
@@ -151,7 +154,9 @@ impl AapProvider {
         };
         let error_details =
             if state == JobState::Failed { self.failure_details(kind, id, explanation).await } else { String::new() };
-        JobStatus { state, message, error_details }
+        let outputs =
+            if state == JobState::Succeeded { slipway_provider::outputs_in(row.artifacts.as_ref()) } else { None };
+        JobStatus { state, message, error_details, outputs }
     }
 
     /// Why a job failed: its `result_traceback` (detail view), else its failed tasks (job

@@ -67,6 +67,7 @@ fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         location: Some("local".into()),
         tags: serde_json::Map::new(),
         properties: json!({"size": 1}),
+        outputs: serde_json::Map::new(),
         operation_id: Some("op-1".into()),
         config_version: "cv-1".into(),
         intended_at: None,
@@ -161,10 +162,31 @@ async fn job_template_launch_runs_to_success() {
     assert_eq!(vars["slipway"]["idempotencyKey"], "op-1:1");
 
     let s = terminal(&p, &l.handle).await;
-    assert_eq!(s, JobStatus { state: JobState::Succeeded, message: "successful".into(), error_details: String::new() });
+    assert_eq!(s, JobStatus::new(JobState::Succeeded, "successful"));
     // Polling uses the batched list, never the detail view of a successful job.
     assert!(count(&sim, "GET /api/v2/jobs/") >= 1);
     assert_eq!(count(&sim, "GET /api/v2/jobs/{id}/"), 0);
+}
+
+/// A job's `artifacts` (its `set_stats` data) carry the outputs, read from the batched list
+/// like the status: no request beyond the poll. Workflow jobs have no artifacts.
+#[tokio::test]
+async fn job_artifacts_become_outputs() {
+    let mut t = template(11, "slipway-create-compute-instance");
+    t.artifacts = json!({"unrelated": 1, "slipway_outputs": {"ipAddress": "10.0.0.4", "hostName": "{{ slipway.resource.name }}"}});
+    let mut failing = template(12, "slipway-create-subnet");
+    failing.outcome = "failed".into();
+    failing.artifacts = t.artifacts.clone();
+    let sim = start(config(vec![t, failing], vec![])).await;
+    let p = provider(options(&sim));
+    let l = p.launch(&create("ComputeInstance", "op-1:1")).await.unwrap();
+    let s = terminal(&p, &l.handle).await;
+    assert_eq!(s.state, JobState::Succeeded);
+    assert_eq!(s.outputs, Some(json!({"ipAddress": "10.0.0.4", "hostName": "ComputeInstance-r"})));
+    assert_eq!(count(&sim, "GET /api/v2/jobs/{id}/"), 0, "outputs come with the batched status");
+    let l = p.launch(&create("Subnet", "op-2:1")).await.unwrap();
+    let s = terminal(&p, &l.handle).await;
+    assert_eq!((s.state, s.outputs), (JobState::Failed, None), "a failed job reports no outputs");
 }
 
 /// The same with the OSAC envelope (docs/providers.md#launch).

@@ -358,27 +358,23 @@ impl Inner {
             Some(word) => {
                 let (state, message) = map_runner_status(&word);
                 let error_details = if state == JobState::Failed { job.failure_details() } else { String::new() };
+                let outputs = if state == JobState::Succeeded { job.outputs() } else { None };
                 let ended_normally = state == JobState::Succeeded || word == "failed";
                 self.finished(name, job, ended_normally, alive);
-                JobStatus { state, message, error_details }
+                JobStatus { state, message, error_details, outputs }
             }
             None if alive.is_some() => {
                 lock(&self.active).insert(name.to_owned());
-                JobStatus { state: JobState::Running, message: "running".into(), error_details: String::new() }
+                JobStatus::new(JobState::Running, "running")
             }
             None => {
                 self.finished(name, job, false, None);
                 if job.cancel_marker().exists() {
-                    JobStatus {
-                        state: JobState::Canceled,
-                        message: "canceled before the runner recorded a result".into(),
-                        error_details: String::new(),
-                    }
+                    JobStatus::new(JobState::Canceled, "canceled before the runner recorded a result")
                 } else {
                     JobStatus {
-                        state: JobState::Failed,
-                        message: "the runner exited without recording a result".into(),
                         error_details: job.failure_details(),
+                        ..JobStatus::new(JobState::Failed, "the runner exited without recording a result")
                     }
                 }
             }

@@ -61,6 +61,38 @@ async fn successful_job_sees_its_extra_vars() {
 }
 
 #[tokio::test]
+async fn set_stats_outputs_are_reported_with_the_success() {
+    let fx = Fixture::new();
+    // Other set_stats keys and a per-host call are not outputs; the earlier outputs reach
+    // the job as `slipway.resource.outputs`.
+    fx.playbook(
+        "create-compute-instance.yml",
+        r#"    - set_stats:
+        data:
+          unrelated: 1
+          slipway_outputs:
+            ipAddress: "10.0.0.{{ 2 + 2 }}"
+            previous: "{{ slipway.resource.outputs.hostName }}"
+            disks: [{lun: 0}]
+        per_host: false
+"#,
+    );
+    let p = fx.provider();
+    let mut req = request("outputs:1", "ComputeInstance", json!({}));
+    req.outputs = json!({"hostName": "vm1"}).as_object().unwrap().clone();
+    let launched = p.launch(&req).await.unwrap();
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+    assert_eq!(st.outputs, Some(json!({"ipAddress": "10.0.0.4", "previous": "vm1", "disks": [{"lun": 0}]})));
+
+    // A playbook that reports nothing has no outputs (the resource keeps its earlier ones).
+    fx.playbook("create-subnet.yml", "    - debug: msg=quiet\n");
+    let launched = p.launch(&request("outputs:2", "Subnet", json!({}))).await.unwrap();
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!((st.state, st.outputs), (JobState::Succeeded, None));
+}
+
+#[tokio::test]
 async fn failed_task_message_is_reported() {
     let fx = Fixture::new();
     fx.playbook("slipway-create-subnet.yml", "    - fail: msg=boom-123\n");

@@ -109,6 +109,8 @@ pub struct ResourceType {
     schema: Option<jsonschema::Validator>,
     /// The JSON Schema as configured (what `/openapi.json` publishes).
     raw_schema: Option<Value>,
+    /// Top-level properties the schema marks `readOnly`: the outputs jobs report.
+    outputs: Vec<String>,
     names: NameRule,
 }
 
@@ -153,6 +155,7 @@ impl ResourceType {
             api_versions,
             schema: validator,
             raw_schema: schema.cloned(),
+            outputs: schema.map(read_only_properties).unwrap_or_default(),
             names: NameRule::default(),
         })
     }
@@ -160,6 +163,19 @@ impl ResourceType {
     /// The JSON Schema of `properties` as configured; `None`: any object.
     pub fn schema(&self) -> Option<&Value> {
         self.raw_schema.as_ref()
+    }
+
+    /// Whether a job's output `name` is shown in `properties`: a top-level property the
+    /// schema marks `readOnly`, or any name when the type has no schema.
+    pub fn shows_output(&self, name: &str) -> bool {
+        self.raw_schema.is_none() || self.outputs.iter().any(|o| o == name)
+    }
+
+    /// Read-only properties a client sent, dropped as ARM does: the server owns them.
+    pub fn drop_read_only(&self, properties: &mut serde_json::Map<String, Value>) {
+        for name in &self.outputs {
+            properties.remove(name);
+        }
     }
 
     /// The type's own rule for resource names (default: ARM's common rule).
@@ -222,6 +238,16 @@ impl ResourceType {
             }
         }
     }
+}
+
+/// Top-level property names whose schema says `readOnly: true`.
+fn read_only_properties(schema: &Value) -> Vec<String> {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
+    props
+        .iter()
+        .filter(|(_, s)| s.get("readOnly").and_then(Value::as_bool) == Some(true))
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// A JSON pointer into `properties` as an ARM target: `/subnets/0/name` → `properties.subnets[0].name`.

@@ -57,28 +57,24 @@ pub fn required_location(location: Option<String>) -> Result<String, ArmError> {
 /// Server-owned fields a client may echo back inside `properties`; they are not spec.
 const SERVER_PROPERTIES: &[&str] = &["provisioningState"];
 
-/// `properties` must be an object (or absent: `{}`); server-owned fields are dropped.
-pub fn spec_properties(properties: Option<Value>) -> Result<Value, ArmError> {
+/// `properties` must be an object (or absent: `{}`); server-owned fields — the
+/// provisioning state and the type's read-only outputs — are dropped.
+pub fn spec_properties(properties: Option<Value>, ty: &ResourceType) -> Result<Value, ArmError> {
     match properties {
         None | Some(Value::Null) => Ok(Value::Object(Map::new())),
-        Some(Value::Object(mut m)) => {
-            for f in SERVER_PROPERTIES {
-                m.remove(*f);
-            }
-            Ok(Value::Object(m))
-        }
-        Some(_) => Err(ArmError::invalid_content("'properties' must be a JSON object.", "properties")),
+        other => Ok(patch_properties(other, ty)?.unwrap_or_default()),
     }
 }
 
 /// A merge patch for `properties`: an object, with server-owned fields dropped.
-pub fn patch_properties(properties: Option<Value>) -> Result<Option<Value>, ArmError> {
+pub fn patch_properties(properties: Option<Value>, ty: &ResourceType) -> Result<Option<Value>, ArmError> {
     match properties {
         None => Ok(None),
         Some(Value::Object(mut m)) => {
             for f in SERVER_PROPERTIES {
                 m.remove(*f);
             }
+            ty.drop_read_only(&mut m);
             Ok(Some(Value::Object(m)))
         }
         Some(_) => Err(ArmError::invalid_content("'properties' must be a JSON object.", "properties")),
@@ -91,6 +87,12 @@ pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
         Value::Object(m) => slipway_secrets::without_secrets(m),
         _ => Map::new(),
     };
+    // Outputs fill in the read-only properties; a client's own property is never shadowed.
+    for (name, value) in &res.outputs {
+        if ty.shows_output(name) && !properties.contains_key(name) {
+            properties.insert(name.clone(), value.clone());
+        }
+    }
     properties.insert("provisioningState".into(), json!(res.provisioning_state.as_str()));
     let sd = &res.system_data;
     let mut body = json!({
@@ -204,9 +206,16 @@ mod tests {
 
     #[test]
     fn properties_must_be_objects_and_drop_server_fields() {
-        assert_eq!(spec_properties(None).unwrap(), json!({}));
-        assert_eq!(spec_properties(Some(json!({"a": 1, "provisioningState": "Succeeded"}))).unwrap(), json!({"a": 1}));
-        assert!(spec_properties(Some(json!([1]))).is_err());
-        assert!(patch_properties(Some(json!("x"))).is_err());
+        let schema = json!({"type": "object", "properties": {
+            "a": {"type": "integer"},
+            "ipAddress": {"type": "string", "readOnly": true},
+        }});
+        let ty = ResourceType::new("Ns", "things", "Thing", vec!["1".into()], Some(&schema)).unwrap();
+        assert_eq!(spec_properties(None, &ty).unwrap(), json!({}));
+        let echoed = json!({"a": 1, "provisioningState": "Succeeded", "ipAddress": "10.0.0.9"});
+        assert_eq!(spec_properties(Some(echoed.clone()), &ty).unwrap(), json!({"a": 1}));
+        assert_eq!(patch_properties(Some(echoed), &ty).unwrap(), Some(json!({"a": 1})));
+        assert!(spec_properties(Some(json!([1])), &ty).is_err());
+        assert!(patch_properties(Some(json!("x")), &ty).is_err());
     }
 }

@@ -117,6 +117,7 @@ pub fn admit_put(
             deletion: None,
             convergence_stopped_for: None,
             job_context: ctx.job_context.clone(),
+            outputs: serde_json::Map::new(),
             last_error: None,
             schedule: Schedule::now(ctx.now),
             lease: None,

@@ -7,6 +7,10 @@ use crate::config_version::ConfigVersion;
 use crate::ids::OperationId;
 use crate::time::Timestamp;
 
+/// The `set_stats` key under which a job reports the resource's outputs (ansible-runner's
+/// `playbook_on_stats` `artifact_data`, AWX's job `artifacts`).
+pub const OUTPUTS_STAT: &str = "slipway_outputs";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobType {

@@ -32,7 +32,13 @@ pub struct TypePolicy {
     /// no job does not allow a relaunch. Must cover the provider's request timeout, its
     /// worst processing time and the clock skew between replicas.
     pub launch_ambiguity: Duration,
+    /// The most a job may report as outputs (their JSON text, in bytes); a job that reports
+    /// more fails.
+    pub max_output_bytes: usize,
 }
+
+/// Outputs are shown on every GET of the resource and stored with it: 64 KiB.
+pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
 
 impl Default for TypePolicy {
     fn default() -> Self {
@@ -47,6 +53,7 @@ impl Default for TypePolicy {
             block_deletion_on_failure: true,
             cancel_retry: Duration::from_secs(60),
             launch_ambiguity: DEFAULT_LAUNCH_AMBIGUITY,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
         }
     }
 }

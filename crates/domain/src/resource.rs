@@ -113,6 +113,10 @@ pub struct ResourceRecord {
     /// Who asked for the current intent and for which tenant; handed to every job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_context: Option<crate::identity::JobContext>,
+    /// What the last successful job that reported outputs reported: read-only properties,
+    /// shown next to the spec's and handed to later jobs. Not part of the config version.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub outputs: serde_json::Map<String, Value>,
     /// The last operation's failure, shown on the resource while it is Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<CloudError>,

@@ -89,12 +89,7 @@ mod tests {
         async fn status(&self, handles: &[JobHandle]) -> Vec<Result<JobStatus, ProviderError>> {
             self.calls.lock().unwrap().push(handles.len());
             tokio::time::sleep(Duration::from_millis(50)).await;
-            handles
-                .iter()
-                .map(|h| {
-                    Ok(JobStatus { state: JobState::Running, message: h.job_id.clone(), error_details: String::new() })
-                })
-                .collect()
+            handles.iter().map(|h| Ok(JobStatus::new(JobState::Running, h.job_id.clone()))).collect()
         }
         async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
             Err(ProviderError::Permanent("unused".into()))

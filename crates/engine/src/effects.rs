@@ -33,6 +33,7 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         location: res.spec.location.clone(),
         tags: res.spec.tags.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
         properties: res.spec.properties.clone(),
+        outputs: res.outputs.clone(),
         operation_id: job.operation_id.as_ref().map(|o| o.to_string()),
         config_version: job.config_version.to_string(),
         intended_at: Some(job.timestamp),
@@ -168,6 +169,7 @@ async fn perform_io(
                     state: s.state,
                     message: s.message,
                     error_details: s.error_details,
+                    outputs: s.outputs,
                 }),
                 Err(e) => Outcome::Failed(e.into()),
             }

@@ -43,7 +43,7 @@ impl Provider for Double {
             .map(|h| {
                 let t = started.get(&h.job_id).ok_or_else(|| ProviderError::NotFound(h.job_id.clone()))?;
                 let state = if t.elapsed() >= self.run_for { JobState::Succeeded } else { JobState::Running };
-                Ok(JobStatus { state, message: format!("{state:?}"), error_details: String::new() })
+                Ok(JobStatus::new(state, format!("{state:?}")))
             })
             .collect()
     }

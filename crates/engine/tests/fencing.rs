@@ -64,10 +64,7 @@ impl Provider for Gated {
         })
     }
     async fn status(&self, handles: &[JobHandle]) -> Vec<Result<JobStatus, ProviderError>> {
-        handles
-            .iter()
-            .map(|_| Ok(JobStatus { state: JobState::Running, message: String::new(), error_details: String::new() }))
-            .collect()
+        handles.iter().map(|_| Ok(JobStatus::new(JobState::Running, String::new()))).collect()
     }
     async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
         Ok(CancelOutcome::AlreadyFinished)
@@ -243,7 +240,7 @@ impl Provider for Switched {
     }
     async fn status(&self, handles: &[JobHandle]) -> Vec<Result<JobStatus, ProviderError>> {
         let state = if self.done.load(Ordering::SeqCst) { JobState::Succeeded } else { JobState::Running };
-        handles.iter().map(|_| Ok(JobStatus { state, message: String::new(), error_details: String::new() })).collect()
+        handles.iter().map(|_| Ok(JobStatus::new(state, String::new()))).collect()
     }
     async fn cancel(&self, _: &JobHandle) -> Result<CancelOutcome, ProviderError> {
         Ok(CancelOutcome::AlreadyFinished)

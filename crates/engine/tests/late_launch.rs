@@ -129,7 +129,7 @@ impl Provider for Controller {
                     JobState::Running if finish => JobState::Succeeded,
                     s => s,
                 };
-                Ok(JobStatus { state, message: format!("{state:?}"), error_details: String::new() })
+                Ok(JobStatus::new(state, format!("{state:?}")))
             })
             .collect()
     }

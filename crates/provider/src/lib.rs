@@ -33,6 +33,9 @@ pub struct LaunchRequest {
     pub location: Option<String>,
     pub tags: serde_json::Map<String, Value>,
     pub properties: Value,
+    /// What earlier jobs reported (`set_stats` `slipway_outputs`), e.g. an instance id the
+    /// delete job needs.
+    pub outputs: serde_json::Map<String, Value>,
     pub operation_id: Option<String>,
     pub config_version: String,
     /// When the launch intent was recorded: no job of this key is older (give or take the
@@ -83,6 +86,16 @@ pub struct JobStatus {
     pub message: String,
     /// Failure details: the failed task's message, a traceback.
     pub error_details: String,
+    /// What a successful job reported with `set_stats` under [`OUTPUTS_STAT`] (`None`: it
+    /// reported nothing, which keeps the resource's earlier outputs).
+    pub outputs: Option<Value>,
+}
+
+impl JobStatus {
+    /// A status without failure details or outputs.
+    pub fn new(state: JobState, message: impl Into<String>) -> Self {
+        JobStatus { state, message: message.into(), error_details: String::new(), outputs: None }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +171,13 @@ pub trait Provider: Send + Sync + 'static {
     }
 }
 
+pub use slipway_domain::job::OUTPUTS_STAT;
+
+/// The outputs in a job's `set_stats` data, if it reported any.
+pub fn outputs_in(artifacts: Option<&Value>) -> Option<Value> {
+    artifacts?.get(OUTPUTS_STAT).cloned()
+}
+
 /// The extra var carrying the idempotency key in every launch (providers find lost
 /// launches by it).
 pub const KEY_VAR: &str = "slipway_idempotency_key";
@@ -227,6 +247,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
                 "location": r.location,
                 "tags": r.tags,
                 "properties": r.properties,
+                "outputs": r.outputs,
             },
             "operationId": r.operation_id,
             "action": r.action.as_str(),

@@ -386,6 +386,7 @@ fn policy(t: &TypeConfig, launch_ambiguity: Duration) -> TypePolicy {
         max_history: t.max_history.max(1),
         block_deletion_on_failure: t.block_deletion_on_failure,
         launch_ambiguity,
+        max_output_bytes: t.max_output_bytes,
         ..TypePolicy::default()
     }
 }

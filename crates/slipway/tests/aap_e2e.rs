@@ -170,6 +170,28 @@ async fn lifecycle_through_aap() {
     h.stop().await;
 }
 
+/// The job's `artifacts` (`set_stats` `slipway_outputs`) become the resource's outputs,
+/// and the delete job receives them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outputs_come_from_aap_job_artifacts() {
+    let h = Harness::start(false, 0.2).await;
+    let id = rid("computeInstances", "vm-out");
+    let r = h.put(&id, json!({"location": "local", "properties": {"size": "small", "image": "x"}})).await;
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let res: Value = h.http.get(h.url(&id)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(res["properties"]["ipAddress"], "10.0.0.4", "{res}");
+    assert_eq!(res["properties"]["hostName"], "vm-out", "{res}");
+    let r = h.http.delete(h.url(&id)).send().await.unwrap();
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let delete =
+        h.sim.handle().jobs().into_iter().find(|j| j.template_name == "slipway-delete-compute-instance").unwrap();
+    assert_eq!(
+        delete.extra_vars["slipway"]["resource"]["outputs"],
+        json!({"ipAddress": "10.0.0.4", "hostName": "vm-out"})
+    );
+    h.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_and_delete_while_running_cancel_the_aap_job() {
     let h = Harness::start(false, 0.2).await;

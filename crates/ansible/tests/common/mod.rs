@@ -74,6 +74,7 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         location: Some("local".into()),
         tags: json!({"env": "test"}).as_object().unwrap().clone(),
         properties,
+        outputs: Default::default(),
         operation_id: Some("op-1".into()),
         config_version: "cv-1".into(),
         intended_at: None,

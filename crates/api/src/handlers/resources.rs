@@ -23,7 +23,7 @@ pub(crate) async fn put_resource(
     let location = wire::required_location(input.location)?;
     let tags = input.tags.unwrap_or_default();
     limits::check_tags(&tags)?;
-    let properties = wire::spec_properties(input.properties)?;
+    let properties = wire::spec_properties(input.properties, &ty)?;
     ty.validate(&properties)?;
     let mut spec = Spec { location: Some(location), tags, properties };
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
@@ -52,7 +52,7 @@ pub(crate) async fn patch_resource(
     if let Some(tags) = &input.tags {
         limits::check_tags(tags)?;
     }
-    let patch = wire::patch_properties(input.properties)?;
+    let patch = wire::patch_properties(input.properties, &ty)?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let validator = ty.clone();
     let sealer = Sealer::of(state, &ty)?;

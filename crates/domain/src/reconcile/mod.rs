@@ -93,6 +93,9 @@ pub struct Observation {
     pub message: String,
     /// Failure details (failed task message, traceback).
     pub error_details: String,
+    /// What a successful job reported as the resource's outputs (see
+    /// `ResourceRecord::outputs`); `None`: it reported none.
+    pub outputs: Option<Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

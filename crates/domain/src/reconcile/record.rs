@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use super::{Effect, Failure, FailureKind, JobStart, Outcome, job_mut};
-use crate::job::{Job, JobState, JobType};
+use serde_json::Value;
+
+use super::{Effect, Failure, FailureKind, JobStart, Observation, Outcome, job_mut};
+use crate::job::{Job, JobState, JobType, OUTPUTS_STAT};
 use crate::policy::TypePolicy;
 use crate::resource::Snapshot;
 use crate::retry::launch_retry;
@@ -28,7 +30,7 @@ pub fn apply(
                 other => record_on(job_mut(snap, key)?, JobIo::Find, other, policy, now),
             };
         }
-        Effect::Poll { key } => (key, JobIo::Poll),
+        Effect::Poll { key } => return record_poll(snap, key, outcome, policy, now),
         Effect::Cancel { key } => (key, JobIo::Cancel),
         Effect::PollDuplicate { job_id, .. } | Effect::CancelDuplicate { job_id, .. } => {
             let io = if matches!(effect, Effect::PollDuplicate { .. }) { JobIo::Poll } else { JobIo::Cancel };
@@ -38,6 +40,60 @@ pub fn apply(
     };
     // The job left the history (trimmed, or the resource is gone): nothing to record.
     record_on(job_mut(snap, key)?, io, outcome, policy, now)
+}
+
+/// A poll's outcome; outputs a successful provisioning job reported replace the resource's
+/// (checked first: outputs that are not an object or exceed the type's limit fail the job).
+fn record_poll(
+    snap: &mut Snapshot,
+    key: &str,
+    mut outcome: Outcome,
+    policy: &TypePolicy,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    let outputs = match &mut outcome {
+        Outcome::Observed(obs) if obs.state == JobState::Succeeded => accept_outputs(obs, policy.max_output_bytes),
+        _ => None,
+    };
+    let job = job_mut(snap, key)?;
+    let next = record_on(job, JobIo::Poll, outcome, policy, now);
+    let provisioned = job.state == JobState::Succeeded && job.job_type == JobType::Provision;
+    if let Some(outputs) = outputs.filter(|_| provisioned) {
+        snap.resource.as_mut()?.outputs = outputs;
+    }
+    next
+}
+
+/// The outputs of a successful job, if they can be kept; otherwise the observation becomes
+/// the job's failure, saying why.
+fn accept_outputs(obs: &mut Observation, limit: usize) -> Option<serde_json::Map<String, Value>> {
+    let refusal = match obs.outputs.take()? {
+        Value::Object(map) => {
+            let size = Value::Object(map.clone()).to_string().len();
+            if size <= limit {
+                return Some(map);
+            }
+            format!(
+                "the job reported {size} bytes of outputs, more than this type's limit of {limit} (max_output_bytes)"
+            )
+        }
+        other => format!("{} must be a mapping of output names to values, not {}", OUTPUTS_STAT, json_kind(&other)),
+    };
+    obs.state = JobState::Failed;
+    obs.message = "The job succeeded, but its outputs were refused".into();
+    obs.error_details = refusal;
+    None
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

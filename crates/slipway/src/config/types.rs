@@ -51,6 +51,10 @@ pub struct TypeConfig {
     /// Longest resource name of this type, at most ARM's 260 (the default).
     #[serde(default = "default_name_max_length")]
     pub name_max_length: usize,
+    /// The most a job may report as outputs (`set_stats` `slipway_outputs`, as JSON bytes);
+    /// a job that reports more fails.
+    #[serde(default = "default_max_output_bytes")]
+    pub max_output_bytes: usize,
 }
 
 impl TypeConfig {
@@ -92,6 +96,9 @@ fn default_delete_deadline() -> u64 {
 }
 fn default_history() -> usize {
     policy().max_history
+}
+fn default_max_output_bytes() -> usize {
+    policy().max_output_bytes
 }
 fn default_block_deletion() -> bool {
     policy().block_deletion_on_failure

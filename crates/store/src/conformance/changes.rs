@@ -396,3 +396,30 @@ pub async fn case_cancel_operation(store: &dyn Store) {
     assert_eq!(err, StoreError::Rejected(Rejection::OperationNotFound));
     assert_eq!(resource(store, &key).await, rec);
 }
+
+/// Outputs a job reported are part of the resource: written by the change that records
+/// them, read back exactly (nested values included), replaced whole by a later change, and
+/// kept by changes that do not touch them (a client's update).
+pub async fn case_outputs_are_written_replaced_and_kept(store: &dyn Store) {
+    let id = vnet("Sub-Outputs", "RG", "VNet1");
+    put(store, &id, spec(1), ctx(1, T0)).await;
+    let outputs = json!({"ipAddress": "10.0.0.4", "disks": [{"lun": 0, "sizeGb": 64}], "ready": true});
+    let set = |v: serde_json::Value| {
+        move |s: &mut Snapshot| {
+            s.resource.as_mut().ok_or(Rejection::NotFound)?.outputs = v.as_object().cloned().unwrap_or_default();
+            Ok(())
+        }
+    };
+    apply(store, ChangeRequest::new(id.key(), at(SECOND)), set(outputs.clone())).await.expect("record outputs");
+    let active = resource(store, &id.key()).await.active_operation_id.expect("the create runs");
+    set_status(store, &id.key(), &active, ProvisioningState::Succeeded, None, at(SECOND)).await;
+    assert_eq!(serde_json::Value::Object(resource(store, &id.key()).await.outputs), outputs);
+
+    // A client's update leaves them alone.
+    put(store, &id, spec(2), ctx(2, at(2 * SECOND))).await;
+    assert_eq!(serde_json::Value::Object(resource(store, &id.key()).await.outputs), outputs);
+
+    let next = json!({"hostName": "vm1"});
+    apply(store, ChangeRequest::new(id.key(), at(3 * SECOND)), set(next.clone())).await.expect("replace outputs");
+    assert_eq!(serde_json::Value::Object(resource(store, &id.key()).await.outputs), next);
+}

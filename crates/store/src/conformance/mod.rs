@@ -100,6 +100,7 @@ macro_rules! conformance_suite {
             case_delete_completion_removes_resource_keeps_operation,
             case_terminal_operations_load_only_on_request,
             case_cancel_operation,
+            case_outputs_are_written_replaced_and_kept,
             case_notifications_lifecycle,
             case_notifications_deferred,
             case_claim_intent_lane_first,

@@ -54,6 +54,9 @@ pub(crate) struct ResourceDocument {
     convergence_stopped_for: Option<String>,
     #[serde(rename = "jobContext", default, skip_serializing_if = "Option::is_none")]
     job_context: Option<JobContextDocument>,
+    /// What jobs reported (`set_stats`), as they reported it.
+    #[serde(rename = "outputs", default, skip_serializing_if = "serde_json::Map::is_empty")]
+    outputs: serde_json::Map<String, serde_json::Value>,
     #[serde(rename = "lastError", default, skip_serializing_if = "Option::is_none")]
     last_error: Option<CloudErrorDocument>,
     /// Written empty (`{"nextDue":null,"intent":false}`); read and dropped: the columns hold
@@ -156,6 +159,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             deletion,
             convergence_stopped_for,
             job_context,
+            outputs,
             last_error,
             schedule: _,
             lease: _,
@@ -177,6 +181,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             deletion: deletion.as_ref().map(DeletionDocument::from),
             convergence_stopped_for: convergence_stopped_for.as_ref().map(|v| v.as_str().to_string()),
             job_context: job_context.as_ref().map(JobContextDocument::from),
+            outputs: outputs.clone(),
             last_error: last_error.as_ref().map(CloudErrorDocument::from),
             schedule: ScheduleDocument::default(),
             lease: None,
@@ -207,6 +212,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             deletion,
             convergence_stopped_for,
             job_context,
+            outputs,
             last_error,
             schedule: _,
             lease: _,
@@ -228,6 +234,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             deletion: deletion.map(Deletion::from),
             convergence_stopped_for: convergence_stopped_for.map(ConfigVersion::new),
             job_context: job_context.map(JobContext::from),
+            outputs,
             last_error: last_error.map(CloudError::from),
             schedule: Schedule::default(),
             lease: None,

@@ -81,6 +81,7 @@ fn full_record() -> ResourceRecord {
         deletion: Some(Deletion { requested_at: Timestamp(1_764_449_790_000) }),
         convergence_stopped_for: Some(ConfigVersion::new("77bf11f97e9a9078")),
         job_context: None,
+        outputs: json!({"ipAddress": "10.0.1.4", "disks": [{"lun": 0}]}).as_object().unwrap().clone(),
         last_error: Some(full_error()),
         schedule: Schedule { next_due: Some(Timestamp(1_764_449_900_000)), intent: true },
         lease: Some(Lease { owner: "node-a".into(), until: Timestamp(1_764_449_930_000), epoch: 9 }),
@@ -243,6 +244,14 @@ const FULL_RESOURCE_V1: &str = r#"{
     "requestedAt": 1764449790000
   },
   "convergenceStoppedFor": "77bf11f97e9a9078",
+  "outputs": {
+    "disks": [
+      {
+        "lun": 0
+      }
+    ],
+    "ipAddress": "10.0.1.4"
+  },
   "lastError": {
     "code": "ProvisioningFailed",
     "message": "Job failed",
@@ -382,6 +391,7 @@ fn minimal_record() -> ResourceRecord {
         deletion: None,
         convergence_stopped_for: None,
         job_context: None,
+        outputs: serde_json::Map::new(),
         last_error: None,
         schedule: Schedule::default(),
         lease: None,
