@@ -40,6 +40,7 @@ pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
             "slipway_requested_by": r.context.as_ref().map(|c| slipway_provider::requested_by(&c.requested_by)),
             "slipway_tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(slipway_provider::tenant),
             "slipway_secrets": r.secrets,
+            "slipway_parent": r.parent.as_ref().map(slipway_provider::RelatedResource::extra_vars),
         }),
     }
 }
@@ -136,6 +137,7 @@ mod tests {
             intended_at: None,
             context: None,
             secrets: Default::default(),
+            parent: None,
         }
     }
 

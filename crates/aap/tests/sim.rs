@@ -73,6 +73,7 @@ fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         intended_at: None,
         context: None,
         secrets: Default::default(),
+        parent: None,
     }
 }
 

@@ -76,6 +76,12 @@ impl From<Rejection> for ArmError {
             }
             Rejection::NotFound => ArmError::not_found("ResourceNotFound", "The resource was not found."),
             Rejection::OperationNotFound => ArmError::not_found("ResourceNotFound", "The operation was not found."),
+            Rejection::ParentNotFound { parent } => ArmError::not_found(
+                "ParentResourceNotFound",
+                format!(
+                    "Can not perform requested operation on nested resource. Parent resource '{parent}' not found."
+                ),
+            ),
             Rejection::Invalid(body) => ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None },
         }
     }

@@ -20,12 +20,15 @@ use crate::types::arm_name_ok;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
     Resource(ArmId),
-    /// A collection of one type, in a resource group or a whole subscription.
+    /// A collection of one type, in a resource group or a whole subscription; for a child
+    /// type (`type_name` `virtualNetworks/subnets`), the children of `parent`. A `POST` to
+    /// such a path is a resource's action instead (`…/computeInstances/vm1/restart`).
     Collection {
         subscription: String,
         resource_group: Option<String>,
         namespace: String,
         type_name: String,
+        parent: Option<ArmId>,
     },
     OperationStatus {
         subscription: String,
@@ -89,21 +92,31 @@ fn subscription(sub: &str) -> Result<String, RouteError> {
     if is_guid(sub) { Ok(sub.to_string()) } else { Err(RouteError::BadSubscription(sub.to_string())) }
 }
 
-/// A resource id as the router builds it: the subscription a GUID, the group by ARM's
-/// resource-group rule, the name by ARM's common rule.
-fn resource_id(sub: &str, rg: &str, ns: &str, ty: &str, name: &str) -> Result<ArmId, RouteError> {
+/// A resource id as the router builds it from `{type}/{name}` pairs: the subscription a
+/// GUID, the group by ARM's resource-group rule, every name by ARM's common rule.
+fn resource_id(sub: &str, rg: &str, ns: &str, pairs: &[&str]) -> Result<ArmId, RouteError> {
     let subscription = subscription(sub)?;
     validate_name(rg).map_err(|_| RouteError::BadGroupName(rg.to_string()))?;
-    if !arm_name_ok(name) {
-        return Err(RouteError::BadName(name.to_string()));
+    let names: Vec<&str> = pairs.iter().skip(1).step_by(2).copied().collect();
+    if let Some(bad) = names.iter().find(|n| !arm_name_ok(n)) {
+        return Err(RouteError::BadName(bad.to_string()));
     }
-    Ok(ArmId {
-        subscription,
+    Ok(id_of(&subscription, rg, ns, pairs))
+}
+
+/// The id `pairs` (`type, name, type, name, …`) spell, unchecked.
+fn id_of(sub: &str, rg: &str, ns: &str, pairs: &[&str]) -> ArmId {
+    let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
+    let mut names: Vec<String> = pairs.iter().skip(1).step_by(2).map(|n| n.to_string()).collect();
+    let name = names.pop().unwrap_or_default();
+    ArmId {
+        subscription: sub.to_string(),
         resource_group: rg.to_string(),
         namespace: ns.to_string(),
-        type_name: ty.to_string(),
-        name: name.to_string(),
-    })
+        type_name: types.join("/"),
+        parent_names: names,
+        name,
+    }
 }
 
 /// A stored resource id (`op.resource_id`) read back, unchecked: it was checked when it was
@@ -113,19 +126,15 @@ fn resource_id(sub: &str, rg: &str, ns: &str, ty: &str, name: &str) -> Result<Ar
 pub fn stored_resource_id(id: &str) -> Option<ArmId> {
     let segs: Vec<&str> = id.trim_end_matches('/').split('/').skip(1).collect();
     match segs.as_slice() {
-        [s, sub, r, rg, p, ns, ty, name]
+        [s, sub, r, rg, p, ns, pairs @ ..]
             if is(s, "subscriptions")
                 && is(r, "resourceGroups")
                 && is(p, "providers")
+                && !pairs.is_empty()
+                && pairs.len() % 2 == 0
                 && segs.iter().all(|s| !s.is_empty()) =>
         {
-            Some(ArmId {
-                subscription: sub.to_string(),
-                resource_group: rg.to_string(),
-                namespace: ns.to_string(),
-                type_name: ty.to_string(),
-                name: name.to_string(),
-            })
+            Some(id_of(sub, rg, ns, pairs))
         }
         _ => None,
     }
@@ -227,15 +236,27 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
             let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
             Ok(Route::OperationCancel { subscription, namespace, location, id })
         }
-        [s, sub, r, rg, p, ns, ty, name] if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") => {
-            Ok(Route::Resource(resource_id(sub, rg, ns, ty, name)?))
-        }
-        [s, sub, r, rg, p, ns, ty] if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") => {
+        [s, sub, r, rg, p, ns, pairs @ ..]
+            if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") && !pairs.is_empty() =>
+        {
+            if pairs.len() % 2 == 0 {
+                return Ok(Route::Resource(resource_id(sub, rg, ns, pairs)?));
+            }
+            let (last, parent_pairs) = pairs.split_last().expect("not empty");
+            let parent = if parent_pairs.is_empty() { None } else { Some(resource_id(sub, rg, ns, parent_pairs)?) };
+            let type_name = match &parent {
+                Some(p) => format!("{}/{last}", p.type_name),
+                None => last.to_string(),
+            };
+            if parent.is_none() {
+                validate_name(rg).map_err(|_| RouteError::BadGroupName(rg.to_string()))?;
+            }
             Ok(Route::Collection {
                 subscription: subscription(sub)?,
                 resource_group: Some(rg.to_string()),
                 namespace: ns.to_string(),
-                type_name: ty.to_string(),
+                type_name,
+                parent,
             })
         }
         [s, sub, p, ns, ty] if is(s, "subscriptions") && is(p, "providers") => Ok(Route::Collection {
@@ -243,6 +264,7 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
             resource_group: None,
             namespace: ns.to_string(),
             type_name: ty.to_string(),
+            parent: None,
         }),
         _ => Err(RouteError::NoMatch),
     }
@@ -285,6 +307,27 @@ mod tests {
             p("/subscriptions/{S}/providers/ns/locations/local/operationResults/abc").unwrap(),
             Route::OperationResult { .. }
         ));
+    }
+
+    #[test]
+    fn nests_child_resources_and_their_collections() {
+        let base = "/subscriptions/{S}/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/v1";
+        let Route::Resource(id) = p(&format!("{base}/subnets/s1")).unwrap() else { panic!() };
+        assert_eq!(
+            (id.type_name.as_str(), id.parent_names.clone(), id.name.as_str()),
+            ("virtualNetworks/subnets", vec!["v1".to_string()], "s1")
+        );
+        let Route::Collection { type_name, parent, resource_group, .. } = p(&format!("{base}/subnets")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(type_name, "virtualNetworks/subnets");
+        assert_eq!(parent.unwrap().to_string(), base.replace("{S}", S));
+        assert_eq!(resource_group.as_deref(), Some("RG"));
+        let Route::Resource(deep) = p(&format!("{base}/subnets/s1/ports/p1")).unwrap() else { panic!() };
+        assert_eq!(deep.parent().unwrap(), id);
+        // Every name on the way is held to ARM's rule.
+        assert!(matches!(p(&format!("{base}/subnets/bad%3Cname/ports")), Err(RouteError::BadName(_))));
+        assert_eq!(stored_resource_id(&id.to_string()), Some(id));
     }
 
     #[test]

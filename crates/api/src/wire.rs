@@ -136,6 +136,10 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     if let Some(p) = op.percent_complete {
         body["percentComplete"] = json!(p);
     }
+    if let Some(on) = &op.waiting_on {
+        // A Slipway extension, in ARM's place for extra status data.
+        body["properties"] = json!({ "waitingOn": on });
+    }
     if let Some(err) = &op.error {
         body["error"] = json!(WireError::from(err));
     }

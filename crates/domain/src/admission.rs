@@ -48,12 +48,29 @@ pub enum Rejection {
     NotFound,
     #[error("operation not found")]
     OperationNotFound,
+    /// A child resource's parent does not exist (ARM's `ParentResourceNotFound`).
+    #[error("parent resource {parent} not found")]
+    ParentNotFound { parent: String },
     #[error("{0:?}")]
     Invalid(CloudError),
 }
 
 fn conflict(res: &ResourceRecord, message: String) -> Rejection {
     Rejection::Conflict { message, target: res.id.to_string() }
+}
+
+/// A child's parent must exist (in `snap.related`) and not be deleting: a child created or
+/// changed under a parent on its way out would be left behind.
+fn check_parent(snap: &Snapshot, id: &ArmId) -> Result<(), Rejection> {
+    let Some(parent) = id.parent() else { return Ok(()) };
+    match snap.related(&parent) {
+        None => Err(Rejection::ParentNotFound { parent: parent.to_string() }),
+        Some(p) if p.is_deleting() => Err(Rejection::Conflict {
+            message: format!("The parent resource '{}' is being deleted", p.id),
+            target: id.to_string(),
+        }),
+        Some(_) => Ok(()),
+    }
 }
 
 fn busy(res: &ResourceRecord) -> Rejection {
@@ -78,6 +95,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         start_time: ctx.now,
         last_transition_time: ctx.now,
         percent_complete: None,
+        waiting_on: None,
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),
         api_version: ctx.api_version.clone(),
@@ -92,6 +110,7 @@ pub fn admit_put(
     spec: Spec,
     ctx: &RequestContext,
 ) -> Result<Admitted, Rejection> {
+    check_parent(snap, id)?;
     if snap.resource.is_none() {
         let op = new_operation(id, OperationRequest::Create, ProvisioningState::Accepted, ctx);
         let desired = spec.config_version();
@@ -138,6 +157,7 @@ pub fn admit_patch(
     ctx: &RequestContext,
 ) -> Result<Admitted, Rejection> {
     let res = snap.resource.as_ref().ok_or(Rejection::NotFound)?;
+    check_parent(snap, &res.id)?;
     let mut spec = res.spec.clone();
     if let Some(tags) = tags {
         spec.tags = tags;

@@ -5,7 +5,12 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// `/subscriptions/{sub}/resourceGroups/{rg}/providers/{ns}/{type}/{name}`.
+/// `/subscriptions/{sub}/resourceGroups/{rg}/providers/{ns}/{type}/{name}`, or for a child
+/// resource `…/{ns}/{parentType}/{parentName}/{type}/{name}` (any depth).
+///
+/// `type_name` is the full type, ARM-style: `virtualNetworks` or `virtualNetworks/subnets`;
+/// `parent_names` holds one name per type segment but the last (empty for a top-level
+/// resource), `name` the resource's own.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ArmId {
@@ -13,6 +18,8 @@ pub struct ArmId {
     pub resource_group: String,
     pub namespace: String,
     pub type_name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parent_names: Vec<String>,
     pub name: String,
 }
 
@@ -34,6 +41,7 @@ pub fn validate_name(name: &str) -> Result<(), IdError> {
 }
 
 impl ArmId {
+    /// A top-level resource's id.
     pub fn new(
         subscription: impl Into<String>,
         resource_group: impl Into<String>,
@@ -46,6 +54,7 @@ impl ArmId {
             resource_group: resource_group.into(),
             namespace: namespace.into(),
             type_name: type_name.into(),
+            parent_names: Vec::new(),
             name: name.into(),
         };
         validate_name(&id.resource_group)?;
@@ -56,16 +65,30 @@ impl ArmId {
         Ok(id)
     }
 
-    /// Parses an id path (segment keywords matched case-insensitively).
+    /// Parses an id path (segment keywords matched case-insensitively); child ids nest
+    /// `{type}/{name}` pairs after the namespace.
     pub fn parse(path: &str) -> Result<Self, IdError> {
         let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
         match segs.as_slice() {
-            [s, sub, r, rg, p, ns, ty, name]
+            [s, sub, r, rg, p, ns, pairs @ ..]
                 if s.eq_ignore_ascii_case("subscriptions")
                     && r.eq_ignore_ascii_case("resourcegroups")
-                    && p.eq_ignore_ascii_case("providers") =>
+                    && p.eq_ignore_ascii_case("providers")
+                    && !pairs.is_empty()
+                    && pairs.len() % 2 == 0 =>
             {
-                ArmId::new(*sub, *rg, *ns, *ty, *name)
+                let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
+                let names: Vec<&str> = pairs.iter().skip(1).step_by(2).copied().collect();
+                let (name, parents) = names.split_last().expect("at least one pair");
+                for n in parents {
+                    validate_name(n)?;
+                }
+                let mut id = ArmId::new(*sub, *rg, *ns, types.join("/"), *name)?;
+                id.parent_names = parents.iter().map(|n| n.to_string()).collect();
+                if types.iter().any(|t| t.is_empty()) {
+                    return Err(IdError::NotAResourceId);
+                }
+                Ok(id)
             }
             _ => Err(IdError::NotAResourceId),
         }
@@ -86,15 +109,46 @@ impl ArmId {
     pub fn resource_group_key(&self) -> String {
         self.resource_group.to_ascii_lowercase()
     }
+
+    /// The id of the resource this one is a child of; `None` for a top-level resource.
+    pub fn parent(&self) -> Option<ArmId> {
+        let (own, parents) = self.parent_names.split_last()?;
+        let (parent_type, _) = self.type_name.rsplit_once('/')?;
+        Some(ArmId {
+            subscription: self.subscription.clone(),
+            resource_group: self.resource_group.clone(),
+            namespace: self.namespace.clone(),
+            type_name: parent_type.to_string(),
+            parent_names: parents.to_vec(),
+            name: own.clone(),
+        })
+    }
+
+    /// The last segment of the type: `subnets` for `virtualNetworks/subnets`.
+    pub fn leaf_type(&self) -> &str {
+        self.type_name.rsplit('/').next().unwrap_or(&self.type_name)
+    }
 }
 
 impl fmt::Display for ArmId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "/subscriptions/{}/resourceGroups/{}/providers/{}/{}/{}",
-            self.subscription, self.resource_group, self.namespace, self.type_name, self.name
-        )
+            "/subscriptions/{}/resourceGroups/{}/providers/{}",
+            self.subscription, self.resource_group, self.namespace
+        )?;
+        let mut names = self.parent_names.iter().chain(std::iter::once(&self.name));
+        for ty in self.type_name.split('/') {
+            write!(f, "/{ty}/{}", names.next().map(String::as_str).unwrap_or_default())?;
+        }
+        Ok(())
+    }
+}
+
+impl ResourceKey {
+    /// Whether `self` is the key of a resource nested (at any depth) under `parent`.
+    pub fn is_under(&self, parent: &ResourceKey) -> bool {
+        self.0.len() > parent.0.len() + 1 && self.0.starts_with(&parent.0) && self.0.as_bytes()[parent.0.len()] == b'/'
     }
 }
 
@@ -248,6 +302,32 @@ mod tests {
                 .unwrap();
         assert_eq!(id.key(), other.key());
         assert_eq!(id.type_key(), TypeKey("slipway.example/virtualnetworks".into()));
+    }
+
+    #[test]
+    fn child_ids_nest_type_and_name_pairs() {
+        let path = "/subscriptions/S/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/V1/subnets/S1";
+        let id = ArmId::parse(path).unwrap();
+        assert_eq!(id.type_name, "virtualNetworks/subnets");
+        assert_eq!(id.parent_names, vec!["V1".to_string()]);
+        assert_eq!(id.name, "S1");
+        assert_eq!(id.leaf_type(), "subnets");
+        assert_eq!(id.to_string(), path);
+        assert_eq!(id.type_key(), TypeKey("slipway.example/virtualnetworks/subnets".into()));
+        let parent = id.parent().unwrap();
+        assert_eq!(
+            parent.to_string(),
+            "/subscriptions/S/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/V1"
+        );
+        assert_eq!(parent.parent(), None);
+        assert!(id.key().is_under(&parent.key()));
+        assert!(!parent.key().is_under(&id.key()));
+        let sibling = ArmId::parse(&path.replace("/V1/", "/V10/")).unwrap();
+        assert!(!sibling.key().is_under(&parent.key()), "a name with the parent's as prefix is not under it");
+        let deep = ArmId::parse(&format!("{path}/ports/p1")).unwrap();
+        assert_eq!(deep.parent().unwrap(), id);
+        assert_eq!(deep.to_string(), format!("{path}/ports/p1"));
+        assert_eq!(ArmId::parse(&format!("{path}/ports")), Err(IdError::NotAResourceId), "a collection");
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub struct Operation {
     pub last_transition_time: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_complete: Option<u8>,
+    /// While the operation's job cannot start yet: the resource it waits for (a parent that
+    /// is not `Succeeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_uri: Option<String>,
     #[serde(default)]
@@ -109,6 +113,9 @@ impl Operation {
         if error.is_some() {
             self.error = error;
         }
+        if status.is_terminal() {
+            self.waiting_on = None;
+        }
         self.last_transition_time = now;
         true
     }
@@ -138,6 +145,7 @@ pub(crate) mod tests {
             start_time: Timestamp(0),
             last_transition_time: Timestamp(0),
             percent_complete: None,
+            waiting_on: None,
             notification_uri: None,
             initiator: Initiator::default(),
             api_version: "2025-01-01".into(),

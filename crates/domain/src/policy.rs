@@ -35,6 +35,9 @@ pub struct TypePolicy {
     /// The most a job may report as outputs (their JSON text, in bytes); a job that reports
     /// more fails.
     pub max_output_bytes: usize,
+    /// The type has child types: when a resource of it becomes `Succeeded`, the resources
+    /// nested under it (children waiting for it) are woken.
+    pub wakes_children: bool,
 }
 
 /// Outputs are shown on every GET of the resource and stored with it: 64 KiB.
@@ -54,6 +57,7 @@ impl Default for TypePolicy {
             cancel_retry: Duration::from_secs(60),
             launch_ambiguity: DEFAULT_LAUNCH_AMBIGUITY,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            wakes_children: false,
         }
     }
 }

@@ -156,9 +156,23 @@ pub struct Snapshot {
     pub resource: Option<ResourceRecord>,
     pub operations: Vec<Operation>,
     pub notifications: Vec<NewNotification>,
+    /// Read-only context the change asked for (its parent), as committed; a resource that
+    /// does not exist is absent. Never written back. The store serialises the change with
+    /// every change of these resources, so what it decides from them stays true until it
+    /// commits.
+    pub related: Vec<ResourceRecord>,
+    /// Set by a change: every resource nested under this one should be looked at now (a
+    /// child waiting for its parent). Written as a wake-up, not as data.
+    pub wake_children: bool,
 }
 
 impl Snapshot {
+    /// The related resource with this id, if it exists.
+    pub fn related(&self, id: &ArmId) -> Option<&ResourceRecord> {
+        let key = id.key();
+        self.related.iter().find(|r| r.key() == key)
+    }
+
     pub fn operation(&self, id: &OperationId) -> Option<&Operation> {
         self.operations.iter().find(|o| &o.id == id)
     }

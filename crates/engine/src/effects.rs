@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
+use slipway_domain::resource::Snapshot;
 use slipway_domain::{Job, JobType, ResourceRecord};
-use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider};
+use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider, RelatedResource};
 use slipway_secrets::Keyring;
 
 use crate::batch::StatusBatcher;
@@ -39,6 +40,7 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         intended_at: Some(job.timestamp),
         context: res.job_context.clone(),
         secrets: serde_json::Map::new(),
+        parent: None,
     }
 }
 
@@ -91,9 +93,10 @@ pub(crate) async fn perform(
     providers: &Providers,
     batchers: &Batchers,
     secrets: Option<&Keyring>,
-    res: &ResourceRecord,
+    snap: &Snapshot,
     effect: &Effect,
 ) -> Option<Outcome> {
+    let res = snap.resource.as_ref()?;
     let (key, io, duplicate) = match effect {
         Effect::Launch { key } => (key, Io::Launch, None),
         Effect::Find { key } => (key, Io::Find, None),
@@ -117,13 +120,30 @@ pub(crate) async fn perform(
         tracing::error!(resource = %res.id, key = %key, job = %job.job_id, provider = %job.provider,
             "canceling a second job the provider started for one idempotency key");
     }
-    Some(perform_io(providers, batchers, secrets, res, job, io).await)
+    Some(perform_io(providers, batchers, secrets, snap, res, job, io).await)
+}
+
+/// A child's parent as its job may see it: secret properties (sealed) left out.
+fn parent_of(snap: &Snapshot, res: &ResourceRecord) -> Option<RelatedResource> {
+    let parent = snap.related(&res.id.parent()?)?;
+    let properties = match &parent.spec.properties {
+        serde_json::Value::Object(m) => serde_json::Value::Object(slipway_secrets::without_secrets(m)),
+        other => other.clone(),
+    };
+    Some(RelatedResource {
+        id: parent.id.to_string(),
+        resource_type: parent.id.type_key().to_string(),
+        name: parent.id.name.clone(),
+        properties,
+        outputs: parent.outputs.clone(),
+    })
 }
 
 async fn perform_io(
     providers: &Providers,
     batchers: &Batchers,
     secrets: Option<&Keyring>,
+    snap: &Snapshot,
     res: &ResourceRecord,
     job: &Job,
     io: Io,
@@ -136,7 +156,8 @@ async fn perform_io(
     };
     match io {
         Io::Launch => {
-            let req = match open_secrets(launch_request(res, job), secrets) {
+            let req = LaunchRequest { parent: parent_of(snap, res), ..launch_request(res, job) };
+            let req = match open_secrets(req, secrets) {
                 Ok(req) => req,
                 Err(f) => return Outcome::Failed(f),
             };

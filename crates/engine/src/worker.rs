@@ -35,6 +35,8 @@ pub(crate) struct Worker {
     settled: Option<Box<Snapshot>>,
     /// Picks the resource's phase of the poll grid.
     key_hash: u64,
+    /// A child's parent: read with every change (its decisions wait for it).
+    parent: Option<ResourceKey>,
 }
 
 /// Why a wait ended.
@@ -63,6 +65,7 @@ impl Worker {
             seen_generation: claimed.generation,
             watching: None,
             settled: None,
+            parent: claimed.id.parent().map(|p| p.key()),
             key_hash: {
                 use std::hash::{Hash, Hasher};
                 let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -136,7 +139,7 @@ impl Worker {
     }
 
     fn request(&self, now: Timestamp) -> ChangeRequest {
-        ChangeRequest::new(self.key.clone(), now).fenced(self.fence.clone())
+        ChangeRequest::new(self.key.clone(), now).fenced(self.fence.clone()).with_related(self.parent.clone())
     }
 
     /// One transaction: records what the last effect produced, then — unless that outcome
@@ -223,7 +226,7 @@ impl Worker {
     /// Performs a decided effect on the state it was decided on. A launch goes ahead only
     /// while our lease is surely held, checked before it and before every request of it.
     async fn perform(&self, effect: Effect) -> Result<Option<(Effect, Outcome)>, Relinquish> {
-        let Some(res) = self.settled.as_ref().and_then(|s| s.resource.as_ref()) else { return Ok(None) };
+        let Some(snap) = self.settled.as_deref().filter(|s| s.resource.is_some()) else { return Ok(None) };
         let launching = matches!(effect, Effect::Launch { .. });
         if launching && !self.lease_surely_held() {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
@@ -233,7 +236,7 @@ impl Worker {
             &self.shared.providers,
             &self.shared.batchers,
             self.shared.secrets.as_deref(),
-            res,
+            snap,
             &effect,
         );
         let outcome = if launching {

@@ -46,6 +46,33 @@ pub struct LaunchRequest {
     pub context: Option<slipway_domain::JobContext>,
     /// Secret properties, opened: passed as `slipway.secrets`, never inside `properties`.
     pub secrets: serde_json::Map<String, Value>,
+    /// A child resource's parent, as the job may read it (`slipway.parent`).
+    pub parent: Option<RelatedResource>,
+}
+
+/// A resource a job depends on (a child's parent): its id, type, properties (secrets left
+/// out) and outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelatedResource {
+    pub id: String,
+    /// Lowercased `namespace/type`.
+    pub resource_type: String,
+    pub name: String,
+    pub properties: Value,
+    pub outputs: serde_json::Map<String, Value>,
+}
+
+impl RelatedResource {
+    /// `{"id", "type", "name", "properties", "outputs"}`, as jobs receive it.
+    pub fn extra_vars(&self) -> Value {
+        json!({
+            "id": self.id,
+            "type": self.resource_type,
+            "name": self.name,
+            "properties": self.properties,
+            "outputs": self.outputs,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,7 +260,7 @@ pub fn conventional_name(prefix: Option<&str>, action: &str, suffix: &str) -> St
 
 /// The `slipway` extra-vars envelope every provider hands a job, plus the key variable:
 /// `{"slipway": {"resource": {…}, "operationId", "action", "configVersion",
-/// "idempotencyKey"}, "slipway_idempotency_key": key}`.
+/// "idempotencyKey", "requestedBy", "secrets", "tenant", "parent"}, "slipway_idempotency_key": key}`.
 pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
     let mut vars = serde_json::Map::new();
     vars.insert(
@@ -256,6 +283,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "requestedBy": r.context.as_ref().map(|c| requested_by(&c.requested_by)),
             "secrets": r.secrets,
             "tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(tenant),
+            "parent": r.parent.as_ref().map(RelatedResource::extra_vars),
         }),
     );
     vars.insert(KEY_VAR.into(), json!(r.idempotency_key));

@@ -356,7 +356,9 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
         let ty = ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
             .map_err(|e| AppError::Config(e.to_string()))?
             .with_name_rule(names);
-        policies.insert(ty.key(), policy(t, launch_ambiguity(config, &t.provider)));
+        let mut type_policy = policy(t, launch_ambiguity(config, &t.provider));
+        type_policy.wakes_children = config.types.iter().any(|c| t.is_parent_of(c));
+        policies.insert(ty.key(), type_policy);
         types.push(ty);
     }
     Ok((TypeRegistry::new(types), policies))

@@ -55,3 +55,87 @@ async fn outputs_become_read_only_properties() {
     let (_, updated) = server.wait_resource(&vm, T, |c, b| succeeded(c, b) && b["properties"]["size"] == "large").await;
     assert_eq!(updated["properties"]["ipAddress"], ip.as_str(), "same name, same address");
 }
+
+/// A child type nested under the example `virtualNetworks`.
+const SUBNETS: &str = r#"
+[[types]]
+namespace = "Slipway.Example"
+type = "virtualNetworks/subnets"
+kind = "Subnet"
+api_versions = ["2025-06-01"]
+provider = "ansible"
+poll_interval_seconds = 0.2
+"#;
+
+async fn op_status(server: &TestServer, url: &str) -> Value {
+    server.follow(url).await.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_waits_for_its_parent_and_lives_under_it() {
+    let server = TestServer::start_full("", "", SUBNETS, |_| {}).await;
+    let vnet = rid("virtualNetworks", "v1");
+    let subnet = format!("{vnet}/subnets/s1");
+    let body = json!({"location": "local", "properties": {"prefix": "10.0.1.0/24"}});
+
+    // No parent: 404 ParentResourceNotFound, nothing created.
+    let r = server.put(&subnet, body.clone()).await;
+    assert_eq!(r.status(), 404);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "ParentResourceNotFound", "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains(&vnet), "{e}");
+
+    // A parent still provisioning (its job runs 3 s): the child is accepted and waits.
+    let r = server
+        .put(&vnet, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "delaySeconds": 3}}))
+        .await;
+    assert_eq!(r.status(), 201);
+    let parent_op = header(&r, "azure-asyncoperation").unwrap();
+    let r = server.put(&subnet, body.clone()).await;
+    assert_eq!(r.status(), 201);
+    let child_op = header(&r, "azure-asyncoperation").unwrap();
+    let created: Value = r.json().await.unwrap();
+    assert_eq!(created["id"], subnet.as_str());
+    assert_eq!(created["type"], "Slipway.Example/virtualNetworks/subnets");
+    let deadline = std::time::Instant::now() + T;
+    let waiting = loop {
+        let s = op_status(&server, &child_op).await;
+        if s["properties"]["waitingOn"] == vnet.as_str() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the child never showed its wait: {s}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(waiting["status"], "Accepted", "{waiting}");
+    assert_eq!(op_status(&server, &parent_op).await["status"], "Provisioning", "the parent is still running");
+    let child_op_id = waiting["name"].as_str().unwrap().to_string();
+    let launches = std::fs::read_to_string(server.dir.path().join("state/launches.log")).unwrap_or_default();
+    assert!(!launches.contains(&child_op_id), "the child's job did not start: {launches}");
+
+    // The parent succeeds; the child, woken, runs with the parent's properties and outputs.
+    let parent_done = server.wait_terminal(&parent_op, T).await;
+    assert_eq!(parent_done["status"], "Succeeded");
+    let child_done = server.wait_terminal(&child_op, T).await;
+    assert_eq!(child_done["status"], "Succeeded", "{child_done}");
+    let launches = std::fs::read_to_string(server.dir.path().join("state/launches.log")).unwrap();
+    let order: Vec<bool> = launches.lines().map(|l| l.starts_with(&child_op_id)).collect();
+    assert_eq!(order, [false, true], "the parent's job, then the child's: {launches}");
+    assert!(child_done.get("properties").is_none(), "no longer waiting: {child_done}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(server.dir.path().join("state/slipway.example_virtualnetworks_subnets/s1.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["parent"]["id"], vnet.as_str(), "{state}");
+    assert_eq!(state["parent"]["properties"]["addressSpace"], "10.0.0.0/16", "{state}");
+
+    // The children's collection lives under the parent; another parent's is empty or absent.
+    let (code, list) = server.get_json(&format!("{vnet}/subnets")).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["value"].as_array().unwrap().len(), 1);
+    assert_eq!(list["value"][0]["id"], subnet.as_str());
+    let (code, missing) = server.get_json(&format!("{}/subnets", rid("virtualNetworks", "v2"))).await;
+    assert_eq!((code, missing["error"]["code"].as_str()), (404, Some("ParentResourceNotFound")), "{missing}");
+    let (code, child) = server.get_json(&subnet).await;
+    assert_eq!((code, child["properties"]["provisioningState"].as_str()), (200, Some("Succeeded")));
+}

@@ -33,6 +33,9 @@ const SEED: &str = "20260601";
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
                       response_schema_conformance,response_headers_conformance";
 
+/// A child type of `virtualNetworks` (no schema).
+const CHILD_TYPE: &str = "virtualNetworks/ports";
+
 /// The example types with a valid `properties` each, for the seeded resources.
 fn seeds() -> [(&'static str, &'static str, Value); 4] {
     [
@@ -61,6 +64,11 @@ fn config_text(dir: &Path, sim: &Sim, idp: &TestIdp) -> String {
             repo.join(format!("examples/schemas/{ty}.json")).display()
         ));
     }
+    // A child type, so nested paths are published and fuzzed too.
+    types.push_str(&format!(
+        "\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"{CHILD_TYPE}\"\nkind = \"Subnet\"\n\
+         api_versions = [\"{API}\"]\nprovider = \"aap\"\npoll_interval_seconds = 0.2\n"
+    ));
     format!(
         r#"
 [server]
@@ -127,6 +135,7 @@ values = [{operations}]
 "path.subscriptionId" = {{ dictionary = "subscriptions", probability = 0.6 }}
 "path.resourceGroupName" = {{ dictionary = "groups", probability = 0.6 }}
 "path.resourceName" = {{ dictionary = "names", probability = 0.5 }}
+"path.virtualNetworksName" = {{ dictionary = "names", probability = 0.6 }}
 "path.operationId" = {{ dictionary = "operations", probability = 0.7 }}
 
 [[operations]]
@@ -261,6 +270,15 @@ async fn the_published_document_is_valid_and_the_server_keeps_to_it() {
         operations.push(id);
     }
     names.push("seed-1".to_string());
+    let child = format!("{}/ports/seed-1", common::rid("virtualNetworks", "seed-1"));
+    let r = http
+        .put(format!("{base}{child}?api-version={API}"))
+        .bearer_auth(&root)
+        .json(&json!({"location": "local", "properties": {"anything": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{child}: {}", r.text().await.unwrap_or_default());
 
     // Discovery: any authenticated caller, any api-version of the namespace.
     let stranger = idp.sign("key-1", &idp.claims(AUD, "stranger", "elsewhere", SystemClock.now().as_millis() / 1000));

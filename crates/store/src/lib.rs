@@ -47,17 +47,25 @@ pub struct ChangeRequest {
     pub operation: Option<(SubscriptionId, OperationId)>,
     /// Engine writes carry their lease; client writes carry none.
     pub fence: Option<Fence>,
+    /// Resources the change reads as context (`Snapshot::related`): a child's parent.
+    pub related: Vec<ResourceKey>,
     /// Stamps operation expiry (last write + TTL).
     pub now: Timestamp,
 }
 
 impl ChangeRequest {
     pub fn new(key: ResourceKey, now: Timestamp) -> Self {
-        ChangeRequest { key, operation: None, fence: None, now }
+        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), now }
     }
 
     pub fn fenced(mut self, fence: Fence) -> Self {
         self.fence = Some(fence);
+        self
+    }
+
+    /// Reads `keys` as context too (see [`Snapshot::related`]).
+    pub fn with_related(mut self, keys: impl IntoIterator<Item = ResourceKey>) -> Self {
+        self.related.extend(keys);
         self
     }
 
@@ -103,9 +111,27 @@ pub struct ListQuery {
     /// Lowercased resource group; `None` lists the whole subscription.
     pub resource_group: Option<String>,
     pub type_key: TypeKey,
+    /// Only resources nested under this one (a child type's collection under its parent).
+    pub under: Option<ResourceKey>,
     /// Continue after this resource key (exclusive).
     pub after: Option<ResourceKey>,
     pub limit: usize,
+}
+
+impl ListQuery {
+    /// The key range the list reads, `(exclusive lower bound, exclusive upper bound)`: after
+    /// `after`, and within `under`'s subtree (keys starting `under/`; `0` follows `/`).
+    pub(crate) fn key_range(&self) -> (String, Option<String>) {
+        // Every key starts with '/', so '' sorts before all of them.
+        let after = self.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+        match &self.under {
+            Some(parent) => {
+                let parent = parent.as_str().to_ascii_lowercase();
+                (after.max(format!("{parent}/")), Some(format!("{parent}0")))
+            }
+            None => (after, None),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

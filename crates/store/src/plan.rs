@@ -24,6 +24,25 @@ pub(crate) struct ChangePlan {
     pub(crate) resource: Option<ResourceWrite>,
     pub(crate) operations: Vec<OperationRow>,
     pub(crate) notifications: Vec<NotificationRow>,
+    /// Resources whose engine should look again now: those nested under the changed one.
+    pub(crate) wake: Option<WakeRange>,
+}
+
+/// Every resource whose key lies strictly between `after` and `before` becomes due at `now`
+/// (unless it is due sooner) with its intent flag set, as a client's write leaves it: a
+/// worker holding it then decides again instead of releasing it with a stale due time. A
+/// key's subtree is `(key/, key0)`, `0` following `/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WakeRange {
+    pub(crate) after: String,
+    pub(crate) before: String,
+    pub(crate) now: i64,
+}
+
+impl WakeRange {
+    fn under(key: &ResourceKey, now: Timestamp) -> Self {
+        WakeRange { after: format!("{}/", key.as_str()), before: format!("{}0", key.as_str()), now: now.as_millis() }
+    }
 }
 
 #[derive(Debug)]
@@ -94,11 +113,12 @@ impl ChangePlan {
                 due_at: now.as_millis(),
             })
             .collect();
-        Ok(ChangePlan { resource, operations, notifications })
+        let wake = after.wake_children.then(|| WakeRange::under(key, now));
+        Ok(ChangePlan { resource, operations, notifications, wake })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.resource.is_none() && self.operations.is_empty() && self.notifications.is_empty()
+        self.resource.is_none() && self.operations.is_empty() && self.notifications.is_empty() && self.wake.is_none()
     }
 
     /// This plan followed by `next`, a later change of the same key in one transaction: one
@@ -123,6 +143,7 @@ impl ChangePlan {
             }
         }
         self.notifications.extend(next.notifications);
+        self.wake = next.wake.or(self.wake);
         self
     }
 }

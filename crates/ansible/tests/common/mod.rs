@@ -80,6 +80,7 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         intended_at: None,
         context: None,
         secrets: Default::default(),
+        parent: None,
     }
 }
 

@@ -174,6 +174,7 @@ async fn deprovision(state: &ApiState, ctx: &Ctx, subscription: &Subscription) -
                     subscription: id.clone(),
                     resource_group: None,
                     type_key: TypeKey::new(&ty.namespace, &ty.type_name),
+                    under: None,
                     after: after.clone(),
                     limit: 500,
                 })

@@ -169,7 +169,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 _ => delete_resource(state, ctx, id, tenant).await,
             }
         }
-        Route::Collection { subscription, resource_group, namespace, type_name } => {
+        Route::Collection { subscription, resource_group, namespace, type_name, parent } => {
             let ty = resource_type(state, &namespace, &type_name)?;
             check_version(ctx, &ty)?;
             if ctx.method != Method::GET {
@@ -177,17 +177,32 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             }
             let sub = SubscriptionId::new(&subscription);
             let grants = access::grants(state, &ctx.caller, Some(&sub)).await?;
-            let mut scope = format!("/subscriptions/{subscription}");
-            if let Some(rg) = &resource_group {
-                scope.push_str(&format!("/resourceGroups/{rg}"));
-            }
-            let scope = Scope::parse(&scope).ok_or_else(ArmError::internal)?;
+            let scope = match &parent {
+                Some(p) => resource_scope(p),
+                None => {
+                    let mut scope = format!("/subscriptions/{subscription}");
+                    if let Some(rg) = &resource_group {
+                        scope.push_str(&format!("/resourceGroups/{rg}"));
+                    }
+                    Scope::parse(&scope).ok_or_else(ArmError::internal)?
+                }
+            };
             if !grants.may_read_within(&ctx.caller, &scope) {
                 let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
                 return Err(access::forbidden(&ctx.caller, &action, &scope));
             }
+            if let Some(p) = &parent
+                && state.store.get_resource(&p.key()).await?.is_none()
+            {
+                return Err(admission::Rejection::ParentNotFound { parent: p.to_string() }.into());
+            }
             let visible = Visible { grants: &grants, whole: grants.allows(&ctx.caller, Permission::Read, &scope) };
-            list(state, ctx, path, &subscription, resource_group.as_deref(), &ty, visible).await
+            let within = ListScope {
+                subscription: &subscription,
+                resource_group: resource_group.as_deref(),
+                parent: parent.as_ref(),
+            };
+            list(state, ctx, path, within, &ty, visible).await
         }
         Route::OperationStatus { subscription, namespace, id, .. } => {
             operation_check(state, ctx, &namespace, Method::GET)?;

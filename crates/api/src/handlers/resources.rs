@@ -4,6 +4,11 @@ use slipway_domain::{CloudError, ResourceRecord};
 
 use super::*;
 
+/// A change of the resource at `id`, reading its parent (a child's admission checks it).
+fn change_request(id: &ArmId, now: slipway_domain::Timestamp) -> ChangeRequest {
+    ChangeRequest::new(id.key(), now).with_related(id.parent().map(|p| p.key()))
+}
+
 pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType) -> Result<Response, ArmError> {
     let res =
         state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
@@ -30,7 +35,7 @@ pub(crate) async fn put_resource(
     let kind = ty.kind.clone();
     let target = id.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+    let (admitted, snap) = change_with(state.store.as_ref(), change_request(&id, rctx.now), move |snap| {
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
@@ -56,7 +61,7 @@ pub(crate) async fn patch_resource(
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let validator = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let (admitted, snap) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+    let (admitted, snap) = change_with(state.store.as_ref(), change_request(&id, rctx.now), move |snap| {
         let patch = match (&sealer, patch) {
             (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
             (_, p) => p,
@@ -126,7 +131,7 @@ pub(crate) async fn delete_resource(
     tenant: Option<TenantContext>,
 ) -> Result<Response, ArmError> {
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let (admitted, _) = change_with(state.store.as_ref(), ChangeRequest::new(id.key(), rctx.now), move |snap| {
+    let (admitted, _) = change_with(state.store.as_ref(), change_request(&id, rctx.now), move |snap| {
         admission::admit_delete(snap, &rctx)
     })
     .await?;
@@ -149,15 +154,22 @@ pub(crate) struct Visible<'a> {
     pub whole: bool,
 }
 
+/// Where a list looks: a subscription, one of its groups, or one parent's children.
+pub(crate) struct ListScope<'a> {
+    pub subscription: &'a str,
+    pub resource_group: Option<&'a str>,
+    pub parent: Option<&'a ArmId>,
+}
+
 pub(crate) async fn list(
     state: &ApiState,
     ctx: &Ctx,
     path: &str,
-    subscription: &str,
-    resource_group: Option<&str>,
+    within: ListScope<'_>,
     ty: &ResourceType,
     visible: Visible<'_>,
 ) -> Result<Response, ArmError> {
+    let ListScope { subscription, resource_group, parent } = within;
     let after = match ctx.query.get("$skipToken") {
         Some(token) => Some(
             decode_token(token)
@@ -179,6 +191,7 @@ pub(crate) async fn list(
             subscription: SubscriptionId::new(subscription),
             resource_group: resource_group.map(str::to_ascii_lowercase),
             type_key: TypeKey::new(&ty.namespace, &ty.type_name),
+            under: parent.map(ArmId::key),
             after,
             limit,
         })

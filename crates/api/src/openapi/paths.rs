@@ -247,12 +247,19 @@ fn notification_uri(setting: &Setting) -> Value {
     })
 }
 
-/// `Slipway.Example` + `virtualNetworks` → `SlipwayExample_VirtualNetworks`.
+/// `Slipway.Example` + `virtualNetworks` → `SlipwayExample_VirtualNetworks`; a child type
+/// `virtualNetworks/subnets` → `SlipwayExample_VirtualNetworksSubnets`.
 fn op_prefix(namespace: &str, type_name: &str) -> String {
-    let mut ty = type_name.to_string();
-    if let Some(first) = ty.get_mut(0..1) {
-        first.make_ascii_uppercase();
-    }
+    let ty: String = type_name
+        .split('/')
+        .map(|seg| {
+            let mut seg = seg.to_string();
+            if let Some(first) = seg.get_mut(0..1) {
+                first.make_ascii_uppercase();
+            }
+            seg
+        })
+        .collect();
     format!("{}_{ty}", namespace.replace(['.', '-'], ""))
 }
 
@@ -269,12 +276,26 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     let prefix = op_prefix(&ty.namespace, &ty.type_name);
     let tag = ty.display_name();
     let version = api_version(&ty.api_versions);
-    let group_path = format!(
-        "/subscriptions/{{subscriptionId}}/resourceGroups/{{resourceGroupName}}/providers/{}/{}",
-        ty.namespace, ty.type_name
-    );
+    // A child type's path names each parent: `…/virtualNetworks/{virtualNetworksName}/subnets`.
+    let (parents, leaf) = match ty.type_name.rsplit_once('/') {
+        Some((parents, leaf)) => (parents.split('/').collect::<Vec<_>>(), leaf),
+        None => (Vec::new(), ty.type_name.as_str()),
+    };
+    let mut group_path =
+        format!("/subscriptions/{{subscriptionId}}/resourceGroups/{{resourceGroupName}}/providers/{}", ty.namespace);
+    let mut parent_params = Vec::new();
+    for p in &parents {
+        group_path.push_str(&format!("/{p}/{{{p}Name}}"));
+        parent_params.push(path_param(
+            &format!("{p}Name"),
+            schemas::resource_name(None),
+            "The parent resource's name.",
+        ));
+    }
+    group_path.push_str(&format!("/{leaf}"));
     let resource_path = format!("{group_path}/{{resourceName}}");
-    let base = |own_rule: bool| vec![subscription_id(), group_name(), resource_name(ty, own_rule), version.clone()];
+    let scope_params = [vec![subscription_id(), group_name()], parent_params.clone()].concat();
+    let base = |own_rule: bool| [scope_params.clone(), vec![resource_name(ty, own_rule), version.clone()]].concat();
     let resource = schema_ref(&n.resource);
     let [lro_flag, lro_options] = lro("azure-async-operation");
 
@@ -295,7 +316,11 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
                 ),
             )
             .answer(201, json_answer("Created; follow `Azure-AsyncOperation`.", resource.clone(), async_headers(true)))
-            .errors(&[400, 403, 408, 409, 413, 415, 500, 503])
+            .errors(if parents.is_empty() {
+                &[400, 403, 408, 409, 413, 415, 500, 503]
+            } else {
+                &[400, 403, 404, 408, 409, 413, 415, 500, 503]
+            })
             .with(lro_flag.0, lro_flag.1.clone())
             .with(lro_options.0, lro_options.1.clone());
     let mut patch_params = base(false);
@@ -338,30 +363,32 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
         json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),
         json!({"name": "$skipToken", "in": "query", "required": false, "description": "From a `nextLink`; anything else is `400 InvalidSkipToken`.", "schema": {"type": "string"}}),
     ];
-    let list = |id: &str, summary: String, mut params: Vec<Value>| {
+    let list = |id: &str, summary: String, mut params: Vec<Value>, errors: &'static [u16]| {
         params.extend([version.clone()]);
         params.extend(paging.iter().cloned());
         Op::new(format!("{prefix}_{id}"), summary, &tag, params)
             .answer(200, json_answer("A page, in key order.", schema_ref(&n.list), request_id()))
-            .errors(&[400, 403, 500, 503])
+            .errors(errors)
             .with("x-ms-pageable", json!({"nextLinkName": "nextLink"}))
             .build(setting)
     };
-    out.insert(
-        group_path,
-        json!({"get": list("ListByResourceGroup", format!("Lists the {} of a resource group.", ty.type_name), vec![subscription_id(), group_name()])}),
-    );
-    out.insert(
-        format!("/subscriptions/{{subscriptionId}}/providers/{}/{}", ty.namespace, ty.type_name),
-        json!({"get": list("ListBySubscription", format!("Lists the {} of a subscription.", ty.type_name), vec![subscription_id()])}),
-    );
-    role_assignment_paths(
-        &resource_path,
-        &format!("{prefix}_RoleAssignments"),
-        base(false)[..3].to_vec(),
-        setting,
-        out,
-    );
+    if parents.is_empty() {
+        out.insert(
+            group_path,
+            json!({"get": list("ListByResourceGroup", format!("Lists the {} of a resource group.", ty.type_name), scope_params.clone(), &[400, 403, 500, 503])}),
+        );
+        out.insert(
+            format!("/subscriptions/{{subscriptionId}}/providers/{}/{}", ty.namespace, ty.type_name),
+            json!({"get": list("ListBySubscription", format!("Lists the {} of a subscription.", ty.type_name), vec![subscription_id()], &[400, 403, 500, 503])}),
+        );
+    } else {
+        let summary = format!("Lists the {leaf} of one {}.", parents.join("/"));
+        let op = list("ListByParent", summary, scope_params.clone(), &[400, 403, 404, 500, 503]);
+        out.insert(group_path, json!({"get": op}));
+    }
+    let mut scope = scope_params;
+    scope.push(resource_name(ty, false));
+    role_assignment_paths(&resource_path, &format!("{prefix}_RoleAssignments"), scope, setting, out);
 }
 
 /// `{scope}/providers/Slipway.Authorization/roleAssignments[/{roleAssignmentName}]`.

@@ -97,7 +97,8 @@ fn embedded(schema: &Value, name: &str) -> Value {
 
 /// Component names of a type's schemas.
 pub(super) struct TypeNames {
-    /// `Slipway.Example.virtualNetworks`: the resource body.
+    /// `Slipway.Example.virtualNetworks` (a child type `….virtualNetworks.subnets`): the
+    /// resource body.
     pub resource: String,
     pub list: String,
     pub put: String,
@@ -108,7 +109,7 @@ pub(super) struct TypeNames {
 
 impl TypeNames {
     pub fn of(ty: &ResourceType) -> Self {
-        let base = format!("{}.{}", ty.namespace, ty.type_name);
+        let base = format!("{}.{}", ty.namespace, ty.type_name.replace('/', "."));
         TypeNames {
             resource: base.clone(),
             list: format!("{base}.List"),

@@ -118,8 +118,19 @@ pub enum FailureKind {
     Permanent,
 }
 
-/// Decides the next effect, applying I/O-free changes to `snap`.
+/// Decides the next effect, applying I/O-free changes to `snap`. A resource that becomes
+/// `Succeeded` here wakes its children (they may be waiting for it).
 pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
+    let was = snap.resource.as_ref().map(|r| r.provisioning_state);
+    let effect = decide_next(snap, policy, now);
+    let is = snap.resource.as_ref().map(|r| r.provisioning_state);
+    if policy.wakes_children && is == Some(ProvisioningState::Succeeded) && was != is {
+        snap.wake_children = true;
+    }
+    effect
+}
+
+fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
     if snap.resource.is_none() {
         return Effect::Sleep { until: None };
     }
@@ -266,6 +277,9 @@ fn begin_launch(
         if let Some(status) = running {
             snap.set_operation_status(&op_id, status, None, now);
         }
+        if let Some(o) = snap.operation_mut(&op_id) {
+            o.waiting_on = None;
+        }
     }
     Effect::Launch { key }
 }
@@ -340,11 +354,27 @@ fn decide_provision(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) ->
             return Effect::Poll { key: l.idempotency_key };
         } else if let Some(j) = op_job {
             finish_from_job(snap, &op.id, &j, false, now);
+        } else if let Some(parent) = waiting_on(snap) {
+            // Woken by the parent's change; at the latest, the operation's deadline ends it.
+            if let Some(o) = snap.operation_mut(&op.id) {
+                o.waiting_on = Some(parent);
+            }
+            return Effect::Sleep { until: Some(op.start_time.add(policy.deadline(op.request))) };
         } else {
             return begin_launch(snap, policy, JobType::Provision, Some(op.id), now);
         }
     }
     converge(snap, policy, now)
+}
+
+/// The parent a child's provisioning job waits for: its job starts only once the parent is
+/// `Succeeded` (the parent's record is in `snap.related`).
+fn waiting_on(snap: &Snapshot) -> Option<String> {
+    let parent = res(snap).id.parent()?;
+    match snap.related(&parent) {
+        Some(p) if p.provisioning_state == ProvisioningState::Succeeded => None,
+        _ => Some(parent.to_string()),
+    }
 }
 
 /// No operation in progress: keep the resource at its desired config (OSAC lifecycle).
@@ -377,6 +407,8 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
         Action::Poll => Effect::Poll { key: latest.expect("poll has a job").idempotency_key },
         Action::Requeue => Effect::Sleep { until: Some(now.add(policy.poll_interval)) },
         Action::Trigger | Action::Backoff if stopped || policy.backoff.is_none() => Effect::Sleep { until: None },
+        // A convergence retry of a child waits for its parent too (woken by it).
+        Action::Trigger | Action::Backoff if waiting_on(snap).is_some() => Effect::Sleep { until: None },
         Action::Trigger => begin_launch(snap, policy, JobType::Provision, None, now),
         Action::Backoff => {
             let latest = latest.expect("backoff has a job");

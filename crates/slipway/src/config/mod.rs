@@ -157,6 +157,24 @@ impl Config {
                 )));
             }
             t.name_rule()?;
+            if let Some(parent) = t.parent_type() {
+                let declared = self.types.iter().any(|p| {
+                    p.namespace.eq_ignore_ascii_case(&t.namespace) && p.type_name.eq_ignore_ascii_case(parent)
+                });
+                if !declared {
+                    return Err(ConfigError::Invalid(format!(
+                        "type {}/{}: its parent type {}/{parent} is not configured",
+                        t.namespace, t.type_name, t.namespace
+                    )));
+                }
+            }
+            if t.type_name.split('/').any(|seg| seg.is_empty() || !seg.chars().all(|c| c.is_ascii_alphanumeric())) {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{}: a type name is letters and digits, a child type's segments joined by '/' \
+                     (virtualNetworks/subnets)",
+                    t.namespace, t.type_name
+                )));
+            }
         }
         self.notifications.callback_policy()?;
         self.tls_options()?;

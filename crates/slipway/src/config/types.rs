@@ -12,6 +12,8 @@ use super::*;
 #[serde(deny_unknown_fields)]
 pub struct TypeConfig {
     pub namespace: String,
+    /// The type's name; a child type names its parent type first: `virtualNetworks/subnets`
+    /// (ids nest: `…/virtualNetworks/{v}/subnets/{s}`).
     #[serde(rename = "type")]
     pub type_name: String,
     pub kind: String,
@@ -58,6 +60,17 @@ pub struct TypeConfig {
 }
 
 impl TypeConfig {
+    /// A child type's parent type (`virtualNetworks` for `virtualNetworks/subnets`).
+    pub fn parent_type(&self) -> Option<&str> {
+        self.type_name.rsplit_once('/').map(|(parent, _)| parent)
+    }
+
+    /// Whether `other` is a child type of this one.
+    pub fn is_parent_of(&self, other: &TypeConfig) -> bool {
+        self.namespace.eq_ignore_ascii_case(&other.namespace)
+            && other.parent_type().is_some_and(|p| p.eq_ignore_ascii_case(&self.type_name))
+    }
+
     /// The type's rule for resource names; a bad pattern or length is an error naming the type.
     pub fn name_rule(&self) -> Result<NameRule, ConfigError> {
         let name = format!("{}/{}", self.namespace, self.type_name);

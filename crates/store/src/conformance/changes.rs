@@ -34,7 +34,7 @@ pub async fn case_create_and_read_back(store: &dyn Store) {
 
     // The next transaction sees what this one committed, the open operation included.
     let again = noop(store, ChangeRequest::new(shouty.key(), at(SECOND))).await;
-    assert_eq!(again, Snapshot { resource: Some(rec), operations: vec![operation], notifications: vec![] });
+    assert_eq!(again, Snapshot { resource: Some(rec), operations: vec![operation], ..Snapshot::default() });
 }
 
 async fn operation_of(store: &dyn Store, subscription: &str, id: &OperationId) -> Option<Operation> {
@@ -327,6 +327,7 @@ pub async fn case_delete_completion_removes_resource_keeps_operation(store: &dyn
             subscription: "sub-done".into(),
             resource_group: None,
             type_key: vnet_type(),
+            under: None,
             after: None,
             limit: 10,
         })

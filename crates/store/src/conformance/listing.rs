@@ -31,6 +31,7 @@ async fn list(store: &dyn Store, group: Option<&str>, after: Option<ResourceKey>
             subscription: "sub-list".into(),
             resource_group: group.map(str::to_string),
             type_key: vnet_type(),
+            under: None,
             after,
             limit,
         })
@@ -97,8 +98,14 @@ pub async fn check_corrupt_rows_are_internal(store: &dyn Store, id: &ArmId, othe
     assert!(internal(&store.change(ChangeRequest::new(id.key(), at(1)), noop()).await.expect_err("corrupt")));
     assert!(internal(&store.change(ChangeRequest::new(other.key(), at(1)), noop()).await.expect_err("corrupt op")));
     assert!(internal(&store.get_operation(&"sub".into(), &op_id(2), T0).await.expect_err("corrupt op")));
-    let query =
-        ListQuery { subscription: "sub".into(), resource_group: None, type_key: id.type_key(), after: None, limit: 10 };
+    let query = ListQuery {
+        subscription: "sub".into(),
+        resource_group: None,
+        type_key: id.type_key(),
+        under: None,
+        after: None,
+        limit: 10,
+    };
     assert!(internal(&store.list_resources(&query).await.expect_err("corrupt")));
     let claim = ClaimRequest {
         owner: "a".into(),

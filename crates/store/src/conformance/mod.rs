@@ -17,6 +17,7 @@
 
 mod changes;
 mod claims;
+mod composition;
 mod concurrency;
 mod entries;
 mod listing;
@@ -24,6 +25,7 @@ mod outbox;
 
 pub use changes::*;
 pub use claims::*;
+pub use composition::*;
 pub use concurrency::*;
 pub use entries::*;
 pub use listing::*;
@@ -101,6 +103,9 @@ macro_rules! conformance_suite {
             case_terminal_operations_load_only_on_request,
             case_cancel_operation,
             case_outputs_are_written_replaced_and_kept,
+            case_a_change_reads_its_related_resources_as_committed,
+            case_waking_children_makes_the_subtree_due,
+            case_a_child_collection_lists_one_parents_children,
             case_notifications_lifecycle,
             case_notifications_deferred,
             case_claim_intent_lane_first,

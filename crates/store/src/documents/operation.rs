@@ -40,6 +40,9 @@ pub(crate) struct OperationDocument {
     last_transition_time: i64,
     #[serde(rename = "percentComplete", default, skip_serializing_if = "Option::is_none")]
     percent_complete: Option<u8>,
+    /// The id of the resource the operation's job waits for.
+    #[serde(rename = "waitingOn", default, skip_serializing_if = "Option::is_none")]
+    waiting_on: Option<String>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
     notification_uri: Option<String>,
     /// Always written, even when every field is empty (`{}`).
@@ -119,6 +122,7 @@ impl From<&Operation> for OperationDocument {
             start_time,
             last_transition_time,
             percent_complete,
+            waiting_on,
             notification_uri,
             initiator,
             api_version,
@@ -135,6 +139,7 @@ impl From<&Operation> for OperationDocument {
             start_time: start_time.as_millis(),
             last_transition_time: last_transition_time.as_millis(),
             percent_complete: *percent_complete,
+            waiting_on: waiting_on.clone(),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
             api_version: api_version.clone(),
@@ -158,6 +163,7 @@ impl TryFrom<OperationDocument> for Operation {
             start_time,
             last_transition_time,
             percent_complete,
+            waiting_on,
             notification_uri,
             initiator,
             api_version,
@@ -174,6 +180,7 @@ impl TryFrom<OperationDocument> for Operation {
             start_time: Timestamp(start_time),
             last_transition_time: Timestamp(last_transition_time),
             percent_complete,
+            waiting_on,
             notification_uri,
             initiator: initiator.into(),
             api_version,

@@ -80,8 +80,12 @@ pub(crate) struct ArmIdDocument {
     resource_group: String,
     #[serde(rename = "namespace")]
     namespace: String,
+    /// The full type (`virtualNetworks/subnets` for a child).
     #[serde(rename = "typeName")]
     type_name: String,
+    /// A child's parents' names, outermost first; absent for a top-level resource.
+    #[serde(rename = "parentNames", default, skip_serializing_if = "Vec::is_empty")]
+    parent_names: Vec<String>,
     #[serde(rename = "name")]
     name: String,
 }
@@ -245,12 +249,13 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
 
 impl From<&ArmId> for ArmIdDocument {
     fn from(id: &ArmId) -> Self {
-        let ArmId { subscription, resource_group, namespace, type_name, name } = id;
+        let ArmId { subscription, resource_group, namespace, type_name, parent_names, name } = id;
         ArmIdDocument {
             subscription: subscription.clone(),
             resource_group: resource_group.clone(),
             namespace: namespace.clone(),
             type_name: type_name.clone(),
+            parent_names: parent_names.clone(),
             name: name.clone(),
         }
     }
@@ -259,8 +264,8 @@ impl From<&ArmId> for ArmIdDocument {
 impl From<ArmIdDocument> for ArmId {
     /// As stored, without validating again (the API validated it before it was written).
     fn from(id: ArmIdDocument) -> Self {
-        let ArmIdDocument { subscription, resource_group, namespace, type_name, name } = id;
-        ArmId { subscription, resource_group, namespace, type_name, name }
+        let ArmIdDocument { subscription, resource_group, namespace, type_name, parent_names, name } = id;
+        ArmId { subscription, resource_group, namespace, type_name, parent_names, name }
     }
 }
 

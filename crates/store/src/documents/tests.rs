@@ -55,6 +55,7 @@ fn full_record() -> ResourceRecord {
             resource_group: "My.RG".into(),
             namespace: "Slipway.Example".into(),
             type_name: "virtualNetworks".into(),
+            parent_names: Vec::new(),
             name: "VNet1".into(),
         },
         kind: "VirtualNetwork".into(),
@@ -121,6 +122,9 @@ fn full_operation() -> Operation {
         start_time: Timestamp(1_764_449_790_000),
         last_transition_time: Timestamp(1_764_449_990_000),
         percent_complete: Some(40),
+        waiting_on: Some(
+            "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1".into(),
+        ),
         notification_uri: Some("https://callback.example/notify?x=1".into()),
         initiator: Initiator {
             tenant_id: "tenant-1".into(),
@@ -314,6 +318,7 @@ const FULL_OPERATION_V1: &str = r#"{
   "startTime": 1764449790000,
   "lastTransitionTime": 1764449990000,
   "percentComplete": 40,
+  "waitingOn": "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1",
   "notificationUri": "https://callback.example/notify?x=1",
   "initiator": {
     "tenantId": "tenant-1",
@@ -369,6 +374,7 @@ fn minimal_record() -> ResourceRecord {
             resource_group: "rg".into(),
             namespace: "ns".into(),
             type_name: "t".into(),
+            parent_names: Vec::new(),
             name: "n".into(),
         },
         kind: "Thing".into(),
@@ -422,6 +428,7 @@ fn minimal_operation() -> Operation {
         start_time: Timestamp(1),
         last_transition_time: Timestamp(2),
         percent_complete: None,
+        waiting_on: None,
         notification_uri: None,
         initiator: Initiator::default(),
         api_version: "2025-01-01".into(),

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use deadpool_postgres::{Object, Transaction};
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::resource::Snapshot;
+use slipway_domain::resource::{ResourceRecord, Snapshot};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
@@ -76,6 +76,17 @@ const UPDATE_RESOURCES: &str = "UPDATE resources r SET subscription = u.subscrip
      WHERE r.key = u.key";
 
 const DELETE_RESOURCES: &str = "DELETE FROM resources WHERE key = ANY($1)";
+
+/// Resources changes read as context (a child's parent): under their keys' advisory locks,
+/// which every change of them takes, so no row lock is needed.
+const RELATED_RESOURCES: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = ANY($1)");
+
+/// Wake-ups: each range's resources become due at its time (unless due sooner) in the
+/// intent lane, as a client's write would make them. Runs after the resource writes, so a row
+/// written in the same batch is woken too.
+const WAKE_RANGES: &str = "UPDATE resources r SET next_due = LEAST(COALESCE(r.next_due, u.now), u.now), intent = TRUE
+     FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS u(after, before, now)
+     WHERE r.key > u.after AND r.key < u.before";
 
 /// New operations in snapshot order (which `seq` then keeps).
 const INSERT_OPERATIONS: &str =
@@ -226,12 +237,34 @@ async fn change_batch(
     let mut keys: Vec<&str> = batch.iter().map(|q| q.req.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
+    let mut related: Vec<String> = batch
+        .iter()
+        .flat_map(|q| q.req.related.iter().map(|k| normalize_key(k).as_str().to_string()))
+        .filter(|k| keys.binary_search(&k.as_str()).is_err())
+        .collect();
+    related.sort_unstable();
+    related.dedup();
     let tx = client.transaction().await?;
-    let mut current = load(&tx, &keys, &batch).await?;
+    let (mut current, context) = load(&tx, &keys, &related, &batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut plans: BTreeMap<String, ChangePlan> = BTreeMap::new();
     for queued in batch.iter() {
+        // A related resource changed earlier in this batch is seen as that change left it.
+        let seen: Vec<_> = queued
+            .req
+            .related
+            .iter()
+            .filter_map(|k| {
+                let k = normalize_key(k);
+                match current.get(k.as_str()) {
+                    Some(snapshot) => snapshot.resource.clone(),
+                    None => context.get(k.as_str()).cloned(),
+                }
+            })
+            .collect();
         let snapshot = current.get_mut(queued.req.key.as_str()).expect("every key was loaded");
+        snapshot.related = seen;
+        snapshot.wake_children = false;
         outcomes.push(decide(queued, snapshot, operation_ttl, &mut plans));
     }
     let mut rows = WriteRows::default();
@@ -273,16 +306,19 @@ fn decide(
 async fn load(
     tx: &Transaction<'_>,
     keys: &[&str],
+    related: &[String],
     batch: &[Arc<Queued>],
-) -> Result<BTreeMap<String, Snapshot>, Failure> {
-    let (lock, resources, open, named) = tokio::join!(
+) -> Result<(BTreeMap<String, Snapshot>, BTreeMap<String, ResourceRecord>), Failure> {
+    let (lock, resources, open, named, context) = tokio::join!(
         biased;
         tx.prepare_cached(LOCK_KEYS),
         tx.prepare_cached(RESOURCES_FOR_UPDATE),
         tx.prepare_cached(OPEN_OPERATIONS),
         tx.prepare_cached(NAMED_OPERATIONS),
+        tx.prepare_cached(RELATED_RESOURCES),
     );
-    let (lock, resources, open, named) = (lock?, resources?, open?, named?);
+    let (lock, resources, open, named, context) = (lock?, resources?, open?, named?, context?);
+    let locked_keys: Vec<&str> = keys.iter().copied().chain(related.iter().map(String::as_str)).collect();
     let naming: Vec<(usize, &str, &str)> = batch
         .iter()
         .enumerate()
@@ -301,14 +337,28 @@ async fn load(
     // order: the locks first, then the reads see what the previous holders committed. After
     // an error the server refuses the rest, so the first error in order is the cause.
     let by_keys: [&(dyn ToSql + Sync); 1] = [&keys];
-    let (locked, resources, open, named) = tokio::join!(
+    let by_locked_keys: [&(dyn ToSql + Sync); 1] = [&locked_keys];
+    let context_rows = async {
+        if related.is_empty() {
+            return Ok(Vec::new());
+        }
+        tx.query(&context, &[&related]).await
+    };
+    let (locked, resources, open, named, context) = tokio::join!(
         biased;
-        tx.execute(&lock, &by_keys),
+        tx.execute(&lock, &by_locked_keys),
         tx.query(&resources, &by_keys),
         tx.query(&open, &by_keys),
         named_rows,
+        context_rows,
     );
-    let (_, resources, open, named) = (locked?, resources?, open?, named?);
+    let (_, resources, open, named, context) = (locked?, resources?, open?, named?, context?);
+    let mut related_records = BTreeMap::new();
+    for row in &context {
+        let record = rows::read_resource_row(row)?;
+        let key = record.key.clone();
+        related_records.insert(key, record.into_record()?);
+    }
     let mut snapshots: BTreeMap<String, Snapshot> = keys.iter().map(|k| (k.to_string(), Snapshot::default())).collect();
     for row in &resources {
         let record = rows::read_resource_row(row)?;
@@ -336,7 +386,7 @@ async fn load(
             }
         }
     }
-    Ok(snapshots)
+    Ok((snapshots, related_records))
 }
 
 /// Every row a batch writes, as the parallel arrays `unnest` takes.
@@ -351,6 +401,9 @@ struct WriteRows {
     notification_operations: Vec<String>,
     notification_uris: Vec<String>,
     notification_due: Vec<i64>,
+    wake_after: Vec<String>,
+    wake_before: Vec<String>,
+    wake_now: Vec<i64>,
 }
 
 impl WriteRows {
@@ -370,6 +423,11 @@ impl WriteRows {
             self.notification_uris.push(n.uri);
             self.notification_due.push(n.due_at);
         }
+        if let Some(w) = plan.wake {
+            self.wake_after.push(w.after);
+            self.wake_before.push(w.before);
+            self.wake_now.push(w.now);
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -379,6 +437,7 @@ impl WriteRows {
             && self.inserted_operations.id.is_empty()
             && self.updated_operations.id.is_empty()
             && self.notification_uris.is_empty()
+            && self.wake_now.is_empty()
     }
 
     /// All statements sent at once; the server runs them in this order and refuses the rest
@@ -392,6 +451,7 @@ impl WriteRows {
             (!self.inserted_operations.id.is_empty()).then_some(INSERT_OPERATIONS),
             (!self.updated_operations.id.is_empty()).then_some(UPDATE_OPERATIONS),
             (!self.notification_uris.is_empty()).then_some(INSERT_NOTIFICATIONS),
+            (!self.wake_now.is_empty()).then_some(WAKE_RANGES),
         ];
         let mut prepared = Vec::with_capacity(statements.len());
         for sql in statements {
@@ -409,6 +469,7 @@ impl WriteRows {
             &self.notification_uris,
             &self.notification_due,
         ];
+        let woken: [&(dyn ToSql + Sync); 3] = [&self.wake_after, &self.wake_before, &self.wake_now];
         let results = tokio::join!(
             biased;
             execute_if(tx, prepared[0].as_ref(), &deleted),
@@ -417,6 +478,7 @@ impl WriteRows {
             execute_if(tx, prepared[3].as_ref(), &inserted_ops),
             execute_if(tx, prepared[4].as_ref(), &updated_ops),
             execute_if(tx, prepared[5].as_ref(), &notified),
+            execute_if(tx, prepared[6].as_ref(), &woken),
         );
         results.0?;
         results.1?;
@@ -424,6 +486,7 @@ impl WriteRows {
         results.3?;
         results.4?;
         results.5?;
+        results.6?;
         Ok(())
     }
 }

@@ -67,8 +67,7 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
     let fetch = sql_limit(limit.saturating_add(1));
     let type_key = query.type_key.as_str().to_ascii_lowercase();
     let subscription = query.subscription.as_str();
-    // Every key starts with '/', so '' sorts before all of them.
-    let after = query.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+    let (after, before) = query.key_range();
     let rows = match &query.resource_group {
         Some(group) => {
             let stmt = client
@@ -77,11 +76,12 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
                     resource_columns!(),
                     " FROM resources
                      WHERE type_key = $1 AND subscription = $2 AND resource_group = $3 AND key > $4
+                       AND ($6::TEXT IS NULL OR key < $6)
                      ORDER BY key LIMIT $5"
                 ))
                 .await?;
             let group = group.to_ascii_lowercase();
-            client.query(&stmt, &[&type_key, &subscription, &group, &after, &fetch]).await?
+            client.query(&stmt, &[&type_key, &subscription, &group, &after, &fetch, &before]).await?
         }
         None => {
             let stmt = client
@@ -89,11 +89,11 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
                     "SELECT ",
                     resource_columns!(),
                     " FROM resources
-                     WHERE type_key = $1 AND subscription = $2 AND key > $3
+                     WHERE type_key = $1 AND subscription = $2 AND key > $3 AND ($5::TEXT IS NULL OR key < $5)
                      ORDER BY key LIMIT $4"
                 ))
                 .await?;
-            client.query(&stmt, &[&type_key, &subscription, &after, &fetch]).await?
+            client.query(&stmt, &[&type_key, &subscription, &after, &fetch, &before]).await?
         }
     };
     let more = rows.len() > limit;

@@ -41,8 +41,7 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
     let fetch = sql_limit(limit.saturating_add(1));
     let type_key = query.type_key.as_str().to_ascii_lowercase();
     let subscription = query.subscription.as_str();
-    // Every key starts with '/', so '' sorts before all of them.
-    let after = query.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+    let (after, before) = query.key_range();
     let rows: Vec<ResourceRow> = match &query.resource_group {
         Some(group) => {
             let mut stmt = conn
@@ -51,12 +50,16 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                     resource_columns!(),
                     " FROM resources
                      WHERE type_key = ?1 AND subscription = ?2 AND resource_group = ?3 AND key > ?4
+                       AND (?6 IS NULL OR key < ?6)
                      ORDER BY key LIMIT ?5"
                 ))
                 .map_err(db_error)?;
-            stmt.query_map(params![type_key, subscription, group.to_ascii_lowercase(), after, fetch], read_resource_row)
-                .and_then(Iterator::collect)
-                .map_err(db_error)?
+            stmt.query_map(
+                params![type_key, subscription, group.to_ascii_lowercase(), after, fetch, before],
+                read_resource_row,
+            )
+            .and_then(Iterator::collect)
+            .map_err(db_error)?
         }
         None => {
             let mut stmt = conn
@@ -64,11 +67,11 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                     "SELECT ",
                     resource_columns!(),
                     " FROM resources
-                     WHERE type_key = ?1 AND subscription = ?2 AND key > ?3
+                     WHERE type_key = ?1 AND subscription = ?2 AND key > ?3 AND (?5 IS NULL OR key < ?5)
                      ORDER BY key LIMIT ?4"
                 ))
                 .map_err(db_error)?;
-            stmt.query_map(params![type_key, subscription, after, fetch], read_resource_row)
+            stmt.query_map(params![type_key, subscription, after, fetch, before], read_resource_row)
                 .and_then(Iterator::collect)
                 .map_err(db_error)?
         }

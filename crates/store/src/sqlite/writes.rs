@@ -23,6 +23,7 @@ pub(super) fn change(
     let key = normalize_key(&req.key);
     let before = load_snapshot(conn, &key, req)?;
     req.check_fence(&before)?;
+    // One writer: nothing can change the related resources before this commits.
     let mut after = before.clone();
     change(&mut after)?;
     execute(conn, &key, &ChangePlan::of(&key, &before, &after, req.now, operation_ttl)?)?;
@@ -46,7 +47,11 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
             operations.extend(rows::get_operation(conn, subscription.as_str(), id, req.now)?);
         }
     }
-    Ok(Snapshot { resource, operations, notifications: Vec::new() })
+    let mut related = Vec::new();
+    for k in &req.related {
+        related.extend(rows::get_resource(conn, &normalize_key(k))?);
+    }
+    Ok(Snapshot { resource, operations, related, ..Snapshot::default() })
 }
 
 /// Runs a plan's rows one statement each.
@@ -114,6 +119,15 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
         for n in &plan.notifications {
             insert.execute(params![n.subscription, n.operation_id, n.uri, n.due_at]).map_err(db_error)?;
         }
+    }
+    if let Some(w) = &plan.wake {
+        let mut wake = conn
+            .prepare_cached(
+                "UPDATE resources SET next_due = MIN(COALESCE(next_due, ?3), ?3), intent = 1
+                 WHERE key > ?1 AND key < ?2",
+            )
+            .map_err(db_error)?;
+        wake.execute(params![w.after, w.before, w.now]).map_err(db_error)?;
     }
     Ok(())
 }

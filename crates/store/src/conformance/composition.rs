@@ -1,0 +1,124 @@
+//! Resources that compose: a change reads related resources (a child's parent) as context,
+//! wakes the resources nested under it, and a child type's collection lists one parent's
+//! children.
+
+use super::*;
+
+/// `/…/virtualNetworks/{vnet}/subnets/{name}`.
+pub fn subnet(vnet_id: &ArmId, name: &str) -> ArmId {
+    let mut id = vnet_id.clone();
+    id.type_name = format!("{}/subnets", vnet_id.type_name);
+    id.parent_names.push(vnet_id.name.clone());
+    id.name = name.to_string();
+    id
+}
+
+/// Creates `id` (any type) as a PUT does, due at `due` (`None`: not due).
+async fn seed_due(store: &dyn Store, id: &ArmId, op: u64, due: Option<Timestamp>) {
+    let target = id.clone();
+    let c = ctx(op, T0);
+    let req = ChangeRequest::new(id.key(), T0).with_related(id.parent().map(|p| p.key()));
+    apply(store, req, move |s| {
+        admission::admit_put(s, &target, KIND, spec(1), &c)?;
+        s.resource.as_mut().ok_or(Rejection::NotFound)?.schedule = Schedule { next_due: due, intent: false };
+        Ok(())
+    })
+    .await
+    .expect("seed");
+}
+
+pub async fn case_a_change_reads_its_related_resources_as_committed(store: &dyn Store) {
+    let parent = vnet("Sub-Related", "rg", "v1");
+    let child = subnet(&parent, "s1");
+    seed_due(store, &parent, 1, None).await;
+    let missing = vnet("Sub-Related", "rg", "gone");
+    let req = ChangeRequest::new(child.key(), at(SECOND)).with_related([parent.key(), missing.key()]);
+    let seen = apply(store, req, move |s| {
+        // A change of a related record is never written back.
+        if let Some(p) = s.related.first_mut() {
+            p.spec.properties = json!({"tampered": true});
+        }
+        Ok(())
+    })
+    .await
+    .expect("change");
+    assert_eq!(seen.related.len(), 1, "an absent related resource is left out");
+    assert_eq!(seen.related[0].id, parent);
+    assert_eq!(resource(store, &parent.key()).await.spec, spec(1), "related records are read-only");
+    // The snapshot finds a related record by id, in any casing.
+    let shouty = ArmId::parse(&parent.to_string().to_ascii_uppercase()).expect("valid id");
+    let wanted = parent.clone();
+    let again = apply(store, ChangeRequest::new(child.key(), at(2 * SECOND)).with_related([shouty.key()]), move |s| {
+        assert!(s.related(&wanted).is_some(), "found by id");
+        Ok(())
+    })
+    .await
+    .expect("change");
+    assert_eq!(again.related.len(), 1);
+}
+
+pub async fn case_waking_children_makes_the_subtree_due(store: &dyn Store) {
+    let parent = vnet("Sub-Wake", "rg", "v1");
+    let (a, b) = (subnet(&parent, "a"), subnet(&parent, "b"));
+    let grandchild = {
+        let mut id = subnet(&a, "p1");
+        id.type_name = "virtualNetworks/subnets/ports".into();
+        id
+    };
+    // A resource whose name extends the parent's is not under it.
+    let lookalike_parent = vnet("Sub-Wake", "rg", "v10");
+    let lookalike = subnet(&lookalike_parent, "c");
+    seed_due(store, &parent, 1, None).await;
+    seed_due(store, &a, 2, None).await;
+    seed_due(store, &b, 3, Some(at(SECOND))).await;
+    seed_due(store, &grandchild, 4, Some(at(3600 * SECOND))).await;
+    seed_due(store, &lookalike_parent, 5, None).await;
+    seed_due(store, &lookalike, 6, None).await;
+    let now = at(10 * SECOND);
+    apply(store, ChangeRequest::new(parent.key(), now), |s| {
+        s.wake_children = true;
+        Ok(())
+    })
+    .await
+    .expect("wake");
+    let due = |id: &ArmId| {
+        let key = id.key();
+        async move { resource(store, &key).await.schedule.next_due }
+    };
+    assert_eq!(due(&a).await, Some(now), "a sleeping child is due now");
+    assert_eq!(due(&b).await, Some(at(SECOND)), "one due sooner keeps its time");
+    assert_eq!(due(&grandchild).await, Some(now), "the whole subtree is woken");
+    assert_eq!(due(&lookalike).await, None, "a sibling with a longer name is not under it");
+    assert_eq!(due(&parent).await, None, "the parent itself is not woken");
+    assert!(resource(store, &a.key()).await.schedule.intent, "woken like a client's write wakes it");
+    // The woken children are claimable now.
+    let claimed = store.claim(&claim_req("node-a", now, 10, 10)).await.expect("claim");
+    let mut claimed = keys(&claimed);
+    claimed.sort();
+    let mut want = vec![a.key(), b.key(), grandchild.key()];
+    want.sort();
+    assert_eq!(claimed, want);
+}
+
+pub async fn case_a_child_collection_lists_one_parents_children(store: &dyn Store) {
+    let (v1, v10) = (vnet("Sub-Children", "rg", "v1"), vnet("Sub-Children", "rg", "v10"));
+    for (i, id) in [v1.clone(), v10.clone(), subnet(&v1, "b"), subnet(&v1, "a"), subnet(&v10, "x")].iter().enumerate() {
+        seed_due(store, id, i as u64 + 1, None).await;
+    }
+    let query = |after: Option<ResourceKey>, limit: usize| ListQuery {
+        subscription: "sub-children".into(),
+        resource_group: Some("rg".into()),
+        type_key: subnet(&v1, "a").type_key(),
+        under: Some(v1.key()),
+        after,
+        limit,
+    };
+    let page = store.list_resources(&query(None, 1)).await.expect("list");
+    assert_eq!(keys(&page.items), vec![subnet(&v1, "a").key()]);
+    let rest = store.list_resources(&query(page.next, 10)).await.expect("list");
+    assert_eq!(keys(&rest.items), vec![subnet(&v1, "b").key()], "v10's subnet is not v1's");
+    assert_eq!(rest.next, None);
+    // The type's collection without a parent lists every subnet of the group.
+    let all = ListQuery { under: None, ..query(None, 10) };
+    assert_eq!(store.list_resources(&all).await.expect("list").items.len(), 3);
+}
