@@ -136,9 +136,23 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     if let Some(p) = op.percent_complete {
         body["percentComplete"] = json!(p);
     }
+    // Slipway extensions, in ARM's place for extra status data.
+    let mut properties = Map::new();
     if let Some(on) = &op.waiting_on {
-        // A Slipway extension, in ARM's place for extra status data.
-        body["properties"] = json!({ "waitingOn": on });
+        properties.insert("waitingOn".into(), json!(on));
+    }
+    if !op.child_operations.is_empty() {
+        // The children's operations live beside this one: same namespace and location.
+        let base = status_path.rsplit_once('/').map_or(status_path, |(base, _)| base);
+        let children: Vec<Value> = op
+            .child_operations
+            .iter()
+            .map(|c| json!({"resourceId": c.resource_id, "id": format!("{base}/{}", c.operation_id)}))
+            .collect();
+        properties.insert("childOperations".into(), Value::Array(children));
+    }
+    if !properties.is_empty() {
+        body["properties"] = Value::Object(properties);
     }
     if let Some(err) = &op.error {
         body["error"] = json!(WireError::from(err));

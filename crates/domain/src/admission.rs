@@ -96,6 +96,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         last_transition_time: ctx.now,
         percent_complete: None,
         waiting_on: None,
+        child_operations: Vec::new(),
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),
         api_version: ctx.api_version.clone(),

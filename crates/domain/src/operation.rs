@@ -43,6 +43,14 @@ pub mod codes {
     pub const OPERATION_TIMED_OUT: &str = "OperationTimedOut";
 }
 
+/// A child's delete, started by its parent's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChildOperation {
+    pub resource_id: String,
+    pub operation_id: OperationId,
+}
+
 /// Who asked: ARM identity headers, kept for visibility checks and correlation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -79,6 +87,9 @@ pub struct Operation {
     /// is not `Succeeded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_on: Option<String>,
+    /// A cascading delete's children and their own delete operations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub child_operations: Vec<ChildOperation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_uri: Option<String>,
     #[serde(default)]
@@ -146,6 +157,7 @@ pub(crate) mod tests {
             last_transition_time: Timestamp(0),
             percent_complete: None,
             waiting_on: None,
+            child_operations: Vec::new(),
             notification_uri: None,
             initiator: Initiator::default(),
             api_version: "2025-01-01".into(),

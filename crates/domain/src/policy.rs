@@ -36,8 +36,9 @@ pub struct TypePolicy {
     /// more fails.
     pub max_output_bytes: usize,
     /// The type has child types: when a resource of it becomes `Succeeded`, the resources
-    /// nested under it (children waiting for it) are woken.
-    pub wakes_children: bool,
+    /// nested under it (children waiting for it) are woken, and its engine steps read its
+    /// children (a delete deletes them first).
+    pub has_child_types: bool,
 }
 
 /// Outputs are shown on every GET of the resource and stored with it: 64 KiB.
@@ -57,7 +58,7 @@ impl Default for TypePolicy {
             cancel_retry: Duration::from_secs(60),
             launch_ambiguity: DEFAULT_LAUNCH_AMBIGUITY,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
-            wakes_children: false,
+            has_child_types: false,
         }
     }
 }

@@ -164,6 +164,12 @@ pub struct Snapshot {
     /// Set by a change: every resource nested under this one should be looked at now (a
     /// child waiting for its parent). Written as a wake-up, not as data.
     pub wake_children: bool,
+    /// Read-only, when the change asked for them: the resource's direct children (a parent's
+    /// cascading delete waits for them).
+    pub children: Vec<ResourceRecord>,
+    /// Set by a change: resources to look at now (a child's parent, when the child's delete
+    /// progressed). Written as wake-ups, not as data.
+    pub wake: Vec<ResourceKey>,
 }
 
 impl Snapshot {

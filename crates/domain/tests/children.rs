@@ -118,8 +118,8 @@ fn a_child_waiting_past_its_deadline_fails_and_stops_waiting() {
 
 #[test]
 fn a_parent_that_succeeds_wakes_its_children_once() {
-    for (wakes_children, want) in [(true, true), (false, false)] {
-        let policy = TypePolicy { wakes_children, ..TypePolicy::default() };
+    for (has_child_types, want) in [(true, true), (false, false)] {
+        let policy = TypePolicy { has_child_types, ..TypePolicy::default() };
         let mut w = World::created();
         w.policy = policy;
         w.launch(&key(1, 1), "1001");
@@ -127,7 +127,7 @@ fn a_parent_that_succeeds_wakes_its_children_once() {
         w.poll(&key(1, 1), observed(JobState::Succeeded, "successful", ""));
         w.decide();
         assert_eq!(w.res().provisioning_state, PS::Succeeded);
-        assert_eq!(w.snap.wake_children, want, "wakes_children = {wakes_children}");
+        assert_eq!(w.snap.wake_children, want, "has_child_types = {has_child_types}");
         w.snap.wake_children = false;
         w.decide();
         assert!(!w.snap.wake_children, "already Succeeded: no second wake");

@@ -232,7 +232,10 @@ impl Sim {
         let roll = if self.faults { self.rng.below(100) } else { 99 };
         let rate_limited = FailureKind::RateLimited { retry_after: secs(1 + self.rng.below(30)) };
         match effect {
-            Effect::Sleep { .. } | Effect::PollDuplicate { .. } | Effect::CancelDuplicate { .. } => unreachable!(),
+            Effect::Sleep { .. }
+            | Effect::PollDuplicate { .. }
+            | Effect::CancelDuplicate { .. }
+            | Effect::DeleteChildren { .. } => unreachable!(),
             Effect::Launch { key } => {
                 self.stats.launches += 1;
                 match roll {
@@ -443,6 +446,7 @@ impl Sim {
             Effect::PollDuplicate { key, .. } | Effect::CancelDuplicate { key, .. } => {
                 self.fail(&format!("a duplicate job of key {key} exists"))
             }
+            Effect::DeleteChildren { .. } => self.fail("a resource without children cascaded"),
         };
         let outcome = self.perform(&effect);
         self.check("after the effect");

@@ -104,7 +104,8 @@ pub(crate) async fn perform(
         Effect::Cancel { key } => (key, Io::Cancel, None),
         Effect::PollDuplicate { key, job_id } => (key, Io::Poll, Some(job_id)),
         Effect::CancelDuplicate { key, job_id } => (key, Io::Cancel, Some(job_id)),
-        Effect::Sleep { .. } => return None,
+        // Not the provider's: the worker runs a cascade itself.
+        Effect::Sleep { .. } | Effect::DeleteChildren { .. } => return None,
     };
     let job = match duplicate {
         None => res.jobs.iter().find(|j| &j.idempotency_key == key),

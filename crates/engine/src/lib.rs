@@ -13,6 +13,7 @@
 //! * On shutdown, in-flight effects finish and are recorded; leases are released.
 
 mod batch;
+mod cascade;
 mod effects;
 mod worker;
 

@@ -12,7 +12,7 @@ use slipway_domain::{ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
 use tokio::sync::watch;
 
-use crate::{Shared, Slot, effects};
+use crate::{Shared, Slot, cascade, effects};
 
 /// Pause before retrying a step the store could not take (e.g. the database is down).
 const STORE_RETRY: Duration = Duration::from_millis(500);
@@ -37,6 +37,9 @@ pub(crate) struct Worker {
     key_hash: u64,
     /// A child's parent: read with every change (its decisions wait for it).
     parent: Option<ResourceKey>,
+    /// The type has child types: its children are read with every change (a delete
+    /// cascades to them).
+    has_children: bool,
 }
 
 /// Why a wait ended.
@@ -54,6 +57,7 @@ impl Worker {
         slot: Arc<Slot>,
         stop: watch::Receiver<bool>,
     ) -> Self {
+        let has_children = shared.policies.get(&claimed.id.type_key()).is_some_and(|p| p.has_child_types);
         Worker {
             shared,
             key: claimed.key(),
@@ -66,6 +70,7 @@ impl Worker {
             watching: None,
             settled: None,
             parent: claimed.id.parent().map(|p| p.key()),
+            has_children,
             key_hash: {
                 use std::hash::{Hash, Hasher};
                 let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -139,7 +144,10 @@ impl Worker {
     }
 
     fn request(&self, now: Timestamp) -> ChangeRequest {
-        ChangeRequest::new(self.key.clone(), now).fenced(self.fence.clone()).with_related(self.parent.clone())
+        ChangeRequest::new(self.key.clone(), now)
+            .fenced(self.fence.clone())
+            .with_related(self.parent.clone())
+            .with_children(self.has_children)
     }
 
     /// One transaction: records what the last effect produced, then — unless that outcome
@@ -227,6 +235,11 @@ impl Worker {
     /// while our lease is surely held, checked before it and before every request of it.
     async fn perform(&self, effect: Effect) -> Result<Option<(Effect, Outcome)>, Relinquish> {
         let Some(snap) = self.settled.as_deref().filter(|s| s.resource.is_some()) else { return Ok(None) };
+        if let Effect::DeleteChildren { children } = &effect {
+            let outcome =
+                cascade::delete_children(&self.shared.store, self.shared.clock.as_ref(), snap, children).await;
+            return Ok(Some((effect, outcome)));
+        }
         let launching = matches!(effect, Effect::Launch { .. });
         if launching && !self.lease_surely_held() {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
@@ -423,7 +436,7 @@ fn effect_key(effect: &Effect) -> Option<&str> {
         | Effect::Cancel { key }
         | Effect::PollDuplicate { key, .. }
         | Effect::CancelDuplicate { key, .. } => Some(key),
-        Effect::Sleep { .. } => None,
+        Effect::Sleep { .. } | Effect::DeleteChildren { .. } => None,
     }
 }
 

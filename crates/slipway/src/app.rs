@@ -357,7 +357,7 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
             .map_err(|e| AppError::Config(e.to_string()))?
             .with_name_rule(names);
         let mut type_policy = policy(t, launch_ambiguity(config, &t.provider));
-        type_policy.wakes_children = config.types.iter().any(|c| t.is_parent_of(c));
+        type_policy.has_child_types = config.types.iter().any(|c| t.is_parent_of(c));
         policies.insert(ty.key(), type_policy);
         types.push(ty);
     }

@@ -139,3 +139,83 @@ async fn a_child_waits_for_its_parent_and_lives_under_it() {
     let (code, child) = server.get_json(&subnet).await;
     assert_eq!((code, child["properties"]["provisioningState"].as_str()), (200, Some("Succeeded")));
 }
+
+fn op_id_of(status_url: &str) -> String {
+    status_url.split('?').next().unwrap().rsplit('/').next().unwrap().to_string()
+}
+
+/// Creates `path` with `properties` and waits for it to succeed; its create operation's id.
+async fn create(server: &TestServer, path: &str, properties: Value) -> String {
+    let r = server.put(path, json!({"location": "local", "properties": properties})).await;
+    assert_eq!(r.status(), 201, "{path}");
+    let op = header(&r, "azure-asyncoperation").unwrap();
+    assert_eq!(server.wait_terminal(&op, T).await["status"], "Succeeded", "{path}");
+    op_id_of(&op)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_parent_deletes_its_children_first() {
+    let server = TestServer::start_full("", "", SUBNETS, |_| {}).await;
+    let vnet = rid("virtualNetworks", "v1");
+    let (s1, s2) = (format!("{vnet}/subnets/s1"), format!("{vnet}/subnets/s2"));
+    let parent_create = create(&server, &vnet, json!({"addressSpace": "10.0.0.0/16"})).await;
+    let child_creates = [create(&server, &s1, json!({})).await, create(&server, &s2, json!({})).await];
+
+    let r = server.http.delete(server.url(&vnet)).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let op = header(&r, "azure-asyncoperation").unwrap();
+    let done = server.wait_terminal(&op, T).await;
+    assert_eq!(done["status"], "Succeeded", "{done}");
+    for path in [&vnet, &s1, &s2] {
+        assert_eq!(server.get_json(path).await.0, 404, "{path} is gone");
+    }
+    // Each child had a delete operation of its own, readable by the client.
+    let children = done["properties"]["childOperations"].as_array().expect("the children's operations").clone();
+    let mut ids: Vec<&str> = children.iter().map(|c| c["resourceId"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [s1.as_str(), s2.as_str()]);
+    for c in &children {
+        let (code, child_op) =
+            server.follow(&format!("{}{}?api-version={}", server.base, c["id"].as_str().unwrap(), common::API)).await;
+        assert_eq!((code, child_op["status"].as_str()), (200, Some("Succeeded")), "{child_op}");
+    }
+    // The children's delete jobs ran before the parent's: the parent's comes last.
+    let launches = std::fs::read_to_string(server.dir.path().join("state/launches.log")).unwrap();
+    let last = launches.lines().last().unwrap();
+    assert!(last.starts_with(&parent_create), "the parent's delete job is the last: {launches}");
+    for c in &child_creates {
+        assert_eq!(
+            launches.lines().filter(|l| l.starts_with(c.as_str())).count(),
+            2,
+            "create and delete of {c}: {launches}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_cannot_be_deleted_holds_its_parent_and_says_why() {
+    let server = TestServer::start_full("", "", SUBNETS, |_| {}).await;
+    let vnet = rid("virtualNetworks", "v2");
+    let stuck = format!("{vnet}/subnets/stuck");
+    create(&server, &vnet, json!({"addressSpace": "10.0.0.0/16"})).await;
+    create(&server, &stuck, json!({"simulateDeleteFailure": true})).await;
+    let r = server.http.delete(server.url(&vnet)).send().await.unwrap();
+    let op = header(&r, "azure-asyncoperation").unwrap();
+    let deadline = std::time::Instant::now() + T;
+    let held = loop {
+        let s = op_status(&server, &op).await;
+        if s["error"]["details"].as_array().is_some_and(|d| !d.is_empty()) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the child's failure never showed: {s}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(held["status"], "Deleting", "the parent waits: {held}");
+    assert_eq!(held["error"]["details"][0]["target"], stuck.as_str(), "{held}");
+    assert!(held["error"]["details"][0]["message"].as_str().unwrap().contains("simulated delete failure"), "{held}");
+    assert!(held["error"]["message"].as_str().unwrap().starts_with(&format!("[{stuck}] ")), "{held}");
+    let (_, parent) = server.get_json(&vnet).await;
+    assert_eq!(parent["properties"]["provisioningState"], "Deleting");
+    let (_, child) = server.get_json(&stuck).await;
+    assert_eq!(child["properties"]["provisioningState"], "Deleting");
+}

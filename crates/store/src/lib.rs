@@ -49,13 +49,15 @@ pub struct ChangeRequest {
     pub fence: Option<Fence>,
     /// Resources the change reads as context (`Snapshot::related`): a child's parent.
     pub related: Vec<ResourceKey>,
+    /// Also read the resource's direct children (`Snapshot::children`).
+    pub children: bool,
     /// Stamps operation expiry (last write + TTL).
     pub now: Timestamp,
 }
 
 impl ChangeRequest {
     pub fn new(key: ResourceKey, now: Timestamp) -> Self {
-        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), now }
+        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), children: false, now }
     }
 
     pub fn fenced(mut self, fence: Fence) -> Self {
@@ -66,6 +68,12 @@ impl ChangeRequest {
     /// Reads `keys` as context too (see [`Snapshot::related`]).
     pub fn with_related(mut self, keys: impl IntoIterator<Item = ResourceKey>) -> Self {
         self.related.extend(keys);
+        self
+    }
+
+    /// Reads the resource's direct children too (see [`Snapshot::children`]).
+    pub fn with_children(mut self, children: bool) -> Self {
+        self.children = children;
         self
     }
 
@@ -116,6 +124,11 @@ pub struct ListQuery {
     /// Continue after this resource key (exclusive).
     pub after: Option<ResourceKey>,
     pub limit: usize,
+}
+
+/// Of `records` (resources under `parent`'s key), those directly under it.
+pub(crate) fn direct_children(parent: &ResourceKey, records: Vec<ResourceRecord>) -> Vec<ResourceRecord> {
+    records.into_iter().filter(|r| r.id.parent().is_some_and(|p| p.key() == *parent)).collect()
 }
 
 impl ListQuery {

@@ -26,6 +26,8 @@ pub(crate) struct ChangePlan {
     pub(crate) notifications: Vec<NotificationRow>,
     /// Resources whose engine should look again now: those nested under the changed one.
     pub(crate) wake: Option<WakeRange>,
+    /// And these (normalised keys), at `now`: a child's parent.
+    pub(crate) wake_keys: Vec<(String, i64)>,
 }
 
 /// Every resource whose key lies strictly between `after` and `before` becomes due at `now`
@@ -114,11 +116,16 @@ impl ChangePlan {
             })
             .collect();
         let wake = after.wake_children.then(|| WakeRange::under(key, now));
-        Ok(ChangePlan { resource, operations, notifications, wake })
+        let wake_keys = after.wake.iter().map(|k| (normalize_key(k).as_str().to_string(), now.as_millis())).collect();
+        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.resource.is_none() && self.operations.is_empty() && self.notifications.is_empty() && self.wake.is_none()
+        self.resource.is_none()
+            && self.operations.is_empty()
+            && self.notifications.is_empty()
+            && self.wake.is_none()
+            && self.wake_keys.is_empty()
     }
 
     /// This plan followed by `next`, a later change of the same key in one transaction: one
@@ -144,6 +151,11 @@ impl ChangePlan {
         }
         self.notifications.extend(next.notifications);
         self.wake = next.wake.or(self.wake);
+        for k in next.wake_keys {
+            if !self.wake_keys.iter().any(|(have, _)| *have == k.0) {
+                self.wake_keys.push(k);
+            }
+        }
         self
     }
 }

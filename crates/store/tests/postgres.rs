@@ -548,6 +548,15 @@ async fn replicas_never_claim_the_same_resource() {
     }
 }
 
+/// A child created through one replica while another removes its parent: one loses, cleanly
+/// (the child's change holds its parent's advisory lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_leave_a_child_under_no_parent() {
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    slipway_store::conformance::check_children_never_outlive_a_removed_parent(&a, &b).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_never_claim_the_same_notification() {
     let schema = Schema::fresh();

@@ -303,6 +303,22 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                     "endTime": date_time,
                     "percentComplete": {"type": "number", "minimum": 0, "maximum": 100},
                     "error": schema_ref("ErrorDetail"),
+                    "properties": {
+                        "type": "object",
+                        "description": "Slipway extensions.",
+                        "properties": {
+                            "waitingOn": {"type": "string", "description": "The resource (a parent) the operation's job waits for."},
+                            "childOperations": {
+                                "type": "array",
+                                "description": "A cascading delete's children and their own delete operations.",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["resourceId", "id"],
+                                    "properties": {"resourceId": {"type": "string"}, "id": {"type": "string"}},
+                                },
+                            },
+                        },
+                    },
                 },
             }),
         ),

@@ -17,6 +17,7 @@
 //! * Every non-terminal operation ends: by its job's outcome, by supersession, by
 //!   cancellation, or by its deadline.
 
+pub mod cascade;
 mod record;
 
 use std::time::Duration;
@@ -63,6 +64,10 @@ pub enum Effect {
         key: String,
         job_id: String,
     },
+    /// Admit a delete for each of these children (a parent's cascading delete).
+    DeleteChildren {
+        children: Vec<crate::ids::ArmId>,
+    },
 }
 
 /// What performing an effect produced.
@@ -75,6 +80,8 @@ pub enum Outcome {
     CancelRequested,
     /// The job had already finished; poll it for its final state.
     CancelNotNeeded,
+    /// The children's delete operations (`DeleteChildren`); a child that was gone has none.
+    ChildDeletes(Vec<(crate::ids::ArmId, OperationId)>),
     Failed(Failure),
 }
 
@@ -124,7 +131,7 @@ pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effec
     let was = snap.resource.as_ref().map(|r| r.provisioning_state);
     let effect = decide_next(snap, policy, now);
     let is = snap.resource.as_ref().map(|r| r.provisioning_state);
-    if policy.wakes_children && is == Some(ProvisioningState::Succeeded) && was != is {
+    if policy.has_child_types && is == Some(ProvisioningState::Succeeded) && was != is {
         snap.wake_children = true;
     }
     effect
@@ -161,7 +168,7 @@ fn job_mut<'a>(snap: &'a mut Snapshot, key: &str) -> Option<&'a mut Job> {
 }
 
 fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
-    let Some(op) = snap.active_operation() else { return };
+    let Some(op) = snap.active_operation().cloned() else { return };
     let limit = policy.deadline(op.request);
     if now < op.start_time.add(limit) {
         return;
@@ -176,12 +183,10 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
         res(snap).jobs.last().map(|j| format!("; last job: {} {}", j.state.as_str(), j.message_with_details()));
     let message =
         format!("The {what} operation did not complete within {}s{}", limit.as_secs(), last_job.unwrap_or_default());
-    snap.set_operation_status(
-        &id,
-        ProvisioningState::Failed,
-        Some(CloudError::new(codes::OPERATION_TIMED_OUT, message)),
-        now,
-    );
+    let mut error = CloudError::new(codes::OPERATION_TIMED_OUT, message);
+    // What held it up (a cascade's failing children) stays in the details.
+    error.details = op.error.map(|e| if e.details.is_empty() { vec![e] } else { e.details }).unwrap_or_default();
+    snap.set_operation_status(&id, ProvisioningState::Failed, Some(error), now);
 }
 
 /// Duplicates are canceled (again every `cancel_retry`) and polled until they end, before
@@ -427,6 +432,10 @@ fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Ef
     if let Some(p) = provision.as_ref().filter(|p| !p.state.is_terminal()) {
         return cancel_or_poll(snap, p.idempotency_key.clone(), policy, now);
     }
+    if let Some(effect) = cascade::step(snap, policy.delete_deadline, now) {
+        return effect;
+    }
+    let jobs = &res(snap).jobs;
     match latest_job_by_type(jobs, JobType::Deprovision).cloned() {
         None if provision.is_none() => complete_delete(snap, now),
         None => begin_launch(snap, policy, JobType::Deprovision, None, now),
@@ -445,6 +454,10 @@ fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Ef
 fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     if let Some(op) = snap.active_operation().map(|o| o.id.clone()) {
         snap.set_operation_status(&op, ProvisioningState::Succeeded, None, now);
+    }
+    // A parent deleting its children waits for this one to go.
+    if let Some(parent) = res(snap).id.parent() {
+        snap.wake.push(parent.key());
     }
     snap.resource = None;
     Effect::Sleep { until: None }

@@ -23,6 +23,12 @@ pub fn apply(
 ) -> Option<Timestamp> {
     let (key, io) = match effect {
         Effect::Sleep { .. } => return None,
+        Effect::DeleteChildren { .. } => {
+            if let Outcome::ChildDeletes(started) = outcome {
+                super::cascade::record_child_operations(snap, started);
+            }
+            return None;
+        }
         Effect::Launch { key } => (key, JobIo::Launch),
         Effect::Find { key } => {
             return match outcome {
@@ -56,8 +62,14 @@ fn record_poll(
         _ => None,
     };
     let job = job_mut(snap, key)?;
+    let was_terminal = job.state.is_terminal();
     let next = record_on(job, JobIo::Poll, outcome, policy, now);
     let provisioned = job.state == JobState::Succeeded && job.job_type == JobType::Provision;
+    let deprovision_ended = !was_terminal && job.state.is_terminal() && job.job_type == JobType::Deprovision;
+    if deprovision_ended && let Some(parent) = snap.resource.as_ref().and_then(|r| r.id.parent()) {
+        // A parent's cascade shows its children's delete failures while it waits.
+        snap.wake.push(parent.key());
+    }
     if let Some(outputs) = outputs.filter(|_| provisioned) {
         snap.resource.as_mut()?.outputs = outputs;
     }

@@ -122,3 +122,103 @@ pub async fn case_a_child_collection_lists_one_parents_children(store: &dyn Stor
     let all = ListQuery { under: None, ..query(None, 10) };
     assert_eq!(store.list_resources(&all).await.expect("list").items.len(), 3);
 }
+
+pub async fn case_a_change_reads_its_direct_children(store: &dyn Store) {
+    let parent = vnet("Sub-Kids", "rg", "v1");
+    let (a, b) = (subnet(&parent, "a"), subnet(&parent, "b"));
+    let grandchild = {
+        let mut id = subnet(&a, "p1");
+        id.type_name = "virtualNetworks/subnets/ports".into();
+        id
+    };
+    let lookalike_parent = vnet("Sub-Kids", "rg", "v10");
+    let lookalike = subnet(&lookalike_parent, "c");
+    for (i, id) in [&parent, &a, &b, &grandchild, &lookalike_parent, &lookalike].into_iter().enumerate() {
+        seed_due(store, id, i as u64 + 1, None).await;
+    }
+    let seen =
+        apply(store, ChangeRequest::new(parent.key(), at(SECOND)).with_children(true), |_| Ok(())).await.expect("read");
+    let mut ids: Vec<ArmId> = seen.children.iter().map(|c| c.id.clone()).collect();
+    ids.sort_by_key(ArmId::key);
+    assert_eq!(ids, vec![a.clone(), b.clone()], "direct children only");
+    let plain = apply(store, ChangeRequest::new(parent.key(), at(SECOND)), |_| Ok(())).await.expect("read");
+    assert!(plain.children.is_empty(), "only when asked");
+    // A child's change wakes its parent by key.
+    apply(store, ChangeRequest::new(a.key(), at(5 * SECOND)), move |s| {
+        s.wake.push(vnet("Sub-Kids", "rg", "V1").key());
+        Ok(())
+    })
+    .await
+    .expect("wake");
+    let woken = resource(store, &parent.key()).await;
+    assert_eq!((woken.schedule.next_due, woken.schedule.intent), (Some(at(5 * SECOND)), true));
+    assert_eq!(resource(store, &lookalike_parent.key()).await.schedule.next_due, None);
+}
+
+/// Children created while their parent is removed: one side loses, cleanly. A child's
+/// change reads its parent under the parent's lock, so it either sees the parent (and the
+/// removal, after it, sees the child among the children and is refused) or sees it gone and
+/// is refused itself — never a child left under no parent.
+pub async fn case_a_child_never_outlives_a_parent_removed_concurrently(h: &Harness) {
+    check_children_never_outlive_a_removed_parent(&h.shared(), &h.shared()).await;
+}
+
+/// The case above with the children created through `creators` and the parent removed
+/// through `remover` (two replicas, on PostgreSQL: two transactions really in flight at once).
+pub async fn check_children_never_outlive_a_removed_parent(creators: &Arc<dyn Store>, remover: &Arc<dyn Store>) {
+    const ROUNDS: u64 = 30;
+    const CHILDREN: u64 = 6;
+    let store = Arc::clone(creators);
+    let mut orphans = Vec::new();
+    let (mut created, mut refused) = (0, 0);
+    for round in 0..ROUNDS {
+        let parent = vnet("Sub-Orphan", "rg", &format!("v{round}"));
+        let op_base = 1000 + round * (CHILDREN + 1);
+        seed_due(&*store, &parent, op_base, None).await;
+        let mut tasks = tokio::task::JoinSet::new();
+        for n in 0..CHILDREN {
+            let (store, child) = (Arc::clone(&store), subnet(&parent, &format!("s{n}")));
+            tasks.spawn(async move {
+                let ctx = ctx(op_base + 1 + n, at(SECOND));
+                let req = ChangeRequest::new(child.key(), at(SECOND)).with_related(child.parent().map(|p| p.key()));
+                let target = child.clone();
+                let made =
+                    apply(&*store, req, move |s| admission::admit_put(s, &target, KIND, spec(1), &ctx).map(|_| ()))
+                        .await;
+                match made {
+                    Ok(_) => Some(child),
+                    Err(StoreError::Rejected(Rejection::ParentNotFound { .. })) => None,
+                    Err(e) => panic!("a child's create failed otherwise: {e}"),
+                }
+            });
+        }
+        let (s1, p) = (Arc::clone(remover), parent.clone());
+        // The removal a finished delete makes, refused while a child exists.
+        let removed = apply(&*s1, ChangeRequest::new(p.key(), at(SECOND)).with_children(true), |s| {
+            if s.children.is_empty() {
+                s.resource = None;
+                Ok(())
+            } else {
+                Err(Rejection::Conflict { message: "children left".into(), target: String::new() })
+            }
+        })
+        .await;
+        let made: Vec<Option<ArmId>> = tasks.join_all().await;
+        created += made.iter().flatten().count();
+        refused += made.iter().filter(|m| m.is_none()).count();
+        let parent_left = store.get_resource(&parent.key()).await.expect("read").is_some();
+        assert_eq!(parent_left, removed.is_err(), "round {round}");
+        for child in made.into_iter().flatten() {
+            if store.get_resource(&child.key()).await.expect("read").is_some() && !parent_left {
+                orphans.push(child.to_string());
+            }
+        }
+    }
+    assert!(
+        orphans.is_empty(),
+        "{} children outlived their parent, e.g. {:?}",
+        orphans.len(),
+        &orphans[..orphans.len().min(3)]
+    );
+    assert_eq!(created + refused, (ROUNDS * CHILDREN) as usize);
+}

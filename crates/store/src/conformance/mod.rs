@@ -106,6 +106,7 @@ macro_rules! conformance_suite {
             case_a_change_reads_its_related_resources_as_committed,
             case_waking_children_makes_the_subtree_due,
             case_a_child_collection_lists_one_parents_children,
+            case_a_change_reads_its_direct_children,
             case_notifications_lifecycle,
             case_notifications_deferred,
             case_claim_intent_lane_first,
@@ -133,6 +134,7 @@ macro_rules! conformance_suite {
             case_grouped_changes_keep_their_own_times,
             case_a_failing_change_undoes_only_its_own_writes,
             case_entries_concurrent_puts,
+            case_a_child_never_outlives_a_parent_removed_concurrently,
         );
     };
     (@store $make:expr; $($case:ident),+ $(,)?) => {

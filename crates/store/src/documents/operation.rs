@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::operation::{CloudError, Initiator, Operation, OperationRequest};
+use slipway_domain::operation::{ChildOperation, CloudError, Initiator, Operation, OperationRequest};
 use slipway_domain::state::ProvisioningState;
 use slipway_domain::time::Timestamp;
 
@@ -43,6 +43,9 @@ pub(crate) struct OperationDocument {
     /// The id of the resource the operation's job waits for.
     #[serde(rename = "waitingOn", default, skip_serializing_if = "Option::is_none")]
     waiting_on: Option<String>,
+    /// A cascading delete's children and their delete operations.
+    #[serde(rename = "childOperations", default, skip_serializing_if = "Vec::is_empty")]
+    child_operations: Vec<ChildOperationDocument>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
     notification_uri: Option<String>,
     /// Always written, even when every field is empty (`{}`).
@@ -50,6 +53,20 @@ pub(crate) struct OperationDocument {
     initiator: InitiatorDocument,
     #[serde(rename = "apiVersion")]
     api_version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ChildOperationDocument {
+    #[serde(rename = "resourceId")]
+    resource_id: String,
+    #[serde(rename = "operationId")]
+    operation_id: String,
+}
+
+impl From<&ChildOperation> for ChildOperationDocument {
+    fn from(c: &ChildOperation) -> Self {
+        ChildOperationDocument { resource_id: c.resource_id.clone(), operation_id: c.operation_id.as_str().to_string() }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,6 +140,7 @@ impl From<&Operation> for OperationDocument {
             last_transition_time,
             percent_complete,
             waiting_on,
+            child_operations,
             notification_uri,
             initiator,
             api_version,
@@ -140,6 +158,7 @@ impl From<&Operation> for OperationDocument {
             last_transition_time: last_transition_time.as_millis(),
             percent_complete: *percent_complete,
             waiting_on: waiting_on.clone(),
+            child_operations: child_operations.iter().map(ChildOperationDocument::from).collect(),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
             api_version: api_version.clone(),
@@ -164,6 +183,7 @@ impl TryFrom<OperationDocument> for Operation {
             last_transition_time,
             percent_complete,
             waiting_on,
+            child_operations,
             notification_uri,
             initiator,
             api_version,
@@ -181,6 +201,15 @@ impl TryFrom<OperationDocument> for Operation {
             last_transition_time: Timestamp(last_transition_time),
             percent_complete,
             waiting_on,
+            child_operations: child_operations
+                .into_iter()
+                .map(|c| {
+                    Ok(ChildOperation {
+                        resource_id: c.resource_id,
+                        operation_id: operation_id(c.operation_id, "childOperations.operationId")?,
+                    })
+                })
+                .collect::<Result<_, DocumentError>>()?,
             notification_uri,
             initiator: initiator.into(),
             api_version,

@@ -125,6 +125,12 @@ fn full_operation() -> Operation {
         waiting_on: Some(
             "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1".into(),
         ),
+        child_operations: vec![slipway_domain::operation::ChildOperation {
+            resource_id:
+                "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1/subnets/S1"
+                    .into(),
+            operation_id: op_id(3),
+        }],
         notification_uri: Some("https://callback.example/notify?x=1".into()),
         initiator: Initiator {
             tenant_id: "tenant-1".into(),
@@ -319,6 +325,12 @@ const FULL_OPERATION_V1: &str = r#"{
   "lastTransitionTime": 1764449990000,
   "percentComplete": 40,
   "waitingOn": "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1",
+  "childOperations": [
+    {
+      "resourceId": "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1/subnets/S1",
+      "operationId": "00000000-0000-4000-8000-000000000003"
+    }
+  ],
   "notificationUri": "https://callback.example/notify?x=1",
   "initiator": {
     "tenantId": "tenant-1",
@@ -429,6 +441,7 @@ fn minimal_operation() -> Operation {
         last_transition_time: Timestamp(2),
         percent_complete: None,
         waiting_on: None,
+        child_operations: Vec::new(),
         notification_uri: None,
         initiator: Initiator::default(),
         api_version: "2025-01-01".into(),

@@ -81,6 +81,18 @@ const DELETE_RESOURCES: &str = "DELETE FROM resources WHERE key = ANY($1)";
 /// which every change of them takes, so no row lock is needed.
 const RELATED_RESOURCES: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = ANY($1)");
 
+/// The resources nested under each named parent (read without locks: while a parent is
+/// deleting no child can be added, and a child only ever goes).
+const RESOURCES_UNDER: &str = concat!(
+    "SELECT ",
+    resource_columns!(),
+    " FROM unnest($1::TEXT[]) AS u(parent) JOIN resources ON key > u.parent || '/' AND key < u.parent || '0'"
+);
+
+/// Wake-ups of single resources (a child's parent), as below.
+const WAKE_KEYS: &str = "UPDATE resources r SET next_due = LEAST(COALESCE(r.next_due, u.now), u.now), intent = TRUE
+     FROM unnest($1::TEXT[], $2::BIGINT[]) AS u(key, now) WHERE r.key = u.key";
+
 /// Wake-ups: each range's resources become due at its time (unless due sooner) in the
 /// intent lane, as a client's write would make them. Runs after the resource writes, so a row
 /// written in the same batch is woken too.
@@ -262,9 +274,12 @@ async fn change_batch(
                 }
             })
             .collect();
+        let children = if queued.req.children { children_of(&queued.req.key, &current, &context) } else { Vec::new() };
         let snapshot = current.get_mut(queued.req.key.as_str()).expect("every key was loaded");
         snapshot.related = seen;
+        snapshot.children = children;
         snapshot.wake_children = false;
+        snapshot.wake.clear();
         outcomes.push(decide(queued, snapshot, operation_ttl, &mut plans));
     }
     let mut rows = WriteRows::default();
@@ -278,6 +293,23 @@ async fn change_batch(
     rows.write(&tx).await?;
     commit(tx).await?;
     Ok((outcomes, true))
+}
+
+/// `parent`'s direct children: as loaded, or as a change earlier in the batch left them.
+fn children_of(
+    parent: &ResourceKey,
+    current: &BTreeMap<String, Snapshot>,
+    loaded: &BTreeMap<String, ResourceRecord>,
+) -> Vec<ResourceRecord> {
+    let parent = normalize_key(parent);
+    let mut under: BTreeMap<&str, Option<&ResourceRecord>> = BTreeMap::new();
+    for (key, record) in loaded.iter().filter(|(k, _)| ResourceKey((*k).clone()).is_under(&parent)) {
+        under.insert(key, Some(record));
+    }
+    for (key, snapshot) in current.iter().filter(|(k, _)| ResourceKey((*k).clone()).is_under(&parent)) {
+        under.insert(key, snapshot.resource.as_ref());
+    }
+    crate::direct_children(&parent, under.into_values().flatten().cloned().collect())
 }
 
 /// Runs one queued change on its key's current snapshot, which it advances on success, and
@@ -309,15 +341,20 @@ async fn load(
     related: &[String],
     batch: &[Arc<Queued>],
 ) -> Result<(BTreeMap<String, Snapshot>, BTreeMap<String, ResourceRecord>), Failure> {
-    let (lock, resources, open, named, context) = tokio::join!(
+    let (lock, resources, open, named, context, under) = tokio::join!(
         biased;
         tx.prepare_cached(LOCK_KEYS),
         tx.prepare_cached(RESOURCES_FOR_UPDATE),
         tx.prepare_cached(OPEN_OPERATIONS),
         tx.prepare_cached(NAMED_OPERATIONS),
         tx.prepare_cached(RELATED_RESOURCES),
+        tx.prepare_cached(RESOURCES_UNDER),
     );
-    let (lock, resources, open, named, context) = (lock?, resources?, open?, named?, context?);
+    let (lock, resources, open, named, context, under) = (lock?, resources?, open?, named?, context?, under?);
+    let mut parents: Vec<String> =
+        batch.iter().filter(|q| q.req.children).map(|q| normalize_key(&q.req.key).as_str().to_string()).collect();
+    parents.sort_unstable();
+    parents.dedup();
     let locked_keys: Vec<&str> = keys.iter().copied().chain(related.iter().map(String::as_str)).collect();
     let naming: Vec<(usize, &str, &str)> = batch
         .iter()
@@ -344,17 +381,24 @@ async fn load(
         }
         tx.query(&context, &[&related]).await
     };
-    let (locked, resources, open, named, context) = tokio::join!(
+    let under_rows = async {
+        if parents.is_empty() {
+            return Ok(Vec::new());
+        }
+        tx.query(&under, &[&parents]).await
+    };
+    let (locked, resources, open, named, context, under) = tokio::join!(
         biased;
         tx.execute(&lock, &by_locked_keys),
         tx.query(&resources, &by_keys),
         tx.query(&open, &by_keys),
         named_rows,
         context_rows,
+        under_rows,
     );
-    let (_, resources, open, named, context) = (locked?, resources?, open?, named?, context?);
+    let (_, resources, open, named, context, under) = (locked?, resources?, open?, named?, context?, under?);
     let mut related_records = BTreeMap::new();
-    for row in &context {
+    for row in context.iter().chain(&under) {
         let record = rows::read_resource_row(row)?;
         let key = record.key.clone();
         related_records.insert(key, record.into_record()?);
@@ -404,6 +448,8 @@ struct WriteRows {
     wake_after: Vec<String>,
     wake_before: Vec<String>,
     wake_now: Vec<i64>,
+    wake_keys: Vec<String>,
+    wake_key_now: Vec<i64>,
 }
 
 impl WriteRows {
@@ -428,6 +474,12 @@ impl WriteRows {
             self.wake_before.push(w.before);
             self.wake_now.push(w.now);
         }
+        for (key, now) in plan.wake_keys {
+            if !self.wake_keys.contains(&key) {
+                self.wake_keys.push(key);
+                self.wake_key_now.push(now);
+            }
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -438,6 +490,7 @@ impl WriteRows {
             && self.updated_operations.id.is_empty()
             && self.notification_uris.is_empty()
             && self.wake_now.is_empty()
+            && self.wake_keys.is_empty()
     }
 
     /// All statements sent at once; the server runs them in this order and refuses the rest
@@ -452,6 +505,7 @@ impl WriteRows {
             (!self.updated_operations.id.is_empty()).then_some(UPDATE_OPERATIONS),
             (!self.notification_uris.is_empty()).then_some(INSERT_NOTIFICATIONS),
             (!self.wake_now.is_empty()).then_some(WAKE_RANGES),
+            (!self.wake_keys.is_empty()).then_some(WAKE_KEYS),
         ];
         let mut prepared = Vec::with_capacity(statements.len());
         for sql in statements {
@@ -470,6 +524,7 @@ impl WriteRows {
             &self.notification_due,
         ];
         let woken: [&(dyn ToSql + Sync); 3] = [&self.wake_after, &self.wake_before, &self.wake_now];
+        let woken_keys: [&(dyn ToSql + Sync); 2] = [&self.wake_keys, &self.wake_key_now];
         let results = tokio::join!(
             biased;
             execute_if(tx, prepared[0].as_ref(), &deleted),
@@ -479,6 +534,7 @@ impl WriteRows {
             execute_if(tx, prepared[4].as_ref(), &updated_ops),
             execute_if(tx, prepared[5].as_ref(), &notified),
             execute_if(tx, prepared[6].as_ref(), &woken),
+            execute_if(tx, prepared[7].as_ref(), &woken_keys),
         );
         results.0?;
         results.1?;
@@ -487,6 +543,7 @@ impl WriteRows {
         results.4?;
         results.5?;
         results.6?;
+        results.7?;
         Ok(())
     }
 }

@@ -34,6 +34,22 @@ pub(super) fn get_resource(conn: &Connection, key: &ResourceKey) -> Result<Optio
     row.map(ResourceRow::into_record).transpose()
 }
 
+/// Every resource nested under `parent` (its key range `(parent/, parent0)`), in key order.
+pub(super) fn resources_under(conn: &Connection, parent: &ResourceKey) -> Result<Vec<ResourceRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            resource_columns!(),
+            " FROM resources WHERE key > ?1 AND key < ?2 ORDER BY key"
+        ))
+        .map_err(db_error)?;
+    let rows: Vec<ResourceRow> = stmt
+        .query_map(params![format!("{}/", parent.as_str()), format!("{}0", parent.as_str())], read_resource_row)
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    rows.into_iter().map(ResourceRow::into_record).collect()
+}
+
 pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Page, StoreError> {
     // A zero limit could never make progress; treat it as the smallest page.
     let limit = query.limit.max(1);

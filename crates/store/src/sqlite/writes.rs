@@ -51,7 +51,9 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
     for k in &req.related {
         related.extend(rows::get_resource(conn, &normalize_key(k))?);
     }
-    Ok(Snapshot { resource, operations, related, ..Snapshot::default() })
+    let children =
+        if req.children { crate::direct_children(key, rows::resources_under(conn, key)?) } else { Vec::new() };
+    Ok(Snapshot { resource, operations, related, children, ..Snapshot::default() })
 }
 
 /// Runs a plan's rows one statement each.
@@ -128,6 +130,14 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
             )
             .map_err(db_error)?;
         wake.execute(params![w.after, w.before, w.now]).map_err(db_error)?;
+    }
+    for (k, now) in &plan.wake_keys {
+        let mut wake = conn
+            .prepare_cached(
+                "UPDATE resources SET next_due = MIN(COALESCE(next_due, ?2), ?2), intent = 1 WHERE key = ?1",
+            )
+            .map_err(db_error)?;
+        wake.execute(params![k, now]).map_err(db_error)?;
     }
     Ok(())
 }

@@ -1,0 +1,147 @@
+//! Cascading delete: a parent's delete deletes its children first (docs/arm-contract.md#cascading-delete).
+//!
+//! The parent's engine step sees its direct children (`Snapshot::children`, read-only). While
+//! any is not yet deleting, it names them in `Effect::DeleteChildren` (a bounded number per
+//! step); the engine admits a delete for each in the child's own transaction, with an
+//! operation id derived from the parent's delete and the child, so a cascade resumed after a
+//! crash asks for the same operations again and admits none twice. Once every child is
+//! deleting, the parent sleeps until a child wakes it (each child wakes its parent when its
+//! delete job ends and when its record goes); its delete job runs only when no child is left.
+//! Children whose delete failed — kept because of `block_deletion_on_failure` — keep the
+//! parent `Deleting`; its operation shows their errors meanwhile.
+
+use crate::admission::{Admitted, RequestContext, admit_delete};
+use crate::config_version::fnv1a64;
+use crate::ids::{ArmId, OperationId};
+use crate::job::{JobState, JobType, latest_job_by_type};
+use crate::operation::{ChildOperation, CloudError, Operation, codes};
+use crate::resource::{ResourceRecord, Snapshot};
+use crate::time::Timestamp;
+
+/// Children asked to delete per engine step: the engine admits them concurrently, and each
+/// child's own delete runs on its own worker, so this bounds one step's transactions only.
+pub const CHILD_DELETES_PER_STEP: usize = 16;
+
+/// The operation id of the delete a parent's delete `parent_op` makes for `child`: stable, so
+/// a cascade repeated after a crash names the same operation.
+pub fn child_operation_id(parent_op: &OperationId, child: &ArmId) -> OperationId {
+    let seed = format!("{}|{}", parent_op.as_str(), child.key().as_str());
+    let (a, b) = (fnv1a64(seed.as_bytes()), fnv1a64(format!("{seed}|2").as_bytes()));
+    // Laid out as a version-4, variant-1 UUID (the bits every client's UUID parser expects).
+    let hi = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
+    let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    let text = format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0xffff,
+        lo >> 48,
+        lo & 0xffff_ffff_ffff
+    );
+    OperationId::parse(&text).expect("formatted as a UUID")
+}
+
+/// The request a parent's delete makes of one child: the parent's requester, api-version and
+/// job context, the derived operation id, no callback (the client follows the parent's).
+pub fn child_delete_context(
+    parent_op: &Operation,
+    parent: &ResourceRecord,
+    child: &ArmId,
+    now: Timestamp,
+) -> RequestContext {
+    RequestContext {
+        operation_id: child_operation_id(&parent_op.id, child),
+        now,
+        initiator: parent_op.initiator.clone(),
+        notification_uri: None,
+        api_version: parent_op.api_version.clone(),
+        actor: parent.system_data.last_modified_by.clone(),
+        actor_type: parent.system_data.last_modified_by_type.clone(),
+        job_context: parent.job_context.clone(),
+    }
+}
+
+/// Admits the cascade's delete of a child in the child's own snapshot; the child's delete
+/// operation. A child already deleting (a cascade resumed after a crash, or a client's own
+/// delete) keeps its operation; a child that is gone has none.
+pub fn admit_child_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Option<OperationId> {
+    let res = snap.resource.as_ref()?;
+    if res.is_deleting() {
+        return snap.active_operation().map(|o| o.id.clone());
+    }
+    match admit_delete(snap, ctx) {
+        Ok(Admitted::Accepted { operation, .. }) => Some(operation.id),
+        _ => None,
+    }
+}
+
+/// Records the children's delete operations on the parent's delete, so its status document
+/// can name them.
+pub(super) fn record_child_operations(snap: &mut Snapshot, started: Vec<(ArmId, OperationId)>) {
+    let Some(op_id) = snap.active_operation().map(|o| o.id.clone()) else { return };
+    let Some(op) = snap.operation_mut(&op_id) else { return };
+    for (child, child_op) in started {
+        let entry = ChildOperation { resource_id: child.to_string(), operation_id: child_op };
+        if !op.child_operations.contains(&entry) {
+            op.child_operations.push(entry);
+        }
+    }
+}
+
+/// The cascade's next step for a parent being deleted, or `None` when it has no children
+/// left (its own delete job may run).
+pub(super) fn step(snap: &mut Snapshot, delete_deadline: std::time::Duration, now: Timestamp) -> Option<super::Effect> {
+    if snap.children.is_empty() {
+        return None;
+    }
+    let pending: Vec<ArmId> =
+        snap.children.iter().filter(|c| !c.is_deleting()).take(CHILD_DELETES_PER_STEP).map(|c| c.id.clone()).collect();
+    if !pending.is_empty() {
+        return Some(super::Effect::DeleteChildren { children: pending });
+    }
+    let failures = child_failures(&snap.children);
+    let op = snap.active_operation().cloned();
+    if let Some(op) = &op
+        && let Some(o) = snap.operation_mut(&op.id)
+    {
+        let error = (!failures.is_empty()).then(|| merged_error(failures));
+        if o.error != error {
+            o.error = error;
+            o.last_transition_time = now;
+        }
+    }
+    // Woken by the children; the deadline ends the operation if they never finish.
+    Some(super::Effect::Sleep { until: op.map(|o| o.start_time.add(delete_deadline)) })
+}
+
+/// One error per child whose latest delete job failed (it stays while it is retried).
+fn child_failures(children: &[ResourceRecord]) -> Vec<CloudError> {
+    children
+        .iter()
+        .filter_map(|c| {
+            let job = latest_job_by_type(&c.jobs, JobType::Deprovision)?;
+            let failed = job.state.is_terminal() && job.state != JobState::Succeeded;
+            failed.then(|| {
+                let text = job.message_with_details();
+                CloudError::new(
+                    codes::DEPROVISIONING_FAILED,
+                    if text.is_empty() { "The delete job failed".into() } else { text },
+                )
+                .with_target(c.id.to_string())
+            })
+        })
+        .collect()
+}
+
+/// `[source] message; …` over every failed source, one `details` entry each (the ARO-HCP
+/// merge of several sources' messages, without losing any of them).
+pub fn merged_error(details: Vec<CloudError>) -> CloudError {
+    let message = details
+        .iter()
+        .map(|d| format!("[{}] {}", d.target.as_deref().unwrap_or("?"), d.message))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut error = CloudError::new(codes::DEPROVISIONING_FAILED, message);
+    error.details = details;
+    error
+}
