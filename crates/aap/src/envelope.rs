@@ -41,6 +41,7 @@ pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
             "slipway_tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(slipway_provider::tenant),
             "slipway_secrets": r.secrets,
             "slipway_parent": r.parent.as_ref().map(slipway_provider::RelatedResource::extra_vars),
+            "slipway_references": r.references,
         }),
     }
 }
@@ -138,6 +139,7 @@ mod tests {
             context: None,
             secrets: Default::default(),
             parent: None,
+            references: Default::default(),
         }
     }
 

@@ -74,6 +74,7 @@ fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         context: None,
         secrets: Default::default(),
         parent: None,
+        references: Default::default(),
     }
 }
 

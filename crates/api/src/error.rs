@@ -76,6 +76,15 @@ impl From<Rejection> for ArmError {
             }
             Rejection::NotFound => ArmError::not_found("ResourceNotFound", "The resource was not found."),
             Rejection::OperationNotFound => ArmError::not_found("ResourceNotFound", "The operation was not found."),
+            Rejection::InUse { target, referrers } => ArmError::new(
+                StatusCode::CONFLICT,
+                "ResourceInUse",
+                format!(
+                    "The resource is referenced by {}; change or delete those first.",
+                    referrers.iter().map(|r| format!("'{r}'")).collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .with_target(target),
             Rejection::ParentNotFound { parent } => ArmError::not_found(
                 "ParentResourceNotFound",
                 format!(

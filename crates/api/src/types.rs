@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use slipway_domain::TypeKey;
+use slipway_domain::reference::Reference;
 
 use crate::error::{ArmError, echo};
 
@@ -111,8 +112,23 @@ pub struct ResourceType {
     raw_schema: Option<Value>,
     /// Top-level properties the schema marks `readOnly`: the outputs jobs report.
     outputs: Vec<String>,
+    /// Top-level properties that reference other resources (`x-slipway-reference`).
+    references: Vec<ReferenceProperty>,
     names: NameRule,
 }
+
+/// A property holding another resource's id (or, `list`, an array of them) of one type:
+/// `"subnetId": {"type": "string", "x-slipway-reference": "Slipway.Example/virtualNetworks/subnets"}`.
+#[derive(Clone, Debug)]
+pub struct ReferenceProperty {
+    pub name: String,
+    /// `Namespace/type` as declared.
+    pub target: String,
+    pub list: bool,
+}
+
+/// The schema keyword that declares a reference.
+pub const REFERENCE_KEYWORD: &str = "x-slipway-reference";
 
 #[derive(Debug, thiserror::Error)]
 pub enum TypeError {
@@ -156,6 +172,7 @@ impl ResourceType {
             schema: validator,
             raw_schema: schema.cloned(),
             outputs: schema.map(read_only_properties).unwrap_or_default(),
+            references: schema.map(reference_properties).unwrap_or_default(),
             names: NameRule::default(),
         })
     }
@@ -169,6 +186,46 @@ impl ResourceType {
     /// schema marks `readOnly`, or any name when the type has no schema.
     pub fn shows_output(&self, name: &str) -> bool {
         self.raw_schema.is_none() || self.outputs.iter().any(|o| o == name)
+    }
+
+    /// The types this type's properties reference (`TypeKey`s).
+    pub fn reference_targets(&self) -> impl Iterator<Item = TypeKey> + '_ {
+        self.references.iter().filter_map(|r| r.target.split_once('/').map(|(ns, ty)| TypeKey::new(ns, ty)))
+    }
+
+    /// The references in `properties` (already valid by the schema): each must be the id of
+    /// a resource of the declared type in `subscription`; `400 InvalidResourceReference`
+    /// naming the property otherwise.
+    pub fn references_in(&self, properties: &Value, subscription: &str) -> Result<Vec<Reference>, ArmError> {
+        let mut out = Vec::new();
+        for r in &self.references {
+            let values: Vec<(String, &Value)> = match properties.get(&r.name) {
+                None | Some(Value::Null) => continue,
+                Some(Value::Array(items)) if r.list => {
+                    items.iter().enumerate().map(|(i, v)| (format!("{}[{i}]", r.name), v)).collect()
+                }
+                Some(v) => vec![(r.name.clone(), v)],
+            };
+            for (property, value) in values {
+                let bad = |why: String| {
+                    ArmError::bad_request(slipway_domain::reference::INVALID_REFERENCE, why)
+                        .with_target(format!("properties.{property}"))
+                };
+                let text = value.as_str().ok_or_else(|| bad(format!("'{property}' must be a resource id.")))?;
+                let id = crate::route::stored_resource_id(text)
+                    .filter(|id| crate::route::is_guid(&id.subscription))
+                    .ok_or_else(|| bad(format!("'{}' is not a resource id.", echo(text, 200))))?;
+                if !id.subscription.eq_ignore_ascii_case(subscription) {
+                    return Err(bad(format!("'{id}' is in another subscription; references stay within one.")));
+                }
+                let (ns, ty) = r.target.split_once('/').unwrap_or_default();
+                if id.type_key() != TypeKey::new(ns, ty) {
+                    return Err(bad(format!("'{id}' is not a {}.", r.target)));
+                }
+                out.push(Reference { property, id });
+            }
+        }
+        Ok(out)
     }
 
     /// Read-only properties a client sent, dropped as ARM does: the server owns them.
@@ -238,6 +295,26 @@ impl ResourceType {
             }
         }
     }
+}
+
+/// Top-level properties declared references (`x-slipway-reference`, on the property or on
+/// an array's `items`).
+fn reference_properties(schema: &Value) -> Vec<ReferenceProperty> {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
+    props
+        .iter()
+        .filter_map(|(name, s)| {
+            let target = |v: &Value| v.get(REFERENCE_KEYWORD).and_then(Value::as_str).map(str::to_string);
+            match target(s) {
+                Some(t) => Some(ReferenceProperty { name: name.clone(), target: t, list: false }),
+                None => s.get("items").and_then(target).map(|t| ReferenceProperty {
+                    name: name.clone(),
+                    target: t,
+                    list: true,
+                }),
+            }
+        })
+        .collect()
 }
 
 /// Top-level property names whose schema says `readOnly: true`.

@@ -51,6 +51,9 @@ pub enum Rejection {
     /// A child resource's parent does not exist (ARM's `ParentResourceNotFound`).
     #[error("parent resource {parent} not found")]
     ParentNotFound { parent: String },
+    /// A delete of a resource others reference.
+    #[error("{target} is referenced by {referrers:?}")]
+    InUse { target: String, referrers: Vec<String> },
     #[error("{0:?}")]
     Invalid(CloudError),
 }
@@ -137,6 +140,7 @@ pub fn admit_put(
             deletion: None,
             convergence_stopped_for: None,
             job_context: ctx.job_context.clone(),
+            references: Vec::new(),
             outputs: serde_json::Map::new(),
             last_error: None,
             schedule: Schedule::now(ctx.now),

@@ -5,7 +5,7 @@
 //! EvaluateAction), [`rate`] (token buckets), [`retry`] (every retry delay: exponential with jitter, and OSAC's
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`operation`] (operation documents), [`resource`]
-//! (stored resource, transaction snapshot), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
+//! (stored resource, transaction snapshot), [`reference`] (references between resources), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
 //! (what the engine does), [`policy`].
 
 pub mod access;
@@ -20,6 +20,7 @@ pub mod operation;
 pub mod policy;
 pub mod rate;
 pub mod reconcile;
+pub mod reference;
 pub mod resource;
 pub mod retry;
 pub mod state;

@@ -39,6 +39,9 @@ pub struct TypePolicy {
     /// nested under it (children waiting for it) are woken, and its engine steps read its
     /// children (a delete deletes them first).
     pub has_child_types: bool,
+    /// Some type's schema references this type: when a resource of it becomes `Succeeded`,
+    /// the resources referencing it (waiting for it) are woken.
+    pub is_referenced: bool,
 }
 
 /// Outputs are shown on every GET of the resource and stored with it: 64 KiB.
@@ -59,6 +62,7 @@ impl Default for TypePolicy {
             launch_ambiguity: DEFAULT_LAUNCH_AMBIGUITY,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             has_child_types: false,
+            is_referenced: false,
         }
     }
 }

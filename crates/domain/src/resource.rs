@@ -113,6 +113,9 @@ pub struct ResourceRecord {
     /// Who asked for the current intent and for which tenant; handed to every job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_context: Option<crate::identity::JobContext>,
+    /// Other resources this one's properties reference (indexed by the store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<crate::reference::Reference>,
     /// What the last successful job that reported outputs reported: read-only properties,
     /// shown next to the spec's and handed to later jobs. Not part of the config version.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
@@ -170,6 +173,12 @@ pub struct Snapshot {
     /// Set by a change: resources to look at now (a child's parent, when the child's delete
     /// progressed). Written as wake-ups, not as data.
     pub wake: Vec<ResourceKey>,
+    /// Read-only, when the change asked for them (a delete): resources outside this one's
+    /// subtree that reference it or something under it.
+    pub referrers: Vec<ResourceRecord>,
+    /// Set by a change: every resource referencing this one should be looked at now (a
+    /// referrer waiting for it).
+    pub wake_referrers: bool,
 }
 
 impl Snapshot {

@@ -41,6 +41,7 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         context: res.job_context.clone(),
         secrets: serde_json::Map::new(),
         parent: None,
+        references: Default::default(),
     }
 }
 
@@ -124,20 +125,45 @@ pub(crate) async fn perform(
     Some(perform_io(providers, batchers, secrets, snap, res, job, io).await)
 }
 
-/// A child's parent as its job may see it: secret properties (sealed) left out.
-fn parent_of(snap: &Snapshot, res: &ResourceRecord) -> Option<RelatedResource> {
-    let parent = snap.related(&res.id.parent()?)?;
-    let properties = match &parent.spec.properties {
+/// A resource a job depends on, as the job may see it: secret properties (sealed) left out.
+fn related_view(rec: &ResourceRecord) -> RelatedResource {
+    let properties = match &rec.spec.properties {
         serde_json::Value::Object(m) => serde_json::Value::Object(slipway_secrets::without_secrets(m)),
         other => other.clone(),
     };
-    Some(RelatedResource {
-        id: parent.id.to_string(),
-        resource_type: parent.id.type_key().to_string(),
-        name: parent.id.name.clone(),
+    RelatedResource {
+        id: rec.id.to_string(),
+        resource_type: rec.id.type_key().to_string(),
+        name: rec.id.name.clone(),
         properties,
-        outputs: parent.outputs.clone(),
-    })
+        outputs: rec.outputs.clone(),
+    }
+}
+
+fn parent_of(snap: &Snapshot, res: &ResourceRecord) -> Option<RelatedResource> {
+    snap.related(&res.id.parent()?).map(related_view)
+}
+
+/// The referenced resources by property; `ids[2]` entries gather into a list `ids`.
+fn references_of(snap: &Snapshot, res: &ResourceRecord) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for r in &res.references {
+        let Some(rec) = snap.related(&r.id) else { continue };
+        let view = related_view(rec).extra_vars();
+        match r.property.split_once('[') {
+            Some((list, _)) => {
+                if let serde_json::Value::Array(items) =
+                    out.entry(list.to_string()).or_insert_with(|| serde_json::json!([]))
+                {
+                    items.push(view);
+                }
+            }
+            None => {
+                out.insert(r.property.clone(), view);
+            }
+        }
+    }
+    out
 }
 
 async fn perform_io(
@@ -157,7 +183,11 @@ async fn perform_io(
     };
     match io {
         Io::Launch => {
-            let req = LaunchRequest { parent: parent_of(snap, res), ..launch_request(res, job) };
+            let req = LaunchRequest {
+                parent: parent_of(snap, res),
+                references: references_of(snap, res),
+                ..launch_request(res, job)
+            };
             let req = match open_secrets(req, secrets) {
                 Ok(req) => req,
                 Err(f) => return Outcome::Failed(f),

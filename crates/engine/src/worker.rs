@@ -12,7 +12,7 @@ use slipway_domain::{ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
 use tokio::sync::watch;
 
-use crate::{Shared, Slot, cascade, effects};
+use crate::{PendingClaim, Shared, Slot, cascade, effects};
 
 /// Pause before retrying a step the store could not take (e.g. the database is down).
 const STORE_RETRY: Duration = Duration::from_millis(500);
@@ -35,8 +35,9 @@ pub(crate) struct Worker {
     settled: Option<Box<Snapshot>>,
     /// Picks the resource's phase of the poll grid.
     key_hash: u64,
-    /// A child's parent: read with every change (its decisions wait for it).
-    parent: Option<ResourceKey>,
+    /// What every change reads as context: a child's parent, the referenced resources and
+    /// their ancestors (its decisions wait for them). Kept in step with the record.
+    related: Vec<ResourceKey>,
     /// The type has child types: its children are read with every change (a delete
     /// cascades to them).
     has_children: bool,
@@ -69,7 +70,7 @@ impl Worker {
             seen_generation: claimed.generation,
             watching: None,
             settled: None,
-            parent: claimed.id.parent().map(|p| p.key()),
+            related: related_keys(claimed),
             has_children,
             key_hash: {
                 use std::hash::{Hash, Hasher};
@@ -146,7 +147,7 @@ impl Worker {
     fn request(&self, now: Timestamp) -> ChangeRequest {
         ChangeRequest::new(self.key.clone(), now)
             .fenced(self.fence.clone())
-            .with_related(self.parent.clone())
+            .with_related(self.related.clone())
             .with_children(self.has_children)
     }
 
@@ -170,6 +171,17 @@ impl Worker {
             self.settled = None;
             return Advanced::Gone;
         };
+        if let Some(res) = snap.resource.as_ref()
+            && related_keys(res) != self.related
+        {
+            // A client changed what the resource depends on since this change was asked
+            // for: decided on too little context, it can only have waited; decide again.
+            self.related = related_keys(res);
+            self.settled = None;
+            if !matches!(step, Step::Perform(_)) {
+                return Advanced::Hold(self.shared.clock.now());
+            }
+        }
         self.signal_outbox(&snap);
         if let Some(res) = snap.resource.as_ref() {
             self.seen_generation = res.generation;
@@ -323,8 +335,8 @@ impl Worker {
         let shared = self.shared.clone();
         let mut running = shared.running.lock().expect("running map");
         let pending = self.slot.pending.lock().expect("slot").take();
-        if let Some((fence, until)) = pending {
-            self.adopt_claim(fence, until);
+        if let Some(claim) = pending {
+            self.adopt_claim(claim);
             return false;
         }
         self.remove_own_slot(&mut running);
@@ -357,16 +369,17 @@ impl Worker {
 
     fn take_pending_fence(&mut self) {
         let pending = self.slot.pending.lock().expect("slot").take();
-        if let Some((fence, until)) = pending {
-            self.adopt_claim(fence, until);
+        if let Some(claim) = pending {
+            self.adopt_claim(claim);
         }
     }
 
     /// Goes on under a newer claim of this node: the resource was handed back because a
     /// client touched it (or our lease had lapsed), so what we last saw of it may be stale.
-    fn adopt_claim(&mut self, fence: Fence, until: Timestamp) {
+    fn adopt_claim(&mut self, (fence, until, related): PendingClaim) {
         self.fence = fence;
         self.claim_until = until;
+        self.related = related;
         self.settled = None;
     }
 
@@ -426,6 +439,11 @@ impl Worker {
             self.shared.outbox.notify_one();
         }
     }
+}
+
+/// What a change of `res` reads as context (see `Worker::related`).
+fn related_keys(res: &ResourceRecord) -> Vec<ResourceKey> {
+    slipway_domain::reference::related_keys(&res.id, &res.references)
 }
 
 fn effect_key(effect: &Effect) -> Option<&str> {

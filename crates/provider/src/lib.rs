@@ -48,6 +48,9 @@ pub struct LaunchRequest {
     pub secrets: serde_json::Map<String, Value>,
     /// A child resource's parent, as the job may read it (`slipway.parent`).
     pub parent: Option<RelatedResource>,
+    /// The resources its properties reference, by property (`slipway.references`): one
+    /// [`RelatedResource::extra_vars`] per reference, a list for a list property.
+    pub references: serde_json::Map<String, Value>,
 }
 
 /// A resource a job depends on (a child's parent): its id, type, properties (secrets left
@@ -284,6 +287,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "secrets": r.secrets,
             "tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(tenant),
             "parent": r.parent.as_ref().map(RelatedResource::extra_vars),
+            "references": r.references,
         }),
     );
     vars.insert(KEY_VAR.into(), json!(r.idempotency_key));

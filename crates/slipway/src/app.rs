@@ -361,6 +361,16 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
         policies.insert(ty.key(), type_policy);
         types.push(ty);
     }
+    for target in types.iter().flat_map(|t| t.reference_targets().collect::<Vec<_>>()) {
+        match policies.get_mut(&target) {
+            Some(p) => p.is_referenced = true,
+            None => {
+                return Err(AppError::Config(format!(
+                    "a schema references the type {target}, which is not configured"
+                )));
+            }
+        }
+    }
     Ok((TypeRegistry::new(types), policies))
 }
 

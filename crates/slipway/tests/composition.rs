@@ -219,3 +219,88 @@ async fn a_child_that_cannot_be_deleted_holds_its_parent_and_says_why() {
     let (_, child) = server.get_json(&stuck).await;
     assert_eq!(child["properties"]["provisioningState"], "Deleting");
 }
+
+/// `servers` reference a subnet and security groups (a schema written here; the example
+/// types stay as they are).
+fn servers_type(dir: &std::path::Path) -> String {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "subnetId": {"type": "string", "x-slipway-reference": "Slipway.Example/virtualNetworks/subnets"},
+            "securityGroupIds": {"type": "array", "items": {"type": "string", "x-slipway-reference": "Slipway.Example/securityGroups"}},
+            "ipAddress": {"type": "string", "readOnly": true},
+            "hostName": {"type": "string", "readOnly": true}
+        }
+    });
+    let path = dir.join("servers.json");
+    std::fs::write(&path, schema.to_string()).unwrap();
+    format!(
+        "{SUBNETS}\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"servers\"\nkind = \"ComputeInstance\"\napi_versions = [\"2025-06-01\"]\nschema = \"{}\"\nprovider = \"ansible\"\npoll_interval_seconds = 0.2\n",
+        path.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_order_jobs_and_hold_their_targets() {
+    let schema_dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_full("", "", &servers_type(schema_dir.path()), |_| {}).await;
+    let vnet = rid("virtualNetworks", "v1");
+    let subnet = format!("{vnet}/subnets/s1");
+    let sg = rid("securityGroups", "web");
+    let vm = rid("servers", "vm1");
+    let refs = json!({"subnetId": subnet, "securityGroupIds": [sg]});
+
+    // A reference to nothing, or to a resource of the wrong type: 400 naming the property.
+    let r = server.put(&vm, json!({"location": "local", "properties": refs})).await;
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "InvalidResourceReference", "{e}");
+    assert_eq!(e["error"]["target"], "properties.securityGroupIds[0]", "the first missing one, by property: {e}");
+    assert!(e["error"]["message"].as_str().unwrap().ends_with("does not exist."), "{e}");
+    let r = server.put(&vm, json!({"location": "local", "properties": {"subnetId": vnet}})).await;
+    let e: Value = r.json().await.unwrap();
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("is not a Slipway.Example/virtualNetworks/subnets"),
+        "{e}"
+    );
+
+    // The server is accepted once its targets exist, and its job waits until they succeeded.
+    let r = server
+        .put(&vnet, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "delaySeconds": 2}}))
+        .await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(server.put(&subnet, json!({"location": "local", "properties": {}})).await.status(), 201);
+    create(&server, &sg, json!({})).await;
+    let r = server.put(&vm, json!({"location": "local", "properties": refs})).await;
+    assert_eq!(r.status(), 201);
+    let vm_op = header(&r, "azure-asyncoperation").unwrap();
+    let (_, vm_body) = server.wait_resource(&vm, T, succeeded).await;
+    assert!(vm_body["properties"]["ipAddress"].is_string(), "{vm_body}");
+    let launches = std::fs::read_to_string(server.dir.path().join("state/launches.log")).unwrap();
+    assert_eq!(launches.lines().count(), 4, "vnet, subnet, group, server: {launches}");
+    assert!(launches.lines().last().unwrap().starts_with(&op_id_of(&vm_op)), "the server's job ran last: {launches}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(server.dir.path().join("state/slipway.example_servers/vm1.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["references"]["subnetId"]["id"], subnet.as_str(), "{state}");
+    assert_eq!(state["references"]["securityGroupIds"][0]["id"], sg.as_str(), "{state}");
+    assert_eq!(state["references"]["subnetId"]["type"], "slipway.example/virtualnetworks/subnets");
+
+    // Targets in use cannot be deleted, nor can what they live under.
+    for target in [&subnet, &vnet, &sg] {
+        let r = server.http.delete(server.url(target)).send().await.unwrap();
+        assert_eq!(r.status(), 409, "{target}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["code"], "ResourceInUse", "{e}");
+        assert!(e["error"]["message"].as_str().unwrap().contains(&vm), "names the referrer: {e}");
+    }
+    // Dropping the reference frees the subnet.
+    let r = server.http.patch(server.url(&vm)).json(&json!({"properties": {"subnetId": null}})).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    server.wait_resource(&vm, T, |c, b| succeeded(c, b) && b["properties"].get("subnetId").is_none()).await;
+    let r = server.http.delete(server.url(&subnet)).send().await.unwrap();
+    assert_eq!(r.status(), 202, "{}", r.text().await.unwrap_or_default());
+    let r = server.http.delete(server.url(&sg)).send().await.unwrap();
+    assert_eq!(r.status(), 409, "still referenced");
+}

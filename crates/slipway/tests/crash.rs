@@ -192,3 +192,92 @@ async fn sigterm_drains_and_a_restart_adopts_the_running_job() {
     node.child.kill().unwrap();
     node.child.wait().unwrap();
 }
+
+/// A child type nested under the example `virtualNetworks`.
+const SUBNETS: &str = r#"
+[[types]]
+namespace = "Slipway.Example"
+type = "virtualNetworks/subnets"
+kind = "Subnet"
+api_versions = ["2025-06-01"]
+provider = "ansible"
+poll_interval_seconds = 0.2
+"#;
+
+/// Waits until `f` holds for the status document at `path`.
+async fn until_status(http: &reqwest::Client, base: &str, path: &str, what: &str, f: impl Fn(&Value) -> bool) {
+    let start = Instant::now();
+    loop {
+        let body = status(http, &format!("{base}{path}")).await;
+        if f(&body) {
+            return;
+        }
+        assert!(start.elapsed() < T, "never {what}: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SIGKILL while children wait for their parent, and again in the middle of the parent's
+/// cascading delete: after each restart every operation ends, and each job ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_dependency_wait_and_a_cascade() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    std::fs::write(&config, std::fs::read_to_string(&config).unwrap() + SUBNETS).unwrap();
+    let http = reqwest::Client::new();
+    let mut node = start_node(dir.path(), &config, port, 1).await;
+    let vnet = rid("virtualNetworks", "v1");
+    let r = http
+        .put(url(&node.base, &vnet))
+        .json(&json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "delaySeconds": 3}}))
+        .send()
+        .await
+        .unwrap();
+    let mut ops = vec![path_of(&header(&r, "azure-asyncoperation").unwrap())];
+    for i in 0..3 {
+        let props = json!({"deleteDelaySeconds": 2});
+        let r = http
+            .put(url(&node.base, &format!("{vnet}/subnets/s{i}")))
+            .json(&json!({"location": "local", "properties": props}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        ops.push(path_of(&header(&r, "azure-asyncoperation").unwrap()));
+    }
+    // Killed while the children wait for their parent.
+    until_status(&http, &node.base, &ops[3], "waiting for the parent", |s| {
+        s["properties"]["waitingOn"] == vnet.as_str()
+    })
+    .await;
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    let mut node = start_node(dir.path(), &config, port, 2).await;
+    for d in wait_all_terminal(&http, &node.base, &ops).await {
+        assert_eq!(d["status"], "Succeeded", "{d}");
+    }
+
+    // Killed once the cascade has started the children's deletes.
+    let r = http.delete(url(&node.base, &vnet)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let delete = path_of(&header(&r, "azure-asyncoperation").unwrap());
+    until_status(&http, &node.base, &delete, "cascading", |s| {
+        s["properties"]["childOperations"].as_array().is_some_and(|c| c.len() == 3)
+    })
+    .await;
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+    let mut node = start_node(dir.path(), &config, port, 3).await;
+    let done = wait_all_terminal(&http, &node.base, std::slice::from_ref(&delete)).await;
+    assert_eq!(done[0]["status"], "Succeeded", "{}", done[0]);
+    for path in std::iter::once(vnet.clone()).chain((0..3).map(|i| format!("{vnet}/subnets/s{i}"))) {
+        assert_eq!(http.get(url(&node.base, &path)).send().await.unwrap().status().as_u16(), 404, "{path}");
+    }
+    let counts = launches(dir.path());
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "jobs launched more than once: {twice:?}");
+    assert_eq!(counts.len(), 8, "four creates and four deletes, once each: {counts:?}");
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+}

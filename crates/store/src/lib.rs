@@ -51,13 +51,15 @@ pub struct ChangeRequest {
     pub related: Vec<ResourceKey>,
     /// Also read the resource's direct children (`Snapshot::children`).
     pub children: bool,
+    /// Also read who references the resource or anything under it (`Snapshot::referrers`).
+    pub referrers: bool,
     /// Stamps operation expiry (last write + TTL).
     pub now: Timestamp,
 }
 
 impl ChangeRequest {
     pub fn new(key: ResourceKey, now: Timestamp) -> Self {
-        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), children: false, now }
+        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), children: false, referrers: false, now }
     }
 
     pub fn fenced(mut self, fence: Fence) -> Self {
@@ -74,6 +76,12 @@ impl ChangeRequest {
     /// Reads the resource's direct children too (see [`Snapshot::children`]).
     pub fn with_children(mut self, children: bool) -> Self {
         self.children = children;
+        self
+    }
+
+    /// Reads who references the resource (see [`Snapshot::referrers`]): for deletes.
+    pub fn with_referrers(mut self) -> Self {
+        self.referrers = true;
         self
     }
 

@@ -28,6 +28,10 @@ pub(crate) struct ChangePlan {
     pub(crate) wake: Option<WakeRange>,
     /// And these (normalised keys), at `now`: a child's parent.
     pub(crate) wake_keys: Vec<(String, i64)>,
+    /// And every resource referencing this one, at this time.
+    pub(crate) wake_referrers: Option<i64>,
+    /// The resource's reference rows, replaced by these referenced keys (`None`: unchanged).
+    pub(crate) references: Option<Vec<String>>,
 }
 
 /// Every resource whose key lies strictly between `after` and `before` becomes due at `now`
@@ -117,7 +121,16 @@ impl ChangePlan {
             .collect();
         let wake = after.wake_children.then(|| WakeRange::under(key, now));
         let wake_keys = after.wake.iter().map(|k| (normalize_key(k).as_str().to_string(), now.as_millis())).collect();
-        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys })
+        let wake_referrers = after.wake_referrers.then(|| now.as_millis());
+        let refs = |s: &Snapshot| s.resource.as_ref().map(|r| r.references.clone()).unwrap_or_default();
+        let (old, new) = (refs(before), refs(after));
+        let references = (old != new).then(|| {
+            let mut keys: Vec<String> = new.iter().map(|r| normalize_key(&r.id.key()).as_str().to_string()).collect();
+            keys.sort();
+            keys.dedup();
+            keys
+        });
+        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys, wake_referrers, references })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -126,6 +139,8 @@ impl ChangePlan {
             && self.notifications.is_empty()
             && self.wake.is_none()
             && self.wake_keys.is_empty()
+            && self.wake_referrers.is_none()
+            && self.references.is_none()
     }
 
     /// This plan followed by `next`, a later change of the same key in one transaction: one
@@ -151,6 +166,8 @@ impl ChangePlan {
         }
         self.notifications.extend(next.notifications);
         self.wake = next.wake.or(self.wake);
+        self.wake_referrers = next.wake_referrers.or(self.wake_referrers);
+        self.references = next.references.or(self.references);
         for k in next.wake_keys {
             if !self.wake_keys.iter().any(|(have, _)| *have == k.0) {
                 self.wake_keys.push(k);

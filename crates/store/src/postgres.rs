@@ -37,6 +37,7 @@
 //! with group commit, executing the shared `crate::plan`), [`writes`] (claims, leases,
 //! outbox), [`entries`] (registry entries).
 
+mod change_rows;
 mod changes;
 mod entries;
 mod rows;

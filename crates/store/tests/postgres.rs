@@ -185,7 +185,7 @@ async fn replicas_starting_together_migrate_once() {
         .query_one(&format!("SELECT COUNT(*), MAX(version) FROM {}", schema.table("schema_migrations")), &[])
         .await
         .expect("migrations");
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (2, 2), "one row per version");
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (3, 3), "one row per version");
     for store in &stores {
         store.ping().await.expect("ping");
     }
@@ -206,11 +206,11 @@ async fn reopening_keeps_data_and_migrates_once() {
         .query_one(&format!("SELECT COUNT(*), MAX(version) FROM {}", schema.table("schema_migrations")), &[])
         .await
         .expect("migrations");
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (2, 2));
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (3, 3));
 }
 
-/// A schema written by a Slipway that predates registry entries (schema version 1) gets
-/// their table when a store connects, and keeps what it had.
+/// A schema written by a Slipway that predates registry entries and references (schema
+/// version 1) gets their tables when a store connects, and keeps what it had.
 #[tokio::test]
 async fn a_version_1_schema_gets_the_entries_table() {
     let schema = Schema::fresh();
@@ -221,8 +221,9 @@ async fn a_version_1_schema_gets_the_entries_table() {
     };
     let spy = spy().await;
     let downgrade = format!(
-        "DROP TABLE {}; DELETE FROM {} WHERE version > 1",
+        "DROP TABLE {}; DROP TABLE {}; DELETE FROM {} WHERE version > 1",
         schema.table("entries"),
+        schema.table("resource_references"),
         schema.table("schema_migrations")
     );
     spy.batch_execute(&downgrade).await.expect("back to version 1");
@@ -234,7 +235,7 @@ async fn a_version_1_schema_gets_the_entries_table() {
         .query_one(&format!("SELECT MAX(version) FROM {}", schema.table("schema_migrations")), &[])
         .await
         .expect("migrations");
-    assert_eq!(row.get::<_, i64>(0), 2);
+    assert_eq!(row.get::<_, i64>(0), 3);
 }
 
 #[tokio::test]
@@ -555,6 +556,14 @@ async fn replicas_never_leave_a_child_under_no_parent() {
     let schema = Schema::fresh();
     let (a, b) = replicas(&schema, 4).await;
     slipway_store::conformance::check_children_never_outlive_a_removed_parent(&a, &b).await;
+}
+
+/// A reference written through one replica while another deletes its target: one loses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_reference_a_resource_being_deleted() {
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    slipway_store::conformance::check_a_reference_and_its_targets_delete_never_both_win(&a, &b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -116,11 +116,11 @@ async fn reopening_keeps_data_and_migrates_once() {
     let (count, max): (i64, i64) = spy(&dir)
         .query_row("SELECT COUNT(*), MAX(version) FROM schema_migrations", [], |r| Ok((r.get(0)?, r.get(1)?)))
         .expect("migrations");
-    assert_eq!((count, max), (2, 2));
+    assert_eq!((count, max), (3, 3));
 }
 
-/// A database written by a Slipway that predates registry entries (schema version 1) gets
-/// their table when it is opened, and keeps what it had.
+/// A database written by a Slipway that predates registry entries and references (schema
+/// version 1) gets their tables when it is opened, and keeps what it had.
 #[tokio::test]
 async fn a_version_1_database_gets_the_entries_table() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -130,14 +130,16 @@ async fn a_version_1_database_gets_the_entries_table() {
         put(&store, &id, spec(1), ctx(1, T0)).await.1.resource.expect("created")
     };
     spy(&dir)
-        .execute_batch("DROP TABLE entries; DELETE FROM schema_migrations WHERE version > 1")
+        .execute_batch(
+            "DROP TABLE entries; DROP TABLE resource_references; DELETE FROM schema_migrations WHERE version > 1",
+        )
         .expect("back to version 1");
     let store = open(&dir);
     assert_eq!(store.get_resource(&id.key()).await, Ok(Some(created)));
     let entry = store.put_entry(EntryKind::ApiToken, "t1", "", "{}", Expect::Absent, T0).await.expect("put");
     assert_eq!(store.get_entry(EntryKind::ApiToken, "t1").await, Ok(Some(entry)));
     let max: i64 = spy(&dir).query_row("SELECT MAX(version) FROM schema_migrations", [], |r| r.get(0)).expect("max");
-    assert_eq!(max, 2);
+    assert_eq!(max, 3);
 }
 
 #[tokio::test]

@@ -81,6 +81,7 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         context: None,
         secrets: Default::default(),
         parent: None,
+        references: Default::default(),
     }
 }
 

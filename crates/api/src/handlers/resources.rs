@@ -1,12 +1,43 @@
 //! Resource GET, PUT, PATCH, DELETE and collection lists.
 
+use slipway_domain::reference::{self, Reference};
 use slipway_domain::{CloudError, ResourceRecord};
 
 use super::*;
 
-/// A change of the resource at `id`, reading its parent (a child's admission checks it).
-fn change_request(id: &ArmId, now: slipway_domain::Timestamp) -> ChangeRequest {
-    ChangeRequest::new(id.key(), now).with_related(id.parent().map(|p| p.key()))
+/// A change of the resource at `id`, reading its parent and what it references (admission
+/// checks them) under their locks.
+fn change_request(id: &ArmId, references: &[Reference], now: slipway_domain::Timestamp) -> ChangeRequest {
+    ChangeRequest::new(id.key(), now).with_related(reference::related_keys(id, references))
+}
+
+/// Most resources a cycle check visits.
+const CYCLE_WALK: usize = 256;
+
+/// `400` when following the references from `references` leads back to `id`: its job would
+/// wait for itself. (A direct cycle is also refused inside the change; a longer one written
+/// concurrently from both ends could slip past this walk.)
+async fn refuse_cycles(state: &ApiState, id: &ArmId, references: &[Reference]) -> Result<(), ArmError> {
+    let own = id.key();
+    for r in references {
+        let mut seen = std::collections::HashSet::new();
+        let mut next = vec![r.id.clone()];
+        while let Some(at) = next.pop() {
+            if seen.len() >= CYCLE_WALK || !seen.insert(at.key()) {
+                continue;
+            }
+            let Some(rec) = state.store.get_resource(&at.key()).await? else { continue };
+            if rec.references.iter().any(|b| b.id.key() == own) {
+                return Err(ArmError::bad_request(
+                    reference::INVALID_REFERENCE,
+                    format!("Referencing '{}' would create a cycle: it leads back to this resource.", r.id),
+                )
+                .with_target(format!("properties.{}", r.property)));
+            }
+            next.extend(rec.references.iter().map(|b| b.id.clone()));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType) -> Result<Response, ArmError> {
@@ -30,16 +61,19 @@ pub(crate) async fn put_resource(
     limits::check_tags(&tags)?;
     let properties = wire::spec_properties(input.properties, &ty)?;
     ty.validate(&properties)?;
+    let references = ty.references_in(&properties, &id.subscription)?;
+    refuse_cycles(state, &id, &references).await?;
     let mut spec = Spec { location: Some(location), tags, properties };
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let kind = ty.kind.clone();
     let target = id.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let (admitted, snap) = change_with(state.store.as_ref(), change_request(&id, rctx.now), move |snap| {
+    let req = change_request(&id, &references, rctx.now);
+    let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
-        admission::admit_put(snap, &target, &kind, spec, &rctx)
+        reference::admit_put(snap, &target, &kind, spec, references, &rctx)
     })
     .await?;
     respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
@@ -58,10 +92,20 @@ pub(crate) async fn patch_resource(
         limits::check_tags(tags)?;
     }
     let patch = wire::patch_properties(input.properties, &ty)?;
+    // What the merged properties can reference: what the patch sets, and what the resource
+    // references now (checked again on the merged properties inside the change).
+    let mut guess = patch.as_ref().map(|p| ty.references_in(p, &id.subscription)).transpose()?.unwrap_or_default();
+    if let Some(current) = state.store.get_resource(&id.key()).await? {
+        guess.extend(current.references);
+    }
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let validator = ty.clone();
+    let referrer = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let (admitted, snap) = change_with(state.store.as_ref(), change_request(&id, rctx.now), move |snap| {
+    let req = change_request(&id, &guess, rctx.now);
+    let loaded = req.related.clone();
+    let target = id.clone();
+    let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         let patch = match (&sealer, patch) {
             (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
             (_, p) => p,
@@ -79,6 +123,20 @@ pub(crate) async fn patch_resource(
             },
             &rctx,
         )
+        .and_then(|admitted| {
+            let merged = snap.resource.as_ref().map(|r| r.spec.properties.clone()).unwrap_or_default();
+            let references = referrer
+                .references_in(&merged, &target.subscription)
+                .map_err(|e| admission::Rejection::Invalid(e.body))?;
+            if reference::related_keys(&target, &references).iter().any(|k| !loaded.contains(k)) {
+                return Err(admission::Rejection::Conflict {
+                    message: "The resource changed while the request was processed; retry it".into(),
+                    target: target.to_string(),
+                });
+            }
+            reference::record(snap, &target, references)?;
+            Ok(admitted)
+        })
     })
     .await
     .map_err(|e| match e {
@@ -131,7 +189,9 @@ pub(crate) async fn delete_resource(
     tenant: Option<TenantContext>,
 ) -> Result<Response, ArmError> {
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let (admitted, _) = change_with(state.store.as_ref(), change_request(&id, rctx.now), move |snap| {
+    let req = change_request(&id, &[], rctx.now).with_referrers();
+    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
+        reference::check_not_in_use(snap)?;
         admission::admit_delete(snap, &rctx)
     })
     .await?;

@@ -131,8 +131,9 @@ pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effec
     let was = snap.resource.as_ref().map(|r| r.provisioning_state);
     let effect = decide_next(snap, policy, now);
     let is = snap.resource.as_ref().map(|r| r.provisioning_state);
-    if policy.has_child_types && is == Some(ProvisioningState::Succeeded) && was != is {
-        snap.wake_children = true;
+    if is == Some(ProvisioningState::Succeeded) && was != is {
+        snap.wake_children = policy.has_child_types;
+        snap.wake_referrers = policy.is_referenced;
     }
     effect
 }
@@ -372,14 +373,17 @@ fn decide_provision(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) ->
     converge(snap, policy, now)
 }
 
-/// The parent a child's provisioning job waits for: its job starts only once the parent is
-/// `Succeeded` (the parent's record is in `snap.related`).
+/// What a provisioning job waits for: a child's parent, then every referenced resource,
+/// must be `Succeeded` (their records are in `snap.related`) before it starts.
 fn waiting_on(snap: &Snapshot) -> Option<String> {
-    let parent = res(snap).id.parent()?;
-    match snap.related(&parent) {
-        Some(p) if p.provisioning_state == ProvisioningState::Succeeded => None,
-        _ => Some(parent.to_string()),
+    let res = res(snap);
+    if let Some(parent) = res.id.parent() {
+        match snap.related(&parent) {
+            Some(p) if p.provisioning_state == ProvisioningState::Succeeded => {}
+            _ => return Some(parent.to_string()),
+        }
     }
+    crate::reference::unready(snap, res)
 }
 
 /// No operation in progress: keep the resource at its desired config (OSAC lifecycle).

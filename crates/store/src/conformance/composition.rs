@@ -222,3 +222,124 @@ pub async fn check_children_never_outlive_a_removed_parent(creators: &Arc<dyn St
     );
     assert_eq!(created + refused, (ROUNDS * CHILDREN) as usize);
 }
+
+/// Creates `id` referencing `targets` (as the API does: the targets and their ancestors read
+/// as related, the references recorded).
+async fn seed_referrer(store: &dyn Store, id: &ArmId, op: u64, targets: &[ArmId]) -> Result<Snapshot, StoreError> {
+    let references: Vec<slipway_domain::reference::Reference> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| slipway_domain::reference::Reference { property: format!("ref{i}"), id: t.clone() })
+        .collect();
+    let req = ChangeRequest::new(id.key(), T0).with_related(slipway_domain::reference::related_keys(id, &references));
+    let (target, c) = (id.clone(), ctx(op, T0));
+    apply(store, req, move |s| {
+        slipway_domain::reference::admit_put(s, &target, KIND, spec(1), references, &c)?;
+        // Settled, so a wake-up shows.
+        s.resource.as_mut().ok_or(Rejection::NotFound)?.schedule = Schedule::default();
+        Ok(())
+    })
+    .await
+}
+
+async fn referrers(store: &dyn Store, id: &ArmId) -> Vec<ArmId> {
+    let seen = apply(store, ChangeRequest::new(id.key(), at(SECOND)).with_referrers(), |_| Ok(())).await.expect("read");
+    let mut ids: Vec<ArmId> = seen.referrers.into_iter().map(|r| r.id).collect();
+    ids.sort_by_key(ArmId::key);
+    ids
+}
+
+pub async fn case_references_are_indexed_for_deletes_and_wake_ups(store: &dyn Store) {
+    let vnet_id = vnet("Sub-Refs", "rg", "v1");
+    let subnet_id = subnet(&vnet_id, "s1");
+    let group = vnet("Sub-Refs", "rg", "nsg");
+    for (i, id) in [&vnet_id, &subnet_id, &group].into_iter().enumerate() {
+        seed_due(store, id, i as u64 + 1, None).await;
+    }
+    let (vm1, vm2) = (vnet("Sub-Refs", "rg", "vm1"), vnet("Sub-Refs", "rg", "vm2"));
+    seed_referrer(store, &vm1, 10, &[subnet_id.clone(), group.clone()]).await.expect("vm1");
+    seed_referrer(store, &vm2, 11, std::slice::from_ref(&subnet_id)).await.expect("vm2");
+    assert_eq!(referrers(store, &subnet_id).await, vec![vm1.clone(), vm2.clone()]);
+    assert_eq!(referrers(store, &group).await, vec![vm1.clone()]);
+    assert_eq!(referrers(store, &vnet_id).await, vec![vm1.clone(), vm2.clone()], "a subtree's referrers count");
+    assert_eq!(referrers(store, &vm1).await, Vec::<ArmId>::new());
+    // A reference from inside the subtree does not hold it.
+    let inner = subnet(&vnet_id, "s2");
+    seed_referrer(store, &inner, 12, std::slice::from_ref(&subnet_id)).await.expect("inner");
+    assert_eq!(referrers(store, &vnet_id).await, vec![vm1.clone(), vm2.clone()]);
+
+    // The target becoming ready wakes its referrers (and only them).
+    apply(store, ChangeRequest::new(subnet_id.key(), at(7 * SECOND)), |s| {
+        s.wake_referrers = true;
+        Ok(())
+    })
+    .await
+    .expect("wake");
+    for (id, woken) in [(&vm1, true), (&vm2, true), (&inner, true), (&group, false)] {
+        let r = resource(store, &id.key()).await;
+        assert_eq!(r.schedule.next_due == Some(at(7 * SECOND)) && r.schedule.intent, woken, "{id}");
+    }
+
+    // Changed references replace the rows; a removed referrer leaves none behind.
+    let references = vec![slipway_domain::reference::Reference { property: "ref0".into(), id: group.clone() }];
+    apply(store, ChangeRequest::new(vm2.key(), at(8 * SECOND)), move |s| {
+        s.resource.as_mut().ok_or(Rejection::NotFound)?.references = references;
+        Ok(())
+    })
+    .await
+    .expect("re-point vm2");
+    assert_eq!(referrers(store, &subnet_id).await, vec![inner.clone(), vm1.clone()], "vm2 no longer");
+    apply(store, ChangeRequest::new(vm1.key(), at(9 * SECOND)), |s| {
+        s.resource = None;
+        Ok(())
+    })
+    .await
+    .expect("remove vm1");
+    assert_eq!(referrers(store, &group).await, vec![vm2.clone()]);
+    assert_eq!(referrers(store, &subnet_id).await, vec![inner.clone()]);
+}
+
+pub async fn case_a_reference_and_its_targets_delete_never_both_win(h: &Harness) {
+    check_a_reference_and_its_targets_delete_never_both_win(&h.shared(), &h.shared()).await;
+}
+
+/// A reference to a resource written through `referrers` while `deleters` deletes it: one
+/// of them loses, cleanly (the delete sees the reference and is refused in use, or the
+/// reference sees the target deleting and is refused) — never a reference to a resource on
+/// its way out.
+pub async fn check_a_reference_and_its_targets_delete_never_both_win(
+    referrers: &Arc<dyn Store>,
+    deleters: &Arc<dyn Store>,
+) {
+    const ROUNDS: u64 = 30;
+    let mut both = Vec::new();
+    for round in 0..ROUNDS {
+        let target = vnet("Sub-RefRace", "rg", &format!("t{round}"));
+        seed_due(&**deleters, &target, 5000 + 3 * round, None).await;
+        let referrer = vnet("Sub-RefRace", "rg", &format!("r{round}"));
+        let (store, r, t) = (Arc::clone(referrers), referrer.clone(), target.clone());
+        let reference = tokio::spawn(async move { seed_referrer(&*store, &r, 5001 + 3 * round, &[t]).await });
+        let (store, t) = (Arc::clone(deleters), target.clone());
+        let delete = tokio::spawn(async move {
+            let c = ctx(5002 + 3 * round, at(SECOND));
+            apply(&*store, ChangeRequest::new(t.key(), at(SECOND)).with_referrers(), move |s| {
+                slipway_domain::reference::check_not_in_use(s)?;
+                admission::admit_delete(s, &c).map(|_| ())
+            })
+            .await
+        });
+        let (referenced, deleted) = (reference.await.expect("task"), delete.await.expect("task"));
+        match (&referenced, &deleted) {
+            (Ok(_), Ok(_)) => both.push(target.to_string()),
+            (Ok(_), Err(StoreError::Rejected(Rejection::InUse { .. }))) => {}
+            (Err(StoreError::Rejected(Rejection::Conflict { .. })), Ok(_)) => {}
+            other => panic!("round {round}: unexpected {other:?}"),
+        }
+    }
+    assert!(
+        both.is_empty(),
+        "{} targets were referenced while being deleted, e.g. {:?}",
+        both.len(),
+        &both[..both.len().min(3)]
+    );
+}

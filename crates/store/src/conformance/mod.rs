@@ -107,6 +107,7 @@ macro_rules! conformance_suite {
             case_waking_children_makes_the_subtree_due,
             case_a_child_collection_lists_one_parents_children,
             case_a_change_reads_its_direct_children,
+            case_references_are_indexed_for_deletes_and_wake_ups,
             case_notifications_lifecycle,
             case_notifications_deferred,
             case_claim_intent_lane_first,
@@ -135,6 +136,7 @@ macro_rules! conformance_suite {
             case_a_failing_change_undoes_only_its_own_writes,
             case_entries_concurrent_puts,
             case_a_child_never_outlives_a_parent_removed_concurrently,
+            case_a_reference_and_its_targets_delete_never_both_win,
         );
     };
     (@store $make:expr; $($case:ident),+ $(,)?) => {

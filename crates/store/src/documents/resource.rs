@@ -8,6 +8,7 @@ use slipway_domain::identity::JobContext;
 use slipway_domain::ids::ArmId;
 use slipway_domain::job::Job;
 use slipway_domain::operation::CloudError;
+use slipway_domain::reference::Reference;
 use slipway_domain::resource::{Deletion, ResourceRecord, Schedule, Spec, SystemData};
 use slipway_domain::time::Timestamp;
 
@@ -54,6 +55,9 @@ pub(crate) struct ResourceDocument {
     convergence_stopped_for: Option<String>,
     #[serde(rename = "jobContext", default, skip_serializing_if = "Option::is_none")]
     job_context: Option<JobContextDocument>,
+    /// The resources its properties reference.
+    #[serde(rename = "references", default, skip_serializing_if = "Vec::is_empty")]
+    references: Vec<ReferenceDocument>,
     /// What jobs reported (`set_stats`), as they reported it.
     #[serde(rename = "outputs", default, skip_serializing_if = "serde_json::Map::is_empty")]
     outputs: serde_json::Map<String, serde_json::Value>,
@@ -69,6 +73,15 @@ pub(crate) struct ResourceDocument {
     /// Written; the `generation` column overrides it on read.
     #[serde(rename = "generation", default)]
     generation: u64,
+}
+
+/// A reference: the property and the id it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ReferenceDocument {
+    #[serde(rename = "property")]
+    property: String,
+    #[serde(rename = "id")]
+    id: ArmIdDocument,
 }
 
 /// The resource id in its original casing, by segment.
@@ -163,6 +176,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             deletion,
             convergence_stopped_for,
             job_context,
+            references,
             outputs,
             last_error,
             schedule: _,
@@ -185,6 +199,10 @@ impl From<&ResourceRecord> for ResourceDocument {
             deletion: deletion.as_ref().map(DeletionDocument::from),
             convergence_stopped_for: convergence_stopped_for.as_ref().map(|v| v.as_str().to_string()),
             job_context: job_context.as_ref().map(JobContextDocument::from),
+            references: references
+                .iter()
+                .map(|r| ReferenceDocument { property: r.property.clone(), id: (&r.id).into() })
+                .collect(),
             outputs: outputs.clone(),
             last_error: last_error.as_ref().map(CloudErrorDocument::from),
             schedule: ScheduleDocument::default(),
@@ -216,6 +234,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             deletion,
             convergence_stopped_for,
             job_context,
+            references,
             outputs,
             last_error,
             schedule: _,
@@ -238,6 +257,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             deletion: deletion.map(Deletion::from),
             convergence_stopped_for: convergence_stopped_for.map(ConfigVersion::new),
             job_context: job_context.map(JobContext::from),
+            references: references.into_iter().map(|r| Reference { property: r.property, id: r.id.into() }).collect(),
             outputs,
             last_error: last_error.map(CloudError::from),
             schedule: Schedule::default(),

@@ -82,6 +82,17 @@ fn full_record() -> ResourceRecord {
         deletion: Some(Deletion { requested_at: Timestamp(1_764_449_790_000) }),
         convergence_stopped_for: Some(ConfigVersion::new("77bf11f97e9a9078")),
         job_context: None,
+        references: vec![slipway_domain::reference::Reference {
+            property: "routeTableId".into(),
+            id: ArmId {
+                subscription: "Sub-1".into(),
+                resource_group: "My.RG".into(),
+                namespace: "Slipway.Example".into(),
+                type_name: "routeTables".into(),
+                parent_names: Vec::new(),
+                name: "RT1".into(),
+            },
+        }],
         outputs: json!({"ipAddress": "10.0.1.4", "disks": [{"lun": 0}]}).as_object().unwrap().clone(),
         last_error: Some(full_error()),
         schedule: Schedule { next_due: Some(Timestamp(1_764_449_900_000)), intent: true },
@@ -254,6 +265,18 @@ const FULL_RESOURCE_V1: &str = r#"{
     "requestedAt": 1764449790000
   },
   "convergenceStoppedFor": "77bf11f97e9a9078",
+  "references": [
+    {
+      "property": "routeTableId",
+      "id": {
+        "subscription": "Sub-1",
+        "resourceGroup": "My.RG",
+        "namespace": "Slipway.Example",
+        "typeName": "routeTables",
+        "name": "RT1"
+      }
+    }
+  ],
   "outputs": {
     "disks": [
       {
@@ -409,6 +432,7 @@ fn minimal_record() -> ResourceRecord {
         deletion: None,
         convergence_stopped_for: None,
         job_context: None,
+        references: Vec::new(),
         outputs: serde_json::Map::new(),
         last_error: None,
         schedule: Schedule::default(),

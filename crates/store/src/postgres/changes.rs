@@ -21,13 +21,13 @@ use deadpool_postgres::{Object, Transaction};
 use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
+use super::change_rows::WriteRows;
 use super::writes::commit;
 use super::{Failure, Inner, panic_text, rows};
-use crate::columns::{ResourceColumns, normalize_key, resource_columns};
-use crate::plan::{ChangePlan, OperationRow, ResourceWrite};
+use crate::columns::{normalize_key, resource_columns};
+use crate::plan::ChangePlan;
 use crate::{ChangeFn, ChangeRequest, StoreError};
 
 /// Most changes in one transaction.
@@ -52,34 +52,22 @@ const NAMED_OPERATIONS: &str = "SELECT o.id, o.body, u.ord FROM operations o
        ON o.subscription = u.subscription AND o.id = u.id
      WHERE NOT o.terminal OR o.expires_at > u.now";
 
-const INSERT_RESOURCES: &str = "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
-         lease_owner, lease_until, lease_epoch, generation, body)
-     SELECT u.key, u.subscription, u.resource_group, u.type_key, u.next_due, u.intent, u.lease_owner,
-         u.lease_until, COALESCE(u.lease_epoch, 0), u.generation, u.body
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[],
-                 $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[]) WITH ORDINALITY
-          AS u(key, subscription, resource_group, type_key, next_due, intent, lease_owner, lease_until,
-               lease_epoch, generation, body, ord)
-     ORDER BY u.ord";
-
-/// Epochs only grow: a record that dropped its lease keeps the row's epoch, so a later claim
-/// still moves past every fence ever handed out.
-const UPDATE_RESOURCES: &str = "UPDATE resources r SET subscription = u.subscription,
-         resource_group = u.resource_group, type_key = u.type_key, next_due = u.next_due, intent = u.intent,
-         lease_owner = u.lease_owner, lease_until = u.lease_until,
-         lease_epoch = GREATEST(r.lease_epoch, COALESCE(u.lease_epoch, 0)), generation = u.generation,
-         body = u.body
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[],
-                 $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[])
-          AS u(key, subscription, resource_group, type_key, next_due, intent, lease_owner, lease_until,
-               lease_epoch, generation, body)
-     WHERE r.key = u.key";
-
-const DELETE_RESOURCES: &str = "DELETE FROM resources WHERE key = ANY($1)";
-
 /// Resources changes read as context (a child's parent): under their keys' advisory locks,
 /// which every change of them takes, so no row lock is needed.
 const RELATED_RESOURCES: &str = concat!("SELECT ", resource_columns!(), " FROM resources WHERE key = ANY($1)");
+
+/// For each named key, the resources outside its subtree that reference it or anything
+/// under it (a delete's "in use" check; the referrer's reference rows are written under the
+/// referenced resource's lock, so none appears behind this read's back), with the key.
+const REFERRERS: &str = concat!(
+    "SELECT ",
+    resource_columns!(),
+    ", u.k FROM unnest($1::TEXT[]) AS u(k)
+     JOIN resource_references x
+       ON (x.to_key = u.k OR (x.to_key > u.k || '/' AND x.to_key < u.k || '0'))
+      AND NOT (x.from_key = u.k OR (x.from_key > u.k || '/' AND x.from_key < u.k || '0'))
+     JOIN resources ON key = x.from_key"
+);
 
 /// The resources nested under each named parent (read without locks: while a parent is
 /// deleting no child can be added, and a child only ever goes).
@@ -88,39 +76,6 @@ const RESOURCES_UNDER: &str = concat!(
     resource_columns!(),
     " FROM unnest($1::TEXT[]) AS u(parent) JOIN resources ON key > u.parent || '/' AND key < u.parent || '0'"
 );
-
-/// Wake-ups of single resources (a child's parent), as below.
-const WAKE_KEYS: &str = "UPDATE resources r SET next_due = LEAST(COALESCE(r.next_due, u.now), u.now), intent = TRUE
-     FROM unnest($1::TEXT[], $2::BIGINT[]) AS u(key, now) WHERE r.key = u.key";
-
-/// Wake-ups: each range's resources become due at its time (unless due sooner) in the
-/// intent lane, as a client's write would make them. Runs after the resource writes, so a row
-/// written in the same batch is woken too.
-const WAKE_RANGES: &str = "UPDATE resources r SET next_due = LEAST(COALESCE(r.next_due, u.now), u.now), intent = TRUE
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::BIGINT[]) AS u(after, before, now)
-     WHERE r.key > u.after AND r.key < u.before";
-
-/// New operations in snapshot order (which `seq` then keeps).
-const INSERT_OPERATIONS: &str =
-    "INSERT INTO operations (subscription, id, resource_key, status, terminal, expires_at, body)
-     SELECT u.subscription, u.id, u.resource_key, u.status, u.terminal, u.expires_at, u.body
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BOOLEAN[], $6::TEXT[], $7::BIGINT[])
-          WITH ORDINALITY AS u(subscription, id, resource_key, status, terminal, body, expires_at, ord)
-     ORDER BY u.ord";
-
-const UPDATE_OPERATIONS: &str =
-    "UPDATE operations o SET resource_key = u.resource_key, status = u.status, terminal = u.terminal,
-         expires_at = u.expires_at, body = u.body
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BOOLEAN[], $6::TEXT[], $7::BIGINT[])
-          AS u(subscription, id, resource_key, status, terminal, body, expires_at)
-     WHERE o.subscription = u.subscription AND o.id = u.id";
-
-const INSERT_NOTIFICATIONS: &str =
-    "INSERT INTO outbox (subscription, operation_id, uri, attempts, next_attempt_at, created_at, state)
-     SELECT u.subscription, u.operation_id, u.uri, 0, u.due_at, u.due_at, 'pending'
-     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[]) WITH ORDINALITY
-          AS u(subscription, operation_id, uri, due_at, ord)
-     ORDER BY u.ord";
 
 /// A change function, run at most once across the attempts of one call, and what it decided.
 pub(super) struct Pending {
@@ -257,7 +212,7 @@ async fn change_batch(
     related.sort_unstable();
     related.dedup();
     let tx = client.transaction().await?;
-    let (mut current, context) = load(&tx, &keys, &related, &batch).await?;
+    let Loaded { snapshots: mut current, context, referrers } = load(&tx, &keys, &related, &batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut plans: BTreeMap<String, ChangePlan> = BTreeMap::new();
     for queued in batch.iter() {
@@ -275,9 +230,13 @@ async fn change_batch(
             })
             .collect();
         let children = if queued.req.children { children_of(&queued.req.key, &current, &context) } else { Vec::new() };
+        let referring =
+            if queued.req.referrers { referrers_of(&queued.req.key, &current, &referrers) } else { Vec::new() };
         let snapshot = current.get_mut(queued.req.key.as_str()).expect("every key was loaded");
         snapshot.related = seen;
         snapshot.children = children;
+        snapshot.referrers = referring;
+        snapshot.wake_referrers = false;
         snapshot.wake_children = false;
         snapshot.wake.clear();
         outcomes.push(decide(queued, snapshot, operation_ttl, &mut plans));
@@ -312,6 +271,31 @@ fn children_of(
     crate::direct_children(&parent, under.into_values().flatten().cloned().collect())
 }
 
+/// Who references `key` or its subtree from outside it: as loaded, or as changes earlier in
+/// the batch left the referrers (a reference written in this batch counts).
+fn referrers_of(
+    key: &ResourceKey,
+    current: &BTreeMap<String, Snapshot>,
+    loaded: &BTreeMap<String, Vec<ResourceRecord>>,
+) -> Vec<ResourceRecord> {
+    let key = normalize_key(key);
+    let within = |k: &ResourceKey| *k == key || k.is_under(&key);
+    let mut found: BTreeMap<String, ResourceRecord> = BTreeMap::new();
+    for r in loaded.get(key.as_str()).into_iter().flatten() {
+        found.insert(r.key().as_str().to_string(), r.clone());
+    }
+    for (k, snapshot) in current {
+        found.remove(k);
+        if let Some(r) = &snapshot.resource
+            && !within(&ResourceKey(k.clone()))
+            && r.references.iter().any(|x| within(&normalize_key(&x.id.key())))
+        {
+            found.insert(k.clone(), r.clone());
+        }
+    }
+    found.into_values().collect()
+}
+
 /// Runs one queued change on its key's current snapshot, which it advances on success, and
 /// adds what it writes (at its own time) to its key's plan.
 fn decide(
@@ -340,8 +324,8 @@ async fn load(
     keys: &[&str],
     related: &[String],
     batch: &[Arc<Queued>],
-) -> Result<(BTreeMap<String, Snapshot>, BTreeMap<String, ResourceRecord>), Failure> {
-    let (lock, resources, open, named, context, under) = tokio::join!(
+) -> Result<Loaded, Failure> {
+    let (lock, resources, open, named, context, under, referring) = tokio::join!(
         biased;
         tx.prepare_cached(LOCK_KEYS),
         tx.prepare_cached(RESOURCES_FOR_UPDATE),
@@ -349,8 +333,14 @@ async fn load(
         tx.prepare_cached(NAMED_OPERATIONS),
         tx.prepare_cached(RELATED_RESOURCES),
         tx.prepare_cached(RESOURCES_UNDER),
+        tx.prepare_cached(REFERRERS),
     );
-    let (lock, resources, open, named, context, under) = (lock?, resources?, open?, named?, context?, under?);
+    let (lock, resources, open, named, context, under, referring) =
+        (lock?, resources?, open?, named?, context?, under?, referring?);
+    let mut deleting: Vec<String> =
+        batch.iter().filter(|q| q.req.referrers).map(|q| normalize_key(&q.req.key).as_str().to_string()).collect();
+    deleting.sort_unstable();
+    deleting.dedup();
     let mut parents: Vec<String> =
         batch.iter().filter(|q| q.req.children).map(|q| normalize_key(&q.req.key).as_str().to_string()).collect();
     parents.sort_unstable();
@@ -387,7 +377,13 @@ async fn load(
         }
         tx.query(&under, &[&parents]).await
     };
-    let (locked, resources, open, named, context, under) = tokio::join!(
+    let referring_rows = async {
+        if deleting.is_empty() {
+            return Ok(Vec::new());
+        }
+        tx.query(&referring, &[&deleting]).await
+    };
+    let (locked, resources, open, named, context, under, referring) = tokio::join!(
         biased;
         tx.execute(&lock, &by_locked_keys),
         tx.query(&resources, &by_keys),
@@ -395,8 +391,15 @@ async fn load(
         named_rows,
         context_rows,
         under_rows,
+        referring_rows,
     );
-    let (_, resources, open, named, context, under) = (locked?, resources?, open?, named?, context?, under?);
+    let (_, resources, open, named, context, under, referring) =
+        (locked?, resources?, open?, named?, context?, under?, referring?);
+    let mut referrers: BTreeMap<String, Vec<ResourceRecord>> = BTreeMap::new();
+    for row in &referring {
+        let asking: String = rows::column(row, 8, "resource_references", "?")?;
+        referrers.entry(asking).or_default().push(rows::read_resource_row(row)?.into_record()?);
+    }
     let mut related_records = BTreeMap::new();
     for row in context.iter().chain(&under) {
         let record = rows::read_resource_row(row)?;
@@ -430,215 +433,15 @@ async fn load(
             }
         }
     }
-    Ok((snapshots, related_records))
+    Ok(Loaded { snapshots, context: related_records, referrers })
 }
 
-/// Every row a batch writes, as the parallel arrays `unnest` takes.
-#[derive(Default)]
-struct WriteRows {
-    inserted_resources: ResourceRows,
-    updated_resources: ResourceRows,
-    deleted_resources: Vec<String>,
-    inserted_operations: OperationRows,
-    updated_operations: OperationRows,
-    notification_subscriptions: Vec<String>,
-    notification_operations: Vec<String>,
-    notification_uris: Vec<String>,
-    notification_due: Vec<i64>,
-    wake_after: Vec<String>,
-    wake_before: Vec<String>,
-    wake_now: Vec<i64>,
-    wake_keys: Vec<String>,
-    wake_key_now: Vec<i64>,
-}
-
-impl WriteRows {
-    fn add(&mut self, key: &ResourceKey, plan: ChangePlan) {
-        match plan.resource {
-            Some(ResourceWrite::Delete) => self.deleted_resources.push(key.as_str().to_string()),
-            Some(ResourceWrite::Insert(c)) => self.inserted_resources.push(key, c),
-            Some(ResourceWrite::Update(c)) => self.updated_resources.push(key, c),
-            None => {}
-        }
-        for op in plan.operations {
-            if op.insert { self.inserted_operations.push(op) } else { self.updated_operations.push(op) }
-        }
-        for n in plan.notifications {
-            self.notification_subscriptions.push(n.subscription);
-            self.notification_operations.push(n.operation_id);
-            self.notification_uris.push(n.uri);
-            self.notification_due.push(n.due_at);
-        }
-        if let Some(w) = plan.wake {
-            self.wake_after.push(w.after);
-            self.wake_before.push(w.before);
-            self.wake_now.push(w.now);
-        }
-        for (key, now) in plan.wake_keys {
-            if !self.wake_keys.contains(&key) {
-                self.wake_keys.push(key);
-                self.wake_key_now.push(now);
-            }
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.inserted_resources.key.is_empty()
-            && self.updated_resources.key.is_empty()
-            && self.deleted_resources.is_empty()
-            && self.inserted_operations.id.is_empty()
-            && self.updated_operations.id.is_empty()
-            && self.notification_uris.is_empty()
-            && self.wake_now.is_empty()
-            && self.wake_keys.is_empty()
-    }
-
-    /// All statements sent at once; the server runs them in this order and refuses the rest
-    /// after an error, so the first error in this order is the cause. Each row appears once
-    /// (the plans of one key are merged), as a multi-row `UPDATE` needs.
-    async fn write(&self, tx: &Transaction<'_>) -> Result<(), Failure> {
-        let statements = [
-            (!self.deleted_resources.is_empty()).then_some(DELETE_RESOURCES),
-            (!self.inserted_resources.key.is_empty()).then_some(INSERT_RESOURCES),
-            (!self.updated_resources.key.is_empty()).then_some(UPDATE_RESOURCES),
-            (!self.inserted_operations.id.is_empty()).then_some(INSERT_OPERATIONS),
-            (!self.updated_operations.id.is_empty()).then_some(UPDATE_OPERATIONS),
-            (!self.notification_uris.is_empty()).then_some(INSERT_NOTIFICATIONS),
-            (!self.wake_now.is_empty()).then_some(WAKE_RANGES),
-            (!self.wake_keys.is_empty()).then_some(WAKE_KEYS),
-        ];
-        let mut prepared = Vec::with_capacity(statements.len());
-        for sql in statements {
-            prepared.push(match sql {
-                Some(sql) => Some(tx.prepare_cached(sql).await?),
-                None => None,
-            });
-        }
-        let deleted: [&(dyn ToSql + Sync); 1] = [&self.deleted_resources];
-        let (inserted, updated) = (self.inserted_resources.params(), self.updated_resources.params());
-        let (inserted_ops, updated_ops) = (self.inserted_operations.params(), self.updated_operations.params());
-        let notified: [&(dyn ToSql + Sync); 4] = [
-            &self.notification_subscriptions,
-            &self.notification_operations,
-            &self.notification_uris,
-            &self.notification_due,
-        ];
-        let woken: [&(dyn ToSql + Sync); 3] = [&self.wake_after, &self.wake_before, &self.wake_now];
-        let woken_keys: [&(dyn ToSql + Sync); 2] = [&self.wake_keys, &self.wake_key_now];
-        let results = tokio::join!(
-            biased;
-            execute_if(tx, prepared[0].as_ref(), &deleted),
-            execute_if(tx, prepared[1].as_ref(), &inserted),
-            execute_if(tx, prepared[2].as_ref(), &updated),
-            execute_if(tx, prepared[3].as_ref(), &inserted_ops),
-            execute_if(tx, prepared[4].as_ref(), &updated_ops),
-            execute_if(tx, prepared[5].as_ref(), &notified),
-            execute_if(tx, prepared[6].as_ref(), &woken),
-            execute_if(tx, prepared[7].as_ref(), &woken_keys),
-        );
-        results.0?;
-        results.1?;
-        results.2?;
-        results.3?;
-        results.4?;
-        results.5?;
-        results.6?;
-        results.7?;
-        Ok(())
-    }
-}
-
-async fn execute_if(
-    tx: &Transaction<'_>,
-    stmt: Option<&Statement>,
-    params: &[&(dyn ToSql + Sync)],
-) -> Result<u64, tokio_postgres::Error> {
-    match stmt {
-        Some(stmt) => tx.execute(stmt, params).await,
-        None => Ok(0),
-    }
-}
-
-#[derive(Default)]
-struct ResourceRows {
-    key: Vec<String>,
-    subscription: Vec<String>,
-    resource_group: Vec<String>,
-    type_key: Vec<String>,
-    next_due: Vec<Option<i64>>,
-    intent: Vec<bool>,
-    lease_owner: Vec<Option<String>>,
-    lease_until: Vec<Option<i64>>,
-    lease_epoch: Vec<Option<i64>>,
-    generation: Vec<i64>,
-    body: Vec<String>,
-}
-
-impl ResourceRows {
-    fn push(&mut self, key: &ResourceKey, c: ResourceColumns) {
-        self.key.push(key.as_str().to_string());
-        self.subscription.push(c.subscription);
-        self.resource_group.push(c.resource_group);
-        self.type_key.push(c.type_key);
-        self.next_due.push(c.next_due);
-        self.intent.push(c.intent);
-        self.lease_owner.push(c.lease_owner);
-        self.lease_until.push(c.lease_until);
-        self.lease_epoch.push(c.lease_epoch);
-        self.generation.push(c.generation);
-        self.body.push(c.body);
-    }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.key,
-            &self.subscription,
-            &self.resource_group,
-            &self.type_key,
-            &self.next_due,
-            &self.intent,
-            &self.lease_owner,
-            &self.lease_until,
-            &self.lease_epoch,
-            &self.generation,
-            &self.body,
-        ]
-    }
-}
-
-#[derive(Default)]
-struct OperationRows {
-    subscription: Vec<String>,
-    id: Vec<String>,
-    resource_key: Vec<String>,
-    status: Vec<&'static str>,
-    terminal: Vec<bool>,
-    body: Vec<String>,
-    expires_at: Vec<i64>,
-}
-
-impl OperationRows {
-    fn push(&mut self, op: OperationRow) {
-        self.subscription.push(op.subscription);
-        self.id.push(op.id);
-        self.resource_key.push(op.resource_key);
-        self.status.push(op.status);
-        self.terminal.push(op.terminal);
-        self.body.push(op.body);
-        self.expires_at.push(op.expires_at);
-    }
-
-    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
-        vec![
-            &self.subscription,
-            &self.id,
-            &self.resource_key,
-            &self.status,
-            &self.terminal,
-            &self.body,
-            &self.expires_at,
-        ]
-    }
+/// What a batch read before deciding: each key's snapshot, the resources read as context
+/// (related and children), and each deleting key's referrers.
+struct Loaded {
+    snapshots: BTreeMap<String, Snapshot>,
+    context: BTreeMap<String, ResourceRecord>,
+    referrers: BTreeMap<String, Vec<ResourceRecord>>,
 }
 
 #[cfg(test)]

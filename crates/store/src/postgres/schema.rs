@@ -87,6 +87,16 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX entries_by_partition ON entries (kind, partition, id);
     "#,
+    // 3. References between resources (`slipway_domain::reference`): one row per referrer
+    // and referenced resource, by lowercased key; written with the referrer's row.
+    r#"
+    CREATE TABLE resource_references (
+        to_key   TEXT COLLATE "C" NOT NULL,
+        from_key TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (to_key, from_key)
+    );
+    CREATE INDEX resource_references_by_referrer ON resource_references (from_key);
+    "#,
 ];
 
 /// The first key of the session-level advisory lock migrations run under (`'SLPW'`); the

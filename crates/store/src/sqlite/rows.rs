@@ -50,6 +50,27 @@ pub(super) fn resources_under(conn: &Connection, parent: &ResourceKey) -> Result
     rows.into_iter().map(ResourceRow::into_record).collect()
 }
 
+/// Resources outside `key`'s subtree that reference it or anything under it (at most 20).
+pub(super) fn referrers_of_subtree(conn: &Connection, key: &ResourceKey) -> Result<Vec<ResourceRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            resource_columns!(),
+            " FROM resources WHERE key IN (
+                 SELECT from_key FROM resource_references
+                 WHERE (to_key = ?1 OR (to_key > ?2 AND to_key < ?3))
+                   AND NOT (from_key = ?1 OR (from_key > ?2 AND from_key < ?3)))
+             ORDER BY key LIMIT 20"
+        ))
+        .map_err(db_error)?;
+    let k = key.as_str();
+    let rows: Vec<ResourceRow> = stmt
+        .query_map(params![k, format!("{k}/"), format!("{k}0")], read_resource_row)
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    rows.into_iter().map(ResourceRow::into_record).collect()
+}
+
 pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Page, StoreError> {
     // A zero limit could never make progress; treat it as the smallest page.
     let limit = query.limit.max(1);

@@ -79,6 +79,16 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX entries_by_partition ON entries (kind, partition, id);
     ",
+    // 3. References between resources (`slipway_domain::reference`): one row per referrer
+    // and referenced resource, by lowercased key; written with the referrer's row.
+    "
+    CREATE TABLE resource_references (
+        to_key   TEXT NOT NULL,
+        from_key TEXT NOT NULL,
+        PRIMARY KEY (to_key, from_key)
+    );
+    CREATE INDEX resource_references_by_referrer ON resource_references (from_key);
+    ",
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.

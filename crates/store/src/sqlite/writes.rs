@@ -53,7 +53,8 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
     }
     let children =
         if req.children { crate::direct_children(key, rows::resources_under(conn, key)?) } else { Vec::new() };
-    Ok(Snapshot { resource, operations, related, children, ..Snapshot::default() })
+    let referrers = if req.referrers { rows::referrers_of_subtree(conn, key)? } else { Vec::new() };
+    Ok(Snapshot { resource, operations, related, children, referrers, ..Snapshot::default() })
 }
 
 /// Runs a plan's rows one statement each.
@@ -130,6 +131,25 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
             )
             .map_err(db_error)?;
         wake.execute(params![w.after, w.before, w.now]).map_err(db_error)?;
+    }
+    if let Some(keys) = &plan.references {
+        let mut clear = conn.prepare_cached("DELETE FROM resource_references WHERE from_key = ?1").map_err(db_error)?;
+        clear.execute([key.as_str()]).map_err(db_error)?;
+        let mut add = conn
+            .prepare_cached("INSERT OR IGNORE INTO resource_references (to_key, from_key) VALUES (?1, ?2)")
+            .map_err(db_error)?;
+        for to in keys {
+            add.execute(params![to, key.as_str()]).map_err(db_error)?;
+        }
+    }
+    if let Some(now) = plan.wake_referrers {
+        let mut wake = conn
+            .prepare_cached(
+                "UPDATE resources SET next_due = MIN(COALESCE(next_due, ?2), ?2), intent = 1
+                 WHERE key IN (SELECT from_key FROM resource_references WHERE to_key = ?1)",
+            )
+            .map_err(db_error)?;
+        wake.execute(params![key.as_str(), now]).map_err(db_error)?;
     }
     for (k, now) in &plan.wake_keys {
         let mut wake = conn

@@ -1,0 +1,162 @@
+//! References: what admission checks (the target exists, is not going away, closes no
+//! cycle), what a delete checks (nobody references it), and the referrer's job waiting for
+//! its targets (docs/arm-contract.md#references).
+
+mod common;
+
+use common::*;
+use slipway_domain::admission::Rejection;
+use slipway_domain::reconcile::{self, Effect};
+use slipway_domain::reference::{self, INVALID_REFERENCE, Reference};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::{ArmId, JobState, ProvisioningState as PS, TypePolicy};
+
+fn id(path: &str) -> ArmId {
+    ArmId::parse(&format!("/subscriptions/SUB-1/resourceGroups/My-RG/providers/Slipway.Example/{path}")).unwrap()
+}
+
+fn vm() -> ArmId {
+    id("computeInstances/vm1")
+}
+
+fn subnet() -> ArmId {
+    id("virtualNetworks/v1/subnets/s1")
+}
+
+fn vnet() -> ArmId {
+    id("virtualNetworks/v1")
+}
+
+/// A record at `at` in `state` (created as a top-level resource, then moved to `at`: these
+/// tests are about references, not parents).
+fn record(at: &ArmId, state: PS) -> ResourceRecord {
+    let mut snap = Snapshot::default();
+    slipway_domain::admission::admit_put(
+        &mut snap,
+        &ArmId { parent_names: vec![], ..at.clone() },
+        "X",
+        spec(v1()),
+        &ctx(50, T0),
+    )
+    .unwrap();
+    let mut r = snap.resource.unwrap();
+    r.id = at.clone();
+    r.provisioning_state = state;
+    r
+}
+
+fn deleting(mut r: ResourceRecord) -> ResourceRecord {
+    r.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0 });
+    r
+}
+
+fn to_subnet() -> Vec<Reference> {
+    vec![Reference { property: "subnetId".into(), id: subnet() }]
+}
+
+#[test]
+fn a_reference_reads_its_target_and_the_targets_ancestors() {
+    assert_eq!(reference::related_keys(&vm(), &to_subnet()), {
+        let mut k = vec![subnet().key(), vnet().key()];
+        k.sort();
+        k
+    });
+    let child = id("virtualNetworks/v2/subnets/s9");
+    assert_eq!(reference::related_keys(&child, &[]), vec![id("virtualNetworks/v2").key()], "a child reads its parent");
+}
+
+#[test]
+fn admission_checks_each_reference() {
+    let invalid = |message: String| {
+        Err(Rejection::Invalid(
+            slipway_domain::CloudError::new(INVALID_REFERENCE, message).with_target("properties.subnetId"),
+        ))
+    };
+    let mut cyclic = record(&subnet(), PS::Succeeded);
+    cyclic.references = vec![Reference { property: "owner".into(), id: vm() }];
+    let cases: Vec<(&str, Vec<ResourceRecord>, Result<(), Rejection>)> = vec![
+        ("the target exists", vec![record(&subnet(), PS::Succeeded), record(&vnet(), PS::Succeeded)], Ok(())),
+        (
+            "a target still provisioning is fine",
+            vec![record(&subnet(), PS::Provisioning), record(&vnet(), PS::Succeeded)],
+            Ok(()),
+        ),
+        (
+            "no target",
+            vec![record(&vnet(), PS::Succeeded)],
+            invalid(format!("The referenced resource '{}' does not exist.", subnet())),
+        ),
+        (
+            "the target is being deleted",
+            vec![deleting(record(&subnet(), PS::Deleting)), record(&vnet(), PS::Succeeded)],
+            Err(Rejection::Conflict {
+                message: format!("The referenced resource '{}' is being deleted", subnet()),
+                target: "properties.subnetId".into(),
+            }),
+        ),
+        (
+            "the target's parent is being deleted",
+            vec![record(&subnet(), PS::Succeeded), deleting(record(&vnet(), PS::Deleting))],
+            Err(Rejection::Conflict {
+                message: format!("The referenced resource '{}' is being deleted", vnet()),
+                target: "properties.subnetId".into(),
+            }),
+        ),
+        (
+            "the target references this resource",
+            vec![cyclic, record(&vnet(), PS::Succeeded)],
+            invalid(format!("Referencing '{}' would create a cycle: it references this resource.", subnet())),
+        ),
+    ];
+    for (name, related, want) in cases {
+        let mut snap = Snapshot { related, ..Snapshot::default() };
+        let got = reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), to_subnet(), &ctx(1, T0));
+        assert_eq!(got.as_ref().map(|_| ()).map_err(Clone::clone), want, "{name}");
+        if want.is_ok() {
+            assert_eq!(snap.resource.unwrap().references, to_subnet(), "{name}: recorded");
+        }
+    }
+    let mut snap = Snapshot { related: vec![record(&vm(), PS::Succeeded)], ..Snapshot::default() };
+    let own = vec![Reference { property: "subnetId".into(), id: vm() }];
+    assert!(matches!(
+        reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), own, &ctx(1, T0)),
+        Err(Rejection::Invalid(_))
+    ));
+}
+
+#[test]
+fn a_referenced_resource_cannot_be_deleted() {
+    let mut snap = Snapshot { resource: Some(record(&subnet(), PS::Succeeded)), ..Snapshot::default() };
+    assert_eq!(reference::check_not_in_use(&snap), Ok(()));
+    snap.referrers = vec![record(&vm(), PS::Succeeded), record(&id("computeInstances/vm0"), PS::Failed)];
+    assert_eq!(
+        reference::check_not_in_use(&snap),
+        Err(Rejection::InUse {
+            target: subnet().to_string(),
+            referrers: vec![id("computeInstances/vm0").to_string(), vm().to_string()],
+        })
+    );
+}
+
+#[test]
+fn a_referrers_job_waits_for_its_targets_and_they_wake_it() {
+    let policy = TypePolicy::default();
+    let mut snap = Snapshot {
+        related: vec![record(&subnet(), PS::Provisioning), record(&vnet(), PS::Succeeded)],
+        ..Snapshot::default()
+    };
+    reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), to_subnet(), &ctx(1, T0)).unwrap();
+    let deadline = T0.add(policy.create_deadline);
+    assert_eq!(reconcile::decide(&mut snap, &policy, at(1)), Effect::Sleep { until: Some(deadline) });
+    assert_eq!(snap.operation(&op_id(1)).unwrap().waiting_on, Some(subnet().to_string()));
+    snap.related[0].provisioning_state = PS::Succeeded;
+    assert_eq!(reconcile::decide(&mut snap, &policy, at(2)), Effect::Launch { key: key(1, 1) });
+
+    // A referenced type's resource wakes its referrers when it becomes Succeeded.
+    let mut w = World::created();
+    w.policy.is_referenced = true;
+    w.launch(&key(1, 1), "1001");
+    w.poll(&key(1, 1), observed(JobState::Succeeded, "successful", ""));
+    w.decide();
+    assert!(w.snap.wake_referrers && !w.snap.wake_children);
+}
