@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use common::{SUBNETS, TestServer, header, rid};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(60);
@@ -55,17 +55,6 @@ async fn outputs_become_read_only_properties() {
     let (_, updated) = server.wait_resource(&vm, T, |c, b| succeeded(c, b) && b["properties"]["size"] == "large").await;
     assert_eq!(updated["properties"]["ipAddress"], ip.as_str(), "same name, same address");
 }
-
-/// A child type nested under the example `virtualNetworks`.
-const SUBNETS: &str = r#"
-[[types]]
-namespace = "Slipway.Example"
-type = "virtualNetworks/subnets"
-kind = "Subnet"
-api_versions = ["2025-06-01"]
-provider = "ansible"
-poll_interval_seconds = 0.2
-"#;
 
 async fn op_status(server: &TestServer, url: &str) -> Value {
     server.follow(url).await.1

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{API, config_text, free_port, header, path_of, rid, spawn_slipway};
+use common::{API, SUBNETS, config_text, free_port, header, path_of, rid, spawn_slipway};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(120);
@@ -192,17 +192,6 @@ async fn sigterm_drains_and_a_restart_adopts_the_running_job() {
     node.child.kill().unwrap();
     node.child.wait().unwrap();
 }
-
-/// A child type nested under the example `virtualNetworks`.
-const SUBNETS: &str = r#"
-[[types]]
-namespace = "Slipway.Example"
-type = "virtualNetworks/subnets"
-kind = "Subnet"
-api_versions = ["2025-06-01"]
-provider = "ansible"
-poll_interval_seconds = 0.2
-"#;
 
 /// Waits until `f` holds for the status document at `path`.
 async fn until_status(http: &reqwest::Client, base: &str, path: &str, what: &str, f: impl Fn(&Value) -> bool) {

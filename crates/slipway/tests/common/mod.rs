@@ -35,6 +35,18 @@ pub fn spawn_slipway(config: &Path, log: &Path, filter: &str) -> std::process::C
 }
 pub const SUB: &str = "11111111-1111-1111-1111-111111111111";
 
+/// A `[[types]]` entry for a child type nested under the example `virtualNetworks`, served
+/// by the example subnet playbooks (appended to a [`config_text`]).
+pub const SUBNETS: &str = r#"
+[[types]]
+namespace = "Slipway.Example"
+type = "virtualNetworks/subnets"
+kind = "Subnet"
+api_versions = ["2025-06-01"]
+provider = "ansible"
+poll_interval_seconds = 0.2
+"#;
+
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
 }
