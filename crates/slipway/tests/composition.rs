@@ -293,3 +293,35 @@ async fn references_order_jobs_and_hold_their_targets() {
     let r = server.http.delete(server.url(&sg)).send().await.unwrap();
     assert_eq!(r.status(), 409, "still referenced");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reference_that_would_close_a_cycle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = json!({"type": "object", "properties": {
+        "peerId": {"type": "string", "x-slipway-reference": "Slipway.Example/peers"}
+    }});
+    std::fs::write(dir.path().join("peers.json"), schema.to_string()).unwrap();
+    let peers = format!(
+        "\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"peers\"\nkind = \"SecurityGroup\"\napi_versions = [\"2025-06-01\"]\nschema = \"{}\"\nprovider = \"ansible\"\npoll_interval_seconds = 0.2\n",
+        dir.path().join("peers.json").display()
+    );
+    let server = TestServer::start_full("", "", &peers, |_| {}).await;
+    let (a, b, c) = (rid("peers", "a"), rid("peers", "b"), rid("peers", "c"));
+    create(&server, &a, json!({})).await;
+    create(&server, &b, json!({"peerId": a})).await;
+    create(&server, &c, json!({"peerId": b})).await;
+    // a → b would close a → b → a and a → c would close a → c → b → a.
+    for target in [&b, &c] {
+        let r = server.put(&a, json!({"location": "local", "properties": {"peerId": target}})).await;
+        assert_eq!(r.status(), 400, "a → {target}");
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(
+            (e["error"]["code"].as_str(), e["error"]["target"].as_str()),
+            (Some("InvalidResourceReference"), Some("properties.peerId"))
+        );
+        assert!(e["error"]["message"].as_str().unwrap().contains("would create a cycle"), "{e}");
+    }
+    // Self-reference too.
+    let r = server.put(&a, json!({"location": "local", "properties": {"peerId": a}})).await;
+    assert_eq!(r.status(), 400);
+}
