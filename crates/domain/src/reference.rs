@@ -51,8 +51,9 @@ fn invalid(r: &Reference, message: String) -> Rejection {
 /// does not reference `id` back.
 pub fn check(snap: &Snapshot, id: &ArmId, references: &[Reference]) -> Result<(), Rejection> {
     for r in references {
-        if r.id.key() == id.key() {
-            return Err(invalid(r, format!("The resource cannot reference itself ('{}').", r.id)));
+        // A resource's children wait for it: referencing one would make each wait for the other.
+        if r.id.key() == id.key() || r.id.key().is_under(&id.key()) {
+            return Err(invalid(r, format!("The resource cannot reference itself or what it contains ('{}').", r.id)));
         }
         let Some(target) = snap.related(&r.id) else {
             return Err(invalid(r, format!("The referenced resource '{}' does not exist.", r.id)));

@@ -127,7 +127,7 @@ fn a_large_family_is_asked_in_bounded_steps() {
 fn a_childs_delete_is_admitted_once_with_a_stable_operation() {
     let parent = deleting_parent(vec![]);
     let parent_op = parent.op(2).clone();
-    let ctx = cascade::child_delete_context(&parent_op, parent.res(), &child_id("a"), at(9));
+    let ctx = cascade::child_delete_context(Some(&parent_op), parent.res(), &child_id("a"), at(9));
     assert_eq!(ctx.operation_id, cascade::child_operation_id(&op_id(2), &child_id("a")), "derived, stable");
     assert_ne!(ctx.operation_id, cascade::child_operation_id(&op_id(2), &child_id("b")));
     assert_ne!(ctx.operation_id, cascade::child_operation_id(&op_id(3), &child_id("a")));
@@ -188,4 +188,30 @@ fn a_child_wakes_its_parent_as_its_delete_progresses() {
     w.decide();
     assert!(w.snap.resource.is_none());
     assert_eq!(w.snap.wake, vec![arm_id().key()]);
+}
+
+#[test]
+fn a_child_another_child_references_goes_after_it() {
+    let mut referrer = child("b", 12);
+    referrer.references = vec![slipway_domain::reference::Reference { property: "peer".into(), id: child_id("a") }];
+    let mut w = deleting_parent(vec![child("a", 11), referrer.clone()]);
+    assert_eq!(w.decide(), Effect::DeleteChildren { children: vec![child_id("b")] }, "a waits for its referrer");
+    w.snap.children = vec![child("a", 11), deleting(referrer, Some(JobState::Running))];
+    assert!(matches!(w.decide(), Effect::Sleep { .. }), "still referenced by a child on its way out");
+    w.snap.children = vec![child("a", 11)];
+    assert_eq!(w.decide(), Effect::DeleteChildren { children: vec![child_id("a")] });
+}
+
+#[test]
+fn a_cascade_goes_on_after_its_operation_ended_and_pauses_when_nothing_was_admitted() {
+    let mut w = deleting_parent(vec![child("a", 11)]);
+    let effect = w.decide();
+    // Nothing admitted (the store was unreachable): a pause, not a hot loop.
+    assert_eq!(w.apply(&effect, Outcome::ChildDeletes(vec![])), Some(w.now.add(w.policy.poll_interval)));
+    // The operation's deadline passes: the cascade goes on without it.
+    w.set_now(w.op(2).start_time.add(w.policy.delete_deadline));
+    assert_eq!(w.decide(), Effect::DeleteChildren { children: vec![child_id("a")] });
+    assert_eq!(w.op(2).status, PS::Failed);
+    let ctx = cascade::child_delete_context(None, w.res(), &child_id("a"), w.now);
+    assert_eq!(ctx.operation_id, cascade::child_operation_id(&w.res().last_operation_id, &child_id("a")));
 }

@@ -160,3 +160,14 @@ fn a_referrers_job_waits_for_its_targets_and_they_wake_it() {
     w.decide();
     assert!(w.snap.wake_referrers && !w.snap.wake_children);
 }
+
+#[test]
+fn a_resource_cannot_reference_what_it_contains() {
+    let own_child = Reference { property: "subnetId".into(), id: subnet() };
+    let mut snap = Snapshot { related: vec![record(&subnet(), PS::Succeeded)], ..Snapshot::default() };
+    let got = reference::admit_put(&mut snap, &vnet(), "VirtualNetwork", spec(v1()), vec![own_child], &ctx(1, T0));
+    assert!(
+        matches!(got, Err(Rejection::Invalid(e)) if e.message.contains("what it contains")),
+        "its child waits for it"
+    );
+}

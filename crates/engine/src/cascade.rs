@@ -20,9 +20,8 @@ pub(crate) async fn delete_children(
     snap: &Snapshot,
     children: &[ArmId],
 ) -> Outcome {
-    let (Some(parent), Some(op)) = (snap.resource.as_ref(), snap.active_operation()) else {
-        return Outcome::ChildDeletes(Vec::new());
-    };
+    let Some(parent) = snap.resource.as_ref() else { return Outcome::ChildDeletes(Vec::new()) };
+    let op = snap.active_operation();
     let now = clock.now();
     let mut admitting = JoinSet::new();
     for child in children {
@@ -45,7 +44,7 @@ pub(crate) async fn delete_children(
             Err(e) => tracing::error!(parent = %parent.id, error = %e, "a child delete task failed"),
         }
     }
-    tracing::info!(parent = %parent.id, operation = %op.id, children = started.len(), "cascading delete: children deleting");
+    tracing::info!(parent = %parent.id, children = started.len(), "cascading delete: children deleting");
     started.sort_by_key(|(child, _)| child.key());
     Outcome::ChildDeletes(started)
 }

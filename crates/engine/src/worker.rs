@@ -160,27 +160,35 @@ impl Worker {
             return settled;
         }
         let followed_key = performed.as_ref().and_then(|(effect, _)| effect_key(effect).map(str::to_string));
+        let related = self.related.clone();
         let advanced = self
             .retrying(|now| {
                 let policy = policy.clone();
                 let performed = performed.clone();
-                move |snap: &mut Snapshot| Ok(advance(snap, &policy, performed, now))
+                let read = related.clone();
+                move |snap: &mut Snapshot| {
+                    if snap.resource.as_ref().is_some_and(|r| related_keys(r) != read) {
+                        // A client changed what the resource depends on since this request
+                        // was made: record the outcome, but decide nothing (not even a wait,
+                        // which would drop the client's intent) on context read for the old
+                        // dependencies; the worker asks again with the new ones.
+                        if let Some((effect, outcome)) = performed {
+                            apply(snap, &effect, outcome, &policy, now);
+                        }
+                        return Ok(Step::Stale);
+                    }
+                    Ok(advance(snap, &policy, performed, now))
+                }
             })
             .await;
         let Some((step, mut snap)) = advanced else {
             self.settled = None;
             return Advanced::Gone;
         };
-        if let Some(res) = snap.resource.as_ref()
-            && related_keys(res) != self.related
-        {
-            // A client changed what the resource depends on since this change was asked
-            // for: decided on too little context, it can only have waited; decide again.
-            self.related = related_keys(res);
+        if let Step::Stale = step {
+            self.related = snap.resource.as_ref().map(related_keys).unwrap_or_default();
             self.settled = None;
-            if !matches!(step, Step::Perform(_)) {
-                return Advanced::Hold(self.shared.clock.now());
-            }
+            return Advanced::Hold(self.shared.clock.now());
         }
         self.signal_outbox(&snap);
         if let Some(res) = snap.resource.as_ref() {
@@ -204,6 +212,7 @@ impl Worker {
             Step::Gone => Advanced::Gone,
             Step::Hold(until) => Advanced::Hold(self.poll_time(until, policy.poll_interval)),
             Step::Released => Advanced::Released,
+            Step::Stale => Advanced::Hold(self.shared.clock.now()),
         }
     }
 
@@ -537,6 +546,8 @@ enum Step {
     Released,
     /// The resource is gone.
     Gone,
+    /// The change read the wrong dependencies (see `Worker::advance`): nothing was decided.
+    Stale,
 }
 
 /// [`Step`] after the commit, with what the worker needs to go on.

@@ -346,3 +346,45 @@ async fn jobs_are_told_who_asked_and_the_tenants_attributes() {
     assert_eq!(job_dirs, 2, "one create job per subscription");
     w.s.stop().await;
 }
+
+/// Referencing a resource hands its properties to the job and holds it against deletes: a
+/// caller who may write only in one resource group cannot reference another group's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn referencing_needs_read_on_the_referenced_resource() {
+    let idp = TestIdp::start().await;
+    let schemas = tempfile::tempdir().unwrap();
+    let schema = json!({"type": "object", "properties": {
+        "networkId": {"type": "string", "x-slipway-reference": "Slipway.Example/virtualNetworks"}
+    }});
+    std::fs::write(schemas.path().join("links.json"), schema.to_string()).unwrap();
+    let tables = format!(
+        "\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"links\"\nkind = \"SecurityGroup\"\napi_versions = [\"{API}\"]\n\
+         schema = \"{}\"\nprovider = \"ansible\"\npoll_interval_seconds = 0.2\n\
+         \n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n",
+        schemas.path().join("links.json").display(),
+        idp.issuer
+    );
+    let s = TestServer::start_full("", "", &tables, |_| {}).await;
+    let w = World { s, idp, shared: Vec::new() };
+    let root = token(&w.idp, "root", "platform");
+    let (_, sub) = SUBS[0];
+    let body = json!({"state": "Registered", "properties": {"tenantId": "tenant-a"}});
+    assert_eq!(w.send("PUT", &format!("/subscriptions/{sub}"), &root, Some(body), PLATFORM_API).await.0, 201);
+    let scope = format!("/subscriptions/{sub}/resourceGroups/rg2");
+    let assignment =
+        json!({"properties": {"roleDefinitionId": "Contributor", "principalId": "rg2-writer", "tenantId": "tenant-a"}});
+    let path = format!("{scope}/providers/Slipway.Authorization/roleAssignments/{}", guid("a", 7));
+    assert_eq!(w.send("PUT", &path, &root, Some(assignment), PLATFORM_API).await.0, 201);
+    let network = rid(sub, "elsewhere");
+    let body = json!({"location": "local", "properties": {"addressSpace": "10.9.0.0/16"}});
+    assert_eq!(w.send("PUT", &network, &root, Some(body), API).await.0, 201);
+    let writer = token(&w.idp, "rg2-writer", "tenant-a");
+    let link = format!("{scope}/providers/Slipway.Example/links/l1");
+    let (status, e) = w
+        .send("PUT", &link, &writer, Some(json!({"location": "local", "properties": {"networkId": network}})), API)
+        .await;
+    assert_eq!((status, e["error"]["code"].as_str()), (403, Some("AuthorizationFailed")), "{e}");
+    assert!(e["error"]["message"].as_str().unwrap().contains("Slipway.Example/virtualNetworks/read"), "{e}");
+    // Without the reference the same caller may write there.
+    assert_eq!(w.send("PUT", &link, &writer, Some(json!({"location": "local", "properties": {}})), API).await.0, 201);
+}

@@ -164,8 +164,8 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 access::check_subscription(state, &subscription, intent).await?.as_ref().map(access::tenant_context);
             match ctx.method {
                 Method::GET => get_resource(state, &id, &ty).await,
-                Method::PUT => put_resource(state, ctx, id, ty, body, tenant).await,
-                Method::PATCH => patch_resource(state, ctx, id, ty, body, tenant).await,
+                Method::PUT => put_resource(state, ctx, id, ty, body, tenant, &grants).await,
+                Method::PATCH => patch_resource(state, ctx, id, ty, body, tenant, &grants).await,
                 _ => delete_resource(state, ctx, id, tenant).await,
             }
         }

@@ -11,12 +11,24 @@ fn change_request(id: &ArmId, references: &[Reference], now: slipway_domain::Tim
     ChangeRequest::new(id.key(), now).with_related(reference::related_keys(id, references))
 }
 
+/// Referencing a resource hands its properties and outputs to the job and keeps it from
+/// being deleted: the caller must be able to read it.
+fn may_reference(ctx: &Ctx, grants: &access::Grants, references: &[Reference]) -> Result<(), ArmError> {
+    for r in references {
+        let action = access::resource_action(&r.id.namespace, &r.id.type_name, Permission::Read);
+        grants.require(&ctx.caller, Permission::Read, &resource_scope(&r.id), &action)?;
+    }
+    Ok(())
+}
+
 /// Most resources a cycle check visits.
 const CYCLE_WALK: usize = 256;
 
-/// `400` when following the references from `references` leads back to `id`: its job would
-/// wait for itself. (A direct cycle is also refused inside the change; a longer one written
-/// concurrently from both ends could slip past this walk.)
+/// `400` when what `references` wait for leads back to `id`: its job would wait for itself.
+/// A job waits for what its resource references and for its parent, so the walk follows
+/// both, and reaching `id` or anything under it (which waits for `id`) closes a cycle. (A
+/// direct cycle is also refused inside the change; a longer one written concurrently from
+/// both ends could slip past this walk.)
 async fn refuse_cycles(state: &ApiState, id: &ArmId, references: &[Reference]) -> Result<(), ArmError> {
     let own = id.key();
     for r in references {
@@ -26,15 +38,17 @@ async fn refuse_cycles(state: &ApiState, id: &ArmId, references: &[Reference]) -
             if seen.len() >= CYCLE_WALK || !seen.insert(at.key()) {
                 continue;
             }
-            let Some(rec) = state.store.get_resource(&at.key()).await? else { continue };
-            if rec.references.iter().any(|b| b.id.key() == own) {
+            if at.key() == own || at.key().is_under(&own) {
                 return Err(ArmError::bad_request(
                     reference::INVALID_REFERENCE,
                     format!("Referencing '{}' would create a cycle: it leads back to this resource.", r.id),
                 )
                 .with_target(format!("properties.{}", r.property)));
             }
-            next.extend(rec.references.iter().map(|b| b.id.clone()));
+            next.extend(at.parent());
+            if let Some(rec) = state.store.get_resource(&at.key()).await? {
+                next.extend(rec.references.iter().map(|b| b.id.clone()));
+            }
         }
     }
     Ok(())
@@ -53,6 +67,7 @@ pub(crate) async fn put_resource(
     ty: Arc<ResourceType>,
     body: Body,
     tenant: Option<TenantContext>,
+    grants: &access::Grants,
 ) -> Result<Response, ArmError> {
     ty.check_name(&id.name)?;
     let input: PutBody = json_body(state, ctx, body).await?;
@@ -62,6 +77,7 @@ pub(crate) async fn put_resource(
     let properties = wire::spec_properties(input.properties, &ty)?;
     ty.validate(&properties)?;
     let references = ty.references_in(&properties, &id.subscription)?;
+    may_reference(ctx, grants, &references)?;
     refuse_cycles(state, &id, &references).await?;
     let mut spec = Spec { location: Some(location), tags, properties };
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
@@ -86,12 +102,16 @@ pub(crate) async fn patch_resource(
     ty: Arc<ResourceType>,
     body: Body,
     tenant: Option<TenantContext>,
+    grants: &access::Grants,
 ) -> Result<Response, ArmError> {
     let input: PatchBody = json_body(state, ctx, body).await?;
     if let Some(tags) = &input.tags {
         limits::check_tags(tags)?;
     }
     let patch = wire::patch_properties(input.properties, &ty)?;
+    if let Some(p) = &patch {
+        may_reference(ctx, grants, &ty.references_in(p, &id.subscription)?)?;
+    }
     // What the merged properties can reference: what the patch sets, and what the resource
     // references now (checked again on the merged properties inside the change).
     let mut guess = patch.as_ref().map(|p| ty.references_in(p, &id.subscription)).transpose()?.unwrap_or_default();

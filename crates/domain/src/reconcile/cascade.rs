@@ -2,7 +2,8 @@
 //!
 //! The parent's engine step sees its direct children (`Snapshot::children`, read-only). While
 //! any is not yet deleting, it names them in `Effect::DeleteChildren` (a bounded number per
-//! step); the engine admits a delete for each in the child's own transaction, with an
+//! step; one another child references waits for that child to go); the engine admits a
+//! delete for each in the child's own transaction, with an
 //! operation id derived from the parent's delete and the child, so a cascade resumed after a
 //! crash asks for the same operations again and admits none twice. Once every child is
 //! deleting, the parent sleeps until a child wakes it (each child wakes its parent when its
@@ -42,19 +43,22 @@ pub fn child_operation_id(parent_op: &OperationId, child: &ArmId) -> OperationId
 }
 
 /// The request a parent's delete makes of one child: the parent's requester, api-version and
-/// job context, the derived operation id, no callback (the client follows the parent's).
+/// job context, the derived operation id, no callback (the client follows the parent's). A
+/// parent whose delete operation already ended (its deadline passed) goes on deleting: the
+/// ids then derive from its last operation, and nobody in particular asked.
 pub fn child_delete_context(
-    parent_op: &Operation,
+    parent_op: Option<&Operation>,
     parent: &ResourceRecord,
     child: &ArmId,
     now: Timestamp,
 ) -> RequestContext {
+    let seed = parent_op.map_or(&parent.last_operation_id, |o| &o.id);
     RequestContext {
-        operation_id: child_operation_id(&parent_op.id, child),
+        operation_id: child_operation_id(seed, child),
         now,
-        initiator: parent_op.initiator.clone(),
+        initiator: parent_op.map(|o| o.initiator.clone()).unwrap_or_default(),
         notification_uri: None,
-        api_version: parent_op.api_version.clone(),
+        api_version: parent_op.map(|o| o.api_version.clone()).unwrap_or_default(),
         actor: parent.system_data.last_modified_by.clone(),
         actor_type: parent.system_data.last_modified_by_type.clone(),
         job_context: parent.job_context.clone(),
@@ -94,8 +98,20 @@ pub(super) fn step(snap: &mut Snapshot, delete_deadline: std::time::Duration, no
     if snap.children.is_empty() {
         return None;
     }
-    let pending: Vec<ArmId> =
-        snap.children.iter().filter(|c| !c.is_deleting()).take(CHILD_DELETES_PER_STEP).map(|c| c.id.clone()).collect();
+    // A child another child references goes after its referrer (references never form a
+    // cycle, so some child is always free to go).
+    let referenced = |c: &ResourceRecord| {
+        snap.children.iter().any(|other| {
+            other.id != c.id && other.references.iter().any(|r| r.id.key() == c.key() || r.id.key().is_under(&c.key()))
+        })
+    };
+    let pending: Vec<ArmId> = snap
+        .children
+        .iter()
+        .filter(|c| !c.is_deleting() && !referenced(c))
+        .take(CHILD_DELETES_PER_STEP)
+        .map(|c| c.id.clone())
+        .collect();
     if !pending.is_empty() {
         return Some(super::Effect::DeleteChildren { children: pending });
     }

@@ -24,10 +24,11 @@ pub fn apply(
     let (key, io) = match effect {
         Effect::Sleep { .. } => return None,
         Effect::DeleteChildren { .. } => {
-            if let Outcome::ChildDeletes(started) = outcome {
-                super::cascade::record_child_operations(snap, started);
-            }
-            return None;
+            let Outcome::ChildDeletes(started) = outcome else { return None };
+            // None admitted (the store was unreachable): ask again after a pause, not at once.
+            let pause = started.is_empty().then(|| now.add(policy.poll_interval));
+            super::cascade::record_child_operations(snap, started);
+            return pause;
         }
         Effect::Launch { key } => (key, JobIo::Launch),
         Effect::Find { key } => {
@@ -57,8 +58,11 @@ fn record_poll(
     policy: &TypePolicy,
     now: Timestamp,
 ) -> Option<Timestamp> {
+    let provisioning = job_mut(snap, key)?.job_type == JobType::Provision;
     let outputs = match &mut outcome {
-        Outcome::Observed(obs) if obs.state == JobState::Succeeded => accept_outputs(obs, policy.max_output_bytes),
+        Outcome::Observed(obs) if provisioning && obs.state == JobState::Succeeded => {
+            accept_outputs(obs, policy.max_output_bytes)
+        }
         _ => None,
     };
     let job = job_mut(snap, key)?;
