@@ -188,6 +188,11 @@ impl ResourceType {
         self.raw_schema.is_none() || self.outputs.iter().any(|o| o == name)
     }
 
+    /// Whether any property references other resources (else a PATCH needs no read first).
+    pub fn has_references(&self) -> bool {
+        !self.references.is_empty()
+    }
+
     /// The types this type's properties reference (`TypeKey`s).
     pub fn reference_targets(&self) -> impl Iterator<Item = TypeKey> + '_ {
         self.references.iter().filter_map(|r| r.target.split_once('/').map(|(ns, ty)| TypeKey::new(ns, ty)))

@@ -115,7 +115,9 @@ pub(crate) async fn patch_resource(
     // What the merged properties can reference: what the patch sets, and what the resource
     // references now (checked again on the merged properties inside the change).
     let mut guess = patch.as_ref().map(|p| ty.references_in(p, &id.subscription)).transpose()?.unwrap_or_default();
-    if let Some(current) = state.store.get_resource(&id.key()).await? {
+    if ty.has_references()
+        && let Some(current) = state.store.get_resource(&id.key()).await?
+    {
         guess.extend(current.references);
     }
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;

@@ -6,6 +6,7 @@
 //! are marked `x-slipway-extension`.
 
 mod paths;
+mod platform_paths;
 mod schemas;
 
 use std::collections::BTreeMap;
@@ -44,7 +45,7 @@ fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
     let mut schemas = Map::new();
     schemas::common(&mut schemas);
     let mut paths = Map::new();
-    paths::platform_paths(setting, &mut paths);
+    platform_paths::platform_paths(setting, &mut paths);
     for members in namespaces.values_mut() {
         members.sort_by_key(|t| t.type_name.to_ascii_lowercase());
         for ty in members.iter() {
@@ -53,7 +54,7 @@ fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
         }
         let namespace = &members[0].namespace;
         let versions = types.namespace_versions(namespace);
-        paths::namespace_paths(namespace, members, &versions, setting, &mut paths);
+        platform_paths::namespace_paths(namespace, members, &versions, setting, &mut paths);
     }
     let mut components = json!({
         "schemas": schemas,

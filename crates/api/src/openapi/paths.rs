@@ -92,12 +92,12 @@ pub(super) fn headers() -> Value {
     })
 }
 
-fn header_ref(name: &str) -> Value {
+pub(super) fn header_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/headers/{name}") })
 }
 
 /// The async headers of an accepted operation; `required` when every answer of the status has them.
-fn async_headers(required: bool) -> Value {
+pub(super) fn async_headers(required: bool) -> Value {
     let mut h = json!({
         "x-ms-request-id": header_ref("RequestId"),
         "Azure-AsyncNotification": header_ref("AzureAsyncNotification"),
@@ -116,20 +116,20 @@ fn async_headers(required: bool) -> Value {
     h
 }
 
-fn json_answer(description: &str, schema: Value, headers: Value) -> Value {
+pub(super) fn json_answer(description: &str, schema: Value, headers: Value) -> Value {
     json!({"description": description, "headers": headers, "content": {"application/json": {"schema": schema}}})
 }
 
-fn plain(description: &str) -> Value {
+pub(super) fn plain(description: &str) -> Value {
     json!({"description": description, "headers": request_id()})
 }
 
-fn request_id() -> Value {
+pub(super) fn request_id() -> Value {
     json!({"x-ms-request-id": header_ref("RequestId")})
 }
 
 /// One operation of the document.
-struct Op {
+pub(super) struct Op {
     id: String,
     summary: String,
     tag: String,
@@ -141,7 +141,7 @@ struct Op {
 }
 
 impl Op {
-    fn new(id: String, summary: impl Into<String>, tag: &str, params: Vec<Value>) -> Self {
+    pub(super) fn new(id: String, summary: impl Into<String>, tag: &str, params: Vec<Value>) -> Self {
         Op {
             id,
             summary: summary.into(),
@@ -154,27 +154,27 @@ impl Op {
         }
     }
 
-    fn answer(mut self, status: u16, response: Value) -> Self {
+    pub(super) fn answer(mut self, status: u16, response: Value) -> Self {
         self.answers.push((status, response));
         self
     }
 
-    fn errors(mut self, errors: &'static [u16]) -> Self {
+    pub(super) fn errors(mut self, errors: &'static [u16]) -> Self {
         self.errors = errors;
         self
     }
 
-    fn body(mut self, schema: Value) -> Self {
+    pub(super) fn body(mut self, schema: Value) -> Self {
         self.body = Some(schema);
         self
     }
 
-    fn with(mut self, key: &'static str, value: Value) -> Self {
+    pub(super) fn with(mut self, key: &'static str, value: Value) -> Self {
         self.extra.push((key, value));
         self
     }
 
-    fn build(self, setting: &Setting) -> Value {
+    pub(super) fn build(self, setting: &Setting) -> Value {
         let mut responses = Map::new();
         for (status, response) in self.answers {
             responses.insert(status.to_string(), response);
@@ -203,11 +203,11 @@ impl Op {
     }
 }
 
-fn path_param(name: &str, schema: Value, description: &str) -> Value {
+pub(super) fn path_param(name: &str, schema: Value, description: &str) -> Value {
     json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
 }
 
-fn api_version(versions: &[String]) -> Value {
+pub(super) fn api_version(versions: &[String]) -> Value {
     json!({
         "name": "api-version",
         "in": "query",
@@ -217,15 +217,15 @@ fn api_version(versions: &[String]) -> Value {
     })
 }
 
-fn subscription_id() -> Value {
+pub(super) fn subscription_id() -> Value {
     path_param("subscriptionId", schemas::guid(), "A GUID; anything else is `400 InvalidSubscriptionId`.")
 }
 
-fn group_name() -> Value {
+pub(super) fn group_name() -> Value {
     path_param("resourceGroupName", schemas::group_name(), "ARM's resource-group rule.")
 }
 
-fn resource_name(ty: &ResourceType, own_rule: bool) -> Value {
+pub(super) fn resource_name(ty: &ResourceType, own_rule: bool) -> Value {
     path_param(
         "resourceName",
         schemas::resource_name(own_rule.then_some(ty)),
@@ -233,7 +233,7 @@ fn resource_name(ty: &ResourceType, own_rule: bool) -> Value {
     )
 }
 
-fn notification_uri(setting: &Setting) -> Value {
+pub(super) fn notification_uri(setting: &Setting) -> Value {
     json!({
         "name": "Azure-AsyncNotificationUri",
         "in": "header",
@@ -249,7 +249,7 @@ fn notification_uri(setting: &Setting) -> Value {
 
 /// `Slipway.Example` + `virtualNetworks` → `SlipwayExample_VirtualNetworks`; a child type
 /// `virtualNetworks/subnets` → `SlipwayExample_VirtualNetworksSubnets`.
-fn op_prefix(namespace: &str, type_name: &str) -> String {
+pub(super) fn op_prefix(namespace: &str, type_name: &str) -> String {
     let ty: String = type_name
         .split('/')
         .map(|seg| {
@@ -263,7 +263,7 @@ fn op_prefix(namespace: &str, type_name: &str) -> String {
     format!("{}_{ty}", namespace.replace(['.', '-'], ""))
 }
 
-fn lro(final_state: &str) -> [(&'static str, Value); 2] {
+pub(super) fn lro(final_state: &str) -> [(&'static str, Value); 2] {
     [
         ("x-ms-long-running-operation", json!(true)),
         ("x-ms-long-running-operation-options", json!({"final-state-via": final_state})),
@@ -392,7 +392,7 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
 }
 
 /// `{scope}/providers/Slipway.Authorization/roleAssignments[/{roleAssignmentName}]`.
-fn role_assignment_paths(
+pub(super) fn role_assignment_paths(
     scope_path: &str,
     prefix: &str,
     scope_params: Vec<Value>,
@@ -439,166 +439,4 @@ fn role_assignment_paths(
         format!("{collection}/{{roleAssignmentName}}"),
         json!({"get": get.build(setting), "put": put.build(setting), "delete": delete.build(setting)}),
     );
-}
-
-/// A namespace's operation endpoints and discovery.
-pub(super) fn namespace_paths(
-    namespace: &str,
-    types: &[&ResourceType],
-    versions: &[String],
-    setting: &Setting,
-    out: &mut Map<String, Value>,
-) {
-    let ns = namespace.replace(['.', '-'], "");
-    let version = api_version(versions);
-    let base = format!("/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}");
-    let params = vec![
-        subscription_id(),
-        path_param("location", schemas::segment(), "Any location (Slipway builds URLs with `server.location`)."),
-        path_param(
-            "operationId",
-            {
-                let mut s = schemas::guid();
-                s["format"] = json!("uuid");
-                s
-            },
-            "The operation's id; an unknown one is `404`.",
-        ),
-        version.clone(),
-    ];
-    let tag = format!("{namespace} operations");
-    let status = Op::new(
-        format!("{ns}_OperationStatuses_Get"),
-        "Reads an operation's status (200 whatever it is).",
-        &tag,
-        params.clone(),
-    )
-    .answer(200, json_answer("The operation.", schema_ref("OperationStatus"), request_id()))
-    .errors(&[400, 404, 500, 503]);
-    let resources: Vec<Value> = types.iter().map(|t| schema_ref(&TypeNames::of(t).resource)).collect();
-    let result = Op::new(format!("{ns}_OperationResults_Get"), "Reads an operation's result.", &tag, params.clone())
-        .answer(
-            200,
-            json_answer(
-                "A create or update succeeded: the resource as it is now.",
-                json!({"oneOf": resources}),
-                request_id(),
-            ),
-        )
-        .answer(202, {
-            let mut r = plain("Still running.");
-            r["headers"]["Location"] = header_ref("Location");
-            r["headers"]["Retry-After"] = header_ref("RetryAfter");
-            r
-        })
-        .answer(204, plain("A delete succeeded."))
-        .errors(&[400, 404, 409, 500, 503]);
-    let cancel = Op::new(format!("{ns}_OperationStatuses_Cancel"), "Cancels an operation (a Slipway extension of ARM).", &tag, params)
-        .answer(202, json_answer("Canceling or canceled; follow `Azure-AsyncOperation`.", schema_ref("OperationStatus"), async_headers(true)))
-        .errors(&[400, 404, 409, 500, 503])
-        .with("x-slipway-extension", json!("Not part of ARM's contract: ARM has no cancel for operations."))
-        .with("description", json!("A Slipway extension: ARM's contract has no way to cancel an operation. `409` once the operation ended, or for a delete."));
-    out.insert(format!("{base}/operationStatuses/{{operationId}}"), json!({"get": status.build(setting)}));
-    out.insert(format!("{base}/operationResults/{{operationId}}"), json!({"get": result.build(setting)}));
-    out.insert(format!("{base}/operationStatuses/{{operationId}}/cancel"), json!({"post": cancel.build(setting)}));
-
-    let discovery = format!("{namespace} discovery");
-    let provider = |id: &str, params: Vec<Value>| {
-        Op::new(
-            format!("{ns}_{id}"),
-            "The resource provider's registration (any authenticated caller).",
-            &discovery,
-            params,
-        )
-        .answer(200, json_answer("The provider.", schema_ref("Provider"), request_id()))
-        .errors(if setting.auth { &[400, 503] } else { &[400] })
-        .build(setting)
-    };
-    out.insert(format!("/providers/{namespace}"), json!({"get": provider("Providers_Get", vec![version.clone()])}));
-    out.insert(
-        format!("/subscriptions/{{subscriptionId}}/providers/{namespace}"),
-        json!({"get": provider("Providers_GetAtSubscription", vec![subscription_id(), version.clone()])}),
-    );
-    let operations = Op::new(
-        format!("{ns}_Operations_List"),
-        "Every action a role can grant (any authenticated caller).",
-        &discovery,
-        vec![version],
-    )
-    .answer(200, json_answer("The operations.", schema_ref("OperationList"), request_id()))
-    .errors(if setting.auth { &[400, 503] } else { &[400] });
-    out.insert(format!("/providers/{namespace}/operations"), json!({"get": operations.build(setting)}));
-}
-
-/// The platform: subscriptions, role assignments at `/`, a subscription and a resource group,
-/// and the unauthenticated probes.
-pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
-    let tag = "Slipway.Admin/subscriptions";
-    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
-    let list = Op::new(
-        "Subscriptions_List".into(),
-        "The registered subscriptions the caller holds a role in (all for an Admin).",
-        tag,
-        vec![version.clone()],
-    )
-    .answer(200, json_answer("The subscriptions.", schema_ref("SubscriptionList"), request_id()))
-    .errors(&[400, 500, 503]);
-    out.insert("/subscriptions".into(), json!({"get": list.build(setting)}));
-    let params = vec![subscription_id(), version];
-    let subscription = schema_ref("Subscription");
-    let get = Op::new("Subscriptions_Get".into(), "Reads a subscription's registration.", tag, params.clone())
-        .answer(200, json_answer("The registration.", subscription.clone(), request_id()))
-        .errors(&[400, 403, 404, 500, 503]);
-    let put = Op::new(
-        "Subscriptions_CreateOrUpdate".into(),
-        "Registers a subscription or changes its state (Admin).",
-        tag,
-        params,
-    )
-    .body(schema_ref("SubscriptionPut"))
-    .answer(200, json_answer("Changed.", subscription.clone(), request_id()))
-    .answer(201, json_answer("Registered.", subscription, request_id()))
-    .errors(&[400, 403, 408, 413, 415, 500, 503]);
-    out.insert("/subscriptions/{subscriptionId}".into(), json!({"get": get.build(setting), "put": put.build(setting)}));
-
-    role_assignment_paths("", "Platform_RoleAssignments", Vec::new(), setting, out);
-    role_assignment_paths(
-        "/subscriptions/{subscriptionId}",
-        "Subscription_RoleAssignments",
-        vec![subscription_id()],
-        setting,
-        out,
-    );
-    role_assignment_paths(
-        "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}",
-        "ResourceGroup_RoleAssignments",
-        vec![subscription_id(), group_name()],
-        setting,
-        out,
-    );
-
-    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}, "headers": request_id()});
-    let probe =
-        |id: &str, summary: &str| json!({"operationId": id, "summary": summary, "tags": ["Probes"], "security": []});
-    let mut healthz = probe("Healthz", "The process is up (no authentication).");
-    let too_large = json!({"$ref": "#/components/responses/RequestHeaderFieldsTooLarge"});
-    healthz["responses"] = json!({"200": text("`ok`."), "431": too_large});
-    let mut readyz = probe("Readyz", "The store answers (no authentication).");
-    readyz["responses"] = json!({
-        "200": text("`ready`."),
-        "431": too_large,
-        "503": {"$ref": "#/components/responses/ServiceUnavailable"},
-    });
-    let mut openapi = probe("OpenApi", "This document, generated from the running configuration (no authentication).");
-    openapi["responses"] = json!({
-        "200": {
-            "description": "OpenAPI 3.1.",
-            "headers": request_id(),
-            "content": {"application/json": {"schema": {"type": "object", "required": ["openapi", "paths"]}}},
-        },
-        "431": too_large,
-    });
-    out.insert("/healthz".into(), json!({"get": healthz}));
-    out.insert("/readyz".into(), json!({"get": readyz}));
-    out.insert("/openapi.json".into(), json!({"get": openapi}));
 }
