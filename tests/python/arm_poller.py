@@ -1,4 +1,6 @@
-"""Drives Slipway with the real azure-mgmt-core ARMPolling client.
+"""Drives Slipway with the real azure-mgmt-core ARMPolling client: a resource's PUT, PATCH,
+failure and DELETE, then a cluster with two node pools through create, an action and a
+cascading delete, and a preflight failure's details.
 
 Usage: python arm_poller.py BASE_URL SUBSCRIPTION API_VERSION
 Prints one JSON line per scenario; exits non-zero on the first unexpected outcome.
@@ -82,4 +84,52 @@ report("delete", result=None)
 result = begin("DELETE", vnet, None, "location").result(timeout=30)
 expect(result is None, "absent DELETE")
 report("delete-absent", result=None)
+
+def get_status(path):
+    return client.send_request(HttpRequest("GET", client.format_url(f"{path}?api-version={api}"))).status_code
+
+
+cluster = rid("clusters", f"c-{name}")
+pools = [f"{cluster}/nodePools/pool{i}" for i in (1, 2)]
+
+# Create: the pools are accepted while the cluster provisions; their jobs wait for it.
+pollers = [begin("PUT", cluster, {"location": "local", "properties": {"version": "4.17"}}, "azure-async-operation")]
+pollers += [
+    begin("PUT", p, {"location": "local", "properties": {"replicas": 2 + i}}, "azure-async-operation")
+    for i, p in enumerate(pools)
+]
+results = [p.result(timeout=120) for p in pollers]
+expect(all(r["properties"]["provisioningState"] == "Succeeded" for r in results), f"create results: {results}")
+expect(results[0]["properties"]["currentVersion"] == "4.17", f"cluster outputs: {results[0]}")
+expect([r["properties"]["readyReplicas"] for r in results[1:]] == [2, 3], f"pool outputs: {results[1:]}")
+report("cluster-create", pools=len(results) - 1)
+
+# An action: 202 without a body; the Location answers with the resource once it is done.
+result = begin("POST", f"{cluster}/upgrade", {"version": "4.18"}, "location").result(timeout=120)
+expect(result["properties"]["currentVersion"] == "4.18", f"upgrade result: {result}")
+expect(result["properties"]["version"] == "4.17", f"the spec is untouched: {result}")
+report("cluster-action", currentVersion=result["properties"]["currentVersion"])
+
+# Cascading delete: the pools go first, then the cluster. The poller follows the cluster's
+# operation, whose status names each pool's own delete operation.
+result = begin("DELETE", cluster, None, "azure-async-operation").result(timeout=120)
+expect(result["status"] == "Succeeded", f"cascade result: {result}")
+children = sorted(c["resourceId"] for c in result["properties"]["childOperations"])
+expect(children == pools, f"child operations: {children}")
+for c in result["properties"]["childOperations"]:
+    child = client.send_request(HttpRequest("GET", client.format_url(f"{c['id']}?api-version={api}"))).json()
+    expect(child["status"] == "Succeeded", f"child operation: {child}")
+codes = [get_status(p) for p in [cluster, *pools]]
+expect(codes == [404, 404, 404], f"GETs after the cascade: {codes}")
+report("cluster-cascade", deleted=len(codes))
+
+# A failed preflight check raises with its own detail.
+try:
+    begin("PUT", rid("clusters", f"c-{name}-old"), {"location": "local", "properties": {"version": "4.12"}}, "azure-async-operation").result(timeout=120)
+    expect(False, "a failing preflight did not raise")
+except HttpResponseError as e:
+    expect(e.error is not None and e.error.code == "PreflightValidationFailed", f"error {e.error}")
+    details = [(d.code, d.target) for d in e.error.details]
+    expect(details == [("PreflightCheckFailed", "version")], f"details {details}")
+    report("cluster-preflight-failure", code=e.error.code, details=len(details))
 print("arm_poller: all scenarios passed", flush=True)

@@ -75,8 +75,8 @@ pub struct SimTemplate {
     pub outcome: String,
     /// Time spent `pending` + `waiting` (half each) once nothing blocks the job.
     pub pending_seconds: f64,
-    /// The `set_stats` data a successful job reports as its `artifacts` (a playbook's
-    /// `set_stats` in AWX). A string that is exactly `{{ a.b.c }}` is replaced by that path of
+    /// The `set_stats` data a job that ran to the end (successful or failed) reports as its
+    /// `artifacts` (a playbook's `set_stats` in AWX). A string that is exactly `{{ a.b.c }}` is replaced by that path of
     /// the job's extra vars (e.g. `{{ slipway.resource.name }}`), absent paths by `null`.
     pub artifacts: serde_json::Value,
 }
@@ -183,16 +183,41 @@ impl Default for SimWebhook {
     }
 }
 
-/// The four example kinds Slipway ships, as template name suffixes (`slipway-{verb}-{kind}`).
+/// The example kinds Slipway ships, as template name suffixes (`slipway-{verb}-{kind}`).
 const SLIPWAY_KINDS: [&str; 4] = ["virtual-network", "subnet", "security-group", "compute-instance"];
 
-/// What the example create templates report (`set_stats`), as the local example playbooks do.
+/// The example kinds added with child types, preflight checks and actions, and every job
+/// word (`create`, `delete`, `validate`, an action) each has a template for.
+const COMPOSITE_TEMPLATES: [(&str, &[&str]); 4] = [
+    ("cluster", &["create", "delete", "validate", "upgrade"]),
+    ("node-pool", &["create", "delete"]),
+    ("external-auth", &["create", "delete"]),
+    ("compute-instance", &["restart", "stop", "start"]),
+];
+
+/// What the example templates report (`set_stats`), as the local example playbooks do.
 fn example_artifacts(kind: &str, verb: &str) -> serde_json::Value {
+    use serde_json::json;
     match (kind, verb) {
-        ("compute-instance", "create") => serde_json::json!({"slipway_outputs": {
+        ("compute-instance", "create") => json!({"slipway_outputs": {
             "ipAddress": "10.0.0.4",
             "hostName": "{{ slipway.resource.name }}",
+            "powerState": "Running",
         }}),
+        ("compute-instance", "stop") => json!({"slipway_outputs": {"powerState": "Stopped"}}),
+        ("compute-instance", _) => json!({"slipway_outputs": {"powerState": "Running"}}),
+        ("cluster", "create") => json!({"slipway_outputs": {
+            "apiUrl": "https://api.cluster.example:6443",
+            "currentVersion": "{{ slipway.resource.properties.version }}",
+        }}),
+        ("cluster", "validate") => json!({"slipway_checks": [
+            {"name": "version", "passed": true},
+            {"name": "capacity", "passed": true},
+        ]}),
+        ("cluster", "upgrade") => json!({"slipway_outputs": {"currentVersion": "{{ slipway.parameters.version }}"}}),
+        ("node-pool", "create") => {
+            json!({"slipway_outputs": {"readyReplicas": "{{ slipway.resource.properties.replicas }}"}})
+        }
         _ => serde_json::Value::Null,
     }
 }
@@ -224,19 +249,23 @@ impl SimConfig {
     /// The templates Slipway's example types map to: `slipway-create-virtual-network` (id 1),
     /// `slipway-delete-virtual-network` (2), … subnet (3, 4), security-group (5, 6),
     /// compute-instance (7, 8), all prompting for variables and allowing simultaneous jobs (one
-    /// job per resource, many resources per type); and the workflow `slipway-workflow-demo` (9).
+    /// job per resource, many resources per type); the workflow `slipway-workflow-demo` (9);
+    /// then (10 on) the cluster's, node pool's and external auth's, the cluster's
+    /// `slipway-validate-cluster` and `slipway-upgrade-cluster`, and the compute instance's
+    /// `restart`, `stop` and `start`.
     pub fn slipway_templates() -> (Vec<SimTemplate>, Vec<SimTemplate>) {
+        let template = |id: usize, kind: &str, verb: &str| SimTemplate {
+            id: id as u64,
+            name: format!("slipway-{verb}-{kind}"),
+            ask_variables_on_launch: true,
+            allow_simultaneous: true,
+            artifacts: example_artifacts(kind, verb),
+            ..SimTemplate::default()
+        };
         let mut jts = Vec::new();
         for kind in SLIPWAY_KINDS {
             for verb in ["create", "delete"] {
-                jts.push(SimTemplate {
-                    id: jts.len() as u64 + 1,
-                    name: format!("slipway-{verb}-{kind}"),
-                    ask_variables_on_launch: true,
-                    allow_simultaneous: true,
-                    artifacts: example_artifacts(kind, verb),
-                    ..SimTemplate::default()
-                });
+                jts.push(template(jts.len() + 1, kind, verb));
             }
         }
         let wf = SimTemplate {
@@ -246,6 +275,11 @@ impl SimConfig {
             allow_simultaneous: true,
             ..SimTemplate::default()
         };
+        for (kind, verbs) in COMPOSITE_TEMPLATES {
+            for verb in verbs {
+                jts.push(template(jts.len() + 2, kind, verb));
+            }
+        }
         (jts, vec![wf])
     }
 

@@ -440,10 +440,13 @@ impl State {
     }
 }
 
-/// A job's `artifacts`: its `set_stats` data once it succeeded, `{}` before and otherwise.
+/// A job's `artifacts`: its `set_stats` data once its playbook ran to the end — successful,
+/// or failed (AWX keeps what `set_stats` reported before the failure) — `{}` before and
+/// otherwise.
 fn artifacts(job: &Job) -> Value {
+    use crate::awx::Status;
     match (&job.artifacts, job.status) {
-        (Value::Object(_), crate::awx::Status::Successful) => job.artifacts.clone(),
+        (Value::Object(_), Status::Successful | Status::Failed) => job.artifacts.clone(),
         _ => json!({}),
     }
 }

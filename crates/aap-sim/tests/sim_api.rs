@@ -974,7 +974,8 @@ fn example_configuration_documents_a_valid_file() {
     assert_eq!(d.organizations, vec![SimOrganization { id: 1, name: "Default".into() }]);
     let names: Vec<&str> = d.job_templates.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"slipway-create-virtual-network") && names.contains(&"slipway-delete-compute-instance"));
-    assert_eq!(d.job_templates.len(), 8);
+    assert!(names.contains(&"slipway-validate-cluster") && names.contains(&"slipway-restart-compute-instance"));
+    assert_eq!(d.job_templates.len(), 19, "8 of the first example types, 11 of those that compose");
     assert_eq!(d.workflow_job_templates[0].name, "slipway-workflow-demo");
     assert!(d.job_templates.iter().all(|t| t.ask_variables_on_launch && t.allow_simultaneous));
     assert!(d.validated().is_ok());

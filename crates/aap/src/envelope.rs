@@ -25,7 +25,8 @@ pub enum Envelope {
     #[default]
     Slipway,
     /// `{"ansible_eda": {"event": {"payload": <Kubernetes-style object>}},
-    /// "slipway_idempotency_key": key, "slipway_requested_by", "slipway_tenant"}` — for
+    /// "slipway_idempotency_key": key, "slipway_requested_by", "slipway_tenant",
+    /// "slipway_action", "slipway_parameters", …}` — for
     /// playbooks written for OSAC (docs/providers.md#launch).
     OsacEda,
 }
@@ -42,6 +43,8 @@ pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
             "slipway_secrets": r.secrets,
             "slipway_parent": r.parent.as_ref().map(slipway_provider::RelatedResource::extra_vars),
             "slipway_references": r.references,
+            "slipway_action": r.action.as_str(),
+            "slipway_parameters": r.parameters,
         }),
     }
 }
@@ -140,6 +143,7 @@ mod tests {
             secrets: Default::default(),
             parent: None,
             references: Default::default(),
+            parameters: Value::Null,
         }
     }
 

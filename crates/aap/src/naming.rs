@@ -13,7 +13,7 @@ pub use slipway_provider::kebab;
 #[derive(Clone, Debug, Default)]
 pub struct TemplateNaming {
     pub prefix: Option<String>,
-    /// Explicit `(create, delete)` names per kind; they win over the convention.
+    /// Explicit names per kind and job word; they win over the convention.
     pub templates: ExplicitNames,
     /// Per-kind suffix replacing `kebab(kind)` (OSAC: `ClusterOrder` → `hosted-cluster`).
     pub kind_overrides: HashMap<String, String>,
@@ -23,7 +23,7 @@ impl TemplateNaming {
     /// The template name for `kind`/`action`: the explicit name (unless blank), else
     /// `{prefix}-{action}-{suffix}` (`{action}-{suffix}` without a prefix), where suffix is
     /// the kind override or `kebab(kind)`.
-    pub fn template_name(&self, kind: &str, action: JobAction) -> Result<String, String> {
+    pub fn template_name(&self, kind: &str, action: &JobAction) -> Result<String, String> {
         if let Some(name) = explicit_name(&self.templates, kind, action) {
             return Ok(name.to_owned());
         }
@@ -43,8 +43,8 @@ mod tests {
     fn osac_template_names() {
         let mut n = TemplateNaming { prefix: Some("osac".into()), ..Default::default() };
         n.kind_overrides.insert("ClusterOrder".into(), "hosted-cluster".into());
-        n.templates.insert("ComputeInstance".into(), (Some("my-ci-create".into()), None));
-        let name = |k: &str, a| n.template_name(k, a).unwrap();
+        n.templates.insert("ComputeInstance".into(), [("create".to_owned(), "my-ci-create".to_owned())].into());
+        let name = |k: &str, a: JobAction| n.template_name(k, &a).unwrap();
         assert_eq!(name("VirtualNetwork", JobAction::Create), "osac-create-virtual-network");
         assert_eq!(name("Subnet", JobAction::Delete), "osac-delete-subnet");
         assert_eq!(name("SecurityGroup", JobAction::Create), "osac-create-security-group");
@@ -53,23 +53,26 @@ mod tests {
         // Explicit create, delete from the convention (mixing is allowed).
         assert_eq!(name("ComputeInstance", JobAction::Create), "my-ci-create");
         assert_eq!(name("ComputeInstance", JobAction::Delete), "osac-delete-compute-instance");
-        let e = n.template_name("", JobAction::Create).unwrap_err();
+        let e = n.template_name("", &JobAction::Create).unwrap_err();
         assert!(e.contains("no kind"), "{e}");
     }
 
     #[test]
     fn names_without_prefix() {
         let n = TemplateNaming::default();
-        assert_eq!(n.template_name("PublicIPPool", JobAction::Delete).unwrap(), "delete-public-ip-pool");
+        assert_eq!(n.template_name("PublicIPPool", &JobAction::Delete).unwrap(), "delete-public-ip-pool");
         let n = TemplateNaming { prefix: Some(String::new()), ..Default::default() };
-        assert_eq!(n.template_name("Subnet", JobAction::Create).unwrap(), "create-subnet");
+        assert_eq!(n.template_name("Subnet", &JobAction::Create).unwrap(), "create-subnet");
     }
 
     #[test]
     fn blank_explicit_name_falls_back_to_convention() {
         let mut n = TemplateNaming { prefix: Some("osac".into()), ..Default::default() };
-        n.templates.insert("Subnet".into(), (Some(" ".into()), Some("rm-subnet".into())));
-        assert_eq!(n.template_name("Subnet", JobAction::Create).unwrap(), "osac-create-subnet");
-        assert_eq!(n.template_name("Subnet", JobAction::Delete).unwrap(), "rm-subnet");
+        n.templates.insert(
+            "Subnet".into(),
+            [("create".to_owned(), " ".to_owned()), ("delete".to_owned(), "rm-subnet".to_owned())].into(),
+        );
+        assert_eq!(n.template_name("Subnet", &JobAction::Create).unwrap(), "osac-create-subnet");
+        assert_eq!(n.template_name("Subnet", &JobAction::Delete).unwrap(), "rm-subnet");
     }
 }

@@ -49,8 +49,8 @@ pub struct AapOptions {
     pub organization: Option<String>,
     /// `Some("osac")` → `osac-create-virtual-network`.
     pub template_prefix: Option<String>,
-    /// Explicit template names per kind: `(create, delete)`; they win over the convention.
-    pub templates: HashMap<String, (Option<String>, Option<String>)>,
+    /// Explicit template names per kind and job word; they win over the convention.
+    pub templates: slipway_provider::ExplicitNames,
     /// Per-kind name suffix replacing `kebab(kind)` (`ClusterOrder` → `hosted-cluster`).
     pub kind_overrides: HashMap<String, String>,
     pub envelope: Envelope,

@@ -154,9 +154,9 @@ impl AapProvider {
         };
         let error_details =
             if state == JobState::Failed { self.failure_details(kind, id, explanation).await } else { String::new() };
-        let outputs =
-            if state == JobState::Succeeded { slipway_provider::outputs_in(row.artifacts.as_ref()) } else { None };
-        JobStatus { state, message, error_details, outputs }
+        // A failed job's report counts too: a preflight job fails with its checks.
+        let stats = slipway_provider::stats_in(row.artifacts.as_ref());
+        JobStatus { state, message, error_details, stats }
     }
 
     /// Why a job failed: its `result_traceback` (detail view), else its failed tasks (job

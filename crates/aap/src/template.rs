@@ -34,7 +34,7 @@ impl Template {
 impl AapProvider {
     /// The template a request runs (name only; no lookup).
     pub fn template_name(&self, r: &LaunchRequest) -> Result<String, ProviderError> {
-        self.naming.template_name(&r.kind, r.action).map_err(ProviderError::Permanent)
+        self.naming.template_name(&r.kind, &r.action).map_err(ProviderError::Permanent)
     }
 
     /// Drops every cached template resolution.

@@ -75,6 +75,7 @@ fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         secrets: Default::default(),
         parent: None,
         references: Default::default(),
+        parameters: Value::Null,
     }
 }
 
@@ -170,8 +171,9 @@ async fn job_template_launch_runs_to_success() {
     assert_eq!(count(&sim, "GET /api/v2/jobs/{id}/"), 0);
 }
 
-/// A job's `artifacts` (its `set_stats` data) carry the outputs, read from the batched list
-/// like the status: no request beyond the poll. Workflow jobs have no artifacts.
+/// A job's `artifacts` (its `set_stats` data) are reported with its status, read from the
+/// batched list: no request beyond the poll. A failed job's too (a preflight job fails with
+/// its checks). Workflow jobs have no artifacts.
 #[tokio::test]
 async fn job_artifacts_become_outputs() {
     let mut t = template(11, "slipway-create-compute-instance");
@@ -184,11 +186,13 @@ async fn job_artifacts_become_outputs() {
     let l = p.launch(&create("ComputeInstance", "op-1:1")).await.unwrap();
     let s = terminal(&p, &l.handle).await;
     assert_eq!(s.state, JobState::Succeeded);
-    assert_eq!(s.outputs, Some(json!({"ipAddress": "10.0.0.4", "hostName": "ComputeInstance-r"})));
+    let outputs = json!({"ipAddress": "10.0.0.4", "hostName": "ComputeInstance-r"});
+    assert_eq!(s.stats, Some(json!({"unrelated": 1, "slipway_outputs": outputs})));
     assert_eq!(count(&sim, "GET /api/v2/jobs/{id}/"), 0, "outputs come with the batched status");
     let l = p.launch(&create("Subnet", "op-2:1")).await.unwrap();
     let s = terminal(&p, &l.handle).await;
-    assert_eq!((s.state, s.outputs), (JobState::Failed, None), "a failed job reports no outputs");
+    assert_eq!(s.state, JobState::Failed);
+    assert_eq!(s.stats.as_ref().map(|v| v["unrelated"].clone()), Some(json!(1)), "a failed job's report counts");
 }
 
 /// The same with the OSAC envelope (docs/providers.md#launch).

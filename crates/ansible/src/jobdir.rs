@@ -205,14 +205,14 @@ impl JobDir {
         ev.get("pid")?.as_i64().and_then(|p| i32::try_from(p).ok())
     }
 
-    /// What the playbook reported with `set_stats` under `slipway_outputs`: the
-    /// `artifact_data` of the final `playbook_on_stats` event (looked for from the end).
-    pub fn outputs(&self) -> Option<Value> {
+    /// What the playbook reported with `set_stats`: the `artifact_data` of the final
+    /// `playbook_on_stats` event (looked for from the end).
+    pub fn stats(&self) -> Option<Value> {
         let stats = self.event_files().into_iter().rev().find_map(|path| {
             let ev: Value = serde_json::from_slice(&fs::read(path).ok()?).ok()?;
             (ev.get("event").and_then(Value::as_str) == Some("playbook_on_stats")).then_some(ev)
         })?;
-        slipway_provider::outputs_in(stats.get("event_data")?.get("artifact_data"))
+        slipway_provider::stats_in(stats.get("event_data")?.get("artifact_data"))
     }
 
     /// Why the job failed, for `error_details`: the failed tasks' messages, else the tail

@@ -67,8 +67,8 @@ pub struct AnsibleOptions {
     pub python_interpreter: PathBuf,
     /// `Some("slipway")` → `slipway-create-virtual-network.yml`.
     pub playbook_prefix: Option<String>,
-    /// Explicit playbook names per kind: `(create, delete)`; they win over the convention.
-    pub playbooks: HashMap<String, (Option<String>, Option<String>)>,
+    /// Explicit playbook names per kind and job word; they win over the convention.
+    pub playbooks: slipway_provider::ExplicitNames,
     /// Runner's `job_timeout`: the job ends as Failed "Job terminated due to timeout".
     pub job_timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL on cancel.
@@ -139,7 +139,7 @@ struct Inner {
     python: PathBuf,
     path_env: OsString,
     playbook_prefix: Option<String>,
-    playbooks: HashMap<String, (Option<String>, Option<String>)>,
+    playbooks: slipway_provider::ExplicitNames,
     job_timeout: Option<Duration>,
     cancel_grace: Duration,
     max_concurrent: usize,
@@ -273,7 +273,7 @@ impl Inner {
     /// The explicit playbook of the kind and action (a blank one counts as not given), else
     /// the conventional `{prefix}-{action}-{kebab(kind)}.yml`.
     fn playbook_name(&self, r: &LaunchRequest) -> String {
-        slipway_provider::explicit_name(&self.playbooks, &r.kind, r.action)
+        slipway_provider::explicit_name(&self.playbooks, &r.kind, &r.action)
             .map(str::to_owned)
             .unwrap_or_else(|| conventional_playbook(self.playbook_prefix.as_deref(), r.action.as_str(), &r.kind))
     }
@@ -358,10 +358,11 @@ impl Inner {
             Some(word) => {
                 let (state, message) = map_runner_status(&word);
                 let error_details = if state == JobState::Failed { job.failure_details() } else { String::new() };
-                let outputs = if state == JobState::Succeeded { job.outputs() } else { None };
+                // A failed job's report counts too: a preflight job fails with its checks.
+                let stats = job.stats();
                 let ended_normally = state == JobState::Succeeded || word == "failed";
                 self.finished(name, job, ended_normally, alive);
-                JobStatus { state, message, error_details, outputs }
+                JobStatus { state, message, error_details, stats }
             }
             None if alive.is_some() => {
                 lock(&self.active).insert(name.to_owned());

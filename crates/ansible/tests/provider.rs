@@ -83,13 +83,14 @@ async fn set_stats_outputs_are_reported_with_the_success() {
     let launched = p.launch(&req).await.unwrap();
     let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
     assert_eq!(st.state, JobState::Succeeded, "{st:?}");
-    assert_eq!(st.outputs, Some(json!({"ipAddress": "10.0.0.4", "previous": "vm1", "disks": [{"lun": 0}]})));
+    let outputs = json!({"ipAddress": "10.0.0.4", "previous": "vm1", "disks": [{"lun": 0}]});
+    assert_eq!(st.stats, Some(json!({"unrelated": 1, "slipway_outputs": outputs})), "the whole set_stats data");
 
     // A playbook that reports nothing has no outputs (the resource keeps its earlier ones).
     fx.playbook("create-subnet.yml", "    - debug: msg=quiet\n");
     let launched = p.launch(&request("outputs:2", "Subnet", json!({}))).await.unwrap();
     let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
-    assert_eq!((st.state, st.outputs), (JobState::Succeeded, None));
+    assert_eq!((st.state, st.stats), (JobState::Succeeded, None));
 }
 
 #[tokio::test]

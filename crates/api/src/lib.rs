@@ -35,7 +35,7 @@ pub use error::ArmError;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
 pub use ratelimit::{RateLimiter, RateLimits};
 pub use slipway_auth::Authenticator;
-pub use types::{ResourceType, TypeRegistry};
+pub use types::{ActionType, ResourceType, TypeRegistry};
 pub use wire::operation_status_body;
 
 #[derive(Clone, Debug)]

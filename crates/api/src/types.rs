@@ -115,6 +115,45 @@ pub struct ResourceType {
     /// Top-level properties that reference other resources (`x-slipway-reference`).
     references: Vec<ReferenceProperty>,
     names: NameRule,
+    /// POST actions by lowercased name.
+    actions: HashMap<String, ActionType>,
+}
+
+/// A POST action a type declares (`POST {resourceId}/{name}`), with the JSON Schema of its
+/// body if it has one.
+pub struct ActionType {
+    /// As configured (`restart`).
+    pub name: String,
+    schema: Option<jsonschema::Validator>,
+    raw_schema: Option<Value>,
+}
+
+impl ActionType {
+    pub fn new(type_name: &str, name: impl Into<String>, schema: Option<&Value>) -> Result<Self, TypeError> {
+        let name = name.into();
+        let validator = schema.map(|s| compile(s, &format!("{type_name} action {name}"))).transpose()?;
+        Ok(ActionType { name, schema: validator, raw_schema: schema.cloned() })
+    }
+
+    /// The JSON Schema of the body as configured; `None`: any object.
+    pub fn schema(&self) -> Option<&Value> {
+        self.raw_schema.as_ref()
+    }
+
+    /// Checks an action's body against its schema; the error names the offending field.
+    pub fn validate(&self, body: &Value) -> Result<(), ArmError> {
+        check(self.schema.as_ref(), body, "")
+    }
+}
+
+/// Compiles a JSON Schema; formats (`ipv4`, `date-time`, …) are asserted, not only
+/// annotations: the published schema (`/openapi.json`) says what is stored, and clients
+/// validate answers by it.
+fn compile(schema: &Value, name: &str) -> Result<jsonschema::Validator, TypeError> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| TypeError::InvalidSchema(name.to_string(), e.to_string()))
 }
 
 /// A property holding another resource's id (or, `list`, an array of them) of one type:
@@ -154,16 +193,7 @@ impl ResourceType {
         if api_versions.is_empty() {
             return Err(TypeError::NoApiVersion(name));
         }
-        // Formats (`ipv4`, `date-time`, …) are asserted, not only annotations: the published
-        // schema (`/openapi.json`) says what is stored, and clients validate answers by it.
-        let validator = schema
-            .map(|s| {
-                jsonschema::options()
-                    .should_validate_formats(true)
-                    .build(s)
-                    .map_err(|e| TypeError::InvalidSchema(name.clone(), e.to_string()))
-            })
-            .transpose()?;
+        let validator = schema.map(|s| compile(s, &name)).transpose()?;
         Ok(ResourceType {
             namespace,
             type_name,
@@ -174,7 +204,26 @@ impl ResourceType {
             outputs: schema.map(read_only_properties).unwrap_or_default(),
             references: schema.map(reference_properties).unwrap_or_default(),
             names: NameRule::default(),
+            actions: HashMap::new(),
         })
+    }
+
+    /// The type's POST actions.
+    pub fn with_actions(mut self, actions: impl IntoIterator<Item = ActionType>) -> Self {
+        self.actions = actions.into_iter().map(|a| (a.name.to_ascii_lowercase(), a)).collect();
+        self
+    }
+
+    /// The action called `name` (case-insensitively), if the type declares it.
+    pub fn action(&self, name: &str) -> Option<&ActionType> {
+        self.actions.get(&name.to_ascii_lowercase())
+    }
+
+    /// Every action, by name.
+    pub fn actions(&self) -> impl Iterator<Item = &ActionType> {
+        let mut all: Vec<&ActionType> = self.actions.values().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all.into_iter()
     }
 
     /// The JSON Schema of `properties` as configured; `None`: any object.
@@ -281,23 +330,28 @@ impl ResourceType {
 
     /// Checks `properties` against the type's schema; the error names the offending field.
     pub fn validate(&self, properties: &Value) -> Result<(), ArmError> {
-        let Some(schema) = &self.schema else { return Ok(()) };
-        let errors: Vec<ArmError> = schema
-            .iter_errors(properties)
-            .take(10)
-            .map(|e| ArmError::invalid_content(e.to_string(), target(e.instance_path().as_str())))
-            .collect();
-        match errors.len() {
-            0 => Ok(()),
-            1 => Err(errors.into_iter().next().expect("one error")),
-            n => {
-                let mut all = ArmError::bad_request(
-                    "MultipleErrorsOccurred",
-                    format!("The request content has {n} validation errors."),
-                );
-                all.body.details = errors.into_iter().map(|e| e.body).collect();
-                Err(all)
-            }
+        check(self.schema.as_ref(), properties, "properties")
+    }
+}
+
+/// `400` naming each offending field (up to ten), under `root` (`properties`, or the body).
+fn check(schema: Option<&jsonschema::Validator>, value: &Value, root: &str) -> Result<(), ArmError> {
+    let Some(schema) = schema else { return Ok(()) };
+    let errors: Vec<ArmError> = schema
+        .iter_errors(value)
+        .take(10)
+        .map(|e| ArmError::invalid_content(e.to_string(), target(root, e.instance_path().as_str())))
+        .collect();
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.into_iter().next().expect("one error")),
+        n => {
+            let mut all = ArmError::bad_request(
+                "MultipleErrorsOccurred",
+                format!("The request content has {n} validation errors."),
+            );
+            all.body.details = errors.into_iter().map(|e| e.body).collect();
+            Err(all)
         }
     }
 }
@@ -332,15 +386,17 @@ fn read_only_properties(schema: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A JSON pointer into `properties` as an ARM target: `/subnets/0/name` → `properties.subnets[0].name`.
-fn target(pointer: &str) -> String {
-    let mut out = String::from("properties");
+/// A JSON pointer under `root` as an ARM target: `/subnets/0/name` → `properties.subnets[0].name`.
+fn target(root: &str, pointer: &str) -> String {
+    let mut out = String::from(root);
     for seg in pointer.split('/').skip(1) {
         let seg = seg.replace("~1", "/").replace("~0", "~");
         if !seg.is_empty() && seg.chars().all(|c| c.is_ascii_digit()) {
             out.push_str(&format!("[{seg}]"));
         } else {
-            out.push('.');
+            if !out.is_empty() {
+                out.push('.');
+            }
             out.push_str(&seg);
         }
     }
@@ -391,9 +447,10 @@ mod tests {
 
     #[test]
     fn targets_read_like_arm() {
-        assert_eq!(target(""), "properties");
-        assert_eq!(target("/subnets/0/name"), "properties.subnets[0].name");
-        assert_eq!(target("/a~1b"), "properties.a/b");
+        assert_eq!(target("properties", ""), "properties");
+        assert_eq!(target("", "/force"), "force");
+        assert_eq!(target("properties", "/subnets/0/name"), "properties.subnets[0].name");
+        assert_eq!(target("properties", "/a~1b"), "properties.a/b");
     }
 
     #[test]

@@ -151,6 +151,9 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
             .collect();
         properties.insert("childOperations".into(), Value::Array(children));
     }
+    if let Some(action) = &op.action {
+        properties.insert("action".into(), json!(action.name));
+    }
     if !properties.is_empty() {
         body["properties"] = Value::Object(properties);
     }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::ids::{ArmId, OperationId};
-use crate::operation::{CloudError, Initiator, Operation, OperationRequest, codes};
+use crate::operation::{ActionCall, CloudError, Initiator, Operation, OperationRequest, codes};
 use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
@@ -100,6 +100,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         percent_complete: None,
         waiting_on: None,
         child_operations: Vec::new(),
+        action: None,
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),
         api_version: ctx.api_version.clone(),
@@ -238,6 +239,35 @@ pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitte
     Ok(Admitted::Accepted { operation: op, created: false })
 }
 
+/// `POST {resourceId}/{action}`: an operation of its own that runs the action's job. It is
+/// the resource's active operation (another request meanwhile is a `409`, a DELETE
+/// supersedes it), but it leaves the resource's spec, config version and
+/// `provisioningState` alone: an action acts on what exists (ARO's POST-action operations
+/// never touch the cluster document either).
+pub fn admit_action(snap: &mut Snapshot, call: ActionCall, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    let res = snap.resource.as_ref().ok_or(Rejection::NotFound)?;
+    check_parent(snap, &res.id)?;
+    if res.is_deleting() {
+        return Err(conflict(res, format!("Cannot {} the resource while it is being deleted", call.name)));
+    }
+    if let Some(op) = snap.active_operation() {
+        let doing = match (&op.action, op.request) {
+            (Some(a), _) => format!("the action '{}'", a.name),
+            (None, request) => format!("a {} operation", format!("{request:?}").to_ascii_lowercase()),
+        };
+        return Err(conflict(res, format!("Cannot {} the resource while {doing} is in progress", call.name)));
+    }
+    let res = snap.resource.as_mut().expect("checked above");
+    let mut op = new_operation(&res.id, OperationRequest::Action, ProvisioningState::Accepted, ctx);
+    op.action = Some(call);
+    res.active_operation_id = Some(op.id.clone());
+    res.job_context = ctx.job_context.clone();
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    snap.operations.push(op.clone());
+    Ok(Admitted::Accepted { operation: op, created: false })
+}
+
 /// `POST …/operationStatuses/{id}/cancel`. An operation with no job yet ends `Canceled` at
 /// once; one with a job moves to `Canceling` and the engine cancels the job. Delete
 /// operations cannot be canceled: a half-removed resource has no sane state to return to.
@@ -263,7 +293,9 @@ pub fn admit_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) ->
         res.generation += 1;
         snap.set_operation_status(op_id, ProvisioningState::Canceling, None, now);
     } else {
-        res.convergence_stopped_for = Some(res.desired_config_version.clone());
+        if op.provisions() {
+            res.convergence_stopped_for = Some(res.desired_config_version.clone());
+        }
         res.generation += 1;
         snap.set_operation_status(op_id, ProvisioningState::Canceled, Some(canceled_by_user()), now);
     }

@@ -11,11 +11,19 @@ use crate::time::Timestamp;
 /// `playbook_on_stats` `artifact_data`, AWX's job `artifacts`).
 pub const OUTPUTS_STAT: &str = "slipway_outputs";
 
+/// The `set_stats` key under which a preflight job reports its checks: a list of
+/// `{"name", "passed", "message"}` (see `reconcile::preflight`).
+pub const CHECKS_STAT: &str = "slipway_checks";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobType {
     Provision,
     Deprovision,
+    /// A POST action (`Job::action` names it).
+    Action,
+    /// The type's validation job, run before an operation's provisioning job.
+    Preflight,
 }
 
 /// Observed state of a job. `Launching` is Slipway's intent state: the entry is committed
@@ -111,6 +119,9 @@ pub struct Job {
     /// duplicates it listed (if any) were recorded.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique_confirmed: bool,
+    /// An action job's action (`restart`); empty for every other type.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub action: String,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -140,6 +151,7 @@ impl Job {
             launch_sent_at: None,
             launch_sends: 0,
             unique_confirmed: false,
+            action: String::new(),
         }
     }
 

@@ -4,13 +4,14 @@
 //! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
 //! EvaluateAction), [`rate`] (token buckets), [`retry`] (every retry delay: exponential with jitter, and OSAC's
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
-//! provisioning states, worst-of merge), [`operation`] (operation documents), [`resource`]
+//! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
 //! (stored resource, transaction snapshot), [`reference`] (references between resources), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
 //! (what the engine does), [`policy`].
 
 pub mod access;
 pub mod admission;
 pub mod backoff;
+pub mod composite;
 pub mod config_version;
 pub mod evaluate;
 pub mod identity;

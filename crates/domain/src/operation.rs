@@ -11,6 +11,17 @@ pub enum OperationRequest {
     Create,
     Update,
     Delete,
+    /// A POST action (`Operation::action` says which).
+    Action,
+}
+
+/// What a POST action asked for: the action and its body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionCall {
+    pub name: String,
+    /// The request body (`{}` when none was sent), handed to the action's job.
+    #[serde(default)]
+    pub parameters: serde_json::Value,
 }
 
 /// The ARM error body (`CloudError.error`).
@@ -41,6 +52,11 @@ pub mod codes {
     pub const PROVISIONING_FAILED: &str = "ProvisioningFailed";
     pub const DEPROVISIONING_FAILED: &str = "DeprovisioningFailed";
     pub const OPERATION_TIMED_OUT: &str = "OperationTimedOut";
+    pub const ACTION_FAILED: &str = "ActionFailed";
+    /// The operation's preflight checks failed; `details` holds one entry per failed check.
+    pub const PREFLIGHT_FAILED: &str = "PreflightValidationFailed";
+    /// One failed preflight check (its name is the `target`).
+    pub const PREFLIGHT_CHECK_FAILED: &str = "PreflightCheckFailed";
 }
 
 /// A child's delete, started by its parent's.
@@ -90,6 +106,9 @@ pub struct Operation {
     /// A cascading delete's children and their own delete operations.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub child_operations: Vec<ChildOperation>,
+    /// A POST action's name and body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<ActionCall>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_uri: Option<String>,
     #[serde(default)]
@@ -99,6 +118,12 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// Create and update operations provision the spec; their jobs wait for parents and
+    /// references and run the type's preflight checks first.
+    pub fn provisions(&self) -> bool {
+        matches!(self.request, OperationRequest::Create | OperationRequest::Update)
+    }
+
     pub fn end_time(&self) -> Option<Timestamp> {
         self.status.is_terminal().then_some(self.last_transition_time)
     }
@@ -158,6 +183,7 @@ pub(crate) mod tests {
             percent_complete: None,
             waiting_on: None,
             child_operations: Vec::new(),
+            action: None,
             notification_uri: None,
             initiator: Initiator::default(),
             api_version: "2025-01-01".into(),

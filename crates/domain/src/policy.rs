@@ -42,6 +42,9 @@ pub struct TypePolicy {
     /// Some type's schema references this type: when a resource of it becomes `Succeeded`,
     /// the resources referencing it (waiting for it) are woken.
     pub is_referenced: bool,
+    /// The type declares a validation job: every create and update runs it first, and only
+    /// a pass lets the provisioning job launch.
+    pub preflight: bool,
 }
 
 /// Outputs are shown on every GET of the resource and stored with it: 64 KiB.
@@ -63,6 +66,7 @@ impl Default for TypePolicy {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             has_child_types: false,
             is_referenced: false,
+            preflight: false,
         }
     }
 }
@@ -71,7 +75,7 @@ impl TypePolicy {
     pub fn deadline(&self, request: OperationRequest) -> Duration {
         match request {
             OperationRequest::Create => self.create_deadline,
-            OperationRequest::Update => self.update_deadline,
+            OperationRequest::Update | OperationRequest::Action => self.update_deadline,
             OperationRequest::Delete => self.delete_deadline,
         }
     }

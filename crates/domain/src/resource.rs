@@ -229,13 +229,19 @@ impl Snapshot {
                 uri: uri.clone(),
             });
         }
+        // An action's operation leaves the resource's state alone (see `admit_action`).
+        let follows = op.request != crate::operation::OperationRequest::Action;
         if let Some(res) = self.resource.as_mut()
             && res.active_operation_id.as_ref() == Some(op_id)
         {
-            res.provisioning_state = status;
+            if follows {
+                res.provisioning_state = status;
+            }
             if status.is_terminal() {
                 res.active_operation_id = None;
-                res.last_error = error;
+                if follows {
+                    res.last_error = error;
+                }
             }
         }
         true

@@ -14,8 +14,13 @@ fn succeeded_with(outputs: Option<Value>) -> Outcome {
         state: JobState::Succeeded,
         message: "successful".into(),
         error_details: String::new(),
-        outputs,
+        stats: reported(outputs),
     })
+}
+
+/// What a job reporting `outputs` with `set_stats` hands back.
+fn reported(outputs: Option<Value>) -> Option<Value> {
+    outputs.map(|o| json!({ "slipway_outputs": o }))
 }
 
 fn map(v: Value) -> serde_json::Map<String, Value> {
@@ -31,7 +36,7 @@ fn create_reporting(state: JobState, outputs: Option<Value>, limit: usize) -> Wo
         state,
         message: state.as_str().to_lowercase(),
         error_details: String::new(),
-        outputs,
+        stats: reported(outputs),
     });
     assert_eq!(w.poll(&key(1, 1), outcome), None);
     w.decide();
@@ -150,7 +155,7 @@ fn a_running_job_or_a_delete_job_sets_no_outputs() {
         state: JobState::Running,
         message: "running".into(),
         error_details: String::new(),
-        outputs: Some(json!({"early": true})),
+        stats: reported(Some(json!({"early": true}))),
     });
     w.poll(&key(1, 1), running);
     assert!(w.res().outputs.is_empty(), "only a finished success reports");
@@ -167,4 +172,22 @@ fn a_running_job_or_a_delete_job_sets_no_outputs() {
     if let Some(res) = w.snap.resource.as_ref() {
         assert_eq!(res.outputs, map(json!({"ipAddress": "10.0.0.4"})), "a deprovision job's outputs are ignored");
     }
+}
+
+#[test]
+fn a_job_found_already_finished_after_a_crash_is_polled_so_its_outputs_are_read() {
+    let mut w = World::created();
+    let effect = w.decide();
+    assert_eq!(effect, slipway_domain::reconcile::Effect::Launch { key: key(1, 1) });
+    // The process died before the launch's answer was recorded; the job ran to the end.
+    let find = slipway_domain::reconcile::Effect::Find { key: key(1, 1) };
+    assert_eq!(w.decide(), find, "the Launching entry is looked up");
+    let hold = w.apply(&find, Outcome::Found(vec![started("1001", JobState::Succeeded)]));
+    assert_eq!(hold, None, "polled at once");
+    assert_eq!(w.job(&key(1, 1)).state, JobState::Unknown, "not yet taken as finished");
+    let outputs = Some(json!({"ipAddress": "10.0.0.4"}));
+    assert_eq!(w.poll(&key(1, 1), succeeded_with(outputs)), None);
+    w.decide();
+    assert_eq!(w.op(1).status, PS::Succeeded);
+    assert_eq!(w.res().outputs, map(json!({"ipAddress": "10.0.0.4"})));
 }

@@ -333,7 +333,7 @@ impl Sim {
                         state,
                         message: state.as_str().to_ascii_lowercase(),
                         error_details: details.into(),
-                        outputs: None,
+                        stats: None,
                     }));
                 }
                 self.stats.cancels += 1;

@@ -26,6 +26,8 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         action: match job.job_type {
             JobType::Provision => JobAction::Create,
             JobType::Deprovision => JobAction::Delete,
+            JobType::Preflight => JobAction::Validate,
+            JobType::Action => JobAction::Run(job.action.clone()),
         },
         kind: res.kind.clone(),
         resource_type: res.id.type_key().to_string(),
@@ -42,6 +44,7 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         secrets: serde_json::Map::new(),
         parent: None,
         references: Default::default(),
+        parameters: serde_json::Value::Null,
     }
 }
 
@@ -183,9 +186,12 @@ async fn perform_io(
     };
     match io {
         Io::Launch => {
+            let parameters =
+                job.operation_id.as_ref().and_then(|id| snap.operation(id)).and_then(|o| o.action.as_ref());
             let req = LaunchRequest {
                 parent: parent_of(snap, res),
                 references: references_of(snap, res),
+                parameters: parameters.map(|a| a.parameters.clone()).unwrap_or_default(),
                 ..launch_request(res, job)
             };
             let req = match open_secrets(req, secrets) {
@@ -221,7 +227,7 @@ async fn perform_io(
                     state: s.state,
                     message: s.message,
                     error_details: s.error_details,
-                    outputs: s.outputs,
+                    stats: s.stats,
                 }),
                 Err(e) => Outcome::Failed(e.into()),
             }

@@ -51,6 +51,8 @@ pub struct LaunchRequest {
     /// The resources its properties reference, by property (`slipway.references`): one
     /// [`RelatedResource::extra_vars`] per reference, a list for a list property.
     pub references: serde_json::Map<String, Value>,
+    /// A POST action's request body (`slipway.parameters`; `null` for other jobs).
+    pub parameters: Value,
 }
 
 /// A resource a job depends on (a child's parent): its id, type, properties (secrets left
@@ -78,17 +80,25 @@ impl RelatedResource {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a job does; its word names the job's playbook or template
+/// (`{word}-{kind}`: `create-virtual-network`, `restart-compute-instance`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JobAction {
     Create,
     Delete,
+    /// The type's preflight checks.
+    Validate,
+    /// A POST action, by name (`restart`).
+    Run(String),
 }
 
 impl JobAction {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             JobAction::Create => "create",
             JobAction::Delete => "delete",
+            JobAction::Validate => "validate",
+            JobAction::Run(name) => name,
         }
     }
 }
@@ -116,15 +126,15 @@ pub struct JobStatus {
     pub message: String,
     /// Failure details: the failed task's message, a traceback.
     pub error_details: String,
-    /// What a successful job reported with `set_stats` under [`OUTPUTS_STAT`] (`None`: it
-    /// reported nothing, which keeps the resource's earlier outputs).
-    pub outputs: Option<Value>,
+    /// What the job reported with `set_stats` (the runner's `artifact_data`, AWX's
+    /// `artifacts`): [`OUTPUTS_STAT`], a preflight job's [`CHECKS_STAT`]. `None`: nothing.
+    pub stats: Option<Value>,
 }
 
 impl JobStatus {
     /// A status without failure details or outputs.
     pub fn new(state: JobState, message: impl Into<String>) -> Self {
-        JobStatus { state, message: message.into(), error_details: String::new(), outputs: None }
+        JobStatus { state, message: message.into(), error_details: String::new(), stats: None }
     }
 }
 
@@ -201,11 +211,11 @@ pub trait Provider: Send + Sync + 'static {
     }
 }
 
-pub use slipway_domain::job::OUTPUTS_STAT;
+pub use slipway_domain::job::{CHECKS_STAT, OUTPUTS_STAT};
 
-/// The outputs in a job's `set_stats` data, if it reported any.
-pub fn outputs_in(artifacts: Option<&Value>) -> Option<Value> {
-    artifacts?.get(OUTPUTS_STAT).cloned()
+/// A job's `set_stats` data, if it reported any (an empty mapping is nothing).
+pub fn stats_in(artifacts: Option<&Value>) -> Option<Value> {
+    artifacts.filter(|a| a.as_object().is_some_and(|m| !m.is_empty())).cloned()
 }
 
 /// The extra var carrying the idempotency key in every launch (providers find lost
@@ -235,19 +245,15 @@ pub fn kebab(kind: &str) -> String {
     out
 }
 
-/// Explicit playbook or template names, per kind: `(create, delete)`.
-pub type ExplicitNames = HashMap<String, (Option<String>, Option<String>)>;
+/// Explicit playbook or template names: kind → job word (`create`, `delete`, `validate`, an
+/// action's name) → name.
+pub type ExplicitNames = HashMap<String, HashMap<String, String>>;
 
 /// The explicit name configured for `kind` and `action`, if any. A blank one (empty or only
 /// whitespace) counts as not given, so the convention applies: the rule every provider
 /// shares (with [`conventional_name`]), the same for playbooks and templates.
-pub fn explicit_name<'a>(names: &'a ExplicitNames, kind: &str, action: JobAction) -> Option<&'a str> {
-    let (create, delete) = names.get(kind)?;
-    let name = match action {
-        JobAction::Create => create,
-        JobAction::Delete => delete,
-    };
-    name.as_deref().filter(|n| !n.trim().is_empty())
+pub fn explicit_name<'a>(names: &'a ExplicitNames, kind: &str, action: &JobAction) -> Option<&'a str> {
+    names.get(kind)?.get(action.as_str()).map(String::as_str).filter(|n| !n.trim().is_empty())
 }
 
 /// The conventional name of the job that runs `action` (`create` / `delete`):
@@ -288,6 +294,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(tenant),
             "parent": r.parent.as_ref().map(RelatedResource::extra_vars),
             "references": r.references,
+            "parameters": r.parameters,
         }),
     );
     vars.insert(KEY_VAR.into(), json!(r.idempotency_key));
@@ -343,17 +350,20 @@ mod tests {
     #[test]
     fn job_names() {
         let names: ExplicitNames = [
-            ("Subnet".to_owned(), (Some("my-subnet".to_owned()), None)),
-            ("SecurityGroup".to_owned(), (Some(String::new()), Some("  ".to_owned()))),
-            ("PublicIPPool".to_owned(), (Some("\t\n".to_owned()), Some(" rm pool ".to_owned()))),
+            ("Subnet", vec![("create", "my-subnet")]),
+            ("SecurityGroup", vec![("create", ""), ("delete", "  ")]),
+            ("PublicIPPool", vec![("create", "\t\n"), ("delete", " rm pool ")]),
+            ("ComputeInstance", vec![("restart", "reboot-vm")]),
         ]
         .into_iter()
+        .map(|(kind, names)| (kind.to_owned(), names.into_iter().map(|(w, n)| (w.to_owned(), n.to_owned())).collect()))
         .collect();
-        let name = |prefix: Option<&str>, kind: &str, action: JobAction| {
+        let name = |prefix: Option<&str>, kind: &str, action: &JobAction| {
             explicit_name(&names, kind, action)
                 .map(str::to_owned)
                 .unwrap_or_else(|| conventional_name(prefix, action.as_str(), &kebab(kind)))
         };
+        let run = |name: &str| JobAction::Run(name.to_owned());
         for (prefix, kind, action, want) in [
             // Explicit names win, per action; the other action keeps the convention.
             (Some("osac"), "Subnet", JobAction::Create, "my-subnet"),
@@ -368,8 +378,12 @@ mod tests {
             (Some("slipway"), "VirtualNetwork", JobAction::Create, "slipway-create-virtual-network"),
             (None, "VirtualNetwork", JobAction::Delete, "delete-virtual-network"),
             (Some(""), "NATGateway", JobAction::Create, "create-nat-gateway"),
+            // Preflight checks and actions follow the same rule, by their word.
+            (None, "ComputeInstance", JobAction::Validate, "validate-compute-instance"),
+            (None, "ComputeInstance", run("restart"), "reboot-vm"),
+            (Some("osac"), "ComputeInstance", run("stop"), "osac-stop-compute-instance"),
         ] {
-            assert_eq!(name(prefix, kind, action), want, "{prefix:?} {kind} {action:?}");
+            assert_eq!(name(prefix, kind, &action), want, "{prefix:?} {kind} {action:?}");
         }
         assert_eq!(conventional_name(Some("p"), "create", "hosted-cluster"), "p-create-hosted-cluster");
     }

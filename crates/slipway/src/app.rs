@@ -10,7 +10,8 @@ use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, Secret};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_api::notify::{CallbackPolicy, Notifier, NotifierOptions};
 use slipway_api::{
-    ApiOptions, ApiState, Authenticator, EdgeOptions, ListenerOptions, ResourceType, ServerTls, TypeRegistry,
+    ActionType, ApiOptions, ApiState, Authenticator, EdgeOptions, ListenerOptions, ResourceType, ServerTls,
+    TypeRegistry,
 };
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::time::Clock;
@@ -227,12 +228,13 @@ fn build_providers(config: &Config) -> Result<Providers, AppError> {
 }
 
 /// Explicit template or playbook names of the types served by `provider`.
-fn explicit_names(config: &Config, provider: &str) -> HashMap<String, (Option<String>, Option<String>)> {
+fn explicit_names(config: &Config, provider: &str) -> slipway_provider::ExplicitNames {
     config
         .types
         .iter()
-        .filter(|t| t.provider == provider && (t.create.is_some() || t.delete.is_some()))
-        .map(|t| (t.kind.clone(), (t.create.clone(), t.delete.clone())))
+        .filter(|t| t.provider == provider)
+        .map(|t| (t.kind.clone(), t.explicit_names()))
+        .filter(|(_, names)| !names.is_empty())
         .collect()
 }
 
@@ -340,22 +342,19 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
     let mut types = Vec::new();
     let mut policies = HashMap::new();
     for t in &config.types {
-        let schema = match &t.schema {
-            Some(path) => {
-                let path = config.resolve(path);
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| AppError::Config(format!("schema {}: {e}", path.display())))?;
-                Some(
-                    serde_json::from_str(&text)
-                        .map_err(|e| AppError::Config(format!("schema {}: {e}", path.display())))?,
-                )
-            }
-            None => None,
-        };
+        let schema = t.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
+        let mut actions = Vec::new();
+        for (name, a) in &t.actions {
+            let schema = a.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
+            let display = format!("{}/{}", t.namespace, t.type_name);
+            actions
+                .push(ActionType::new(&display, name, schema.as_ref()).map_err(|e| AppError::Config(e.to_string()))?);
+        }
         let names = t.name_rule().map_err(|e| AppError::Config(e.to_string()))?;
         let ty = ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
             .map_err(|e| AppError::Config(e.to_string()))?
-            .with_name_rule(names);
+            .with_name_rule(names)
+            .with_actions(actions);
         let mut type_policy = policy(t, launch_ambiguity(config, &t.provider));
         type_policy.has_child_types = config.types.iter().any(|c| t.is_parent_of(c));
         policies.insert(ty.key(), type_policy);
@@ -372,6 +371,14 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
         }
     }
     Ok((TypeRegistry::new(types), policies))
+}
+
+/// A JSON Schema file, resolved against the configuration's directory.
+fn read_schema(config: &Config, path: &std::path::Path) -> Result<serde_json::Value, AppError> {
+    let path = config.resolve(path);
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| AppError::Config(format!("schema {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| AppError::Config(format!("schema {}: {e}", path.display())))
 }
 
 /// The provider's launch-ambiguity window. The local provider has none: its launch runs in
@@ -399,6 +406,7 @@ fn policy(t: &TypeConfig, launch_ambiguity: Duration) -> TypePolicy {
         block_deletion_on_failure: t.block_deletion_on_failure,
         launch_ambiguity,
         max_output_bytes: t.max_output_bytes,
+        preflight: t.preflight,
         ..TypePolicy::default()
     }
 }

@@ -38,9 +38,14 @@ fn config_text(dir: &Path, port: u16, sim: &Sim, poll_seconds: f64) -> String {
     std::fs::write(dir.join("aap-token"), "sim-token").unwrap();
     std::fs::write(dir.join("hook-token"), HOOK_TOKEN).unwrap();
     let mut types = String::new();
-    for (ty, kind) in [("virtualNetworks", "VirtualNetwork"), ("computeInstances", "ComputeInstance")] {
+    for (ty, kind, extra) in [
+        ("virtualNetworks", "VirtualNetwork", ""),
+        ("computeInstances", "ComputeInstance", "[types.actions.restart]\n[types.actions.stop]\n"),
+        ("clusters", "Cluster", "preflight = true\n[types.actions.upgrade]\n"),
+        ("clusters/nodePools", "NodePool", ""),
+    ] {
         types.push_str(&format!(
-            "[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"{ty}\"\nkind = \"{kind}\"\napi_versions = [\"{API}\"]\nprovider = \"aap\"\npoll_interval_seconds = {poll_seconds}\n"
+            "[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"{ty}\"\nkind = \"{kind}\"\napi_versions = [\"{API}\"]\nprovider = \"aap\"\npoll_interval_seconds = {poll_seconds}\n{extra}"
         ));
     }
     format!(
@@ -187,8 +192,64 @@ async fn outputs_come_from_aap_job_artifacts() {
         h.sim.handle().jobs().into_iter().find(|j| j.template_name == "slipway-delete-compute-instance").unwrap();
     assert_eq!(
         delete.extra_vars["slipway"]["resource"]["outputs"],
-        json!({"ipAddress": "10.0.0.4", "hostName": "vm-out"})
+        json!({"ipAddress": "10.0.0.4", "hostName": "vm-out", "powerState": "Running"})
     );
+    h.stop().await;
+}
+
+/// An action runs its own template with the request body, and its artifacts merge into the
+/// outputs; a cluster's preflight template runs before its create; deleting the cluster
+/// deletes its node pools first, each job launched once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actions_preflight_and_cascades_through_aap() {
+    let h = Harness::start(false, 0.2).await;
+    let post = |path: String, body: Value| h.http.post(h.url(&path)).json(&body).send();
+    let vm = rid("computeInstances", "vm-act");
+    let r = h.put(&vm, json!({"location": "local", "properties": {"size": "small", "image": "x"}})).await;
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let r = post(format!("{vm}/stop"), json!({"graceful": true})).await.unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let done = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    assert_eq!(done["properties"]["action"], "stop");
+    let res: Value = h.http.get(h.url(&vm)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(res["properties"]["powerState"], "Stopped", "{res}");
+    assert_eq!(res["properties"]["ipAddress"], "10.0.0.4", "outputs merge: {res}");
+    let stop = h.sim.handle().jobs().into_iter().find(|j| j.template_name == "slipway-stop-compute-instance").unwrap();
+    assert_eq!(stop.extra_vars["slipway"]["action"], "stop");
+    assert_eq!(stop.extra_vars["slipway"]["parameters"], json!({"graceful": true}));
+
+    let cluster = rid("clusters", "c1");
+    let r = h.put(&cluster, json!({"location": "local", "properties": {"version": "4.18"}})).await;
+    let create = header(&r, "azure-asyncoperation").unwrap();
+    let pools: Vec<String> = (1..=2).map(|i| format!("{cluster}/nodePools/p{i}")).collect();
+    for (i, pool) in pools.iter().enumerate() {
+        let r = h.put(pool, json!({"location": "local", "properties": {"replicas": i + 1}})).await;
+        h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    }
+    h.wait_op(&create, "Succeeded").await;
+    let res: Value = h.http.get(h.url(&cluster)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(res["properties"]["currentVersion"], "4.18", "{res}");
+    let pool: Value = h.http.get(h.url(&pools[1])).send().await.unwrap().json().await.unwrap();
+    assert_eq!(pool["properties"]["readyReplicas"], 2, "{pool}");
+    let r = post(format!("{cluster}/upgrade"), json!({"version": "4.19"})).await.unwrap();
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let r = h.http.delete(h.url(&cluster)).send().await.unwrap();
+    let deleted = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    assert_eq!(deleted["properties"]["childOperations"].as_array().map(Vec::len), Some(2), "{deleted}");
+
+    let jobs = h.sim.handle().jobs();
+    let names = |prefix: &str| jobs.iter().filter(|j| j.template_name.starts_with(prefix)).count();
+    assert_eq!(names("slipway-validate-cluster"), 1, "the preflight ran before the create");
+    assert_eq!((names("slipway-create-cluster"), names("slipway-upgrade-cluster")), (1, 1));
+    assert_eq!((names("slipway-create-node-pool"), names("slipway-delete-node-pool")), (2, 2));
+    assert_eq!(names("slipway-delete-cluster"), 1);
+    let validate = jobs.iter().position(|j| j.template_name == "slipway-validate-cluster").unwrap();
+    let create = jobs.iter().position(|j| j.template_name == "slipway-create-cluster").unwrap();
+    assert!(validate < create, "validate first");
+    let last_pool = jobs.iter().rposition(|j| j.template_name == "slipway-delete-node-pool").unwrap();
+    let cluster_delete = jobs.iter().position(|j| j.template_name == "slipway-delete-cluster").unwrap();
+    assert!(last_pool < cluster_delete, "children first");
+    assert!(jobs_by_key(&h.sim).values().all(|n| *n == 1), "each key launched once");
     h.stop().await;
 }
 

@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::{API, SUB, TestServer, python_tools, repo};
+use common::{API, SUB, TestServer, composite_types, python_tools, repo};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn azure_sdk_poller_drives_put_patch_failure_and_delete() {
+async fn azure_sdk_poller_drives_resources_actions_and_cascades() {
     let venv = python_tools();
-    let mut s = TestServer::start().await;
+    let mut s = TestServer::start_full("", "", &composite_types(), |_| {}).await;
     let script = repo().join("tests/python/arm_poller.py");
     let out = tokio::process::Command::new(venv.join("bin/python"))
         .arg(&script)
@@ -19,7 +19,17 @@ async fn azure_sdk_poller_drives_put_patch_failure_and_delete() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "poller script failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-    for scenario in ["\"put\"", "\"patch\"", "\"failing-put\"", "\"delete\"", "\"delete-absent\""] {
+    for scenario in [
+        "\"put\"",
+        "\"patch\"",
+        "\"failing-put\"",
+        "\"delete\"",
+        "\"delete-absent\"",
+        "\"cluster-create\"",
+        "\"cluster-action\"",
+        "\"cluster-cascade\"",
+        "\"cluster-preflight-failure\"",
+    ] {
         assert!(stdout.contains(scenario), "missing scenario {scenario}:\n{stdout}");
     }
     s.stop().await;

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{SUBNETS, TestServer, header, rid};
+use common::{TestServer, header, rid};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(60);
@@ -62,7 +62,7 @@ async fn op_status(server: &TestServer, url: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_waits_for_its_parent_and_lives_under_it() {
-    let server = TestServer::start_full("", "", SUBNETS, |_| {}).await;
+    let server = TestServer::start_full("", "", "", |_| {}).await;
     let vnet = rid("virtualNetworks", "v1");
     let subnet = format!("{vnet}/subnets/s1");
     let body = json!({"location": "local", "properties": {"prefix": "10.0.1.0/24"}});
@@ -144,7 +144,7 @@ async fn create(server: &TestServer, path: &str, properties: Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_parent_deletes_its_children_first() {
-    let server = TestServer::start_full("", "", SUBNETS, |_| {}).await;
+    let server = TestServer::start_full("", "", "", |_| {}).await;
     let vnet = rid("virtualNetworks", "v1");
     let (s1, s2) = (format!("{vnet}/subnets/s1"), format!("{vnet}/subnets/s2"));
     let parent_create = create(&server, &vnet, json!({"addressSpace": "10.0.0.0/16"})).await;
@@ -183,7 +183,7 @@ async fn deleting_a_parent_deletes_its_children_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_that_cannot_be_deleted_holds_its_parent_and_says_why() {
-    let server = TestServer::start_full("", "", SUBNETS, |_| {}).await;
+    let server = TestServer::start_full("", "", "", |_| {}).await;
     let vnet = rid("virtualNetworks", "v2");
     let stuck = format!("{vnet}/subnets/stuck");
     create(&server, &vnet, json!({"addressSpace": "10.0.0.0/16"})).await;
@@ -224,7 +224,7 @@ fn servers_type(dir: &std::path::Path) -> String {
     let path = dir.join("servers.json");
     std::fs::write(&path, schema.to_string()).unwrap();
     format!(
-        "{SUBNETS}\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"servers\"\nkind = \"ComputeInstance\"\napi_versions = [\"2025-06-01\"]\nschema = \"{}\"\nprovider = \"ansible\"\npoll_interval_seconds = 0.2\n",
+        "\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"servers\"\nkind = \"ComputeInstance\"\napi_versions = [\"2025-06-01\"]\nschema = \"{}\"\nprovider = \"ansible\"\npoll_interval_seconds = 0.2\n",
         path.display()
     )
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{API, SUBNETS, config_text, free_port, header, path_of, rid, spawn_slipway};
+use common::{API, config_text, free_port, header, path_of, rid, spawn_slipway};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(120);
@@ -213,7 +213,6 @@ async fn kill_9_during_a_dependency_wait_and_a_cascade() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let config = write_config(dir.path(), port);
-    std::fs::write(&config, std::fs::read_to_string(&config).unwrap() + SUBNETS).unwrap();
     let http = reqwest::Client::new();
     let mut node = start_node(dir.path(), &config, port, 1).await;
     let vnet = rid("virtualNetworks", "v1");

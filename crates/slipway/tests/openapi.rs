@@ -33,8 +33,8 @@ const SEED: &str = "20260601";
 const CHECKS: &str = "not_a_server_error,status_code_conformance,content_type_conformance,\
                       response_schema_conformance,response_headers_conformance";
 
-/// A child type of `virtualNetworks` (no schema).
-const CHILD_TYPE: &str = "virtualNetworks/ports";
+/// A child type of `virtualNetworks` (no schema), which the compute schema references.
+const CHILD_TYPE: &str = "virtualNetworks/subnets";
 
 /// The example types with a valid `properties` each, for the seeded resources.
 fn seeds() -> [(&'static str, &'static str, Value); 4] {
@@ -63,6 +63,13 @@ fn config_text(dir: &Path, sim: &Sim, idp: &TestIdp) -> String {
              provider = \"aap\"\npoll_interval_seconds = 0.2\n",
             repo.join(format!("examples/schemas/{ty}.json")).display()
         ));
+        if ty == "computeInstances" {
+            // Actions, so their paths are published and fuzzed too.
+            types.push_str(&format!(
+                "[types.actions.restart]\nschema = \"{}\"\n[types.actions.stop]\n",
+                repo.join("examples/schemas/computeInstances.restart.json").display()
+            ));
+        }
     }
     // A child type, so nested paths are published and fuzzed too.
     types.push_str(&format!(
@@ -270,7 +277,7 @@ async fn the_published_document_is_valid_and_the_server_keeps_to_it() {
         operations.push(id);
     }
     names.push("seed-1".to_string());
-    let child = format!("{}/ports/seed-1", common::rid("virtualNetworks", "seed-1"));
+    let child = format!("{}/subnets/seed-1", common::rid("virtualNetworks", "seed-1"));
     let r = http
         .put(format!("{base}{child}?api-version={API}"))
         .bearer_auth(&root)

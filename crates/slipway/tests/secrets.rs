@@ -282,7 +282,7 @@ type = "aap"
 url = "{sim}"
 template_prefix = "slipway"
 token_file = "{wrong}"
-{compute}{networks}{groups}"#,
+{compute}{networks}{groups}{subnets}"#,
             key = key.display(),
             sim = sim.base_url(),
             token = d("aap-token"),
@@ -297,6 +297,8 @@ token_file = "{wrong}"
             ),
             networks = aap_type("virtualNetworks", "VirtualNetwork", "aapbasic", ""),
             groups = aap_type("securityGroups", "SecurityGroup", "aapwrong", ""),
+            // What the compute schema's `subnetId` references.
+            subnets = aap_type("virtualNetworks/subnets", "Subnet", "aap", ""),
         ),
     )
     .unwrap();

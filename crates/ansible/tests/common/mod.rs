@@ -82,6 +82,7 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         secrets: Default::default(),
         parent: None,
         references: Default::default(),
+        parameters: Value::Null,
     }
 }
 

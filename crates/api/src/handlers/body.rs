@@ -8,6 +8,11 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     ctx: &Ctx,
     body: Body,
 ) -> Result<T, ArmError> {
+    wire::parse_body(&body_bytes(state, ctx, body).await?)
+}
+
+/// A request body's bytes, once its media type is JSON and its size within the limit.
+pub(crate) async fn body_bytes(state: &ApiState, ctx: &Ctx, body: Body) -> Result<Vec<u8>, ArmError> {
     check_content_type(&ctx.headers)?;
     let limit = state.options.max_body_bytes;
     let too_large = || {
@@ -21,8 +26,7 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     if declared.is_some_and(|n| n > limit.saturating_add(OVERSIZE_DRAIN)) {
         return Err(too_large());
     }
-    let bytes = read_limited(body, limit).await.ok_or_else(too_large)?;
-    wire::parse_body(&bytes)
+    read_limited(body, limit).await.ok_or_else(too_large)
 }
 
 /// No `Content-Type` (read as JSON), or one `application/json` with well-formed parameters

@@ -29,6 +29,7 @@ use crate::route::{self, Route, RouteError};
 use crate::types::ResourceType;
 use crate::wire::{self, PatchBody, PutBody};
 
+mod actions;
 mod admin;
 mod audit;
 mod body;
@@ -36,6 +37,7 @@ pub(crate) mod discovery;
 mod operations;
 mod resources;
 
+use actions::*;
 use body::*;
 use operations::*;
 use resources::*;
@@ -168,6 +170,11 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 Method::PATCH => patch_resource(state, ctx, id, ty, body, tenant, &grants).await,
                 _ => delete_resource(state, ctx, id, tenant).await,
             }
+        }
+        // `POST {resourceId}/{action}` parses as a collection under the resource.
+        Route::Collection { type_name, parent: Some(id), .. } if ctx.method == Method::POST => {
+            let action = type_name.rsplit('/').next().unwrap_or_default();
+            post_action(state, ctx, id, action, body).await
         }
         Route::Collection { subscription, resource_group, namespace, type_name, parent } => {
             let ty = resource_type(state, &namespace, &type_name)?;

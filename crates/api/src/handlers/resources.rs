@@ -7,7 +7,7 @@ use super::*;
 
 /// A change of the resource at `id`, reading its parent and what it references (admission
 /// checks them) under their locks.
-fn change_request(id: &ArmId, references: &[Reference], now: slipway_domain::Timestamp) -> ChangeRequest {
+pub(crate) fn change_request(id: &ArmId, references: &[Reference], now: slipway_domain::Timestamp) -> ChangeRequest {
     ChangeRequest::new(id.key(), now).with_related(reference::related_keys(id, references))
 }
 
@@ -161,13 +161,18 @@ pub(crate) async fn patch_resource(
         })
     })
     .await
-    .map_err(|e| match e {
+    .map_err(|e| missing_as_not_found(e, &id))?;
+    respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+}
+
+/// A change refused because its resource does not exist, as ARM's `404 ResourceNotFound`.
+pub(crate) fn missing_as_not_found(e: slipway_store::StoreError, id: &ArmId) -> ArmError {
+    match e {
         slipway_store::StoreError::Rejected(admission::Rejection::NotFound) => {
             ArmError::resource_not_found(&id.to_string())
         }
         other => other.into(),
-    })?;
-    respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+    }
 }
 
 pub(crate) fn respond_to_write(

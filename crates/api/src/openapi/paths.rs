@@ -134,7 +134,8 @@ pub(super) struct Op {
     summary: String,
     tag: String,
     params: Vec<Value>,
-    body: Option<Value>,
+    /// The request body's schema, and whether it must be sent.
+    body: Option<(Value, bool)>,
     answers: Vec<(u16, Value)>,
     errors: &'static [u16],
     extra: Vec<(&'static str, Value)>,
@@ -165,7 +166,13 @@ impl Op {
     }
 
     pub(super) fn body(mut self, schema: Value) -> Self {
-        self.body = Some(schema);
+        self.body = Some((schema, true));
+        self
+    }
+
+    /// A body that may be left out.
+    pub(super) fn optional_body(mut self, schema: Value) -> Self {
+        self.body = Some((schema, false));
         self
     }
 
@@ -193,8 +200,8 @@ impl Op {
             "parameters": self.params,
             "responses": responses,
         });
-        if let Some(schema) = self.body {
-            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": schema}}});
+        if let Some((schema, required)) = self.body {
+            op["requestBody"] = json!({"required": required, "content": {"application/json": {"schema": schema}}});
         }
         for (k, v) in self.extra {
             op[k] = v;
@@ -358,6 +365,23 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
             "delete": delete.build(setting),
         }),
     );
+    for action in ty.actions() {
+        let mut params = base(false);
+        params.push(notification_uri(setting));
+        let id = format!("{prefix}_{}", op_prefix("", &action.name).trim_start_matches('_'));
+        let summary = format!("Runs the {} action of a {}.", action.name, ty.kind);
+        let post = Op::new(id, summary, &tag, params)
+            .optional_body(action.schema().cloned().unwrap_or_else(|| json!({"type": "object"})))
+            .answer(202, {
+                let mut r = plain("Accepted; follow `Azure-AsyncOperation`. `Location` answers with the resource.");
+                r["headers"] = async_headers(true);
+                r
+            })
+            .errors(&[400, 403, 404, 408, 409, 413, 415, 500, 503])
+            .with(lro_flag.0, json!(true))
+            .with(lro_options.0, json!({"final-state-via": "location"}));
+        out.insert(format!("{resource_path}/{}", action.name), json!({"post": post.build(setting)}));
+    }
 
     let paging = [
         json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),

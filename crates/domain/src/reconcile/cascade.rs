@@ -12,6 +12,7 @@
 //! parent `Deleting`; its operation shows their errors meanwhile.
 
 use crate::admission::{Admitted, RequestContext, admit_delete};
+use crate::composite::{self, Source};
 use crate::config_version::fnv1a64;
 use crate::ids::{ArmId, OperationId};
 use crate::job::{JobState, JobType, latest_job_by_type};
@@ -120,7 +121,7 @@ pub(super) fn step(snap: &mut Snapshot, delete_deadline: std::time::Duration, no
     if let Some(op) = &op
         && let Some(o) = snap.operation_mut(&op.id)
     {
-        let error = (!failures.is_empty()).then(|| merged_error(failures));
+        let error = merged_error(failures);
         if o.error != error {
             o.error = error;
             o.last_transition_time = now;
@@ -130,8 +131,8 @@ pub(super) fn step(snap: &mut Snapshot, delete_deadline: std::time::Duration, no
     Some(super::Effect::Sleep { until: op.map(|o| o.start_time.add(delete_deadline)) })
 }
 
-/// One error per child whose latest delete job failed (it stays while it is retried).
-fn child_failures(children: &[ResourceRecord]) -> Vec<CloudError> {
+/// One source per child whose latest delete job failed (it stays while it is retried).
+fn child_failures(children: &[ResourceRecord]) -> Vec<Source> {
     children
         .iter()
         .filter_map(|c| {
@@ -139,25 +140,19 @@ fn child_failures(children: &[ResourceRecord]) -> Vec<CloudError> {
             let failed = job.state.is_terminal() && job.state != JobState::Succeeded;
             failed.then(|| {
                 let text = job.message_with_details();
-                CloudError::new(
+                let error = CloudError::new(
                     codes::DEPROVISIONING_FAILED,
                     if text.is_empty() { "The delete job failed".into() } else { text },
                 )
-                .with_target(c.id.to_string())
+                .with_target(c.id.to_string());
+                Source::failed(c.id.to_string(), error)
             })
         })
         .collect()
 }
 
-/// `[source] message; …` over every failed source, one `details` entry each (the ARO-HCP
-/// merge of several sources' messages, without losing any of them).
-pub fn merged_error(details: Vec<CloudError>) -> CloudError {
-    let message = details
-        .iter()
-        .map(|d| format!("[{}] {}", d.target.as_deref().unwrap_or("?"), d.message))
-        .collect::<Vec<_>>()
-        .join("; ");
-    let mut error = CloudError::new(codes::DEPROVISIONING_FAILED, message);
-    error.details = details;
-    error
+/// `[child] message; …` over every failed child, one `details` entry each (the composite
+/// merge of `crate::composite`).
+fn merged_error(failures: Vec<Source>) -> Option<CloudError> {
+    composite::merge(failures, codes::DEPROVISIONING_FAILED).and_then(|(_, error)| error)
 }

@@ -12,12 +12,13 @@
 //! * A second job for one key (a request processed later than the window allowed for) is
 //!   never adopted and never left running: it is recorded in `duplicate_jobs`, canceled and
 //!   followed until it ends. A key sent more than once is looked up again when its job ends.
-//! * At most one job runs per resource: a new job is only started once the latest job of
-//!   the relevant type is terminal.
+//! * At most one job runs per resource: a new job (provisioning, preflight, action or
+//!   delete) is only started once every earlier one is terminal.
 //! * Every non-terminal operation ends: by its job's outcome, by supersession, by
 //!   cancellation, or by its deadline.
 
 pub mod cascade;
+pub mod preflight;
 mod record;
 
 use std::time::Duration;
@@ -29,7 +30,7 @@ use crate::backoff::retry_at;
 use crate::evaluate::{Action, evaluate_action};
 use crate::ids::OperationId;
 use crate::job::{Job, JobState, JobType, append_job, latest_job_by_type};
-use crate::operation::{CloudError, OperationRequest, codes};
+use crate::operation::{CloudError, Operation, OperationRequest, codes};
 use crate::policy::TypePolicy;
 use crate::resource::{ResourceRecord, Snapshot};
 use crate::state::ProvisioningState;
@@ -100,9 +101,9 @@ pub struct Observation {
     pub message: String,
     /// Failure details (failed task message, traceback).
     pub error_details: String,
-    /// What a successful job reported as the resource's outputs (see
-    /// `ResourceRecord::outputs`); `None`: it reported none.
-    pub outputs: Option<Value>,
+    /// What the job reported with `set_stats` (its `slipway_outputs`, a preflight job's
+    /// `slipway_checks`); `None`: nothing.
+    pub stats: Option<Value>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -178,6 +179,7 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
         OperationRequest::Create => "create",
         OperationRequest::Update => "update",
         OperationRequest::Delete => "delete",
+        OperationRequest::Action => "action",
     };
     let id = op.id.clone();
     let last_job =
@@ -233,19 +235,18 @@ fn resolve_launching(snap: &mut Snapshot, now: Timestamp) -> Option<Effect> {
     }
 }
 
-/// A provision job is not launched for a resource being deleted, for an operation being
-/// canceled, or for a spec that has since changed.
+/// A provision, preflight or action job is not launched for a resource being deleted, for an
+/// operation being canceled, or for a spec that has since changed; an action's job not
+/// after its operation ended.
 fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
     if job.job_type == JobType::Deprovision {
         return true;
     }
     let res = res(snap);
-    let canceling = job
-        .operation_id
-        .as_ref()
-        .and_then(|id| snap.operation(id))
-        .is_some_and(|o| o.status == ProvisioningState::Canceling);
-    !res.is_deleting() && !canceling && job.config_version == res.desired_config_version
+    let op = job.operation_id.as_ref().and_then(|id| snap.operation(id));
+    let canceling = op.is_some_and(|o| o.status == ProvisioningState::Canceling);
+    let action_over = job.job_type == JobType::Action && op.is_none_or(|o| o.is_terminal());
+    !res.is_deleting() && !canceling && !action_over && job.config_version == res.desired_config_version
 }
 
 /// Records a `Launching` entry (the intent) and names it.
@@ -269,15 +270,20 @@ fn begin_launch(
     job.provider = policy.provider.clone();
     job.operation_id = op.clone();
     match job_type {
-        JobType::Provision => job.config_version = res.desired_config_version.clone(),
         JobType::Deprovision => job.block_deletion_on_failure = policy.block_deletion_on_failure,
+        _ => job.config_version = res.desired_config_version.clone(),
     }
+    if job_type == JobType::Action {
+        let call = op.as_ref().and_then(|id| snap.operation(id)).and_then(|o| o.action.as_ref());
+        job.action = call.map(|c| c.name.clone()).unwrap_or_default();
+    }
+    let res = res_mut(snap);
     mark_sent(&mut job, now);
     append_job(&mut res.jobs, job, policy.max_history);
     if let Some(op_id) = op {
         let running = match snap.operation(&op_id).map(|o| o.request) {
             Some(OperationRequest::Create) => Some(ProvisioningState::Provisioning),
-            Some(OperationRequest::Update) => Some(ProvisioningState::Updating),
+            Some(OperationRequest::Update | OperationRequest::Action) => Some(ProvisioningState::Updating),
             _ => None,
         };
         if let Some(status) = running {
@@ -318,23 +324,38 @@ fn job_error(code: &str, job: &Job, fallback: &str) -> CloudError {
 }
 
 /// Ends an operation according to its (terminal) job.
-fn finish_from_job(snap: &mut Snapshot, op_id: &OperationId, job: &Job, user_canceled: bool, now: Timestamp) {
+fn finish_from_job(snap: &mut Snapshot, op: &Operation, job: &Job, user_canceled: bool, now: Timestamp) {
+    let failed = || match job.job_type {
+        JobType::Action => job_error(codes::ACTION_FAILED, job, "The action job failed"),
+        JobType::Preflight => preflight::failure(job, None)
+            .unwrap_or_else(|| CloudError::new(codes::PREFLIGHT_FAILED, "The preflight job failed")),
+        _ => job_error(codes::PROVISIONING_FAILED, job, "The provisioning job failed"),
+    };
     let (status, error) = match job.state {
-        JobState::Succeeded => (ProvisioningState::Succeeded, None),
-        JobState::Canceled if user_canceled => (ProvisioningState::Canceled, Some(canceled_by_user())),
+        JobState::Succeeded if job.job_type != JobType::Preflight => (ProvisioningState::Succeeded, None),
+        // A passed preflight ends its operation only when the user canceled it meanwhile.
+        JobState::Succeeded | JobState::Canceled if user_canceled => {
+            (ProvisioningState::Canceled, Some(canceled_by_user()))
+        }
         JobState::Canceled => (
             ProvisioningState::Canceled,
             Some(CloudError::new(codes::CANCELED, "The job was canceled outside Slipway")),
         ),
-        _ => {
-            (ProvisioningState::Failed, Some(job_error(codes::PROVISIONING_FAILED, job, "The provisioning job failed")))
-        }
+        _ => (ProvisioningState::Failed, Some(failed())),
     };
+    let op_id = &op.id;
+    if !op.provisions() {
+        // An action changes nothing convergence keeps.
+        snap.set_operation_status(op_id, status, error, now);
+        return;
+    }
     if status == ProvisioningState::Succeeded {
         res_mut(snap).convergence_stopped_for = None;
     }
-    if user_canceled && status != ProvisioningState::Succeeded {
-        // The user asked to stop: a job that failed anyway must not be retried either.
+    let refused = job.job_type == JobType::Preflight && status == ProvisioningState::Failed;
+    if refused || (user_canceled && status != ProvisioningState::Succeeded) {
+        // The spec failed its checks, or the user asked to stop (a job that failed anyway
+        // must not be retried either): convergence leaves this spec alone.
         let res = res_mut(snap);
         res.convergence_stopped_for = Some(res.desired_config_version.clone());
     }
@@ -342,35 +363,68 @@ fn finish_from_job(snap: &mut Snapshot, op_id: &OperationId, job: &Job, user_can
 }
 
 fn decide_provision(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
-    if let Some(op) = snap.active_operation().cloned() {
-        let latest = latest_job_by_type(&res(snap).jobs, JobType::Provision).cloned();
-        let op_job = latest_for_op(&res(snap).jobs, &op.id).cloned();
-        if op.status == ProvisioningState::Canceling {
-            match op_job {
-                Some(j) if !j.state.is_terminal() => return cancel_or_poll(snap, j.idempotency_key, policy, now),
-                Some(j) => finish_from_job(snap, &op.id, &j, true, now),
-                None => {
-                    let res = res_mut(snap);
-                    res.convergence_stopped_for = Some(res.desired_config_version.clone());
-                    snap.set_operation_status(&op.id, ProvisioningState::Canceled, Some(canceled_by_user()), now);
-                }
-            }
-        } else if let Some(l) = latest.filter(|l| !l.state.is_terminal()) {
-            // The operation's own job, or an earlier one that must finish first.
-            return Effect::Poll { key: l.idempotency_key };
-        } else if let Some(j) = op_job {
-            finish_from_job(snap, &op.id, &j, false, now);
-        } else if let Some(parent) = waiting_on(snap) {
-            // Woken by the parent's change; at the latest, the operation's deadline ends it.
-            if let Some(o) = snap.operation_mut(&op.id) {
-                o.waiting_on = Some(parent);
-            }
-            return Effect::Sleep { until: Some(op.start_time.add(policy.deadline(op.request))) };
-        } else {
-            return begin_launch(snap, policy, JobType::Provision, Some(op.id), now);
-        }
+    if let Some(op) = snap.active_operation().cloned()
+        && let Some(effect) = follow_operation(snap, policy, &op, now)
+    {
+        return effect;
+    }
+    // A job outliving its operation (its deadline passed) finishes before anything else runs.
+    if let Some(j) = running_job(&res(snap).jobs) {
+        return Effect::Poll { key: j.idempotency_key.clone() };
     }
     converge(snap, policy, now)
+}
+
+/// The next step of the active operation; `None` once it ended here (convergence decides).
+/// A create or update waits for its parent and references, runs the type's preflight job if
+/// it has one, then its provisioning job; an action runs its action's job.
+fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, now: Timestamp) -> Option<Effect> {
+    let op_job = latest_for_op(&res(snap).jobs, &op.id).cloned();
+    if op.status == ProvisioningState::Canceling {
+        match op_job {
+            Some(j) if !j.state.is_terminal() => return Some(cancel_or_poll(snap, j.idempotency_key, policy, now)),
+            Some(j) => finish_from_job(snap, op, &j, true, now),
+            None => {
+                let res = res_mut(snap);
+                if op.provisions() {
+                    res.convergence_stopped_for = Some(res.desired_config_version.clone());
+                }
+                snap.set_operation_status(&op.id, ProvisioningState::Canceled, Some(canceled_by_user()), now);
+            }
+        }
+        return None;
+    }
+    if let Some(j) = running_job(&res(snap).jobs) {
+        // The operation's own job, or an earlier one that must finish first.
+        return Some(Effect::Poll { key: j.idempotency_key.clone() });
+    }
+    match op_job {
+        // Passed (a failed verdict ended the operation when the job's end was recorded).
+        Some(j) if j.job_type == JobType::Preflight && j.state == JobState::Succeeded => {
+            Some(begin_launch(snap, policy, JobType::Provision, Some(op.id.clone()), now))
+        }
+        Some(j) => {
+            finish_from_job(snap, op, &j, false, now);
+            None
+        }
+        None if !op.provisions() => Some(begin_launch(snap, policy, JobType::Action, Some(op.id.clone()), now)),
+        None => {
+            if let Some(blocker) = waiting_on(snap) {
+                // Woken by the blocker's change; at the latest, the operation's deadline ends it.
+                if let Some(o) = snap.operation_mut(&op.id) {
+                    o.waiting_on = Some(blocker);
+                }
+                return Some(Effect::Sleep { until: Some(op.start_time.add(policy.deadline(op.request))) });
+            }
+            let first = if policy.preflight { JobType::Preflight } else { JobType::Provision };
+            Some(begin_launch(snap, policy, first, Some(op.id.clone()), now))
+        }
+    }
+}
+
+/// The latest job still running, of any type but a delete's (at most one runs at a time).
+fn running_job(jobs: &[Job]) -> Option<&Job> {
+    jobs.iter().filter(|j| !j.state.is_terminal() && j.job_type != JobType::Deprovision).max_by_key(|j| j.timestamp)
 }
 
 /// What a provisioning job waits for: a child's parent, then every referenced resource,
@@ -431,11 +485,10 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
 }
 
 fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
-    let jobs = &res(snap).jobs;
-    let provision = latest_job_by_type(jobs, JobType::Provision).cloned();
-    if let Some(p) = provision.as_ref().filter(|p| !p.state.is_terminal()) {
-        return cancel_or_poll(snap, p.idempotency_key.clone(), policy, now);
+    if let Some(running) = running_job(&res(snap).jobs) {
+        return cancel_or_poll(snap, running.idempotency_key.clone(), policy, now);
     }
+    let provision = latest_job_by_type(&res(snap).jobs, JobType::Provision).cloned();
     if let Some(effect) = cascade::step(snap, policy.delete_deadline, now) {
         return effect;
     }

@@ -49,8 +49,10 @@ pub fn apply(
     record_on(job_mut(snap, key)?, io, outcome, policy, now)
 }
 
-/// A poll's outcome; outputs a successful provisioning job reported replace the resource's
-/// (checked first: outputs that are not an object or exceed the type's limit fail the job).
+/// A poll's outcome. Outputs a successful provisioning job reported replace the resource's,
+/// an action's are merged into them (checked first: outputs that are not an object or
+/// exceed the type's limit fail the job). A preflight job's end is judged here, with what
+/// it reported: a failed check fails its operation.
 fn record_poll(
     snap: &mut Snapshot,
     key: &str,
@@ -58,32 +60,62 @@ fn record_poll(
     policy: &TypePolicy,
     now: Timestamp,
 ) -> Option<Timestamp> {
-    let provisioning = job_mut(snap, key)?.job_type == JobType::Provision;
-    let outputs = match &mut outcome {
-        Outcome::Observed(obs) if provisioning && obs.state == JobState::Succeeded => {
-            accept_outputs(obs, policy.max_output_bytes)
+    let job_type = job_mut(snap, key)?.job_type;
+    let reports_outputs = matches!(job_type, JobType::Provision | JobType::Action);
+    let (outputs, stats) = match &mut outcome {
+        Outcome::Observed(obs) if reports_outputs && obs.state == JobState::Succeeded => {
+            (accept_outputs(obs, policy.max_output_bytes), None)
         }
-        _ => None,
+        Outcome::Observed(obs) => (None, obs.stats.take()),
+        _ => (None, None),
     };
     let job = job_mut(snap, key)?;
     let was_terminal = job.state.is_terminal();
     let next = record_on(job, JobIo::Poll, outcome, policy, now);
-    let provisioned = job.state == JobState::Succeeded && job.job_type == JobType::Provision;
-    let deprovision_ended = !was_terminal && job.state.is_terminal() && job.job_type == JobType::Deprovision;
-    if deprovision_ended && let Some(parent) = snap.resource.as_ref().and_then(|r| r.id.parent()) {
+    let (ended, succeeded) = (!was_terminal && job.state.is_terminal(), job.state == JobState::Succeeded);
+    let job = job.clone();
+    if ended
+        && job.job_type == JobType::Deprovision
+        && let Some(parent) = snap.resource.as_ref().and_then(|r| r.id.parent())
+    {
         // A parent's cascade shows its children's delete failures while it waits.
         snap.wake.push(parent.key());
     }
-    if let Some(outputs) = outputs.filter(|_| provisioned) {
-        snap.resource.as_mut()?.outputs = outputs;
+    if ended && job.job_type == JobType::Preflight {
+        judge_preflight(snap, &job, stats.as_ref(), now);
+    }
+    if let Some(outputs) = outputs.filter(|_| succeeded) {
+        let res = snap.resource.as_mut()?;
+        match job.job_type {
+            JobType::Action => res.outputs.extend(outputs),
+            _ => res.outputs = outputs,
+        }
     }
     next
+}
+
+/// Fails the preflight job's operation when the job or one of its checks failed (a pass
+/// lets `decide` launch the provisioning job), and stops convergence for that spec. A
+/// canceled operation ends as canceled instead.
+fn judge_preflight(snap: &mut Snapshot, job: &Job, stats: Option<&Value>, now: Timestamp) {
+    let Some(op) = job.operation_id.as_ref().and_then(|id| snap.operation(id)) else { return };
+    if op.status == crate::state::ProvisioningState::Canceling {
+        return;
+    }
+    if let Some(error) = super::preflight::failure(job, stats) {
+        let id = op.id.clone();
+        snap.set_operation_status(&id, crate::state::ProvisioningState::Failed, Some(error), now);
+        // The spec failed its checks: convergence must not provision it (a new spec may).
+        if let Some(res) = snap.resource.as_mut() {
+            res.convergence_stopped_for = Some(res.desired_config_version.clone());
+        }
+    }
 }
 
 /// The outputs of a successful job, if they can be kept; otherwise the observation becomes
 /// the job's failure, saying why.
 fn accept_outputs(obs: &mut Observation, limit: usize) -> Option<serde_json::Map<String, Value>> {
-    let refusal = match obs.outputs.take()? {
+    let refusal = match obs.stats.take()?.get(OUTPUTS_STAT)?.clone() {
         Value::Object(map) => {
             let size = Value::Object(map.clone()).to_string().len();
             if size <= limit {
@@ -145,8 +177,15 @@ fn record_found(
     if launching {
         hold = match kept {
             Some(start) => {
+                let finished = start.state.is_terminal();
                 adopt(job, start, "Job found after an interrupted launch".into());
-                Some(now.add(policy.poll_interval))
+                if finished {
+                    // Polled once more, so what it reported (outputs, checks) is read too.
+                    job.state = JobState::Unknown;
+                    None
+                } else {
+                    Some(now.add(policy.poll_interval))
+                }
             }
             None => wait_out_ambiguity(job, policy, now),
         };
@@ -225,6 +264,8 @@ fn record_on(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy, no
             let message = match job.job_type {
                 JobType::Provision => "Provisioning job triggered",
                 JobType::Deprovision => "Deprovision job triggered",
+                JobType::Action => "Action job triggered",
+                JobType::Preflight => "Preflight job triggered",
             };
             adopt(job, start, message.into());
             poll_later

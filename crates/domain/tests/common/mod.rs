@@ -110,7 +110,7 @@ pub fn launched(job_id: &str) -> Outcome {
 }
 
 pub fn observed(state: JobState, message: &str, details: &str) -> Outcome {
-    Outcome::Observed(Observation { state, message: message.into(), error_details: details.into(), outputs: None })
+    Outcome::Observed(Observation { state, message: message.into(), error_details: details.into(), stats: None })
 }
 
 pub fn failed(kind: FailureKind, message: &str) -> Outcome {

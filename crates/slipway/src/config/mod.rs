@@ -168,6 +168,8 @@ impl Config {
                     )));
                 }
             }
+            let children: Vec<&TypeConfig> = self.types.iter().filter(|c| t.is_parent_of(c)).collect();
+            t.check_actions(&children)?;
             if t.type_name.split('/').any(|seg| seg.is_empty() || !seg.chars().all(|c| c.is_ascii_alphanumeric())) {
                 return Err(ConfigError::Invalid(format!(
                     "type {}/{}: a type name is letters and digits, a child type's segments joined by '/' \

@@ -1,5 +1,6 @@
 //! `[[types]]`: the resource types served, their schemas, providers and engine policy.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -57,9 +58,69 @@ pub struct TypeConfig {
     /// a job that reports more fails.
     #[serde(default = "default_max_output_bytes")]
     pub max_output_bytes: usize,
+    /// Run the type's validation job before every create and update job; a failed check
+    /// fails the operation (`slipway_checks`).
+    #[serde(default)]
+    pub preflight: bool,
+    /// Explicit validation playbook or template name; default `{prefix}-validate-{kind-kebab}`.
+    #[serde(default)]
+    pub validate: Option<String>,
+    /// POST actions, `[types.actions.restart]`.
+    #[serde(default)]
+    pub actions: BTreeMap<String, ActionConfig>,
 }
 
+/// One POST action of a type: `POST {resourceId}/{name}` runs `{prefix}-{name}-{kind-kebab}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionConfig {
+    /// Explicit playbook or template name.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// JSON Schema file for the action's body (default: any object).
+    #[serde(default)]
+    pub schema: Option<PathBuf>,
+}
+
+/// Job words an action may not take: they name the type's own jobs.
+pub const RESERVED_ACTIONS: [&str; 3] = ["create", "delete", "validate"];
+
 impl TypeConfig {
+    /// Explicit job names by word (`create`, `delete`, `validate`, each action's name).
+    pub fn explicit_names(&self) -> HashMap<String, String> {
+        let fixed = [("create", &self.create), ("delete", &self.delete), ("validate", &self.validate)];
+        let fixed = fixed.into_iter().filter_map(|(word, name)| Some((word.to_string(), name.clone()?)));
+        let actions = self.actions.iter().filter_map(|(name, a)| Some((name.clone(), a.run.clone()?)));
+        fixed.chain(actions).collect()
+    }
+
+    /// `Err` naming the action when an action's name cannot be one.
+    pub fn check_actions(&self, children: &[&TypeConfig]) -> Result<(), ConfigError> {
+        for name in self.actions.keys() {
+            let why = if !name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                || !name.chars().all(|c| c.is_ascii_alphanumeric())
+            {
+                Some("use letters and digits, starting with a letter")
+            } else if RESERVED_ACTIONS.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+                Some("it names one of the type's own jobs")
+            } else if children
+                .iter()
+                .any(|c| c.type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(name)))
+            {
+                Some("a child type has that name")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(ConfigError::Invalid(format!(
+                    "types.{}/{}: action '{name}' is not a valid action name: {why}",
+                    self.namespace, self.type_name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// A child type's parent type (`virtualNetworks` for `virtualNetworks/subnets`).
     pub fn parent_type(&self) -> Option<&str> {
         self.type_name.rsplit_once('/').map(|(parent, _)| parent)

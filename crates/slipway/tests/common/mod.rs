@@ -37,7 +37,9 @@ pub const SUB: &str = "11111111-1111-1111-1111-111111111111";
 
 /// A `[[types]]` entry for a child type nested under the example `virtualNetworks`, served
 /// by the example subnet playbooks (appended to a [`config_text`]).
-pub const SUBNETS: &str = r#"
+/// Subnets as children of virtual networks (without a schema), which the example compute
+/// schema's `subnetId` references: part of every test configuration.
+const SUBNETS: &str = r#"
 [[types]]
 namespace = "Slipway.Example"
 type = "virtualNetworks/subnets"
@@ -46,6 +48,40 @@ api_versions = ["2025-06-01"]
 provider = "ansible"
 poll_interval_seconds = 0.2
 "#;
+
+/// The example's clusters (preflight checks, an `upgrade` action, node pools and external
+/// auths as children) and `machines`, compute instances with the example's `restart`, `stop`
+/// and `start` actions: `tables` for [`TestServer::start_full`].
+pub fn composite_types() -> String {
+    let schema = |file: &str| repo().join("examples/schemas").join(file).display().to_string();
+    let ty = |name: &str, kind: &str, file: &str, extra: &str| {
+        format!(
+            "\n[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"{name}\"\nkind = \"{kind}\"\n\
+             api_versions = [\"{API}\"]\nschema = \"{}\"\nprovider = \"ansible\"\npoll_interval_seconds = 0.2\n{extra}",
+            schema(file)
+        )
+    };
+    [
+        ty(
+            "clusters",
+            "Cluster",
+            "clusters.json",
+            &format!("preflight = true\n[types.actions.upgrade]\nschema = \"{}\"\n", schema("clusters.upgrade.json")),
+        ),
+        ty("clusters/nodePools", "NodePool", "nodePools.json", ""),
+        ty("clusters/externalAuths", "ExternalAuth", "externalAuths.json", ""),
+        ty(
+            "machines",
+            "ComputeInstance",
+            "computeInstances.json",
+            &format!(
+                "[types.actions.restart]\nschema = \"{}\"\n[types.actions.stop]\n[types.actions.start]\n",
+                schema("computeInstances.restart.json")
+            ),
+        ),
+    ]
+    .concat()
+}
 
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
@@ -114,7 +150,7 @@ python = "{venv}/bin/python"
 playbook_prefix = "slipway"
 cancel_grace_seconds = 3
 extra_vars = {{ slipway_state_dir = "{state}" }}
-{types}"#,
+{types}{SUBNETS}"#,
         state = dir.join("state").display(),
         db = dir.join("slipway.db").display(),
         playbooks = repo.join("examples/playbooks").display(),

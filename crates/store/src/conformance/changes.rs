@@ -424,3 +424,33 @@ pub async fn case_outputs_are_written_replaced_and_kept(store: &dyn Store) {
     apply(store, ChangeRequest::new(id.key(), at(3 * SECOND)), set(next.clone())).await.expect("replace outputs");
     assert_eq!(serde_json::Value::Object(resource(store, &id.key()).await.outputs), next);
 }
+
+/// A POST action's operation is written with the resource's active-operation pointer in one
+/// change, read back with its name and body, and its end clears the pointer without moving
+/// the resource's state.
+pub async fn case_an_action_operation_is_written_with_its_call(store: &dyn Store) {
+    let id = vnet("Sub-Action", "RG", "VNet1");
+    put(store, &id, spec(1), ctx(1, T0)).await;
+    let create = resource(store, &id.key()).await.active_operation_id.expect("the create runs");
+    set_status(store, &id.key(), &create, ProvisioningState::Succeeded, None, at(SECOND)).await;
+    let call = slipway_domain::operation::ActionCall { name: "restart".into(), parameters: json!({"force": true}) };
+    let c = ctx(2, at(2 * SECOND));
+    apply(store, ChangeRequest::new(id.key(), at(2 * SECOND)), move |s| {
+        admission::admit_action(s, call, &c).map(|_| ())
+    })
+    .await
+    .expect("admit the action");
+    let stored = resource(store, &id.key()).await;
+    assert_eq!(stored.active_operation_id.as_ref(), Some(&op_id(2)));
+    let operation = self::operation(store, "Sub-Action", &op_id(2), at(3 * SECOND)).await;
+    assert_eq!(stored.provisioning_state, ProvisioningState::Succeeded);
+    assert_eq!(operation.request, slipway_domain::OperationRequest::Action);
+    assert_eq!(
+        operation.action.as_ref().map(|a| (a.name.as_str(), &a.parameters)),
+        Some(("restart", &json!({"force": true})))
+    );
+    set_status(store, &id.key(), &operation.id, ProvisioningState::Failed, None, at(4 * SECOND)).await;
+    let after = resource(store, &id.key()).await;
+    assert_eq!(after.active_operation_id, None);
+    assert_eq!(after.provisioning_state, ProvisioningState::Succeeded, "an action's end leaves the state alone");
+}

@@ -103,6 +103,7 @@ macro_rules! conformance_suite {
             case_terminal_operations_load_only_on_request,
             case_cancel_operation,
             case_outputs_are_written_replaced_and_kept,
+            case_an_action_operation_is_written_with_its_call,
             case_a_change_reads_its_related_resources_as_committed,
             case_waking_children_makes_the_subtree_due,
             case_a_child_collection_lists_one_parents_children,

@@ -53,6 +53,9 @@ pub(crate) struct JobDocument {
     launch_sends: u32,
     #[serde(rename = "uniqueConfirmed", default, skip_serializing_if = "is_false")]
     unique_confirmed: bool,
+    /// An action job's action name.
+    #[serde(rename = "action", default, skip_serializing_if = "String::is_empty")]
+    action: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +64,10 @@ pub(crate) enum JobTypeDocument {
     Provision,
     #[serde(rename = "deprovision")]
     Deprovision,
+    #[serde(rename = "action")]
+    Action,
+    #[serde(rename = "preflight")]
+    Preflight,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +120,7 @@ impl From<&Job> for JobDocument {
             launch_sent_at,
             launch_sends,
             unique_confirmed,
+            action,
         } = job;
         JobDocument {
             job_id: job_id.clone(),
@@ -134,6 +142,7 @@ impl From<&Job> for JobDocument {
             launch_sent_at: launch_sent_at.map(Timestamp::as_millis),
             launch_sends: *launch_sends,
             unique_confirmed: *unique_confirmed,
+            action: action.clone(),
         }
     }
 }
@@ -162,6 +171,7 @@ impl TryFrom<JobDocument> for Job {
             launch_sent_at,
             launch_sends,
             unique_confirmed,
+            action,
         } = doc;
         Ok(Job {
             operation_id: operation_id_opt(operation_id, &format!("job {job_id:?}: operationId"))?,
@@ -183,6 +193,7 @@ impl TryFrom<JobDocument> for Job {
             launch_sent_at: launch_sent_at.map(Timestamp),
             launch_sends,
             unique_confirmed,
+            action,
         })
     }
 }
@@ -192,6 +203,8 @@ impl From<JobType> for JobTypeDocument {
         match t {
             JobType::Provision => JobTypeDocument::Provision,
             JobType::Deprovision => JobTypeDocument::Deprovision,
+            JobType::Action => JobTypeDocument::Action,
+            JobType::Preflight => JobTypeDocument::Preflight,
         }
     }
 }
@@ -201,6 +214,8 @@ impl From<JobTypeDocument> for JobType {
         match t {
             JobTypeDocument::Provision => JobType::Provision,
             JobTypeDocument::Deprovision => JobType::Deprovision,
+            JobTypeDocument::Action => JobType::Action,
+            JobTypeDocument::Preflight => JobType::Preflight,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::operation::{ChildOperation, CloudError, Initiator, Operation, OperationRequest};
+use slipway_domain::operation::{ActionCall, ChildOperation, CloudError, Initiator, Operation, OperationRequest};
 use slipway_domain::state::ProvisioningState;
 use slipway_domain::time::Timestamp;
 
@@ -46,6 +46,9 @@ pub(crate) struct OperationDocument {
     /// A cascading delete's children and their delete operations.
     #[serde(rename = "childOperations", default, skip_serializing_if = "Vec::is_empty")]
     child_operations: Vec<ChildOperationDocument>,
+    /// A POST action's name and request body.
+    #[serde(rename = "action", default, skip_serializing_if = "Option::is_none")]
+    action: Option<ActionCallDocument>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
     notification_uri: Option<String>,
     /// Always written, even when every field is empty (`{}`).
@@ -69,6 +72,15 @@ impl From<&ChildOperation> for ChildOperationDocument {
     }
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ActionCallDocument {
+    #[serde(rename = "name")]
+    name: String,
+    /// Stored as the client sent it.
+    #[serde(rename = "parameters", default)]
+    parameters: serde_json::Value,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum OperationRequestDocument {
     #[serde(rename = "Create")]
@@ -77,6 +89,8 @@ pub(crate) enum OperationRequestDocument {
     Update,
     #[serde(rename = "Delete")]
     Delete,
+    #[serde(rename = "Action")]
+    Action,
 }
 
 /// Spelled exactly so (no case folding, no `Cancelled`).
@@ -141,6 +155,7 @@ impl From<&Operation> for OperationDocument {
             percent_complete,
             waiting_on,
             child_operations,
+            action,
             notification_uri,
             initiator,
             api_version,
@@ -159,6 +174,9 @@ impl From<&Operation> for OperationDocument {
             percent_complete: *percent_complete,
             waiting_on: waiting_on.clone(),
             child_operations: child_operations.iter().map(ChildOperationDocument::from).collect(),
+            action: action
+                .as_ref()
+                .map(|a| ActionCallDocument { name: a.name.clone(), parameters: a.parameters.clone() }),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
             api_version: api_version.clone(),
@@ -184,6 +202,7 @@ impl TryFrom<OperationDocument> for Operation {
             percent_complete,
             waiting_on,
             child_operations,
+            action,
             notification_uri,
             initiator,
             api_version,
@@ -210,6 +229,7 @@ impl TryFrom<OperationDocument> for Operation {
                     })
                 })
                 .collect::<Result<_, DocumentError>>()?,
+            action: action.map(|a| ActionCall { name: a.name, parameters: a.parameters }),
             notification_uri,
             initiator: initiator.into(),
             api_version,
@@ -223,6 +243,7 @@ impl From<OperationRequest> for OperationRequestDocument {
             OperationRequest::Create => OperationRequestDocument::Create,
             OperationRequest::Update => OperationRequestDocument::Update,
             OperationRequest::Delete => OperationRequestDocument::Delete,
+            OperationRequest::Action => OperationRequestDocument::Action,
         }
     }
 }
@@ -233,6 +254,7 @@ impl From<OperationRequestDocument> for OperationRequest {
             OperationRequestDocument::Create => OperationRequest::Create,
             OperationRequestDocument::Update => OperationRequest::Update,
             OperationRequestDocument::Delete => OperationRequest::Delete,
+            OperationRequestDocument::Action => OperationRequest::Action,
         }
     }
 }

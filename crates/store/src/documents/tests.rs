@@ -39,6 +39,7 @@ fn full_job() -> Job {
         launch_sent_at: Some(Timestamp(1_764_449_626_000)),
         launch_sends: 3,
         unique_confirmed: true,
+        action: "restart".into(),
     }
 }
 
@@ -142,6 +143,10 @@ fn full_operation() -> Operation {
                     .into(),
             operation_id: op_id(3),
         }],
+        action: Some(slipway_domain::operation::ActionCall {
+            name: "restart".into(),
+            parameters: json!({"force": true}),
+        }),
         notification_uri: Some("https://callback.example/notify?x=1".into()),
         initiator: Initiator {
             tenant_id: "tenant-1".into(),
@@ -222,7 +227,8 @@ const FULL_RESOURCE_V1: &str = r#"{
       "absentConfirmed": true,
       "launchSentAt": 1764449626000,
       "launchSends": 3,
-      "uniqueConfirmed": true
+      "uniqueConfirmed": true,
+      "action": "restart"
     },
     {
       "jobID": "",
@@ -255,7 +261,8 @@ const FULL_RESOURCE_V1: &str = r#"{
       "absentConfirmed": true,
       "launchSentAt": 1764449626000,
       "launchSends": 3,
-      "uniqueConfirmed": true
+      "uniqueConfirmed": true,
+      "action": "restart"
     }
   ],
   "activeOperationId": "00000000-0000-4000-8000-000000000002",
@@ -354,6 +361,12 @@ const FULL_OPERATION_V1: &str = r#"{
       "operationId": "00000000-0000-4000-8000-000000000003"
     }
   ],
+  "action": {
+    "name": "restart",
+    "parameters": {
+      "force": true
+    }
+  },
   "notificationUri": "https://callback.example/notify?x=1",
   "initiator": {
     "tenantId": "tenant-1",
@@ -466,6 +479,7 @@ fn minimal_operation() -> Operation {
         percent_complete: None,
         waiting_on: None,
         child_operations: Vec::new(),
+        action: None,
         notification_uri: None,
         initiator: Initiator::default(),
         api_version: "2025-01-01".into(),
@@ -625,12 +639,17 @@ fn enums_are_stored_as_these_strings() {
         assert_eq!(text(JobStateDocument::from(s)), want);
         assert_eq!(J::from(back::<JobStateDocument>(want)), s);
     }
-    for (t, want) in [(JobType::Provision, "provision"), (JobType::Deprovision, "deprovision")] {
+    for (t, want) in [
+        (JobType::Provision, "provision"),
+        (JobType::Deprovision, "deprovision"),
+        (JobType::Action, "action"),
+        (JobType::Preflight, "preflight"),
+    ] {
         assert_eq!(text(JobTypeDocument::from(t)), want);
         assert_eq!(JobType::from(back::<JobTypeDocument>(want)), t);
     }
     use OperationRequest as R;
-    for (r, want) in [(R::Create, "Create"), (R::Update, "Update"), (R::Delete, "Delete")] {
+    for (r, want) in [(R::Create, "Create"), (R::Update, "Update"), (R::Delete, "Delete"), (R::Action, "Action")] {
         assert_eq!(text(OperationRequestDocument::from(r)), want);
         assert_eq!(R::from(back::<OperationRequestDocument>(want)), r);
     }
