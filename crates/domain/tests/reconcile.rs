@@ -724,9 +724,10 @@ fn delete_cancels_the_running_provision_job_then_deprovisions() {
     w.set_now(at(22));
     assert_eq!(w.poll(&p, observed(JobState::Canceled, "canceled", "")), None);
 
-    let d = key(1, 2);
+    let d = key(2, 2);
     assert_eq!(w.decide(), Effect::Launch { key: d.clone() });
-    let mut want = sent(intent(&d, JobType::Deprovision, None, ConfigVersion::legacy(), at(22)));
+    // The delete job belongs to the delete operation, and carries the version it removes.
+    let mut want = sent(intent(&d, JobType::Deprovision, Some(2), spec(v1()).config_version(), at(22)));
     want.block_deletion_on_failure = true;
     assert_eq!(w.job(&d), &want);
     assert_eq!(w.op(2).status, PS::Deleting);
@@ -801,7 +802,7 @@ fn delete_proceeds_when_the_job_to_cancel_is_gone_or_finished() {
     assert_eq!(w.cancel_job(&key(1, 1), failed(FailureKind::NotFound, "gone")), None);
     assert_eq!(w.job(&key(1, 1)).state, JobState::Canceled);
     assert_eq!(w.job(&key(1, 1)).message, "The job no longer exists at the provider: gone");
-    assert_eq!(w.decide(), Effect::Launch { key: key(1, 2) });
+    assert_eq!(w.decide(), Effect::Launch { key: key(2, 2) });
 
     // Cancel → already finished: poll for the final state, then deprovision.
     let mut w = World::created();
@@ -809,7 +810,7 @@ fn delete_proceeds_when_the_job_to_cancel_is_gone_or_finished() {
     w.delete(2).unwrap();
     assert_eq!(w.cancel_job(&key(1, 1), Outcome::CancelNotNeeded), None);
     assert_eq!(w.poll(&key(1, 1), observed(JobState::Succeeded, "successful", "")), None);
-    assert_eq!(w.decide(), Effect::Launch { key: key(1, 2) });
+    assert_eq!(w.decide(), Effect::Launch { key: key(2, 2) });
 
     // Cancel → transient error: poll meanwhile, ask again after cancel_retry.
     let mut w = World::created();
@@ -837,7 +838,7 @@ fn failed_deprovision_with_block_retries_with_doubling_backoff() {
     let mut t = base;
     for seq in 2..=6u64 {
         w.set_now(at(t));
-        let d = key(1, seq);
+        let d = key(2, seq);
         w.launch(&d, &format!("d{seq}"));
         assert!(w.job(&d).block_deletion_on_failure);
         launches.push((t - base) / 60);
@@ -861,9 +862,9 @@ fn failed_deprovision_without_block_completes_the_delete() {
     let mut w = World::provisioned();
     w.policy.block_deletion_on_failure = false;
     w.delete(2).unwrap();
-    w.launch(&key(1, 2), "d1");
-    assert!(!w.job(&key(1, 2)).block_deletion_on_failure);
-    w.poll(&key(1, 2), observed(JobState::Failed, "failed", ""));
+    w.launch(&key(2, 2), "d1");
+    assert!(!w.job(&key(2, 2)).block_deletion_on_failure);
+    w.poll(&key(2, 2), observed(JobState::Failed, "failed", ""));
     assert_eq!(w.decide(), SLEEP);
     assert_eq!(w.snap.resource, None);
     assert_eq!(w.op(2).status, PS::Succeeded);
@@ -874,16 +875,22 @@ fn delete_deadline_fails_the_operation_but_deletion_goes_on() {
     let mut w = World::provisioned();
     w.set_now(at(100));
     w.delete(2).unwrap();
-    w.launch(&key(1, 2), "d1");
-    w.poll(&key(1, 2), observed(JobState::Failed, "failed", "host unreachable"));
+    w.launch(&key(2, 2), "d1");
+    w.poll(&key(2, 2), observed(JobState::Failed, "failed", "host unreachable"));
     assert_eq!(w.decide(), sleep_until(at(220)));
+    let retrying = w.op(2);
+    assert_eq!(retrying.status, PS::Deleting);
+    assert_eq!(retrying.error, Some(err("DeprovisioningFailed", "failed: host unreachable")), "why it is not done");
     w.set_now(at(100 + 12 * 3600));
     let effect = w.decide();
-    assert_eq!(effect, Effect::Launch { key: key(1, 3) }, "deletion is still retried");
-    let timeout = Some(err(
+    assert_eq!(effect, Effect::Launch { key: key(2, 3) }, "deletion is still retried");
+    let mut timeout = err(
         "OperationTimedOut",
         "The delete operation did not complete within 43200s; last job: Failed failed: host unreachable",
-    ));
+    );
+    // What held it up, shown on the operation while it was retried, stays in the details.
+    timeout.details = vec![err("DeprovisioningFailed", "failed: host unreachable")];
+    let timeout = Some(timeout);
     assert_eq!(w.op(2).status, PS::Failed);
     assert_eq!(w.op(2).error, timeout);
     let res = w.res();
@@ -894,7 +901,7 @@ fn delete_deadline_fails_the_operation_but_deletion_goes_on() {
     // A new DELETE is accepted and the running deprovision completes it.
     w.apply(&effect, launched("d2"));
     w.delete(3).unwrap();
-    w.poll(&key(1, 3), observed(JobState::Succeeded, "successful", ""));
+    w.poll(&key(2, 3), observed(JobState::Succeeded, "successful", ""));
     assert_eq!(w.decide(), SLEEP);
     assert_eq!(w.snap.resource, None);
     assert_eq!(w.op(3).status, PS::Succeeded);
@@ -905,11 +912,11 @@ fn delete_deadline_fails_the_operation_but_deletion_goes_on() {
 fn delete_completes_after_its_deadline_without_reopening_the_operation() {
     let mut w = World::provisioned();
     w.delete(2).unwrap();
-    w.launch(&key(1, 2), "d1");
+    w.launch(&key(2, 2), "d1");
     w.set_now(T0.add(secs(12 * 3600)));
-    assert_eq!(w.decide(), Effect::Poll { key: key(1, 2) });
+    assert_eq!(w.decide(), Effect::Poll { key: key(2, 2) });
     assert_eq!(w.op(2).status, PS::Failed);
-    w.poll(&key(1, 2), observed(JobState::Succeeded, "successful", ""));
+    w.poll(&key(2, 2), observed(JobState::Succeeded, "successful", ""));
     assert_eq!(w.decide(), SLEEP);
     assert_eq!(w.snap.resource, None);
     assert_eq!(w.op(2).status, PS::Failed);

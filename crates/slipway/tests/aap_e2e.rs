@@ -187,9 +187,14 @@ async fn outputs_come_from_aap_job_artifacts() {
     assert_eq!(res["properties"]["ipAddress"], "10.0.0.4", "{res}");
     assert_eq!(res["properties"]["hostName"], "vm-out", "{res}");
     let r = h.http.delete(h.url(&id)).send().await.unwrap();
-    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let delete_op = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
     let delete =
         h.sim.handle().jobs().into_iter().find(|j| j.template_name == "slipway-delete-compute-instance").unwrap();
+    // The delete job is the delete operation's, and says which version it removes.
+    let envelope = &delete.extra_vars["slipway"];
+    assert_eq!(envelope["operationId"], delete_op["name"], "{envelope}");
+    assert!(envelope["idempotencyKey"].as_str().unwrap().starts_with(delete_op["name"].as_str().unwrap()));
+    assert!(!envelope["configVersion"].as_str().unwrap_or_default().is_empty(), "{envelope}");
     assert_eq!(
         delete.extra_vars["slipway"]["resource"]["outputs"],
         json!({"ipAddress": "10.0.0.4", "hostName": "vm-out", "powerState": "Running"})

@@ -269,9 +269,10 @@ fn begin_launch(
     job.idempotency_key = key.clone();
     job.provider = policy.provider.clone();
     job.operation_id = op.clone();
-    match job_type {
-        JobType::Deprovision => job.block_deletion_on_failure = policy.block_deletion_on_failure,
-        _ => job.config_version = res.desired_config_version.clone(),
+    // Every job carries the version it acts on (a delete job: the one it removes).
+    job.config_version = res.desired_config_version.clone();
+    if job_type == JobType::Deprovision {
+        job.block_deletion_on_failure = policy.block_deletion_on_failure;
     }
     if job_type == JobType::Action {
         let call = op.as_ref().and_then(|id| snap.operation(id)).and_then(|o| o.action.as_ref());
@@ -495,16 +496,45 @@ fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Ef
     let jobs = &res(snap).jobs;
     match latest_job_by_type(jobs, JobType::Deprovision).cloned() {
         None if provision.is_none() => complete_delete(snap, now),
-        None => begin_launch(snap, policy, JobType::Deprovision, None, now),
+        None => {
+            let op = delete_operation(snap);
+            begin_launch(snap, policy, JobType::Deprovision, op, now)
+        }
         Some(d) if !d.state.is_terminal() => Effect::Poll { key: d.idempotency_key },
         Some(d) if d.state == JobState::Succeeded || !d.block_deletion_on_failure => complete_delete(snap, now),
         Some(d) => {
+            show_retried_failure(snap, &d, now);
             let wait = policy.deprovision_backoff().deprovision(&res(snap).jobs);
             match retry_at(&d, wait, now) {
                 Some(at) => Effect::Sleep { until: Some(at) },
-                None => begin_launch(snap, policy, JobType::Deprovision, None, now),
+                None => {
+                    let op = delete_operation(snap);
+                    begin_launch(snap, policy, JobType::Deprovision, op, now)
+                }
             }
         }
+    }
+}
+
+/// The delete operation a delete job belongs to (it names the job's key): the active one,
+/// else — the operation ended by its deadline and deletion goes on — the last delete job's.
+fn delete_operation(snap: &Snapshot) -> Option<OperationId> {
+    let active = snap.active_operation().filter(|o| o.request == OperationRequest::Delete);
+    active
+        .map(|o| o.id.clone())
+        .or_else(|| latest_job_by_type(&res(snap).jobs, JobType::Deprovision).and_then(|j| j.operation_id.clone()))
+}
+
+/// While a failed delete job is retried (`block_deletion_on_failure`), the delete operation
+/// carries its failure, so a client polling it sees why it is not finishing.
+fn show_retried_failure(snap: &mut Snapshot, failed: &Job, now: Timestamp) {
+    let Some(op_id) = snap.active_operation().map(|o| o.id.clone()) else { return };
+    let error = job_error(codes::DEPROVISIONING_FAILED, failed, "The delete job failed");
+    if let Some(op) = snap.operation_mut(&op_id)
+        && op.error.as_ref() != Some(&error)
+    {
+        op.error = Some(error);
+        op.last_transition_time = now;
     }
 }
 
