@@ -91,6 +91,9 @@ impl From<Rejection> for ArmError {
                     "Can not perform requested operation on nested resource. Parent resource '{parent}' not found."
                 ),
             ),
+            Rejection::PreconditionFailed { message } => {
+                ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
+            }
             Rejection::Invalid(body) => ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None },
         }
     }

@@ -11,6 +11,7 @@ mod limits;
 mod listener;
 pub mod notify;
 mod openapi;
+mod preconditions;
 mod ratelimit;
 mod route;
 pub mod types;

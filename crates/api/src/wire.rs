@@ -113,7 +113,20 @@ pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
     if let Some(loc) = &res.spec.location {
         body["location"] = json!(loc);
     }
+    body["etag"] = json!(etag_of(&body));
     body
+}
+
+/// A resource's `etag`: a strong validator of what a client reads, so it changes with every
+/// write that changes the resource's representation (its state, spec, outputs, systemData).
+/// Hashed from the body's JSON, whose keys serialise sorted.
+fn etag_of(body: &Value) -> String {
+    format!("\"{:016x}\"", slipway_domain::config_version::fnv1a64(body.to_string().as_bytes()))
+}
+
+/// The resource's current `etag` (as `resource_body` shows it).
+pub fn resource_etag(res: &ResourceRecord, ty: &ResourceType) -> String {
+    resource_body(res, ty)["etag"].as_str().unwrap_or_default().to_string()
 }
 
 /// The path of an operation's status resource (its `id`).

@@ -54,6 +54,9 @@ pub enum Rejection {
     /// A delete of a resource others reference.
     #[error("{target} is referenced by {referrers:?}")]
     InUse { target: String, referrers: Vec<String> },
+    /// An `If-Match` / `If-None-Match` precondition does not hold.
+    #[error("{message}")]
+    PreconditionFailed { message: String },
     #[error("{0:?}")]
     Invalid(CloudError),
 }

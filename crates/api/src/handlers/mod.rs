@@ -12,7 +12,7 @@ use slipway_domain::access::{Permission, Scope};
 use slipway_domain::admission::{self, Admitted, RequestContext};
 use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::operation::is_visible_to;
-use slipway_domain::resource::Spec;
+use slipway_domain::resource::{Snapshot, Spec};
 use slipway_domain::subscription::Intent;
 use slipway_domain::{
     Initiator, JobContext, Operation, OperationRequest, PrincipalKind, ProvisioningState, RequestedBy, TenantContext,
@@ -168,7 +168,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 Method::GET => get_resource(state, &id, &ty).await,
                 Method::PUT => put_resource(state, ctx, id, ty, body, tenant, &grants).await,
                 Method::PATCH => patch_resource(state, ctx, id, ty, body, tenant, &grants).await,
-                _ => delete_resource(state, ctx, id, tenant).await,
+                _ => delete_resource(state, ctx, id, ty, tenant).await,
             }
         }
         // `POST {resourceId}/{action}` parses as a collection under the resource.

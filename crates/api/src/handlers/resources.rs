@@ -4,6 +4,24 @@ use slipway_domain::reference::{self, Reference};
 use slipway_domain::{CloudError, ResourceRecord};
 
 use super::*;
+use crate::preconditions::Preconditions;
+
+/// `412` unless the request's `If-Match` / `If-None-Match` hold for the resource as
+/// committed (checked inside the change, so no write slips in between).
+fn check_preconditions(pre: &Preconditions, snap: &Snapshot, ty: &ResourceType) -> Result<(), admission::Rejection> {
+    if pre.is_empty() {
+        return Ok(());
+    }
+    pre.check(snap.resource.as_ref().map(|r| wire::resource_etag(r, ty)).as_deref())
+}
+
+/// A resource body as a response, with its `ETag` header.
+fn with_etag(status: StatusCode, body: Value) -> Response {
+    let etag = body["etag"].as_str().unwrap_or_default().to_string();
+    let mut resp = json_response(status, body);
+    insert(resp.headers_mut(), "etag", &etag);
+    resp
+}
 
 /// A change of the resource at `id`, reading its parent and what it references (admission
 /// checks them) under their locks.
@@ -57,7 +75,7 @@ async fn refuse_cycles(state: &ApiState, id: &ArmId, references: &[Reference]) -
 pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType) -> Result<Response, ArmError> {
     let res =
         state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
-    Ok(json_response(StatusCode::OK, wire::resource_body(&res, ty)))
+    Ok(with_etag(StatusCode::OK, wire::resource_body(&res, ty)))
 }
 
 pub(crate) async fn put_resource(
@@ -85,7 +103,10 @@ pub(crate) async fn put_resource(
     let target = id.clone();
     let sealer = Sealer::of(state, &ty)?;
     let req = change_request(&id, &references, rctx.now);
+    let pre = Preconditions::from_headers(&ctx.headers);
+    let checked = ty.clone();
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
+        check_preconditions(&pre, snap, &checked)?;
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
@@ -127,7 +148,10 @@ pub(crate) async fn patch_resource(
     let req = change_request(&id, &guess, rctx.now);
     let loaded = req.related.clone();
     let target = id.clone();
+    let pre = Preconditions::from_headers(&ctx.headers);
+    let checked = ty.clone();
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
+        check_preconditions(&pre, snap, &checked)?;
         let patch = match (&sealer, patch) {
             (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
             (_, p) => p,
@@ -185,7 +209,7 @@ pub(crate) fn respond_to_write(
     let res = res.ok_or_else(ArmError::internal)?;
     let body = wire::resource_body(res, ty);
     let (status, op) = match admitted {
-        Admitted::Unchanged => return Ok(json_response(StatusCode::OK, body)),
+        Admitted::Unchanged => return Ok(with_etag(StatusCode::OK, body)),
         Admitted::Accepted { operation, created } => {
             (state.on_accept)();
             (write_status(&ctx.method, created), operation)
@@ -196,7 +220,7 @@ pub(crate) fn respond_to_write(
         }
         Admitted::Absent => return Err(ArmError::internal()),
     };
-    let mut resp = json_response(status, body);
+    let mut resp = with_etag(status, body);
     add_async_headers(state, ctx, &op, resp.headers_mut());
     Ok(resp)
 }
@@ -213,11 +237,14 @@ pub(crate) async fn delete_resource(
     state: &ApiState,
     ctx: &Ctx,
     id: ArmId,
+    ty: Arc<ResourceType>,
     tenant: Option<TenantContext>,
 ) -> Result<Response, ArmError> {
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let req = change_request(&id, &[], rctx.now).with_referrers();
+    let pre = Preconditions::from_headers(&ctx.headers);
     let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
+        check_preconditions(&pre, snap, &ty)?;
         reference::check_not_in_use(snap)?;
         admission::admit_delete(snap, &rctx)
     })

@@ -31,13 +31,14 @@ impl Setting {
 }
 
 /// The shared error responses (`#/components/responses/{name}`).
-pub(super) const ERRORS: [(u16, &str, &str); 12] = [
+pub(super) const ERRORS: [(u16, &str, &str); 13] = [
     (400, "BadRequest", "The request is not valid (the error code says why)."),
     (401, "Unauthorized", "No credential, or one that does not verify."),
     (403, "Forbidden", "The caller's roles do not grant the action at the scope (`AuthorizationFailed`)."),
     (404, "NotFound", "No such resource, operation, type or path."),
     (408, "RequestTimeout", "The request body stopped arriving; the connection closes."),
     (409, "Conflict", "The request conflicts with the resource's or the subscription's state."),
+    (412, "PreconditionFailed", "`If-Match` or `If-None-Match` does not hold for the resource's current `etag`."),
     (413, "PayloadTooLarge", "The body is larger than `server.max_body_bytes`."),
     (415, "UnsupportedMediaType", "The body is not `application/json` (utf-8)."),
     (429, "TooManyRequests", "The caller's rate limit is spent; retry after `Retry-After` seconds."),
@@ -256,6 +257,18 @@ pub(super) fn notification_uri(setting: &Setting) -> Value {
 
 /// `Slipway.Example` + `virtualNetworks` → `SlipwayExample_VirtualNetworks`; a child type
 /// `virtualNetworks/subnets` → `SlipwayExample_VirtualNetworksSubnets`.
+/// `If-Match` and `If-None-Match` (optimistic concurrency on the resource's `etag`).
+pub(super) fn preconditions() -> [Value; 2] {
+    let header = |name: &str, description: &str| json!({"name": name, "in": "header", "required": false, "description": description, "schema": {"type": "string"}});
+    [
+        header("If-Match", "Only if the resource's current `etag` is one of these (`*`: if it exists); else `412`."),
+        header(
+            "If-None-Match",
+            "Only if the resource's `etag` is none of these (`*`: only if it does not exist); else `412`.",
+        ),
+    ]
+}
+
 pub(super) fn op_prefix(namespace: &str, type_name: &str) -> String {
     let ty: String = type_name
         .split('/')
@@ -311,6 +324,7 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
         .errors(&[400, 403, 404, 500, 503]);
     let mut put_params = base(true);
     put_params.push(notification_uri(setting));
+    put_params.extend(preconditions());
     let put =
         Op::new(format!("{prefix}_CreateOrUpdate"), format!("Creates or replaces a {}.", ty.kind), &tag, put_params)
             .body(schema_ref(&n.put))
@@ -324,14 +338,15 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
             )
             .answer(201, json_answer("Created; follow `Azure-AsyncOperation`.", resource.clone(), async_headers(true)))
             .errors(if parents.is_empty() {
-                &[400, 403, 408, 409, 413, 415, 500, 503]
+                &[400, 403, 408, 409, 412, 413, 415, 500, 503]
             } else {
-                &[400, 403, 404, 408, 409, 413, 415, 500, 503]
+                &[400, 403, 404, 408, 409, 412, 413, 415, 500, 503]
             })
             .with(lro_flag.0, lro_flag.1.clone())
             .with(lro_options.0, lro_options.1.clone());
     let mut patch_params = base(false);
     patch_params.push(notification_uri(setting));
+    patch_params.extend(preconditions());
     let patch = Op::new(
         format!("{prefix}_Update"),
         format!("Updates a {}'s tags and properties.", ty.kind),
@@ -341,11 +356,12 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     .body(schema_ref(&n.patch))
     .answer(200, json_answer("Nothing changed.", resource.clone(), request_id()))
     .answer(202, json_answer("Accepted; follow `Azure-AsyncOperation`.", resource.clone(), async_headers(true)))
-    .errors(&[400, 403, 404, 408, 409, 413, 415, 500, 503])
+    .errors(&[400, 403, 404, 408, 409, 412, 413, 415, 500, 503])
     .with(lro_flag.0, lro_flag.1.clone())
     .with(lro_options.0, lro_options.1.clone());
     let mut delete_params = base(false);
     delete_params.push(notification_uri(setting));
+    delete_params.extend(preconditions());
     let delete = Op::new(format!("{prefix}_Delete"), format!("Deletes a {}.", ty.kind), &tag, delete_params)
         .answer(202, {
             let mut r = plain("Accepted; follow `Azure-AsyncOperation`.");
@@ -353,7 +369,7 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
             r
         })
         .answer(204, plain("There was no such resource."))
-        .errors(&[400, 403, 409, 500, 503])
+        .errors(&[400, 403, 409, 412, 500, 503])
         .with(lro_flag.0, lro_flag.1)
         .with(lro_options.0, json!({"final-state-via": "location"}));
     out.insert(

@@ -164,11 +164,12 @@ pub(super) fn type_schemas(ty: &ResourceType, out: &mut Map<String, Value>) {
     let resource = json!({
         "type": "object",
         "description": format!("A {} resource. It never has a top-level `status`.", ty.kind),
-        "required": ["id", "name", "type", "tags", "properties", "systemData"],
+        "required": ["id", "name", "type", "tags", "properties", "systemData", "etag"],
         "properties": {
             "id": {"type": "string"},
             "name": {"type": "string"},
             "type": {"const": ty.display_name()},
+            "etag": {"type": "string", "description": "Changes with every write; send it as `If-Match`."},
             "location": {"type": "string"},
             "tags": {"type": "object", "additionalProperties": {"type": "string"}},
             "properties": schema_ref(&n.response_properties),
@@ -308,6 +309,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                         "description": "Slipway extensions.",
                         "properties": {
                             "waitingOn": {"type": "string", "description": "The resource (a parent) the operation's job waits for."},
+                            "action": {"type": "string", "description": "A POST action's name."},
                             "childOperations": {
                                 "type": "array",
                                 "description": "A cascading delete's children and their own delete operations.",
