@@ -33,6 +33,7 @@ use slipway_store::Store;
 pub use access::AccessOptions;
 pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
+pub use handlers::jobs::JOBS_SEGMENT;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
 pub use ratelimit::{RateLimiter, RateLimits};
 pub use slipway_auth::Authenticator;

@@ -129,6 +129,62 @@ pub fn resource_etag(res: &ResourceRecord, ty: &ResourceType) -> String {
     resource_body(res, ty)["etag"].as_str().unwrap_or_default().to_string()
 }
 
+/// `GET {id}/jobs`: every job in the history, newest first, and for a `Failed` resource how
+/// many attempts at its spec failed in a row and when convergence tries again.
+pub fn job_history_body(res: &ResourceRecord) -> Value {
+    use slipway_domain::{JobState, JobType, ProvisioningState};
+    let mut jobs: Vec<&slipway_domain::Job> = res.jobs.iter().collect();
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.timestamp));
+    let mut body = json!({
+        "value": jobs.iter().map(|j| job_body(j)).collect::<Vec<_>>(),
+        "provisioningState": res.provisioning_state.as_str(),
+    });
+    if !res.duplicate_jobs.is_empty() {
+        body["duplicateJobs"] = res.duplicate_jobs.iter().map(job_body).collect();
+    }
+    if res.provisioning_state == ProvisioningState::Failed {
+        let desired = &res.desired_config_version;
+        let failed = jobs
+            .iter()
+            .filter(|j| j.job_type == JobType::Provision && j.config_version == *desired)
+            .take_while(|j| j.state.is_terminal() && j.state != JobState::Succeeded)
+            .count();
+        body["failedAttempts"] = json!(failed);
+        let stopped = res.convergence_stopped_for.as_ref() == Some(desired);
+        if let Some(next) = res.schedule.next_due.filter(|_| !stopped && res.lease.is_none()) {
+            body["nextRetryTime"] = json!(next.to_rfc3339());
+        }
+    }
+    body
+}
+
+fn job_body(j: &slipway_domain::Job) -> Value {
+    let mut body = json!({
+        "type": serde_json::to_value(j.job_type).unwrap_or(Value::Null),
+        "state": j.state.as_str(),
+        "jobId": j.job_id,
+        "provider": j.provider,
+        "template": j.template,
+        "idempotencyKey": j.idempotency_key,
+        "startTime": j.timestamp.to_rfc3339(),
+    });
+    let optional = [
+        ("action", (!j.action.is_empty()).then(|| json!(j.action))),
+        ("operationId", j.operation_id.as_ref().map(|o| json!(o.as_str()))),
+        ("configVersion", (!j.config_version.as_str().is_empty()).then(|| json!(j.config_version.as_str()))),
+        ("message", (!j.message.is_empty()).then(|| json!(j.message))),
+        ("errorDetails", (!j.error_details.is_empty()).then(|| json!(j.error_details))),
+        ("endTime", j.ended_at.map(|t| json!(t.to_rfc3339()))),
+        ("launchAttempts", (j.launch_attempts > 0).then(|| json!(j.launch_attempts))),
+    ];
+    for (name, value) in optional {
+        if let Some(v) = value {
+            body[name] = v;
+        }
+    }
+    body
+}
+
 /// The path of an operation's status resource (its `id`).
 pub fn status_path(op: &Operation, location: &str) -> String {
     let namespace = crate::route::stored_resource_id(&op.resource_id).map(|id| id.namespace).unwrap_or_default();

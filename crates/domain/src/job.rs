@@ -122,6 +122,9 @@ pub struct Job {
     /// An action job's action (`restart`); empty for every other type.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub action: String,
+    /// When Slipway saw the job end (it recorded a terminal state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<Timestamp>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -152,6 +155,7 @@ impl Job {
             launch_sends: 0,
             unique_confirmed: false,
             action: String::new(),
+            ended_at: None,
         }
     }
 

@@ -34,11 +34,13 @@ mod admin;
 mod audit;
 mod body;
 pub(crate) mod discovery;
+pub(crate) mod jobs;
 mod operations;
 mod resources;
 
 use actions::*;
 use body::*;
+use jobs::*;
 use operations::*;
 use resources::*;
 
@@ -171,7 +173,13 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 _ => delete_resource(state, ctx, id, ty, tenant).await,
             }
         }
-        // `POST {resourceId}/{action}` parses as a collection under the resource.
+        // `{resourceId}/jobs` and `POST {resourceId}/{action}` parse as collections under the
+        // resource.
+        Route::Collection { type_name, parent: Some(id), .. }
+            if type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(JOBS_SEGMENT)) =>
+        {
+            job_history(state, ctx, id).await
+        }
         Route::Collection { type_name, parent: Some(id), .. } if ctx.method == Method::POST => {
             let action = type_name.rsplit('/').next().unwrap_or_default();
             post_action(state, ctx, id, action, body).await

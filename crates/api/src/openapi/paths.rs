@@ -381,6 +381,15 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
             "delete": delete.build(setting),
         }),
     );
+    let history = Op::new(
+        format!("{prefix}_ListJobs"),
+        format!("Lists a {}'s job history (a Slipway extension).", ty.kind),
+        &tag,
+        base(false),
+    )
+    .answer(200, json_answer("The jobs, newest first.", schema_ref("JobHistory"), request_id()))
+    .errors(&[400, 403, 404, 500, 503]);
+    out.insert(format!("{resource_path}/jobs"), json!({"get": history.build(setting)}));
     for action in ty.actions() {
         let mut params = base(false);
         params.push(notification_uri(setting));

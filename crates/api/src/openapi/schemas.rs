@@ -291,6 +291,44 @@ pub(super) fn common(out: &mut Map<String, Value>) {
             }),
         ),
         (
+            "Job",
+            json!({
+                "type": "object",
+                "description": "One job of a resource's history.",
+                "required": ["type", "state", "jobId", "provider", "template", "idempotencyKey", "startTime"],
+                "properties": {
+                    "type": {"enum": ["provision", "deprovision", "action", "preflight"]},
+                    "state": {"enum": ["Launching", "Pending", "Waiting", "Running", "Unknown", "Succeeded", "Failed", "Canceled"]},
+                    "jobId": {"type": "string", "description": "The provider's job id (empty while launching)."},
+                    "provider": {"type": "string"},
+                    "template": {"type": "string", "description": "The playbook or template that ran."},
+                    "idempotencyKey": {"type": "string"},
+                    "action": {"type": "string"},
+                    "operationId": {"type": "string"},
+                    "configVersion": {"type": "string"},
+                    "message": {"type": "string"},
+                    "errorDetails": {"type": "string"},
+                    "startTime": date_time,
+                    "endTime": date_time,
+                    "launchAttempts": {"type": "integer"},
+                },
+            }),
+        ),
+        (
+            "JobHistory",
+            json!({
+                "type": "object",
+                "required": ["value", "provisioningState"],
+                "properties": {
+                    "value": {"type": "array", "items": schema_ref("Job"), "description": "Newest first."},
+                    "duplicateJobs": {"type": "array", "items": schema_ref("Job")},
+                    "provisioningState": schema_ref("ProvisioningState"),
+                    "failedAttempts": {"type": "integer", "description": "A Failed resource: its spec's failed attempts in a row."},
+                    "nextRetryTime": date_time,
+                },
+            }),
+        ),
+        (
             "OperationStatus",
             json!({
                 "type": "object",

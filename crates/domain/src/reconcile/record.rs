@@ -256,8 +256,18 @@ fn adopt(job: &mut Job, start: JobStart, message: String) {
     job.message = message;
 }
 
-/// Folds the outcome of a launch, failed find, poll or cancel into `job`.
+/// Folds the outcome of a launch, failed find, poll or cancel into `job`, and stamps when
+/// the job was seen to end.
 fn record_on(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {
+    let was_terminal = job.state.is_terminal();
+    let next = fold_outcome(job, io, outcome, policy, now);
+    if !was_terminal && job.state.is_terminal() {
+        job.ended_at = Some(now);
+    }
+    next
+}
+
+fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {
     let poll_later = Some(now.add(policy.poll_interval));
     match (io, outcome) {
         (JobIo::Launch, Outcome::Launched(start)) => {

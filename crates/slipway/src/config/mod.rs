@@ -168,6 +168,12 @@ impl Config {
                     )));
                 }
             }
+            if t.parent_type().is_some() && t.type_name.rsplit('/').next() == Some(slipway_api::JOBS_SEGMENT) {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{}: `{{id}}/jobs` is a resource's job history; a child type cannot be named jobs",
+                    t.namespace, t.type_name
+                )));
+            }
             let children: Vec<&TypeConfig> = self.types.iter().filter(|c| t.is_parent_of(c)).collect();
             t.check_actions(&children)?;
             if t.type_name.split('/').any(|seg| seg.is_empty() || !seg.chars().all(|c| c.is_ascii_alphanumeric())) {

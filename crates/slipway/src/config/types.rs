@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use slipway_api::JOBS_SEGMENT;
 use slipway_api::types::{ARM_NAME_MAX_LENGTH, NameRule};
 use slipway_domain::TypePolicy;
 
@@ -103,6 +104,8 @@ impl TypeConfig {
                 Some("use letters and digits, starting with a letter")
             } else if RESERVED_ACTIONS.iter().any(|r| r.eq_ignore_ascii_case(name)) {
                 Some("it names one of the type's own jobs")
+            } else if name.eq_ignore_ascii_case(JOBS_SEGMENT) {
+                Some("`{id}/jobs` is the resource's job history")
             } else if children
                 .iter()
                 .any(|c| c.type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(name)))

@@ -56,6 +56,8 @@ pub(crate) struct JobDocument {
     /// An action job's action name.
     #[serde(rename = "action", default, skip_serializing_if = "String::is_empty")]
     action: String,
+    #[serde(rename = "endedAt", default, skip_serializing_if = "Option::is_none")]
+    ended_at: Option<i64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +123,7 @@ impl From<&Job> for JobDocument {
             launch_sends,
             unique_confirmed,
             action,
+            ended_at,
         } = job;
         JobDocument {
             job_id: job_id.clone(),
@@ -143,6 +146,7 @@ impl From<&Job> for JobDocument {
             launch_sends: *launch_sends,
             unique_confirmed: *unique_confirmed,
             action: action.clone(),
+            ended_at: ended_at.map(Timestamp::as_millis),
         }
     }
 }
@@ -172,6 +176,7 @@ impl TryFrom<JobDocument> for Job {
             launch_sends,
             unique_confirmed,
             action,
+            ended_at,
         } = doc;
         Ok(Job {
             operation_id: operation_id_opt(operation_id, &format!("job {job_id:?}: operationId"))?,
@@ -194,6 +199,7 @@ impl TryFrom<JobDocument> for Job {
             launch_sends,
             unique_confirmed,
             action,
+            ended_at: ended_at.map(Timestamp),
         })
     }
 }

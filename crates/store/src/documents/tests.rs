@@ -40,6 +40,7 @@ fn full_job() -> Job {
         launch_sends: 3,
         unique_confirmed: true,
         action: "restart".into(),
+        ended_at: Some(Timestamp(1_764_449_690_000)),
     }
 }
 
@@ -228,7 +229,8 @@ const FULL_RESOURCE_V1: &str = r#"{
       "launchSentAt": 1764449626000,
       "launchSends": 3,
       "uniqueConfirmed": true,
-      "action": "restart"
+      "action": "restart",
+      "endedAt": 1764449690000
     },
     {
       "jobID": "",
@@ -262,7 +264,8 @@ const FULL_RESOURCE_V1: &str = r#"{
       "launchSentAt": 1764449626000,
       "launchSends": 3,
       "uniqueConfirmed": true,
-      "action": "restart"
+      "action": "restart",
+      "endedAt": 1764449690000
     }
   ],
   "activeOperationId": "00000000-0000-4000-8000-000000000002",

@@ -1,0 +1,23 @@
+//! `GET {resourceId}/jobs`: the resource's job history and why it is where it is (a Slipway
+//! extension, docs/arm-contract.md#job-history).
+
+use super::*;
+
+/// The path segment that names a resource's job history (no type or action may take it).
+pub const JOBS_SEGMENT: &str = "jobs";
+
+pub(crate) async fn job_history(state: &ApiState, ctx: &Ctx, id: ArmId) -> Result<Response, ArmError> {
+    if ctx.method != Method::GET {
+        return Err(method_not_allowed(&ctx.method));
+    }
+    let ty = resource_type(state, &id.namespace, &id.type_name)?;
+    check_version(ctx, &ty)?;
+    let subscription = SubscriptionId::new(&id.subscription);
+    let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
+    let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
+    grants.require(&ctx.caller, Permission::Read, &resource_scope(&id), &action)?;
+    access::check_subscription(state, &subscription, Intent::Read).await?;
+    let res =
+        state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
+    Ok(json_response(StatusCode::OK, wire::job_history_body(&res)))
+}
