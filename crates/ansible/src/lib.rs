@@ -50,7 +50,7 @@ use jobdir::{JOB_MARKER_VAR, JobDir, JobRecord, Layout};
 use keylock::KeyLock;
 use procfs::ProcId;
 
-pub use naming::{conventional_playbook, job_dir_name, kebab};
+pub use naming::{conventional_playbook, job_dir_name, kebab, playbook_name};
 
 #[derive(Clone, Debug)]
 pub struct AnsibleOptions {
@@ -273,18 +273,19 @@ impl Inner {
     /// The explicit playbook of the kind and action (a blank one counts as not given), else
     /// the conventional `{prefix}-{action}-{kebab(kind)}.yml`.
     fn playbook_name(&self, r: &LaunchRequest) -> String {
-        slipway_provider::explicit_name(&self.playbooks, &r.kind, &r.action)
-            .map(str::to_owned)
-            .unwrap_or_else(|| conventional_playbook(self.playbook_prefix.as_deref(), r.action.as_str(), &r.kind))
+        naming::playbook_name(&self.playbooks, self.playbook_prefix.as_deref(), &r.kind, &r.action)
     }
 
+    /// The job's playbook, which must exist. The error a tenant sees names the playbook, not
+    /// where this server keeps it; the log says that.
     fn resolve_playbook(&self, r: &LaunchRequest) -> Result<String, ProviderError> {
         let name = self.playbook_name(r);
         if self.playbook_dir.join(&name).is_file() {
-            Ok(name)
-        } else {
-            Err(ProviderError::Permanent(format!("playbook {name} not found in {}", self.playbook_dir.display())))
+            return Ok(name);
         }
+        tracing::warn!(playbook = %name, dir = %self.playbook_dir.display(), kind = %r.kind,
+            "playbook not found; slipway check-config lists every missing one");
+        Err(ProviderError::Permanent(format!("the playbook {name} is not installed on this server")))
     }
 
     fn dir_name(key: &str) -> Result<String, ProviderError> {

@@ -3,13 +3,21 @@
 //! (`slipway_provider::{explicit_name, conventional_name}`); the ansible provider's own part is
 //! the `.yml` file name (and that the file must exist, checked at launch).
 
-use slipway_provider::conventional_name;
 pub use slipway_provider::kebab;
+use slipway_provider::{ExplicitNames, JobAction, conventional_name, explicit_name};
 
 /// The conventional playbook file name: `{prefix}-{action}-{kebab(kind)}.yml`
 /// (`{action}-{kebab(kind)}.yml` without a prefix).
 pub fn conventional_playbook(prefix: Option<&str>, action: &str, kind: &str) -> String {
     format!("{}.yml", conventional_name(prefix, action, &kebab(kind)))
+}
+
+/// The playbook that runs `action` for `kind`: the explicit name (a blank one counts as not
+/// given), else the conventional one.
+pub fn playbook_name(playbooks: &ExplicitNames, prefix: Option<&str>, kind: &str, action: &JobAction) -> String {
+    explicit_name(playbooks, kind, action)
+        .map(str::to_owned)
+        .unwrap_or_else(|| conventional_playbook(prefix, action.as_str(), kind))
 }
 
 /// Longest idempotency key we accept; keeps the directory name far below NAME_MAX (255).

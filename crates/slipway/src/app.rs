@@ -146,6 +146,11 @@ impl App {
             notifier.run(notifier_stop).await;
             Ok(())
         });
+        for t in &config.types {
+            for problem in crate::check::missing_playbooks(&config, t) {
+                tracing::warn!(resource_type = %format!("{}/{}", t.namespace, t.type_name), "{problem}");
+            }
+        }
         tracing::info!(%addr, "slipway serving");
         Ok(App { addr, store, stop, tasks })
     }
@@ -216,10 +221,7 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
 fn build_providers(config: &Config) -> Result<Providers, AppError> {
     let mut providers: Providers = HashMap::new();
     for p in &config.providers {
-        let provider: Arc<dyn Provider> = match p {
-            ProviderConfig::Ansible(a) => Arc::new(ansible_provider(config, a)?),
-            ProviderConfig::Aap(a) => Arc::new(aap_provider(config, a)?),
-        };
+        let provider = build_provider(config, p)?;
         if providers.insert(p.name().to_string(), provider).is_some() {
             return Err(AppError::Config(format!("provider '{}' is configured twice", p.name())));
         }
@@ -227,8 +229,16 @@ fn build_providers(config: &Config) -> Result<Providers, AppError> {
     Ok(providers)
 }
 
+/// One configured provider (checks its executables, files and credentials' files).
+pub(crate) fn build_provider(config: &Config, p: &ProviderConfig) -> Result<Arc<dyn Provider>, AppError> {
+    Ok(match p {
+        ProviderConfig::Ansible(a) => Arc::new(ansible_provider(config, a)?),
+        ProviderConfig::Aap(a) => Arc::new(aap_provider(config, a)?),
+    })
+}
+
 /// Explicit template or playbook names of the types served by `provider`.
-fn explicit_names(config: &Config, provider: &str) -> slipway_provider::ExplicitNames {
+pub(crate) fn explicit_names(config: &Config, provider: &str) -> slipway_provider::ExplicitNames {
     config
         .types
         .iter()
@@ -342,19 +352,7 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
     let mut types = Vec::new();
     let mut policies = HashMap::new();
     for t in &config.types {
-        let schema = t.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
-        let mut actions = Vec::new();
-        for (name, a) in &t.actions {
-            let schema = a.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
-            let display = format!("{}/{}", t.namespace, t.type_name);
-            actions
-                .push(ActionType::new(&display, name, schema.as_ref()).map_err(|e| AppError::Config(e.to_string()))?);
-        }
-        let names = t.name_rule().map_err(|e| AppError::Config(e.to_string()))?;
-        let ty = ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
-            .map_err(|e| AppError::Config(e.to_string()))?
-            .with_name_rule(names)
-            .with_actions(actions);
+        let ty = build_type(config, t)?;
         let mut type_policy = policy(t, launch_ambiguity(config, &t.provider));
         type_policy.has_child_types = config.types.iter().any(|c| t.is_parent_of(c));
         policies.insert(ty.key(), type_policy);
@@ -371,6 +369,27 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
         }
     }
     Ok((TypeRegistry::new(types), policies))
+}
+
+/// What `serve` checks across types (references to unconfigured types), for check-config.
+pub(crate) fn build_types_for_check(config: &Config) -> Result<(), AppError> {
+    build_types(config).map(|_| ())
+}
+
+/// One configured type: its schema, its actions' schemas, its name rule.
+pub(crate) fn build_type(config: &Config, t: &TypeConfig) -> Result<ResourceType, AppError> {
+    let schema = t.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
+    let mut actions = Vec::new();
+    for (name, a) in &t.actions {
+        let schema = a.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
+        let display = format!("{}/{}", t.namespace, t.type_name);
+        actions.push(ActionType::new(&display, name, schema.as_ref()).map_err(|e| AppError::Config(e.to_string()))?);
+    }
+    let names = t.name_rule().map_err(|e| AppError::Config(e.to_string()))?;
+    Ok(ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
+        .map_err(|e| AppError::Config(e.to_string()))?
+        .with_name_rule(names)
+        .with_actions(actions))
 }
 
 /// A JSON Schema file, resolved against the configuration's directory.

@@ -2,4 +2,5 @@
 //! start a whole Slipway in-process on an ephemeral port.
 
 pub mod app;
+pub mod check;
 pub mod config;

@@ -82,8 +82,16 @@ fn main() -> ExitCode {
     };
     let command = cli.command.unwrap_or(Command::Serve);
     if let Command::CheckConfig = command {
-        println!("configuration ok: {} provider(s), {} type(s)", config.providers.len(), config.types.len());
-        return ExitCode::SUCCESS;
+        let problems = slipway::check::check(&config);
+        if problems.is_empty() {
+            println!("configuration ok: {} provider(s), {} type(s)", config.providers.len(), config.types.len());
+            return ExitCode::SUCCESS;
+        }
+        for p in &problems {
+            eprintln!("slipway: {p}");
+        }
+        eprintln!("slipway: {} problem(s) in the configuration", problems.len());
+        return ExitCode::from(2);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
