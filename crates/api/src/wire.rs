@@ -223,6 +223,9 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     if let Some(action) = &op.action {
         properties.insert("action".into(), json!(action.name));
     }
+    if let Some(note) = &op.note {
+        properties.insert("message".into(), json!(note));
+    }
     if !properties.is_empty() {
         body["properties"] = Value::Object(properties);
     }

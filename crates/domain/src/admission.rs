@@ -104,6 +104,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         waiting_on: None,
         child_operations: Vec::new(),
         action: None,
+        note: None,
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),
         api_version: ctx.api_version.clone(),
@@ -231,7 +232,7 @@ pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitte
     }
     let res = snap.resource.as_mut().expect("checked above");
     let op = new_operation(&res.id, OperationRequest::Delete, ProvisioningState::Deleting, ctx);
-    res.deletion.get_or_insert(Deletion { requested_at: ctx.now });
+    res.deletion.get_or_insert(Deletion { requested_at: ctx.now, force: false });
     res.provisioning_state = ProvisioningState::Deleting;
     res.active_operation_id = Some(op.id.clone());
     res.job_context = ctx.job_context.clone();
@@ -240,6 +241,29 @@ pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitte
     res.generation += 1;
     snap.operations.push(op.clone());
     Ok(Admitted::Accepted { operation: op, created: false })
+}
+
+/// `DELETE ?force=true` (the API lets only privileged callers ask): a DELETE whose engine
+/// asks each running job to cancel, runs no delete job (or stops retrying one) and removes
+/// the record at once, ending the operation `Succeeded` with a note that the
+/// infrastructure may be orphaned. A delete already running is forced in place. A resource
+/// with children is refused: they would outlive it.
+pub fn admit_force_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    let Some(res) = snap.resource.as_ref() else { return Ok(Admitted::Absent) };
+    if !snap.children.is_empty() {
+        let n = snap.children.len();
+        return Err(conflict(res, format!("The resource has {n} child resource(s): force-delete them first")));
+    }
+    let admitted = match snap.active_operation().cloned() {
+        Some(op) if op.request == OperationRequest::Delete => Admitted::InProgress { operation: op },
+        _ => admit_delete(snap, ctx)?,
+    };
+    let res = snap.resource.as_mut().expect("checked above");
+    let requested_at = res.deletion.map_or(ctx.now, |d| d.requested_at);
+    res.deletion = Some(Deletion { requested_at, force: true });
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    Ok(admitted)
 }
 
 /// `POST {resourceId}/{action}`: an operation of its own that runs the action's job. It is

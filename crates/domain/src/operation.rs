@@ -109,6 +109,9 @@ pub struct Operation {
     /// A POST action's name and body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<ActionCall>,
+    /// What a client should know about how the operation ended (a forced delete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_uri: Option<String>,
     #[serde(default)]
@@ -184,6 +187,7 @@ pub(crate) mod tests {
             waiting_on: None,
             child_operations: Vec::new(),
             action: None,
+            note: None,
             notification_uri: None,
             initiator: Initiator::default(),
             api_version: "2025-01-01".into(),

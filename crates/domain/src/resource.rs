@@ -51,10 +51,14 @@ pub struct SystemData {
     pub last_modified_at: Timestamp,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Deletion {
     pub requested_at: Timestamp,
+    /// A privileged `DELETE ?force=true`: running jobs are asked to cancel, no delete job
+    /// runs (or is retried), and the record goes at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
 }
 
 /// When the engine should look at the resource next. `intent` marks a client request the

@@ -367,7 +367,7 @@ fn delete_supersedes_the_active_create_operation() {
 
         let res = w.res();
         assert_eq!(res.provisioning_state, PS::Deleting);
-        assert_eq!(res.deletion, Some(Deletion { requested_at: at(42) }));
+        assert_eq!(res.deletion, Some(Deletion { requested_at: at(42), force: false }));
         assert_eq!(res.active_operation_id, Some(op_id(2)));
         assert_eq!(res.last_operation_id, op_id(1), "the spec's operation still names it");
         assert_eq!(res.last_error, None, "the superseded error is not the resource's error");

@@ -29,7 +29,7 @@ fn child(name: &str, op: u32) -> ResourceRecord {
 
 /// The child as its cascade delete leaves it: deleting, its delete job in `state`.
 fn deleting(mut c: ResourceRecord, job: Option<JobState>) -> ResourceRecord {
-    c.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0 });
+    c.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0, force: false });
     c.provisioning_state = PS::Deleting;
     if let Some(state) = job {
         let mut j = Job::new("77", JobType::Deprovision, state, at(5));

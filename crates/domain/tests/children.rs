@@ -26,7 +26,7 @@ fn parent(state: PS, deleting: bool) -> ResourceRecord {
     let mut p = snap.resource.expect("created");
     p.provisioning_state = state;
     if deleting {
-        p.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0 });
+        p.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0, force: false });
     }
     p
 }

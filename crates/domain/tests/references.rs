@@ -46,7 +46,7 @@ fn record(at: &ArmId, state: PS) -> ResourceRecord {
 }
 
 fn deleting(mut r: ResourceRecord) -> ResourceRecord {
-    r.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0 });
+    r.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0, force: false });
     r
 }
 

@@ -140,6 +140,8 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "PUT resource", needs: 'w' },
         Endpoint { name: "PATCH resource", needs: 'w' },
         Endpoint { name: "DELETE resource", needs: 'd' },
+        Endpoint { name: "DELETE resource forced", needs: 'P' },
+        Endpoint { name: "GET job history", needs: 'r' },
         Endpoint { name: "GET operation status", needs: 'r' },
         Endpoint { name: "GET operation result", needs: 'r' },
         Endpoint { name: "POST operation cancel", needs: 'c' },
@@ -186,6 +188,11 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                             w.send("PATCH", &shared, &tok, Some(json!({"tags": {"k": "v"}})), API).await
                         }
                         "DELETE resource" => w.send("DELETE", &rid(sub, "never-created"), &tok, None, API).await,
+                        "DELETE resource forced" => {
+                            let url = format!("{}{}?api-version={API}&force=true", w.s.base, rid(sub, "never-created"));
+                            w.send("DELETE", &url, &tok, None, API).await
+                        }
+                        "GET job history" => w.send("GET", &format!("{shared}/jobs"), &tok, None, API).await,
                         "GET operation status" => w.send("GET", &op_url, &tok, None, API).await,
                         "GET operation result" => {
                             w.send("GET", &op_url.replace("/operationStatuses/", "/operationResults/"), &tok, None, API)

@@ -22,6 +22,7 @@ pub(crate) fn record(ctx: &Ctx, path: &str, resp: &Response, request_id: &str) {
         tenant = %p.tenant_or_empty(),
         principal_type = %p.kind.as_arm_type(),
         action = %ctx.method,
+        force = ctx.query.get("force").is_some_and(|v| v.eq_ignore_ascii_case("true")),
         scope = %path,
         resource_id = %resource_id,
         operation_id = %operation_id,

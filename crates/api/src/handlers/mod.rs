@@ -170,7 +170,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 Method::GET => get_resource(state, &id, &ty).await,
                 Method::PUT => put_resource(state, ctx, id, ty, body, tenant, &grants).await,
                 Method::PATCH => patch_resource(state, ctx, id, ty, body, tenant, &grants).await,
-                _ => delete_resource(state, ctx, id, ty, tenant).await,
+                _ => delete_resource(state, ctx, id, ty, tenant, &grants).await,
             }
         }
         // `{resourceId}/jobs` and `POST {resourceId}/{action}` parse as collections under the

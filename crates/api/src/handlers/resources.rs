@@ -233,22 +233,50 @@ pub(crate) fn write_status(method: &Method, created: bool) -> StatusCode {
     }
 }
 
+/// `?force=true`: a forced delete (docs/arm-contract.md#forced-delete); only the platform's
+/// Admin may ask.
+fn forced(ctx: &Ctx, grants: &access::Grants, ty: &ResourceType) -> Result<bool, ArmError> {
+    let force = match ctx.query.get("force").map(|v| v.to_ascii_lowercase()) {
+        None => return Ok(false),
+        Some(v) if v == "false" => return Ok(false),
+        Some(v) if v == "true" => true,
+        Some(v) => {
+            return Err(ArmError::bad_request(
+                "InvalidParameter",
+                format!("force must be true or false, not '{}'.", echo(&v, 16)),
+            )
+            .with_target("force"));
+        }
+    };
+    let action = format!("{}/{}/forceDelete/action", ty.namespace, ty.type_name);
+    grants.require(&ctx.caller, Permission::ManagePlatform, &Scope::platform(), &action)?;
+    Ok(force)
+}
+
 pub(crate) async fn delete_resource(
     state: &ApiState,
     ctx: &Ctx,
     id: ArmId,
     ty: Arc<ResourceType>,
     tenant: Option<TenantContext>,
+    grants: &access::Grants,
 ) -> Result<Response, ArmError> {
+    let force = forced(ctx, grants, &ty)?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let req = change_request(&id, &[], rctx.now).with_referrers();
+    let req = change_request(&id, &[], rctx.now).with_referrers().with_children(force);
     let pre = Preconditions::from_headers(&ctx.headers);
-    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
+    let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &ty)?;
         reference::check_not_in_use(snap)?;
-        admission::admit_delete(snap, &rctx)
+        if force { admission::admit_force_delete(snap, &rctx) } else { admission::admit_delete(snap, &rctx) }
     })
     .await?;
+    if force && let Some(res) = &snap.resource {
+        // What ran, for the audit trail: the record (and its job history) goes with the delete.
+        let jobs = serde_json::to_string(&wire::job_history_body(res)).unwrap_or_default();
+        tracing::warn!(target: "slipway::audit", resource_id = %res.id, principal = %ctx.caller.principal.name,
+            jobs = %jobs, "forced delete: no delete job will run; the infrastructure may be orphaned");
+    }
     match admitted {
         Admitted::Absent => Ok(StatusCode::NO_CONTENT.into_response()),
         Admitted::Accepted { operation, .. } | Admitted::InProgress { operation } => {

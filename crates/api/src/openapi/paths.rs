@@ -362,6 +362,11 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     let mut delete_params = base(false);
     delete_params.push(notification_uri(setting));
     delete_params.extend(preconditions());
+    delete_params.push(json!({
+        "name": "force", "in": "query", "required": false, "schema": {"type": "boolean"},
+        "description": "Platform Admin only: remove the record without a completed delete job (running jobs are \
+                        asked to cancel); the operation says the infrastructure may be orphaned.",
+    }));
     let delete = Op::new(format!("{prefix}_Delete"), format!("Deletes a {}.", ty.kind), &tag, delete_params)
         .answer(202, {
             let mut r = plain("Accepted; follow `Azure-AsyncOperation`.");

@@ -348,6 +348,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                         "properties": {
                             "waitingOn": {"type": "string", "description": "The resource (a parent) the operation's job waits for."},
                             "action": {"type": "string", "description": "A POST action's name."},
+                            "message": {"type": "string", "description": "How the operation ended, when a client should know (a forced delete)."},
                             "childOperations": {
                                 "type": "array",
                                 "description": "A cascading delete's children and their own delete operations.",

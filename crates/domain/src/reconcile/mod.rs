@@ -239,10 +239,10 @@ fn resolve_launching(snap: &mut Snapshot, now: Timestamp) -> Option<Effect> {
 /// operation being canceled, or for a spec that has since changed; an action's job not
 /// after its operation ended.
 fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
-    if job.job_type == JobType::Deprovision {
-        return true;
-    }
     let res = res(snap);
+    if job.job_type == JobType::Deprovision {
+        return !res.deletion.is_some_and(|d| d.force);
+    }
     let op = job.operation_id.as_ref().and_then(|id| snap.operation(id));
     let canceling = op.is_some_and(|o| o.status == ProvisioningState::Canceling);
     let action_over = job.job_type == JobType::Action && op.is_none_or(|o| o.is_terminal());
@@ -486,6 +486,9 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
 }
 
 fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
+    if res(snap).deletion.is_some_and(|d| d.force) {
+        return force_delete(snap, now);
+    }
     if let Some(running) = running_job(&res(snap).jobs) {
         return cancel_or_poll(snap, running.idempotency_key.clone(), policy, now);
     }
@@ -536,6 +539,29 @@ fn show_retried_failure(snap: &mut Snapshot, failed: &Job, now: Timestamp) {
         op.error = Some(error);
         op.last_transition_time = now;
     }
+}
+
+/// What a forced delete's operation says when it ends.
+pub const FORCED_DELETE_NOTE: &str = "Force-deleted: the record was removed without a completed delete job; the \
+                                      infrastructure it managed may remain (orphaned).";
+
+/// A forced delete: each running job is asked to cancel once (not waited for), then the
+/// record goes without a delete job.
+fn force_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
+    let running = res_mut(snap)
+        .jobs
+        .iter_mut()
+        .find(|j| !j.state.is_terminal() && j.state != JobState::Launching && j.cancel_requested_at.is_none());
+    if let Some(job) = running {
+        job.cancel_requested_at = Some(now);
+        return Effect::Cancel { key: job.idempotency_key.clone() };
+    }
+    if let Some(op) = snap.active_operation().map(|o| o.id.clone())
+        && let Some(o) = snap.operation_mut(&op)
+    {
+        o.note = Some(FORCED_DELETE_NOTE.into());
+    }
+    complete_delete(snap, now)
 }
 
 fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {

@@ -49,6 +49,8 @@ pub(crate) struct OperationDocument {
     /// A POST action's name and request body.
     #[serde(rename = "action", default, skip_serializing_if = "Option::is_none")]
     action: Option<ActionCallDocument>,
+    #[serde(rename = "note", default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
     notification_uri: Option<String>,
     /// Always written, even when every field is empty (`{}`).
@@ -156,6 +158,7 @@ impl From<&Operation> for OperationDocument {
             waiting_on,
             child_operations,
             action,
+            note,
             notification_uri,
             initiator,
             api_version,
@@ -177,6 +180,7 @@ impl From<&Operation> for OperationDocument {
             action: action
                 .as_ref()
                 .map(|a| ActionCallDocument { name: a.name.clone(), parameters: a.parameters.clone() }),
+            note: note.clone(),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
             api_version: api_version.clone(),
@@ -203,6 +207,7 @@ impl TryFrom<OperationDocument> for Operation {
             waiting_on,
             child_operations,
             action,
+            note,
             notification_uri,
             initiator,
             api_version,
@@ -230,6 +235,7 @@ impl TryFrom<OperationDocument> for Operation {
                 })
                 .collect::<Result<_, DocumentError>>()?,
             action: action.map(|a| ActionCall { name: a.name, parameters: a.parameters }),
+            note,
             notification_uri,
             initiator: initiator.into(),
             api_version,

@@ -136,6 +136,8 @@ pub(crate) struct SystemDataDocument {
 pub(crate) struct DeletionDocument {
     #[serde(rename = "requestedAt")]
     requested_at: i64,
+    #[serde(rename = "force", default, skip_serializing_if = "std::ops::Not::not")]
+    force: bool,
 }
 
 /// The schedule's place in a body; see [`ResourceDocument::schedule`].
@@ -291,15 +293,15 @@ impl From<ArmIdDocument> for ArmId {
 
 impl From<&Deletion> for DeletionDocument {
     fn from(d: &Deletion) -> Self {
-        let Deletion { requested_at } = d;
-        DeletionDocument { requested_at: requested_at.as_millis() }
+        let Deletion { requested_at, force } = d;
+        DeletionDocument { requested_at: requested_at.as_millis(), force: *force }
     }
 }
 
 impl From<DeletionDocument> for Deletion {
     fn from(d: DeletionDocument) -> Self {
-        let DeletionDocument { requested_at } = d;
-        Deletion { requested_at: Timestamp(requested_at) }
+        let DeletionDocument { requested_at, force } = d;
+        Deletion { requested_at: Timestamp(requested_at), force }
     }
 }
 

@@ -81,7 +81,7 @@ fn full_record() -> ResourceRecord {
         active_operation_id: Some(op_id(2)),
         last_operation_id: op_id(1),
         job_seq: 4,
-        deletion: Some(Deletion { requested_at: Timestamp(1_764_449_790_000) }),
+        deletion: Some(Deletion { requested_at: Timestamp(1_764_449_790_000), force: true }),
         convergence_stopped_for: Some(ConfigVersion::new("77bf11f97e9a9078")),
         job_context: None,
         references: vec![slipway_domain::reference::Reference {
@@ -148,6 +148,7 @@ fn full_operation() -> Operation {
             name: "restart".into(),
             parameters: json!({"force": true}),
         }),
+        note: Some("Force-deleted".into()),
         notification_uri: Some("https://callback.example/notify?x=1".into()),
         initiator: Initiator {
             tenant_id: "tenant-1".into(),
@@ -272,7 +273,8 @@ const FULL_RESOURCE_V1: &str = r#"{
   "lastOperationId": "00000000-0000-4000-8000-000000000001",
   "jobSeq": 4,
   "deletion": {
-    "requestedAt": 1764449790000
+    "requestedAt": 1764449790000,
+    "force": true
   },
   "convergenceStoppedFor": "77bf11f97e9a9078",
   "references": [
@@ -370,6 +372,7 @@ const FULL_OPERATION_V1: &str = r#"{
       "force": true
     }
   },
+  "note": "Force-deleted",
   "notificationUri": "https://callback.example/notify?x=1",
   "initiator": {
     "tenantId": "tenant-1",
@@ -483,6 +486,7 @@ fn minimal_operation() -> Operation {
         waiting_on: None,
         child_operations: Vec::new(),
         action: None,
+        note: None,
         notification_uri: None,
         initiator: Initiator::default(),
         api_version: "2025-01-01".into(),

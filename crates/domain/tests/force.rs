@@ -1,0 +1,74 @@
+//! Forced deletes (docs/arm-contract.md#forced-delete): a privileged way out of a delete
+//! that cannot finish. Running jobs are asked to cancel once, no delete job runs or is
+//! retried, and the record goes at once with a note on the operation.
+
+mod common;
+
+use common::*;
+use slipway_domain::admission::{self, Admitted, Rejection};
+use slipway_domain::reconcile::{Effect, FORCED_DELETE_NOTE, Outcome};
+use slipway_domain::{JobState, JobType, ProvisioningState as PS};
+
+fn force(w: &mut World, op: u32) -> Result<Admitted, Rejection> {
+    let c = w.ctx(op);
+    admission::admit_force_delete(&mut w.snap, &c)
+}
+
+#[test]
+fn a_delete_that_keeps_failing_is_forced_in_place() {
+    let mut w = World::provisioned();
+    w.delete(2).unwrap();
+    w.launch(&key(2, 2), "d1");
+    w.poll(&key(2, 2), observed(JobState::Failed, "failed", "host unreachable"));
+    assert!(matches!(w.decide(), Effect::Sleep { until: Some(_) }), "retried with backoff");
+    let Ok(Admitted::InProgress { operation }) = force(&mut w, 3) else { panic!("the running delete is forced") };
+    assert_eq!(operation.id, op_id(2));
+    assert_eq!(w.decide(), Effect::Sleep { until: None });
+    assert_eq!(w.snap.resource, None, "removed without another delete job");
+    let op = w.op(2);
+    assert_eq!(op.status, PS::Succeeded);
+    assert_eq!(op.note.as_deref(), Some(FORCED_DELETE_NOTE));
+}
+
+#[test]
+fn a_forced_delete_asks_a_running_job_to_cancel_once_and_does_not_wait() {
+    let mut w = World::created();
+    w.launch(&key(1, 1), "1001");
+    let Ok(Admitted::Accepted { operation, .. }) = force(&mut w, 2) else { panic!("a new delete") };
+    assert_eq!(w.op(1).status, PS::Canceled, "the create is superseded");
+    assert_eq!(w.decide(), Effect::Cancel { key: key(1, 1) });
+    w.apply(&Effect::Cancel { key: key(1, 1) }, Outcome::CancelRequested);
+    assert_eq!(w.decide(), Effect::Sleep { until: None }, "not waiting for the job to end");
+    assert_eq!(w.snap.resource, None);
+    assert_eq!(w.op(2).status, PS::Succeeded);
+    assert_eq!(w.op(2).id, operation.id);
+}
+
+#[test]
+fn a_forced_delete_launches_no_delete_job() {
+    let mut w = World::provisioned();
+    w.delete(2).unwrap();
+    // The delete job's launch was refused for now (nothing happened): it would be retried.
+    let launch = w.decide();
+    assert_eq!(launch, Effect::Launch { key: key(2, 2) });
+    w.apply(&launch, failed(slipway_domain::reconcile::FailureKind::Transient, "connection refused"));
+    force(&mut w, 3).unwrap();
+    assert_eq!(w.decide(), Effect::Sleep { until: None });
+    assert_eq!(w.snap.resource, None);
+    assert!(w.op(2).note.is_some());
+}
+
+#[test]
+fn force_delete_admission_rules() {
+    let mut absent = World::new();
+    assert_eq!(force(&mut absent, 1), Ok(Admitted::Absent));
+    let mut parent = World::provisioned();
+    let mut child = parent.res().clone();
+    child.id.parent_names.push(child.id.name.clone());
+    child.id.type_name = format!("{}/subnets", child.id.type_name);
+    child.id.name = "s1".into();
+    parent.snap.children.push(child);
+    let Err(Rejection::Conflict { message, .. }) = force(&mut parent, 2) else { panic!("children first") };
+    assert_eq!(message, "The resource has 1 child resource(s): force-delete them first");
+    assert!(parent.res().jobs.iter().all(|j| j.job_type != JobType::Deprovision));
+}

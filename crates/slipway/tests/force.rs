@@ -1,0 +1,53 @@
+//! A forced delete over HTTP with the example playbooks: the way out of a delete that keeps
+//! failing (docs/arm-contract.md#forced-delete). Only the platform Admin may ask
+//! (`tenancy.rs` checks every role is refused).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{TestServer, header, rid};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_that_keeps_failing_shows_why_and_can_be_forced() {
+    let mut s = TestServer::start_with("backoff_base_seconds = 600\nbackoff_max_seconds = 600").await;
+    let id = rid("virtualNetworks", "stuck");
+    let body =
+        json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "simulateDeleteFailure": true}});
+    let r = s.put(&id, body).await;
+    assert_eq!(s.wait_terminal(&header(&r, "azure-asyncoperation").unwrap(), WAIT).await["status"], "Succeeded");
+
+    let r = s.http.delete(s.url(&id)).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let delete = header(&r, "azure-asyncoperation").unwrap();
+    // Retried with backoff: the operation stays Deleting and says why.
+    let start = Instant::now();
+    let retrying = loop {
+        let (_, op) = s.follow(&delete).await;
+        if op["error"].is_object() {
+            break op;
+        }
+        assert!(start.elapsed() < WAIT, "no error shown while retrying: {op}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(retrying["status"], "Deleting", "{retrying}");
+    assert_eq!(retrying["error"]["code"], "DeprovisioningFailed");
+    assert!(retrying["error"]["message"].as_str().unwrap().contains("simulated delete failure"), "{retrying}");
+
+    let bad = s.http.delete(format!("{}&force=maybe", s.url(&id))).send().await.unwrap();
+    assert_eq!(bad.status(), 400);
+    let forced = s.http.delete(format!("{}&force=true", s.url(&id))).send().await.unwrap();
+    assert_eq!(forced.status(), 202);
+    assert_eq!(header(&forced, "azure-asyncoperation").as_deref(), Some(delete.as_str()), "the running delete, forced");
+    let done = s.wait_terminal(&delete, WAIT).await;
+    assert_eq!(done["status"], "Succeeded", "{done}");
+    assert!(done["properties"]["message"].as_str().unwrap().contains("may remain (orphaned)"), "{done}");
+    let (code, _): (u16, Value) = s.get_json(&id).await;
+    assert_eq!(code, 404);
+    let jobs = std::fs::read_to_string(s.dir.path().join("state/launches.log")).unwrap();
+    assert_eq!(jobs.lines().count(), 2, "the create and one failed delete job; no delete job after the force");
+    s.stop().await;
+}
