@@ -758,6 +758,29 @@ impl Provider for AnsibleProvider {
         Ok(CancelOutcome::Requested)
     }
 
+    /// Kills every process of the job at once (a forced cancel); the next status reads it
+    /// `Canceled` (dead, no result, and the cancel marker written first).
+    async fn kill(&self, handle: &JobHandle) -> Result<CancelOutcome, ProviderError> {
+        let inner = self.inner.clone();
+        let (name, job) = inner.job_for_handle(handle)?;
+        blocking(move || {
+            if !job.exists() {
+                return Err(ProviderError::NotFound(format!("ansible job dir {} does not exist", job.dir.display())));
+            }
+            let obs = inner.observe(&name, &job);
+            let Some(runner) = obs.runner.filter(|_| !obs.status.state.is_terminal()) else {
+                return Ok(CancelOutcome::AlreadyFinished);
+            };
+            if let Err(e) = jobdir::create_private(&job.cancel_marker()) {
+                tracing::warn!(job = %name, error = %e, "cannot record the cancel request");
+            }
+            tracing::warn!(job = %name, pid = runner.pid, "killing ansible job at once (forced cancel)");
+            terminate::kill_all(&job, Some(runner), &terminate::job_processes(&job, Some(runner)));
+            Ok(CancelOutcome::Requested)
+        })
+        .await?
+    }
+
     /// At most one: the job directory named by the key is the job.
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         // A key that cannot name a directory was never launched.

@@ -125,6 +125,10 @@ pub struct Job {
     /// When Slipway saw the job end (it recorded a terminal state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Timestamp>,
+    /// A forced cancel: the job is to be stopped at once (`Effect::Kill`), not canceled with
+    /// the provider's grace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kill_requested: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -156,6 +160,7 @@ impl Job {
             unique_confirmed: false,
             action: String::new(),
             ended_at: None,
+            kill_requested: false,
         }
     }
 

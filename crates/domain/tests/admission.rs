@@ -437,7 +437,10 @@ fn cancel_rejections() {
 
     accepted(w.delete(2));
     let before = w.snap.clone();
-    assert_eq!(w.cancel(2), Err(conflict("A delete operation cannot be canceled")));
+    assert_eq!(
+        w.cancel(2),
+        Err(conflict("A delete operation cannot be canceled; a forced delete (DELETE ?force=true) ends it"))
+    );
     assert_eq!(w.snap, before);
 }
 

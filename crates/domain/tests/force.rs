@@ -72,3 +72,48 @@ fn force_delete_admission_rules() {
     assert_eq!(message, "The resource has 1 child resource(s): force-delete them first");
     assert!(parent.res().jobs.iter().all(|j| j.job_type != JobType::Deprovision));
 }
+
+#[test]
+fn a_forced_cancel_ends_the_operation_at_once_and_kills_its_job() {
+    let mut w = World::created();
+    w.launch(&key(1, 1), "1001");
+    let op = admission::admit_force_cancel(&mut w.snap, &op_id(1), w.now).unwrap();
+    assert_eq!(op.status, PS::Canceled, "not waiting for the job");
+    assert_eq!(w.res().provisioning_state, PS::Canceled);
+    assert_eq!(w.decide(), Effect::Kill { key: key(1, 1) });
+    w.apply(&Effect::Kill { key: key(1, 1) }, Outcome::CancelRequested);
+    assert_eq!(w.decide(), Effect::Poll { key: key(1, 1) }, "followed until it ends");
+    w.advance(w.policy.cancel_retry);
+    assert_eq!(w.decide(), Effect::Kill { key: key(1, 1) }, "killed again while it still runs");
+    w.apply(&Effect::Kill { key: key(1, 1) }, Outcome::CancelRequested);
+    w.poll(&key(1, 1), observed(JobState::Canceled, "canceled", ""));
+    assert_eq!(w.decide(), Effect::Sleep { until: None }, "convergence leaves the spec alone");
+}
+
+#[test]
+fn a_forced_cancel_finds_an_unconfirmed_launch_first_and_never_launches_it() {
+    let mut w = World::created();
+    let launch = w.decide();
+    w.apply(&launch, failed(slipway_domain::reconcile::FailureKind::Indeterminate, "timeout"));
+    admission::admit_force_cancel(&mut w.snap, &op_id(1), w.now).unwrap();
+    let find = w.decide();
+    assert_eq!(find, Effect::Find { key: key(1, 1) });
+    w.apply(&find, Outcome::Found(vec![started("1001", JobState::Running)]));
+    assert_eq!(w.decide(), Effect::Kill { key: key(1, 1) });
+
+    let mut absent = World::created();
+    let launch = absent.decide();
+    absent.apply(&launch, failed(slipway_domain::reconcile::FailureKind::Transient, "refused"));
+    admission::admit_force_cancel(&mut absent.snap, &op_id(1), absent.now).unwrap();
+    assert_eq!(absent.decide(), Effect::Sleep { until: None }, "the refused launch is not sent again");
+}
+
+#[test]
+fn a_delete_cannot_be_force_canceled() {
+    let mut w = World::provisioned();
+    w.delete(2).unwrap();
+    let Err(Rejection::Conflict { message, .. }) = admission::admit_force_cancel(&mut w.snap, &op_id(2), w.now) else {
+        panic!("refused")
+    };
+    assert!(message.contains("DELETE ?force=true"), "{message}");
+}

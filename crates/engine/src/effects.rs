@@ -89,6 +89,7 @@ enum Io {
     Find,
     Poll,
     Cancel,
+    Kill,
 }
 
 /// Runs `effect` for `res` and reports what happened; `None` for `Sleep`, which needs no
@@ -106,6 +107,7 @@ pub(crate) async fn perform(
         Effect::Find { key } => (key, Io::Find, None),
         Effect::Poll { key } => (key, Io::Poll, None),
         Effect::Cancel { key } => (key, Io::Cancel, None),
+        Effect::Kill { key } => (key, Io::Kill, None),
         Effect::PollDuplicate { key, job_id } => (key, Io::Poll, Some(job_id)),
         Effect::CancelDuplicate { key, job_id } => (key, Io::Cancel, Some(job_id)),
         // Not the provider's: the worker runs a cascade itself.
@@ -232,10 +234,16 @@ async fn perform_io(
                 Err(e) => Outcome::Failed(e.into()),
             }
         }
-        Io::Cancel => match provider.cancel(&handle(job)).await {
-            Ok(CancelOutcome::Requested) => Outcome::CancelRequested,
-            Ok(CancelOutcome::AlreadyFinished) => Outcome::CancelNotNeeded,
-            Err(e) => Outcome::Failed(e.into()),
-        },
+        Io::Cancel | Io::Kill => {
+            let asked = match io {
+                Io::Kill => provider.kill(&handle(job)).await,
+                _ => provider.cancel(&handle(job)).await,
+            };
+            match asked {
+                Ok(CancelOutcome::Requested) => Outcome::CancelRequested,
+                Ok(CancelOutcome::AlreadyFinished) => Outcome::CancelNotNeeded,
+                Err(e) => Outcome::Failed(e.into()),
+            }
+        }
     }
 }

@@ -461,6 +461,7 @@ fn effect_key(effect: &Effect) -> Option<&str> {
         | Effect::Find { key }
         | Effect::Poll { key }
         | Effect::Cancel { key }
+        | Effect::Kill { key }
         | Effect::PollDuplicate { key, .. }
         | Effect::CancelDuplicate { key, .. } => Some(key),
         Effect::Sleep { .. } | Effect::DeleteChildren { .. } => None,

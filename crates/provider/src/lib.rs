@@ -193,6 +193,13 @@ pub trait Provider: Send + Sync + 'static {
 
     async fn cancel(&self, handle: &JobHandle) -> Result<CancelOutcome, ProviderError>;
 
+    /// A forced cancel: stop the job now, without the grace a `cancel` gives it (the local
+    /// provider kills its processes at once). By default a `cancel` — for a backend whose
+    /// cancel is already a request that is not waited for (AAP).
+    async fn kill(&self, handle: &JobHandle) -> Result<CancelOutcome, ProviderError> {
+        self.cancel(handle).await
+    }
+
     /// Every job launched with this idempotency key, oldest first (more than one means a
     /// launch request was processed twice; the engine keeps the first and cancels the rest).
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError>;

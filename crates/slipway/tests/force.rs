@@ -51,3 +51,29 @@ async fn a_delete_that_keeps_failing_shows_why_and_can_be_forced() {
     assert_eq!(jobs.lines().count(), 2, "the create and one failed delete job; no delete job after the force");
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_cancel_ends_the_operation_at_once_and_kills_the_job() {
+    let mut s = TestServer::start().await;
+    let id = rid("computeInstances", "slow");
+    let body = json!({"location": "local", "properties": {"size": "small", "image": "x", "delaySeconds": 300}});
+    let r = s.put(&id, body).await;
+    let op = header(&r, "azure-asyncoperation").unwrap();
+    let start = Instant::now();
+    while s.follow(&op).await.1["status"] != "Provisioning" {
+        assert!(start.elapsed() < WAIT, "never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancel = op.replace("?api-version", "/cancel?api-version") + "&force=true";
+    let r = s.http.post(&cancel).send().await.unwrap();
+    assert_eq!(r.status(), 202);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["status"], "Canceled", "ended at once: {answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains("forced"), "{answer}");
+    // The job is killed, not left to its five minutes.
+    let (_, history) = s.wait_resource(&format!("{id}/jobs"), WAIT, |_, b| b["value"][0]["state"] == "Canceled").await;
+    assert_eq!(history["value"][0]["type"], "provision", "{history}");
+    let (_, res) = s.get_json(&id).await;
+    assert_eq!(res["properties"]["provisioningState"], "Canceled");
+    s.stop().await;
+}

@@ -354,6 +354,28 @@ async fn jobs_are_told_who_asked_and_the_tenants_attributes() {
     w.s.stop().await;
 }
 
+/// Forcing is the platform Admin's alone: an Owner of the subscription can cancel an
+/// operation and delete a resource, but not force either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forcing_needs_the_platform_admin() {
+    let mut w = World::start().await;
+    let (tenant, _) = SUBS[0];
+    let owner = token(&w.idp, &principal(tenant, "Owner"), &format!("tenant-{tenant}"));
+    let (shared, op_url) = w.shared[0].clone();
+    let cancel = op_url.replace("?api-version", "/cancel?api-version") + "&force=true";
+    let (status, body) = w.send("POST", &cancel, &owner, None, API).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (403, Some("AuthorizationFailed")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("forceCancel/action"), "{body}");
+    let delete = format!("{}{shared}?api-version={API}&force=true", w.s.base);
+    let (status, body) = w.send("DELETE", &delete, &owner, None, API).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("forceDelete/action"), "{body}");
+    let root = token(&w.idp, "root", "platform");
+    let (status, _) = w.send("DELETE", &delete, &root, None, API).await;
+    assert_eq!(status, 202, "the Admin may");
+    w.s.stop().await;
+}
+
 /// Referencing a resource hands its properties to the job and holds it against deletes: a
 /// caller who may write only in one resource group cannot reference another group's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

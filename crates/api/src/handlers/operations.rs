@@ -80,16 +80,40 @@ pub(crate) async fn cancel_operation(
     id: &str,
 ) -> Result<Response, ArmError> {
     let op = find_operation(state, ctx, subscription, id, Permission::Cancel).await?;
+    let force = forced_cancel(state, ctx, &op).await?;
     let now = state.clock.now();
     let req = ChangeRequest::new(op.resource_key.clone(), now).with_operation(&op.subscription, op.id.clone());
     let op_id = op.id.clone();
-    let (canceled, _) =
-        change_with(state.store.as_ref(), req, move |snap| admission::admit_cancel(snap, &op_id, now)).await?;
+    let (canceled, _) = change_with(state.store.as_ref(), req, move |snap| match force {
+        true => admission::admit_force_cancel(snap, &op_id, now),
+        false => admission::admit_cancel(snap, &op_id, now),
+    })
+    .await?;
     (state.on_accept)();
     let mut resp = status_response(state, &canceled);
     *resp.status_mut() = StatusCode::ACCEPTED;
     add_async_headers(state, ctx, &canceled, resp.headers_mut());
     Ok(resp)
+}
+
+/// `?force=true`: end the operation now and stop its job without grace; the platform Admin
+/// only (docs/arm-contract.md#cancel).
+async fn forced_cancel(state: &ApiState, ctx: &Ctx, op: &Operation) -> Result<bool, ArmError> {
+    match ctx.query.get("force").map(|v| v.to_ascii_lowercase()).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => {
+            let grants = access::grants(state, &ctx.caller, Some(&op.subscription)).await?;
+            let ty = route::stored_resource_id(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default();
+            let action = format!("{ty}/forceCancel/action");
+            grants.require(&ctx.caller, Permission::ManagePlatform, &Scope::platform(), &action)?;
+            Ok(true)
+        }
+        Some(v) => Err(ArmError::bad_request(
+            "InvalidParameter",
+            format!("force must be true or false, not '{}'.", echo(v, 16)),
+        )
+        .with_target("force")),
+    }
 }
 
 /// The `Location` target: 202 while running; the synchronous equivalent when done. A

@@ -60,9 +60,14 @@ pub(super) fn namespace_paths(
         })
         .answer(204, plain("A delete succeeded."))
         .errors(&[400, 404, 409, 500, 503]);
-    let cancel = Op::new(format!("{ns}_OperationStatuses_Cancel"), "Cancels an operation (a Slipway extension of ARM).", &tag, params)
+    let mut cancel_params = params;
+    cancel_params.push(json!({
+        "name": "force", "in": "query", "required": false, "schema": {"type": "boolean"},
+        "description": "Platform Admin only: end the operation now and stop its job at once, without waiting.",
+    }));
+    let cancel = Op::new(format!("{ns}_OperationStatuses_Cancel"), "Cancels an operation (a Slipway extension of ARM).", &tag, cancel_params)
         .answer(202, json_answer("Canceling or canceled; follow `Azure-AsyncOperation`.", schema_ref("OperationStatus"), async_headers(true)))
-        .errors(&[400, 404, 409, 500, 503])
+        .errors(&[400, 403, 404, 409, 500, 503])
         .with("x-slipway-extension", json!("Not part of ARM's contract: ARM has no cancel for operations."))
         .with("description", json!("A Slipway extension: ARM's contract has no way to cancel an operation. `409` once the operation ended, or for a delete."));
     out.insert(format!("{base}/operationStatuses/{{operationId}}"), json!({"get": status.build(setting)}));

@@ -56,6 +56,10 @@ pub enum Effect {
     Cancel {
         key: String,
     },
+    /// Stop a job at once (a forced cancel), without the provider's grace.
+    Kill {
+        key: String,
+    },
     /// Cancel a second job the provider started for `key` (see `duplicate_jobs`).
     CancelDuplicate {
         key: String,
@@ -146,6 +150,18 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
     enforce_deadline(snap, policy, now);
     if let Some(effect) = follow_duplicates(snap, policy, now) {
         return effect;
+    }
+    // A forced cancel's job is killed (again every `cancel_retry` while it runs); a
+    // `Launching` one is found first.
+    let kill_due = |j: &Job| {
+        j.kill_requested
+            && !j.state.is_terminal()
+            && j.state != JobState::Launching
+            && j.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry))
+    };
+    if let Some(job) = res_mut(snap).jobs.iter_mut().find(|j| kill_due(j)) {
+        job.cancel_requested_at = Some(now);
+        return Effect::Kill { key: job.idempotency_key.clone() };
     }
     if let Some(effect) = resolve_launching(snap, now) {
         return effect;
@@ -246,7 +262,11 @@ fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
     let op = job.operation_id.as_ref().and_then(|id| snap.operation(id));
     let canceling = op.is_some_and(|o| o.status == ProvisioningState::Canceling);
     let action_over = job.job_type == JobType::Action && op.is_none_or(|o| o.is_terminal());
-    !res.is_deleting() && !canceling && !action_over && job.config_version == res.desired_config_version
+    !res.is_deleting()
+        && !canceling
+        && !action_over
+        && !job.kill_requested
+        && job.config_version == res.desired_config_version
 }
 
 /// Records a `Launching` entry (the intent) and names it.

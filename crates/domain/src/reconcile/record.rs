@@ -38,7 +38,7 @@ pub fn apply(
             };
         }
         Effect::Poll { key } => return record_poll(snap, key, outcome, policy, now),
-        Effect::Cancel { key } => (key, JobIo::Cancel),
+        Effect::Cancel { key } | Effect::Kill { key } => (key, JobIo::Cancel),
         Effect::PollDuplicate { job_id, .. } | Effect::CancelDuplicate { job_id, .. } => {
             let io = if matches!(effect, Effect::PollDuplicate { .. }) { JobIo::Poll } else { JobIo::Cancel };
             let dup = snap.resource.as_mut()?.duplicate_jobs.iter_mut().find(|d| &d.job_id == job_id)?;

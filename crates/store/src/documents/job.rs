@@ -58,6 +58,8 @@ pub(crate) struct JobDocument {
     action: String,
     #[serde(rename = "endedAt", default, skip_serializing_if = "Option::is_none")]
     ended_at: Option<i64>,
+    #[serde(rename = "killRequested", default, skip_serializing_if = "is_false")]
+    kill_requested: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -124,6 +126,7 @@ impl From<&Job> for JobDocument {
             unique_confirmed,
             action,
             ended_at,
+            kill_requested,
         } = job;
         JobDocument {
             job_id: job_id.clone(),
@@ -147,6 +150,7 @@ impl From<&Job> for JobDocument {
             unique_confirmed: *unique_confirmed,
             action: action.clone(),
             ended_at: ended_at.map(Timestamp::as_millis),
+            kill_requested: *kill_requested,
         }
     }
 }
@@ -177,6 +181,7 @@ impl TryFrom<JobDocument> for Job {
             unique_confirmed,
             action,
             ended_at,
+            kill_requested,
         } = doc;
         Ok(Job {
             operation_id: operation_id_opt(operation_id, &format!("job {job_id:?}: operationId"))?,
@@ -200,6 +205,7 @@ impl TryFrom<JobDocument> for Job {
             unique_confirmed,
             action,
             ended_at: ended_at.map(Timestamp),
+            kill_requested,
         })
     }
 }

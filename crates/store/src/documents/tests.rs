@@ -41,6 +41,7 @@ fn full_job() -> Job {
         unique_confirmed: true,
         action: "restart".into(),
         ended_at: Some(Timestamp(1_764_449_690_000)),
+        kill_requested: true,
     }
 }
 
@@ -231,7 +232,8 @@ const FULL_RESOURCE_V1: &str = r#"{
       "launchSends": 3,
       "uniqueConfirmed": true,
       "action": "restart",
-      "endedAt": 1764449690000
+      "endedAt": 1764449690000,
+      "killRequested": true
     },
     {
       "jobID": "",
@@ -266,7 +268,8 @@ const FULL_RESOURCE_V1: &str = r#"{
       "launchSends": 3,
       "uniqueConfirmed": true,
       "action": "restart",
-      "endedAt": 1764449690000
+      "endedAt": 1764449690000,
+      "killRequested": true
     }
   ],
   "activeOperationId": "00000000-0000-4000-8000-000000000002",
