@@ -113,8 +113,17 @@ async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
 #[derive(Clone, Debug)]
 pub(crate) struct RequestId(pub String);
 
-/// `x-ms-request-id` on every response; correlation and client request ids echoed.
+/// Who a request was authenticated as, for the access log (set by the handlers).
+#[derive(Clone, Debug)]
+pub(crate) struct AccessPrincipal(pub String);
+
+/// `x-ms-request-id` on every response; correlation and client request ids echoed; one
+/// access-log line per request (`slipway::access`: method, route template, status,
+/// duration, request id, principal).
 async fn correlation(mut req: Request<Body>, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = req.method().clone();
+    let route = route::template(req.uri().path());
     let echo: Vec<(&'static str, HeaderValue)> = ["x-ms-correlation-request-id", "x-ms-client-request-id"]
         .into_iter()
         .filter_map(|h| req.headers().get(h).map(|v| (h, v.clone())))
@@ -129,6 +138,10 @@ async fn correlation(mut req: Request<Body>, next: Next) -> Response {
     for (name, value) in echo {
         headers.insert(name, value);
     }
+    let principal = resp.extensions().get::<AccessPrincipal>().map(|p| p.0.as_str()).unwrap_or("-");
+    tracing::info!(target: "slipway::access", method = %method, route = %route, status = resp.status().as_u16(),
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0, request_id = %request_id, principal = %principal,
+        "request");
     resp
 }
 

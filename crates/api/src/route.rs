@@ -69,6 +69,58 @@ pub enum Route {
     },
 }
 
+/// A path as its route's template, ids and names left out (`…/providers/Ns/things/{name}`):
+/// what access logs and metrics group requests by. Paths that are no ARM route keep
+/// themselves when they are Slipway's own (`/healthz`), else `unmatched`.
+pub fn template(path: &str) -> String {
+    let typed = |ns: &str, type_name: &str, leaf_named: bool| {
+        let segs: Vec<&str> = type_name.split('/').collect();
+        let mut out = format!("/providers/{ns}");
+        for (i, seg) in segs.iter().enumerate() {
+            out.push_str(&format!("/{seg}"));
+            if i + 1 < segs.len() || leaf_named {
+                out.push_str("/{name}");
+            }
+        }
+        out
+    };
+    let group = |rg: bool| {
+        if rg {
+            "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}"
+        } else {
+            "/subscriptions/{subscriptionId}"
+        }
+    };
+    match parse(path) {
+        Ok(Route::Resource(id)) => format!("{}{}", group(true), typed(&id.namespace, &id.type_name, true)),
+        Ok(Route::Collection { resource_group, namespace, type_name, parent, .. }) => {
+            format!("{}{}", group(resource_group.is_some() || parent.is_some()), typed(&namespace, &type_name, false))
+        }
+        Ok(Route::OperationStatus { namespace, .. }) => {
+            format!(
+                "/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/operationStatuses/{{operationId}}"
+            )
+        }
+        Ok(Route::OperationCancel { namespace, .. }) => format!(
+            "/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/operationStatuses/{{operationId}}/cancel"
+        ),
+        Ok(Route::OperationResult { namespace, .. }) => format!(
+            "/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/operationResults/{{operationId}}"
+        ),
+        Ok(Route::Subscriptions) => "/subscriptions".into(),
+        Ok(Route::Subscription(_)) => "/subscriptions/{subscriptionId}".into(),
+        Ok(Route::RoleAssignments { id, .. }) => {
+            let tail = if id.is_some() { "/{roleAssignmentName}" } else { "" };
+            format!("{{scope}}/providers/Slipway.Authorization/roleAssignments{tail}")
+        }
+        Ok(Route::Provider { namespace, .. }) => format!("/providers/{namespace}"),
+        Ok(Route::ProviderOperations { namespace }) => format!("/providers/{namespace}/operations"),
+        Err(_) if ["/healthz", "/readyz", "/openapi.json"].contains(&path) => path.to_string(),
+        Err(_) if path.starts_with("/hooks/") => "/hooks/{provider}".into(),
+        Err(_) => "unmatched".into(),
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RouteError {
     NoMatch,

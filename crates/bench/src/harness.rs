@@ -373,7 +373,7 @@ impl ChildSlipway {
         let child = std::process::Command::new(exe)
             .args(["serve", "--config"])
             .arg(&path)
-            .env("RUST_LOG", "warn")
+            .env("SLIPWAY_LOG", "warn")
             .stderr(std::process::Stdio::null())
             .spawn()
             .map_err(|e| format!("starting slipway: {e}"))?;

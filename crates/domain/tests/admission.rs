@@ -418,7 +418,7 @@ fn delete_is_accepted_again_after_the_delete_operation_failed() {
     assert_eq!(res.provisioning_state, PS::Deleting);
     assert_eq!(res.active_operation_id, Some(op_id(3)));
     assert_eq!(res.last_error, None);
-    assert_eq!(res.deletion, Some(Deletion { requested_at: T0 }), "the first request time is kept");
+    assert_eq!(res.deletion, Some(Deletion { requested_at: T0, force: false }), "the first request time is kept");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -235,6 +235,7 @@ impl Sim {
             Effect::Sleep { .. }
             | Effect::PollDuplicate { .. }
             | Effect::CancelDuplicate { .. }
+            | Effect::Kill { .. }
             | Effect::DeleteChildren { .. } => unreachable!(),
             Effect::Launch { key } => {
                 self.stats.launches += 1;
@@ -447,6 +448,7 @@ impl Sim {
                 self.fail(&format!("a duplicate job of key {key} exists"))
             }
             Effect::DeleteChildren { .. } => self.fail("a resource without children cascaded"),
+            Effect::Kill { key } => self.fail(&format!("job {key} killed without a forced cancel")),
         };
         let outcome = self.perform(&effect);
         self.check("after the effect");

@@ -15,6 +15,7 @@
 mod batch;
 mod cascade;
 mod effects;
+mod progress;
 mod worker;
 
 use std::collections::HashMap;

@@ -167,6 +167,7 @@ impl Worker {
                 let performed = performed.clone();
                 let read = related.clone();
                 move |snap: &mut Snapshot| {
+                    let before = crate::progress::Before::of(snap);
                     if snap.resource.as_ref().is_some_and(|r| related_keys(r) != read) {
                         // A client changed what the resource depends on since this request
                         // was made: record the outcome, but decide nothing (not even a wait,
@@ -175,13 +176,13 @@ impl Worker {
                         if let Some((effect, outcome)) = performed {
                             apply(snap, &effect, outcome, &policy, now);
                         }
-                        return Ok(Step::Stale);
+                        return Ok((Step::Stale, before));
                     }
-                    Ok(advance(snap, &policy, performed, now))
+                    Ok((advance(snap, &policy, performed, now), before))
                 }
             })
             .await;
-        let Some((step, mut snap)) = advanced else {
+        let Some(((step, before), mut snap)) = advanced else {
             self.settled = None;
             return Advanced::Gone;
         };
@@ -190,6 +191,7 @@ impl Worker {
             self.settled = None;
             return Advanced::Hold(self.shared.clock.now());
         }
+        before.log_changes(self.key.as_str(), &snap);
         self.signal_outbox(&snap);
         if let Some(res) = snap.resource.as_ref() {
             self.seen_generation = res.generation;

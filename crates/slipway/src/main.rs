@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use slipway::app::App;
-use slipway::config::Config;
+use slipway::config::{Config, LogFormat};
 use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_domain::{Clock, SystemClock};
 
@@ -68,11 +68,6 @@ enum TokenCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SLIPWAY_LOG").unwrap_or_else(|_| "info".into()))
-        .init();
     let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
         Err(e) => {
@@ -80,6 +75,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    init_logging(config.server.log_format);
     let command = cli.command.unwrap_or(Command::Serve);
     if let Command::CheckConfig = command {
         let problems = slipway::check::check(&config);
@@ -110,6 +106,16 @@ fn main() -> ExitCode {
             eprintln!("slipway: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs to stderr, filtered by `SLIPWAY_LOG` (default `info`), times as RFC 3339 UTC.
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLIPWAY_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).init(),
     }
 }
 

@@ -124,6 +124,8 @@ pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response
         let request_id = parts.extensions.get::<crate::RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
         audit::record(&ctx, path, &resp, request_id);
     }
+    let mut resp = resp;
+    resp.extensions_mut().insert(crate::AccessPrincipal(ctx.caller.principal.name.clone()));
     resp
 }
 

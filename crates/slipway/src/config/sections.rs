@@ -40,6 +40,16 @@ pub struct Server {
     pub tls_client_ca_file: Option<PathBuf>,
     /// How often the TLS files are read to pick up a new certificate.
     pub tls_reload_interval_seconds: u64,
+    /// `text` (for people) or `json` (one object per line, for a log pipeline).
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 // Defaults are those of the option types the keys configure: one number, one place.
@@ -64,6 +74,7 @@ impl Default for Server {
             tls_key_file: None,
             tls_client_ca_file: None,
             tls_reload_interval_seconds: TlsOptions::DEFAULT_RELOAD_INTERVAL.as_secs(),
+            log_format: LogFormat::Text,
         }
     }
 }

@@ -35,8 +35,6 @@ pub fn spawn_slipway(config: &Path, log: &Path, filter: &str) -> std::process::C
 }
 pub const SUB: &str = "11111111-1111-1111-1111-111111111111";
 
-/// A `[[types]]` entry for a child type nested under the example `virtualNetworks`, served
-/// by the example subnet playbooks (appended to a [`config_text`]).
 /// Subnets as children of virtual networks (without a schema), which the example compute
 /// schema's `subnetId` references: part of every test configuration.
 const SUBNETS: &str = r#"
