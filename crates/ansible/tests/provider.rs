@@ -272,7 +272,8 @@ async fn missing_playbook_is_permanent_and_leaves_nothing() {
     match err {
         ProviderError::Permanent(m) => {
             assert!(m.contains("create-virtual-network.yml"), "{m}");
-            assert!(m.contains("not found"), "{m}");
+            assert!(m.contains("is not installed"), "{m}");
+            assert!(!m.contains(&fx.playbooks.path().display().to_string()), "no server path for a tenant: {m}");
         }
         other => panic!("expected Permanent, got {other:?}"),
     }

@@ -168,16 +168,14 @@ async fn deleting_a_parent_deletes_its_children_first() {
             server.follow(&format!("{}{}?api-version={}", server.base, c["id"].as_str().unwrap(), common::API)).await;
         assert_eq!((code, child_op["status"].as_str()), (200, Some("Succeeded")), "{child_op}");
     }
-    // The children's delete jobs ran before the parent's: the parent's comes last.
+    // The children's delete jobs ran before the parent's: the parent's comes last. Each job
+    // is keyed by the operation it ran for, and ran once.
     let launches = std::fs::read_to_string(server.dir.path().join("state/launches.log")).unwrap();
     let last = launches.lines().last().unwrap();
-    assert!(last.starts_with(&parent_create), "the parent's delete job is the last: {launches}");
-    for c in &child_creates {
-        assert_eq!(
-            launches.lines().filter(|l| l.starts_with(c.as_str())).count(),
-            2,
-            "create and delete of {c}: {launches}"
-        );
+    assert!(last.starts_with(&op_id_of(&op)), "the parent's delete job is the last: {launches}");
+    let child_deletes = children.iter().map(|c| op_id_of(c["id"].as_str().unwrap()));
+    for o in child_creates.into_iter().chain(child_deletes).chain([parent_create]) {
+        assert_eq!(launches.lines().filter(|l| l.starts_with(o.as_str())).count(), 1, "{o}: {launches}");
     }
 }
 
