@@ -963,7 +963,8 @@ fn example_configuration_documents_a_valid_file() {
     let cfg = SimConfig::load(&path).expect("the example parses");
     assert_eq!(cfg.job_templates.len(), 3);
     assert_eq!(cfg.users[0].username, "admin");
-    assert_eq!(cfg.notifications[0].headers["X-Hook-Secret"], "change-me");
+    assert_eq!(cfg.notifications[0].headers["X-Slipway-Token"], "change-me", "the header Slipway checks");
+    assert!(cfg.notifications[0].url.ends_with("/hooks/aap"));
     assert!(SimConfig::from_toml("tick_ms = 5\nbogus = 1").is_err(), "unknown keys are rejected");
     assert!(SimConfig::from_toml("[[job_templates]]\nid = 1\nname = \"x\"\noutcome = \"meh\"").is_err());
     let dup = "[[job_templates]]\nid = 1\nname = \"a\"\n[[workflow_job_templates]]\nid = 1\nname = \"b\"";

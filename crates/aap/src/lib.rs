@@ -137,6 +137,19 @@ impl Provider for AapProvider {
         outcome
     }
 
+    /// `GET v2/me/`: the controller answers, and it accepts the credentials.
+    async fn check(&self) -> Result<(), ProviderError> {
+        let url = self.http.url("v2/me/");
+        match self.http.get_json::<serde_json::Value>(&url).await {
+            Ok(_) => Ok(()),
+            Err(http::HttpError::Status { status: 401 | 403, .. }) => Err(ProviderError::Permanent(format!(
+                "the controller refused this provider's credentials (GET {})",
+                url.path()
+            ))),
+            Err(e) => Err(e.into_provider()),
+        }
+    }
+
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         self.find_by_key(request).await
     }

@@ -455,6 +455,31 @@ async fn lookup_errors_are_not_reported_as_not_found() {
     assert!(m.contains("503") && !m.contains("not found as"), "{m}");
 }
 
+/// The readiness check asks `v2/me/`: right credentials pass, wrong ones are refused by name,
+/// an unreachable controller is transient.
+#[tokio::test]
+async fn the_readiness_check_tells_refused_credentials_from_an_unreachable_controller() {
+    let mut c = config(vec![], vec![]);
+    c.token = Some("right-token-123".into());
+    let sim = start(c).await;
+    let mut o = options(&sim);
+    o.auth = AapAuth::Token(Secret::new("right-token-123"));
+    provider(o).check().await.expect("ready");
+    assert_eq!(count(&sim, "GET /api/v2/me/"), 1);
+    let mut o = options(&sim);
+    o.auth = AapAuth::Token(Secret::new("wrong-token-456"));
+    let e = provider(o).check().await.unwrap_err();
+    let ProviderError::Permanent(m) = &e else { panic!("{e:?}") };
+    assert!(m.contains("refused this provider's credentials") && !m.contains("wrong-token"), "{m}");
+    let mut o = options(&sim);
+    // A port nothing listens on: the listener is dropped before the check.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    o.base_url = format!("http://127.0.0.1:{closed}");
+    o.get_retries = 0;
+    let e = provider(o).check().await.unwrap_err();
+    assert!(matches!(e, ProviderError::Transient(_)), "{e:?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Batching, retries, rate limits
 

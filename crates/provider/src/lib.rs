@@ -204,6 +204,12 @@ pub trait Provider: Send + Sync + 'static {
     /// launch request was processed twice; the engine keeps the first and cancels the rest).
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError>;
 
+    /// Whether the backend can take work now: reachable, and its credentials accepted.
+    /// Checked at startup and by `/readyz`; `Err` says why not.
+    async fn check(&self) -> Result<(), ProviderError> {
+        Ok(())
+    }
+
     /// Stops background work (e.g. lets cancellations finish) before the process exits.
     async fn shutdown(&self) {}
 

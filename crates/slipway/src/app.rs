@@ -65,6 +65,7 @@ impl App {
             ..EngineOptions::default()
         };
         let hook_providers = providers.clone();
+        check_providers(&providers);
         let secrets = keyring(&config, &types)?;
         let mut engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
         if let Some(k) = &secrets {
@@ -228,6 +229,27 @@ fn build_providers(config: &Config) -> Result<Providers, AppError> {
     }
     Ok(providers)
 }
+
+/// Asks each provider, in the background, whether it can take work (an AAP controller:
+/// reachable, credentials accepted) and logs the answer: a wrong token shows at startup, not
+/// first as a tenant's failed operation.
+fn check_providers(providers: &Providers) {
+    for (name, provider) in providers {
+        let (name, provider) = (name.clone(), provider.clone());
+        tokio::spawn(async move {
+            match tokio::time::timeout(PROVIDER_CHECK_TIMEOUT, provider.check()).await {
+                Ok(Ok(())) => tracing::info!(provider = %name, "provider ready"),
+                Ok(Err(e)) => {
+                    tracing::warn!(provider = %name, error = %e, "provider not ready: its jobs will fail until this is fixed")
+                }
+                Err(_) => tracing::warn!(provider = %name, "provider did not answer its readiness check in time"),
+            }
+        });
+    }
+}
+
+/// How long the startup check waits for a provider.
+const PROVIDER_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One configured provider (checks its executables, files and credentials' files).
 pub(crate) fn build_provider(config: &Config, p: &ProviderConfig) -> Result<Arc<dyn Provider>, AppError> {
