@@ -11,6 +11,9 @@ pub const DEFAULT_LAUNCH_AMBIGUITY: Duration = Duration::from_secs(90);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TypePolicy {
+    /// `Namespace/type` as configured (`Slipway.Example/virtualNetworks`): what jobs are told
+    /// the type is, whatever casing a request used.
+    pub type_name: String,
     /// Provider instance that runs this type's jobs.
     pub provider: String,
     /// Delay between status polls of a running job.
@@ -53,6 +56,7 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
 impl Default for TypePolicy {
     fn default() -> Self {
         TypePolicy {
+            type_name: String::new(),
             provider: "ansible".into(),
             poll_interval: Duration::from_secs(2),
             backoff: Some(BackoffPolicy::default()),

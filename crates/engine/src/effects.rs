@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::resource::Snapshot;
-use slipway_domain::{Job, JobType, ResourceRecord};
+use slipway_domain::{Job, JobType, ResourceRecord, TypeKey, TypePolicy};
 use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider, RelatedResource};
 use slipway_secrets::Keyring;
 
@@ -17,6 +17,23 @@ pub type Providers = HashMap<String, Arc<dyn Provider>>;
 
 /// Status batchers by provider name.
 pub(crate) type Batchers = HashMap<String, StatusBatcher>;
+
+/// What performing an effect needs besides the snapshot.
+pub(crate) struct Backends<'a> {
+    pub providers: &'a Providers,
+    pub batchers: &'a Batchers,
+    pub secrets: Option<&'a Keyring>,
+    /// The configured types: what a job is told a resource's type is.
+    pub types: &'a HashMap<TypeKey, TypePolicy>,
+}
+
+impl Backends<'_> {
+    /// `Namespace/type` as configured, whatever casing the resource's id was written in.
+    fn declared_type(&self, id: &slipway_domain::ArmId) -> String {
+        let key = id.type_key();
+        self.types.get(&key).map(|p| p.type_name.clone()).filter(|t| !t.is_empty()).unwrap_or_else(|| key.to_string())
+    }
+}
 
 /// What the provider is asked to run. Sealed secret properties stay sealed here; see
 /// [`open_secrets`].
@@ -94,13 +111,7 @@ enum Io {
 
 /// Runs `effect` for `res` and reports what happened; `None` for `Sleep`, which needs no
 /// I/O. Provider errors are outcomes the domain knows how to fold in.
-pub(crate) async fn perform(
-    providers: &Providers,
-    batchers: &Batchers,
-    secrets: Option<&Keyring>,
-    snap: &Snapshot,
-    effect: &Effect,
-) -> Option<Outcome> {
+pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &Effect) -> Option<Outcome> {
     let res = snap.resource.as_ref()?;
     let (key, io, duplicate) = match effect {
         Effect::Launch { key } => (key, Io::Launch, None),
@@ -127,34 +138,38 @@ pub(crate) async fn perform(
         tracing::error!(resource = %res.id, key = %key, job = %job.job_id, provider = %job.provider,
             "canceling a second job the provider started for one idempotency key");
     }
-    Some(perform_io(providers, batchers, secrets, snap, res, job, io).await)
+    Some(perform_io(backends, snap, res, job, io).await)
 }
 
 /// A resource a job depends on, as the job may see it: secret properties (sealed) left out.
-fn related_view(rec: &ResourceRecord) -> RelatedResource {
+fn related_view(rec: &ResourceRecord, backends: &Backends<'_>) -> RelatedResource {
     let properties = match &rec.spec.properties {
         serde_json::Value::Object(m) => serde_json::Value::Object(slipway_secrets::without_secrets(m)),
         other => other.clone(),
     };
     RelatedResource {
         id: rec.id.to_string(),
-        resource_type: rec.id.type_key().to_string(),
+        resource_type: backends.declared_type(&rec.id),
         name: rec.id.name.clone(),
         properties,
         outputs: rec.outputs.clone(),
     }
 }
 
-fn parent_of(snap: &Snapshot, res: &ResourceRecord) -> Option<RelatedResource> {
-    snap.related(&res.id.parent()?).map(related_view)
+fn parent_of(snap: &Snapshot, res: &ResourceRecord, backends: &Backends<'_>) -> Option<RelatedResource> {
+    snap.related(&res.id.parent()?).map(|p| related_view(p, backends))
 }
 
 /// The referenced resources by property; `ids[2]` entries gather into a list `ids`.
-fn references_of(snap: &Snapshot, res: &ResourceRecord) -> serde_json::Map<String, serde_json::Value> {
+fn references_of(
+    snap: &Snapshot,
+    res: &ResourceRecord,
+    backends: &Backends<'_>,
+) -> serde_json::Map<String, serde_json::Value> {
     let mut out = serde_json::Map::new();
     for r in &res.references {
         let Some(rec) = snap.related(&r.id) else { continue };
-        let view = related_view(rec).extra_vars();
+        let view = related_view(rec, backends).extra_vars();
         match r.property.split_once('[') {
             Some((list, _)) => {
                 if let serde_json::Value::Array(items) =
@@ -171,16 +186,8 @@ fn references_of(snap: &Snapshot, res: &ResourceRecord) -> serde_json::Map<Strin
     out
 }
 
-async fn perform_io(
-    providers: &Providers,
-    batchers: &Batchers,
-    secrets: Option<&Keyring>,
-    snap: &Snapshot,
-    res: &ResourceRecord,
-    job: &Job,
-    io: Io,
-) -> Outcome {
-    let Some(provider) = providers.get(&job.provider) else {
+async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceRecord, job: &Job, io: Io) -> Outcome {
+    let Some(provider) = backends.providers.get(&job.provider) else {
         return Outcome::Failed(Failure {
             kind: FailureKind::Permanent,
             message: format!("provider '{}' is not configured", job.provider),
@@ -191,12 +198,13 @@ async fn perform_io(
             let parameters =
                 job.operation_id.as_ref().and_then(|id| snap.operation(id)).and_then(|o| o.action.as_ref());
             let req = LaunchRequest {
-                parent: parent_of(snap, res),
-                references: references_of(snap, res),
+                resource_type: backends.declared_type(&res.id),
+                parent: parent_of(snap, res, backends),
+                references: references_of(snap, res, backends),
                 parameters: parameters.map(|a| a.parameters.clone()).unwrap_or_default(),
                 ..launch_request(res, job)
             };
-            let req = match open_secrets(req, secrets) {
+            let req = match open_secrets(req, backends.secrets) {
                 Ok(req) => req,
                 Err(f) => return Outcome::Failed(f),
             };
@@ -218,7 +226,7 @@ async fn perform_io(
             Err(e) => Outcome::Failed(e.into()),
         },
         Io::Poll => {
-            let status = match batchers.get(&job.provider) {
+            let status = match backends.batchers.get(&job.provider) {
                 Some(batcher) => batcher.status(handle(job)).await,
                 None => provider.status(&[handle(job)]).await.pop().unwrap_or_else(|| {
                     Err(slipway_provider::ProviderError::Transient("provider returned no status".into()))

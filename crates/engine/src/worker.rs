@@ -268,13 +268,13 @@ impl Worker {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
             return Err(Relinquish);
         }
-        let performing = effects::perform(
-            &self.shared.providers,
-            &self.shared.batchers,
-            self.shared.secrets.as_deref(),
-            snap,
-            &effect,
-        );
+        let backends = effects::Backends {
+            providers: &self.shared.providers,
+            batchers: &self.shared.batchers,
+            secrets: self.shared.secrets.as_deref(),
+            types: &self.shared.policies,
+        };
+        let performing = effects::perform(&backends, snap, &effect);
         let outcome = if launching {
             // A launch is several requests (template lookup, prompt check, retries, then the
             // POST): a pause between them can outlast the lease as surely as one before them.

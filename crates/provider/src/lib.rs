@@ -26,7 +26,7 @@ pub struct LaunchRequest {
     pub action: JobAction,
     /// Resource type kind, e.g. `VirtualNetwork` (names playbooks and templates).
     pub kind: String,
-    /// Lowercased `namespace/type`.
+    /// `Namespace/type` as configured (`Slipway.Example/virtualNetworks`).
     pub resource_type: String,
     pub resource_id: String,
     pub resource_name: String,
@@ -60,7 +60,7 @@ pub struct LaunchRequest {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RelatedResource {
     pub id: String,
-    /// Lowercased `namespace/type`.
+    /// `Namespace/type` as configured (`Slipway.Example/virtualNetworks`).
     pub resource_type: String,
     pub name: String,
     pub properties: Value,

@@ -434,6 +434,7 @@ fn launch_ambiguity(config: &Config, provider: &str) -> Duration {
 
 fn policy(t: &TypeConfig, launch_ambiguity: Duration) -> TypePolicy {
     TypePolicy {
+        type_name: format!("{}/{}", t.namespace, t.type_name),
         provider: t.provider.clone(),
         poll_interval: Duration::from_secs_f64(t.poll_interval_seconds),
         backoff: t.retry_failures.then_some(BackoffPolicy {

@@ -209,7 +209,7 @@ async fn outputs_come_from_aap_job_artifacts() {
 async fn actions_preflight_and_cascades_through_aap() {
     let h = Harness::start(false, 0.2).await;
     let post = |path: String, body: Value| h.http.post(h.url(&path)).json(&body).send();
-    let vm = rid("computeInstances", "vm-act");
+    let vm = rid("computeInstances", "vm-act").replace("computeInstances", "computeinstances");
     let r = h.put(&vm, json!({"location": "local", "properties": {"size": "small", "image": "x"}})).await;
     h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
     let r = post(format!("{vm}/stop"), json!({"graceful": true})).await.unwrap();
@@ -221,6 +221,8 @@ async fn actions_preflight_and_cascades_through_aap() {
     assert_eq!(res["properties"]["ipAddress"], "10.0.0.4", "outputs merge: {res}");
     let stop = h.sim.handle().jobs().into_iter().find(|j| j.template_name == "slipway-stop-compute-instance").unwrap();
     assert_eq!(stop.extra_vars["slipway"]["action"], "stop");
+    // The type as configured, though the request spelled it in lowercase.
+    assert_eq!(stop.extra_vars["slipway"]["resource"]["type"], "Slipway.Example/computeInstances");
     assert_eq!(stop.extra_vars["slipway"]["parameters"], json!({"graceful": true}));
 
     let cluster = rid("clusters", "c1");
@@ -244,6 +246,9 @@ async fn actions_preflight_and_cascades_through_aap() {
 
     let jobs = h.sim.handle().jobs();
     let names = |prefix: &str| jobs.iter().filter(|j| j.template_name.starts_with(prefix)).count();
+    let pool_job = jobs.iter().find(|j| j.template_name == "slipway-create-node-pool").unwrap();
+    assert_eq!(pool_job.extra_vars["slipway"]["resource"]["type"], "Slipway.Example/clusters/nodePools");
+    assert_eq!(pool_job.extra_vars["slipway"]["parent"]["type"], "Slipway.Example/clusters");
     assert_eq!(names("slipway-validate-cluster"), 1, "the preflight ran before the create");
     assert_eq!((names("slipway-create-cluster"), names("slipway-upgrade-cluster")), (1, 1));
     assert_eq!((names("slipway-create-node-pool"), names("slipway-delete-node-pool")), (2, 2));

@@ -272,7 +272,7 @@ async fn references_order_jobs_and_hold_their_targets() {
     .unwrap();
     assert_eq!(state["references"]["subnetId"]["id"], subnet.as_str(), "{state}");
     assert_eq!(state["references"]["securityGroupIds"][0]["id"], sg.as_str(), "{state}");
-    assert_eq!(state["references"]["subnetId"]["type"], "slipway.example/virtualnetworks/subnets");
+    assert_eq!(state["references"]["subnetId"]["type"], "Slipway.Example/virtualNetworks/subnets", "as configured");
 
     // Targets in use cannot be deleted, nor can what they live under.
     for target in [&subnet, &vnet, &sg] {
