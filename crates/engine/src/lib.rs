@@ -294,7 +294,9 @@ async fn claim_and_dispatch(
             running.insert(key.clone(), slot.clone());
             drop(running);
             let job = worker::Worker::new(shared.clone(), &record, &lease, slot, stop.clone());
-            workers.spawn(job.run());
+            // Every line the worker logs names its resource (a span field).
+            let span = tracing::info_span!("worker", resource = %record.id);
+            workers.spawn(tracing::Instrument::instrument(job.run(), span));
         }
         if !full {
             return Ok(());

@@ -80,4 +80,7 @@ async fn json_logs_say_who_asked_what_changed_and_why_a_job_failed() {
     assert_eq!(ended["state"], "Failed");
     assert!(ended["failure"].as_str().unwrap().contains("simulated failure"), "{ended}");
     assert!(ended["job"].as_str().is_some_and(|j| !j.is_empty()), "{ended}");
+    // Every line a worker logs carries its resource (its span's field).
+    let span = ended["span"]["resource"].as_str().unwrap_or_default();
+    assert!(span.ends_with("/virtualNetworks/logged"), "{ended}");
 }
