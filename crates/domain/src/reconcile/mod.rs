@@ -18,6 +18,7 @@
 //!   cancellation, or by its deadline.
 
 pub mod cascade;
+mod delete;
 pub mod preflight;
 mod record;
 
@@ -29,7 +30,7 @@ use crate::admission::canceled_by_user;
 use crate::backoff::retry_at;
 use crate::evaluate::{Action, evaluate_action};
 use crate::ids::OperationId;
-use crate::job::{Job, JobState, JobType, append_job, latest_job_by_type};
+use crate::job::{Job, JobState, JobType, append_job};
 use crate::operation::{CloudError, Operation, OperationRequest, codes};
 use crate::policy::TypePolicy;
 use crate::resource::{ResourceRecord, Snapshot};
@@ -170,7 +171,7 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
         // Before its operation ends on it: a late first request may have started another.
         return Effect::Find { key: key.idempotency_key.clone() };
     }
-    if res(snap).is_deleting() { decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
+    if res(snap).is_deleting() { delete::decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
 }
 
 fn res(snap: &Snapshot) -> &ResourceRecord {
@@ -505,95 +506,5 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
     }
 }
 
-fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect {
-    if res(snap).deletion.is_some_and(|d| d.force) {
-        return force_delete(snap, now);
-    }
-    if let Some(running) = running_job(&res(snap).jobs) {
-        return cancel_or_poll(snap, running.idempotency_key.clone(), policy, now);
-    }
-    let provision = latest_job_by_type(&res(snap).jobs, JobType::Provision).cloned();
-    if let Some(effect) = cascade::step(snap, policy.delete_deadline, now) {
-        return effect;
-    }
-    let jobs = &res(snap).jobs;
-    match latest_job_by_type(jobs, JobType::Deprovision).cloned() {
-        None if provision.is_none() => complete_delete(snap, now),
-        None => {
-            let op = delete_operation(snap);
-            begin_launch(snap, policy, JobType::Deprovision, op, now)
-        }
-        Some(d) if !d.state.is_terminal() => Effect::Poll { key: d.idempotency_key },
-        Some(d) if d.state == JobState::Succeeded || !d.block_deletion_on_failure => complete_delete(snap, now),
-        Some(d) => {
-            show_retried_failure(snap, &d, now);
-            let wait = policy.deprovision_backoff().deprovision(&res(snap).jobs);
-            match retry_at(&d, wait, now) {
-                Some(at) => Effect::Sleep { until: Some(at) },
-                None => {
-                    let op = delete_operation(snap);
-                    begin_launch(snap, policy, JobType::Deprovision, op, now)
-                }
-            }
-        }
-    }
-}
-
-/// The delete operation a delete job belongs to (it names the job's key): the active one,
-/// else — the operation ended by its deadline and deletion goes on — the last delete job's.
-fn delete_operation(snap: &Snapshot) -> Option<OperationId> {
-    let active = snap.active_operation().filter(|o| o.request == OperationRequest::Delete);
-    active
-        .map(|o| o.id.clone())
-        .or_else(|| latest_job_by_type(&res(snap).jobs, JobType::Deprovision).and_then(|j| j.operation_id.clone()))
-}
-
-/// While a failed delete job is retried (`block_deletion_on_failure`), the delete operation
-/// carries its failure, so a client polling it sees why it is not finishing.
-fn show_retried_failure(snap: &mut Snapshot, failed: &Job, now: Timestamp) {
-    let Some(op_id) = snap.active_operation().map(|o| o.id.clone()) else { return };
-    let error = job_error(codes::DEPROVISIONING_FAILED, failed, "The delete job failed");
-    if let Some(op) = snap.operation_mut(&op_id)
-        && op.error.as_ref() != Some(&error)
-    {
-        op.error = Some(error);
-        op.last_transition_time = now;
-    }
-}
-
-/// What a forced delete's operation says when it ends.
-pub const FORCED_DELETE_NOTE: &str = "Force-deleted: the record was removed without a completed delete job; the \
-                                      infrastructure it managed may remain (orphaned).";
-
-/// A forced delete: each running job is asked to cancel once (not waited for), then the
-/// record goes without a delete job.
-fn force_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
-    let running = res_mut(snap)
-        .jobs
-        .iter_mut()
-        .find(|j| !j.state.is_terminal() && j.state != JobState::Launching && j.cancel_requested_at.is_none());
-    if let Some(job) = running {
-        job.cancel_requested_at = Some(now);
-        return Effect::Cancel { key: job.idempotency_key.clone() };
-    }
-    if let Some(op) = snap.active_operation().map(|o| o.id.clone())
-        && let Some(o) = snap.operation_mut(&op)
-    {
-        o.note = Some(FORCED_DELETE_NOTE.into());
-    }
-    complete_delete(snap, now)
-}
-
-fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
-    if let Some(op) = snap.active_operation().map(|o| o.id.clone()) {
-        snap.set_operation_status(&op, ProvisioningState::Succeeded, None, now);
-    }
-    // A parent deleting its children waits for this one to go.
-    if let Some(parent) = res(snap).id.parent() {
-        snap.wake.push(parent.key());
-    }
-    snap.resource = None;
-    Effect::Sleep { until: None }
-}
-
+pub use delete::FORCED_DELETE_NOTE;
 pub use record::apply;
