@@ -28,6 +28,22 @@ fn a_delete_that_keeps_failing_is_forced_in_place() {
     let op = w.op(2);
     assert_eq!(op.status, PS::Succeeded);
     assert_eq!(op.note.as_deref(), Some(FORCED_DELETE_NOTE));
+    assert_eq!(op.error, None, "the retried failure is not how it ended");
+}
+
+#[test]
+fn a_delete_that_succeeds_after_failing_ends_without_the_error() {
+    let mut w = World::provisioned();
+    w.delete(2).unwrap();
+    w.launch(&key(2, 2), "d1");
+    w.poll(&key(2, 2), observed(JobState::Failed, "failed", "host unreachable"));
+    let Effect::Sleep { until: Some(retry) } = w.decide() else { panic!("backoff") };
+    assert!(w.op(2).error.is_some(), "shown while retried");
+    w.set_now(retry);
+    w.launch(&key(2, 3), "d2");
+    w.poll(&key(2, 3), observed(JobState::Succeeded, "successful", ""));
+    assert_eq!(w.decide(), Effect::Sleep { until: None });
+    assert_eq!((w.op(2).status, w.op(2).error.clone()), (PS::Succeeded, None));
 }
 
 #[test]

@@ -45,6 +45,7 @@ async fn a_delete_that_keeps_failing_shows_why_and_can_be_forced() {
     let done = s.wait_terminal(&delete, WAIT).await;
     assert_eq!(done["status"], "Succeeded", "{done}");
     assert!(done["properties"]["message"].as_str().unwrap().contains("may remain (orphaned)"), "{done}");
+    assert!(done.get("error").is_none(), "a Succeeded operation carries no error: {done}");
     let (code, _): (u16, Value) = s.get_json(&id).await;
     assert_eq!(code, 404);
     let jobs = std::fs::read_to_string(s.dir.path().join("state/launches.log")).unwrap();

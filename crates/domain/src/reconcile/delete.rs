@@ -95,6 +95,10 @@ fn force_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
 
 fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     if let Some(op) = snap.active_operation().map(|o| o.id.clone()) {
+        // A failed attempt shown while it was retried is not how it ended.
+        if let Some(o) = snap.operation_mut(&op) {
+            o.error = None;
+        }
         snap.set_operation_status(&op, ProvisioningState::Succeeded, None, now);
     }
     // A parent deleting its children waits for this one to go.
