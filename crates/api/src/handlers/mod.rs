@@ -246,6 +246,24 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
     }
 }
 
+/// `?force=true|false` (absent: false); anything else is `400 InvalidParameter`.
+pub(crate) fn force_flag(ctx: &Ctx) -> Result<bool, ArmError> {
+    match ctx.query.get("force").map(|v| v.to_ascii_lowercase()).as_deref() {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(v) => Err(ArmError::bad_request(
+            "InvalidParameter",
+            format!("force must be true or false, not '{}'.", echo(v, 16)),
+        )
+        .with_target("force")),
+    }
+}
+
+/// A forced request is the platform Admin's alone; `action` names it in a `403`.
+pub(crate) fn require_admin(ctx: &Ctx, grants: &access::Grants, action: &str) -> Result<(), ArmError> {
+    grants.require(&ctx.caller, Permission::ManagePlatform, &Scope::platform(), action)
+}
+
 /// A resource id as an authorization scope.
 pub(crate) fn resource_scope(id: &ArmId) -> Scope {
     Scope::parse(&id.to_string()).unwrap_or_else(Scope::platform)

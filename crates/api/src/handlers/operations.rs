@@ -99,21 +99,13 @@ pub(crate) async fn cancel_operation(
 /// `?force=true`: end the operation now and stop its job without grace; the platform Admin
 /// only (docs/arm-contract.md#cancel).
 async fn forced_cancel(state: &ApiState, ctx: &Ctx, op: &Operation) -> Result<bool, ArmError> {
-    match ctx.query.get("force").map(|v| v.to_ascii_lowercase()).as_deref() {
-        None | Some("false") => Ok(false),
-        Some("true") => {
-            let grants = access::grants(state, &ctx.caller, Some(&op.subscription)).await?;
-            let ty = route::stored_resource_id(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default();
-            let action = format!("{ty}/forceCancel/action");
-            grants.require(&ctx.caller, Permission::ManagePlatform, &Scope::platform(), &action)?;
-            Ok(true)
-        }
-        Some(v) => Err(ArmError::bad_request(
-            "InvalidParameter",
-            format!("force must be true or false, not '{}'.", echo(v, 16)),
-        )
-        .with_target("force")),
+    if !force_flag(ctx)? {
+        return Ok(false);
     }
+    let grants = access::grants(state, &ctx.caller, Some(&op.subscription)).await?;
+    let ty = route::stored_resource_id(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default();
+    require_admin(ctx, &grants, &format!("{ty}/forceCancel/action"))?;
+    Ok(true)
 }
 
 /// The `Location` target: 202 while running; the synchronous equivalent when done. A

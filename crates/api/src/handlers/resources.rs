@@ -236,21 +236,11 @@ pub(crate) fn write_status(method: &Method, created: bool) -> StatusCode {
 /// `?force=true`: a forced delete (docs/arm-contract.md#forced-delete); only the platform's
 /// Admin may ask.
 fn forced(ctx: &Ctx, grants: &access::Grants, ty: &ResourceType) -> Result<bool, ArmError> {
-    let force = match ctx.query.get("force").map(|v| v.to_ascii_lowercase()) {
-        None => return Ok(false),
-        Some(v) if v == "false" => return Ok(false),
-        Some(v) if v == "true" => true,
-        Some(v) => {
-            return Err(ArmError::bad_request(
-                "InvalidParameter",
-                format!("force must be true or false, not '{}'.", echo(&v, 16)),
-            )
-            .with_target("force"));
-        }
-    };
-    let action = format!("{}/{}/forceDelete/action", ty.namespace, ty.type_name);
-    grants.require(&ctx.caller, Permission::ManagePlatform, &Scope::platform(), &action)?;
-    Ok(force)
+    if !force_flag(ctx)? {
+        return Ok(false);
+    }
+    require_admin(ctx, grants, &format!("{}/{}/forceDelete/action", ty.namespace, ty.type_name))?;
+    Ok(true)
 }
 
 pub(crate) async fn delete_resource(
