@@ -3,40 +3,37 @@
 //! from the state a worker step read and the state it committed.
 
 use slipway_domain::resource::Snapshot;
-use slipway_domain::{JobState, OperationId, ProvisioningState};
+use slipway_domain::{JobState, ProvisioningState, Timestamp};
 
-/// What a step started from: its operations' statuses and its jobs' states.
+/// What a step started from, kept cheap (it is taken on every engine step): its operations'
+/// statuses by position (a step never removes or reorders operations) and its jobs' states by
+/// trigger time (unique within a resource's history).
 #[derive(Debug, Default)]
 pub(crate) struct Before {
-    operations: Vec<(OperationId, ProvisioningState)>,
-    jobs: Vec<(String, JobState)>,
+    operations: Vec<ProvisioningState>,
+    jobs: Vec<(Timestamp, JobState)>,
 }
 
 impl Before {
     pub fn of(snap: &Snapshot) -> Before {
         Before {
-            operations: snap.operations.iter().map(|o| (o.id.clone(), o.status)).collect(),
-            jobs: snap
-                .resource
-                .iter()
-                .flat_map(|r| r.jobs.iter().map(|j| (j.idempotency_key.clone(), j.state)))
-                .collect(),
+            operations: snap.operations.iter().map(|o| o.status).collect(),
+            jobs: snap.resource.iter().flat_map(|r| r.jobs.iter().map(|j| (j.timestamp, j.state))).collect(),
         }
     }
 
     /// Logs what changed between this and the committed `after`.
     pub fn log_changes(&self, resource: &str, after: &Snapshot) {
-        for op in &after.operations {
-            let was = self.operations.iter().find(|(id, _)| id == &op.id).map(|(_, s)| *s);
-            if was.is_some_and(|w| w != op.status) {
+        for (op, was) in after.operations.iter().zip(&self.operations) {
+            if *was != op.status {
                 let error = op.error.as_ref().map(|e| format!("{}: {}", e.code, e.message)).unwrap_or_default();
-                tracing::info!(resource, operation = %op.id, request = ?op.request, from = ?was.unwrap_or(op.status),
+                tracing::info!(resource, operation = %op.id, request = ?op.request, from = %was,
                     status = %op.status, error = %error, "operation status changed");
             }
         }
         let Some(res) = after.resource.as_ref() else { return };
         for job in &res.jobs {
-            let was = self.jobs.iter().find(|(k, _)| k == &job.idempotency_key).map(|(_, s)| *s);
+            let was = self.jobs.iter().find(|(t, _)| *t == job.timestamp).map(|(_, s)| *s);
             if was.is_some_and(|w| !w.is_terminal()) && job.state.is_terminal() {
                 let operation = job.operation_id.as_ref().map(|o| o.to_string()).unwrap_or_default();
                 let details = if job.state == JobState::Succeeded { String::new() } else { job.message_with_details() };
