@@ -368,9 +368,9 @@ fn absolute(p: PathBuf) -> PathBuf {
     std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p)
 }
 
-type Types = (TypeRegistry, HashMap<TypeKey, TypePolicy>);
+pub(crate) type Types = (TypeRegistry, HashMap<TypeKey, TypePolicy>);
 
-fn build_types(config: &Config) -> Result<Types, AppError> {
+pub(crate) fn build_types(config: &Config) -> Result<Types, AppError> {
     let mut types = Vec::new();
     let mut policies = HashMap::new();
     for t in &config.types {
@@ -391,11 +391,6 @@ fn build_types(config: &Config) -> Result<Types, AppError> {
         }
     }
     Ok((TypeRegistry::new(types), policies))
-}
-
-/// What `serve` checks across types (references to unconfigured types), for check-config.
-pub(crate) fn build_types_for_check(config: &Config) -> Result<(), AppError> {
-    build_types(config).map(|_| ())
 }
 
 /// One configured type: its schema, its actions' schemas, its name rule.

@@ -31,7 +31,8 @@ pub fn check(config: &Config) -> Vec<String> {
         problems.extend(type_problems(config, t).into_iter().map(|p| format!("{entry}: {p}")));
     }
     if problems.is_empty()
-        && let Err(e) = crate::app::build_types_for_check(config)
+        // Across types: a schema referencing a type that is not configured.
+        && let Err(e) = crate::app::build_types(config)
     {
         problems.push(e.to_string());
     }
