@@ -438,6 +438,19 @@ impl State {
         }
         out
     }
+
+    /// A job's standard output as AWX's `stdout` endpoint builds it: its events' `stdout`,
+    /// one per line, in counter order.
+    pub fn job_stdout(&self, job: &Job) -> String {
+        let mut out = String::new();
+        for event in self.job_events(job) {
+            if let Some(line) = event["stdout"].as_str().filter(|s| !s.is_empty()) {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 /// A job's `artifacts`: its `set_stats` data once its playbook ran to the end — successful,

@@ -412,6 +412,15 @@ async fn lifecycle_goes_through_every_state_with_the_configured_timings() {
     assert_eq!(names, vec![("playbook_on_start", 1), ("runner_on_ok", 2), ("playbook_on_stats", 3)]);
     let incremental = t.get(&format!("jobs/{id}/job_events/?counter__gt=1&order_by=counter")).await.body;
     assert_eq!(incremental["count"], 2);
+    // Its standard output, built from the events' stdout: JSON by default, text on request.
+    let stdout = t.get(&format!("jobs/{id}/stdout/")).await.body;
+    let content = stdout["content"].as_str().unwrap();
+    assert!(content.starts_with("ok: [localhost]\nPLAY RECAP"), "{stdout}");
+    let text = t.http.get(t.url(&format!("jobs/{id}/stdout/?format=txt_download"))).send().await.unwrap();
+    assert_eq!(text.headers()["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(text.text().await.unwrap(), content);
+    assert_eq!(t.get(&format!("jobs/{id}/stdout/?format=html5")).await.status, 400);
+    assert_eq!(t.get("jobs/999999/stdout/").await.status, 404);
 
     // The template reflects its last job.
     let tpl = t.get("job_templates/20/").await.body;

@@ -175,13 +175,51 @@ pub struct Http {
     clock: Arc<dyn Clock>,
     /// Draws for the retry jitter ([`backoff`]): deterministic per instance, never a clock.
     jitter: Mutex<SplitMix64>,
+    /// The provider's name (the metrics' `provider` label) and where requests are counted.
+    provider: String,
+    metrics: slipway_metrics::ProviderMetrics,
 }
 
 impl Http {
     pub fn new(settings: HttpSettings) -> Self {
         let permits = tokio::sync::Semaphore::new(settings.max_concurrent.max(1));
         let jitter = Mutex::new(SplitMix64::from_name(&settings.jitter_seed));
-        Http { s: settings, permits, gate: Mutex::new(None), clock: Arc::new(SystemClock), jitter }
+        Http {
+            s: settings,
+            permits,
+            gate: Mutex::new(None),
+            clock: Arc::new(SystemClock),
+            jitter,
+            provider: String::new(),
+            metrics: Default::default(),
+        }
+    }
+
+    /// Counts requests (latency by endpoint and status) and `Retry-After` waits into `metrics`
+    /// under the provider's name.
+    pub fn with_metrics(self, provider: &str, metrics: slipway_metrics::ProviderMetrics) -> Self {
+        Http { provider: provider.to_string(), metrics, ..self }
+    }
+
+    /// The request's path under the API root with numeric ids as `{id}`: a label of bounded
+    /// cardinality (`v2/job_templates/{id}/launch/`).
+    fn endpoint(&self, url: &Url) -> String {
+        let path = url.path().strip_prefix(self.s.root.path()).unwrap_or(url.path());
+        let segments: Vec<&str> = path
+            .split('/')
+            .map(|s| if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) { "{id}" } else { s })
+            .collect();
+        segments.join("/")
+    }
+
+    fn count(&self, method: &Method, url: &Url, status: Option<u16>, started: Instant) {
+        let labels = slipway_metrics::ProviderRequestLabels {
+            provider: self.provider.clone(),
+            endpoint: self.endpoint(url),
+            method: method.to_string(),
+            status: status.map_or_else(|| "error".to_string(), |s| s.to_string()),
+        };
+        self.metrics.requests.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
     }
 
     /// Reads wall-clock time (the `now` an HTTP-date `Retry-After` is relative to) from
@@ -240,6 +278,8 @@ impl Http {
                 tracing::debug!(request = %what, wait_ms = left.as_millis() as u64, "waiting for AAP's Retry-After");
                 tokio::time::sleep(left).await;
                 waited += left;
+                let provider = slipway_metrics::ProviderLabels { provider: self.provider.clone() };
+                self.metrics.retry_after_waits.get_or_create(&provider).inc_by(left.as_secs_f64());
                 continue;
             }
             let permit = self
@@ -291,14 +331,17 @@ impl Http {
     ) -> Result<Reply, HttpError> {
         let what = Self::what(&method, url);
         let _permit = self.pass_gate(&what, mode).await?;
-        let mut req = self.s.client.request(method, url.clone()).header(ACCEPT, "application/json");
+        let started = Instant::now();
+        let mut req = self.s.client.request(method.clone(), url.clone()).header(ACCEPT, "application/json");
         if let Some(auth) = &self.s.authorization {
             req = req.header(AUTHORIZATION, auth.clone());
         }
         if let Some(body) = body {
             req = req.json(body);
         }
-        let resp = req.send().await.map_err(|e| self.transport_error(&what, e))?;
+        let sent = req.send().await;
+        self.count(&method, url, sent.as_ref().ok().map(|r| r.status().as_u16()), started);
+        let resp = sent.map_err(|e| self.transport_error(&what, e))?;
         let status = resp.status();
         let retry_after = resp.headers().get(RETRY_AFTER).and_then(|v| parse_retry_after(v, self.wall_now()));
         if let Some(wait) = closes_gate(status.as_u16(), retry_after) {

@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 use slipway_domain::JobState;
-use slipway_provider::{CancelOutcome, JobHandle, ProviderError};
+use slipway_provider::{CancelOutcome, JobHandle, JobOutput, OUTPUT_CHUNK_BYTES, ProviderError};
 
 use crate::AapProvider;
 use crate::http::{Http, HttpError};
@@ -115,6 +115,29 @@ impl AapProvider {
             200..=299 => Ok(CancelOutcome::Requested),
             405 => Ok(CancelOutcome::AlreadyFinished),
             404 => Err(ProviderError::NotFound(format!("AAP {} {id} does not exist", kind.noun()))),
+            _ => Err(self.http.status_error(&what, &reply).into_provider()),
+        }
+    }
+
+    /// `GET jobs/{id}/stdout/?format=txt_download` (the whole text, which AWX builds from
+    /// the job's events so far), from byte `offset` on. A workflow job prints nothing itself:
+    /// its output is in its nodes' jobs, which the answer says.
+    pub(crate) async fn job_output(&self, kind: JobKind, id: u64, offset: u64) -> Result<JobOutput, ProviderError> {
+        if kind == JobKind::WorkflowJob {
+            let note = format!("AAP workflow job {id} has no output of its own: see the jobs of its nodes.\n");
+            let from = (offset as usize).min(note.len());
+            return Ok(JobOutput::of(&note.as_bytes()[from..], from as u64, false));
+        }
+        let url = self.http.url(&format!("v2/jobs/{id}/stdout/?format=txt_download"));
+        let what = Http::what(&Method::GET, &url);
+        let reply = self.http.send_idempotent(Method::GET, &url, None).await.map_err(HttpError::into_provider)?;
+        match reply.status.as_u16() {
+            200..=299 => {
+                let from = (offset as usize).min(reply.body.len());
+                let to = (from + OUTPUT_CHUNK_BYTES).min(reply.body.len());
+                Ok(JobOutput::of(&reply.body[from..to], from as u64, to < reply.body.len()))
+            }
+            404 => Err(ProviderError::NotFound(format!("AAP job {id} is no longer in the controller"))),
             _ => Err(self.http.status_error(&what, &reply).into_provider()),
         }
     }

@@ -137,6 +137,11 @@ impl Provider for AapProvider {
         outcome
     }
 
+    async fn output(&self, handle: &JobHandle, offset: u64) -> Result<slipway_provider::JobOutput, ProviderError> {
+        let (kind, id) = parse_handle(handle)?;
+        self.job_output(kind, id, offset).await
+    }
+
     /// `GET v2/me/`: the controller answers, and it accepts the credentials.
     async fn check(&self) -> Result<(), ProviderError> {
         let url = self.http.url("v2/me/");

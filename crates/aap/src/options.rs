@@ -81,6 +81,8 @@ pub struct AapOptions {
     /// Where wall-clock time is read: the `now` of an HTTP-date `Retry-After` and of
     /// `find_window`. Tests inject a shifted clock; waits run on tokio's clock regardless.
     pub clock: Arc<dyn Clock>,
+    /// Where this provider's HTTP requests are counted (the application's, for `/metrics`).
+    pub metrics: slipway_metrics::ProviderMetrics,
 }
 
 impl Default for AapOptions {
@@ -107,11 +109,12 @@ impl Default for AapOptions {
             find_window: None,
             page_size: PAGE_SIZE,
             clock: Arc::new(SystemClock),
+            metrics: Default::default(),
         }
     }
 }
 
-/// Every option but the clock, which has no `Debug` (credentials print as `***`).
+/// Every option but the clock and the metrics, which have no useful `Debug` (credentials print as `***`).
 impl fmt::Debug for AapOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let AapOptions {
@@ -136,6 +139,7 @@ impl fmt::Debug for AapOptions {
             find_window,
             page_size,
             clock: _,
+            metrics: _,
         } = self;
         f.debug_struct("AapOptions")
             .field("name", name)
@@ -233,7 +237,8 @@ impl AapProvider {
             timeout: options.request_timeout,
             jitter_seed,
         })
-        .with_clock(options.clock.clone());
+        .with_clock(options.clock.clone())
+        .with_metrics(&options.name, options.metrics.clone());
         Ok(AapProvider {
             name: options.name,
             http,

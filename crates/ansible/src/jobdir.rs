@@ -84,12 +84,12 @@ impl JobDir {
     pub fn cancel_marker(&self) -> PathBuf {
         self.dir.join("cancel-requested")
     }
-    /// Written once the job's end was handled (leftovers swept, tmp removed).
     /// ansible-runner's input of extra vars (removed once the job is over).
     pub fn extravars(&self) -> PathBuf {
         self.dir.join("env/extravars")
     }
 
+    /// Written once the job's end was handled (leftovers swept, tmp removed).
     pub fn finished_marker(&self) -> PathBuf {
         self.dir.join("finished")
     }
@@ -172,6 +172,32 @@ impl JobDir {
         let s = fs::read_to_string(self.status_path()).ok()?;
         let s = s.trim();
         (!s.is_empty()).then(|| s.to_owned())
+    }
+
+    /// When the job's end was handled, if it was.
+    pub fn finished_at(&self) -> Option<std::time::SystemTime> {
+        fs::metadata(self.finished_marker()).and_then(|m| m.modified()).ok()
+    }
+
+    /// The playbook's output from byte `offset` on (at most a chunk, ANSI colour codes
+    /// removed); nothing yet before the runner created it.
+    pub fn read_output(&self, offset: u64) -> io::Result<slipway_provider::JobOutput> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut file = match fs::File::open(self.playbook_stdout()) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(slipway_provider::JobOutput { text: String::new(), next_offset: offset });
+            }
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        file.seek(SeekFrom::Start(offset.min(len)))?;
+        let mut bytes = Vec::new();
+        file.take(slipway_provider::OUTPUT_CHUNK_BYTES as u64).read_to_end(&mut bytes)?;
+        let more = offset.min(len) + (bytes.len() as u64) < len;
+        let mut out = slipway_provider::JobOutput::of(&bytes, offset.min(len), more);
+        out.text = strip_ansi(&out.text);
+        Ok(out)
     }
 
     pub fn has_rc(&self) -> bool {

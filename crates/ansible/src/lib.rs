@@ -28,6 +28,7 @@ mod jobdir;
 mod keylock;
 mod naming;
 mod procfs;
+mod retention;
 mod terminate;
 
 use std::collections::{HashMap, HashSet};
@@ -78,6 +79,8 @@ pub struct AnsibleOptions {
     /// Static extra vars every job gets (e.g. where example playbooks keep state); the
     /// `slipway` envelope wins on a name clash.
     pub extra_vars: serde_json::Map<String, serde_json::Value>,
+    /// How long a finished job's directory (its output, its artifacts) is kept.
+    pub job_retention: Duration,
 }
 
 impl Default for AnsibleOptions {
@@ -94,6 +97,7 @@ impl Default for AnsibleOptions {
             cancel_grace: Duration::from_secs(10),
             max_concurrent: 8,
             extra_vars: serde_json::Map::new(),
+            job_retention: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -144,6 +148,7 @@ struct Inner {
     cancel_grace: Duration,
     max_concurrent: usize,
     extra_vars: serde_json::Map<String, serde_json::Value>,
+    job_retention: Duration,
     /// Serialises launch and find, so one key never gets two runners from this process.
     launch_lock: tokio::sync::Mutex<()>,
     /// Job dir names believed to be running (launched, or adopted and seen running).
@@ -225,6 +230,7 @@ impl AnsibleProvider {
                 cancel_grace: options.cancel_grace,
                 max_concurrent: options.max_concurrent,
                 extra_vars: options.extra_vars,
+                job_retention: options.job_retention,
                 launch_lock: tokio::sync::Mutex::new(()),
                 active: Mutex::new(HashSet::new()),
                 cancelling: Mutex::new(HashSet::new()),
@@ -795,6 +801,31 @@ impl Provider for AnsibleProvider {
         })
         .await??;
         Ok(found.into_iter().collect())
+    }
+
+    async fn output(&self, handle: &JobHandle, offset: u64) -> Result<slipway_provider::JobOutput, ProviderError> {
+        let (_, job) = self.inner.job_for_handle(handle)?;
+        blocking(move || {
+            if !job.exists() {
+                return Err(ProviderError::NotFound(
+                    "the job's directory is gone (removed after its retention)".to_string(),
+                ));
+            }
+            job.read_output(offset).map_err(|e| ProviderError::Transient(format!("reading the job's output: {e}")))
+        })
+        .await?
+    }
+
+    async fn sweep(&self) -> usize {
+        let inner = self.inner.clone();
+        let removed =
+            blocking(move || retention::sweep(&inner.work_dir, inner.job_retention, std::time::SystemTime::now()))
+                .await
+                .unwrap_or(0);
+        if removed > 0 {
+            tracing::info!(provider = %self.inner.name, removed, "removed job directories past their retention");
+        }
+        removed
     }
 
     async fn shutdown(&self) {

@@ -359,3 +359,48 @@ async fn work_and_job_files_are_private_to_the_owner() {
     // What the playbook wrote without a mode of its own is private too (the job's umask).
     assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o077, 0, "the playbook's file");
 }
+
+#[tokio::test]
+async fn output_is_readable_while_the_job_runs_and_gone_after_its_retention() {
+    let fx = Fixture::new();
+    let gate = fx.work.path().join("go-on");
+    fx.playbook(
+        "create-virtual-network.yml",
+        &format!(
+            r#"    - debug: msg="first line of output"
+    - wait_for: path={gate} timeout=60
+    - debug: msg="after the gate"
+"#,
+            gate = gate.display()
+        ),
+    );
+    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions { job_retention: Duration::ZERO, ..fx.options() })
+        .unwrap();
+    let launched = p.launch(&request("output:1", "VirtualNetwork", json!({}))).await.unwrap();
+    // Printed while the job still waits at the gate.
+    let early = eventually("the first task's output", RUN_TIMEOUT, || async {
+        let out = p.output(&launched.handle, 0).await.unwrap();
+        out.text.contains("first line of output").then_some(out)
+    })
+    .await;
+    assert!(!early.text.contains("after the gate"), "{early:?}");
+    assert!(!early.text.contains('\u{1b}'), "no colour codes: {early:?}");
+    assert_eq!(p.sweep().await, 0, "a running job's directory stays");
+    std::fs::write(&gate, "").unwrap();
+    let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
+    assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+    // The rest, from where the first read stopped.
+    let rest = p.output(&launched.handle, early.next_offset).await.unwrap();
+    assert!(rest.text.contains("after the gate") && rest.text.contains("PLAY RECAP"), "{rest:?}");
+    assert!(!rest.text.contains("first line of output"), "{rest:?}");
+    let end = p.output(&launched.handle, rest.next_offset).await.unwrap();
+    assert_eq!((end.text.as_str(), end.next_offset), ("", rest.next_offset));
+
+    // Past its (zero) retention, once its runner has exited.
+    eventually("the finished job's directory is removed", RUN_TIMEOUT, || async {
+        (p.sweep().await == 1).then_some(())
+    })
+    .await;
+    assert!(matches!(p.output(&launched.handle, 0).await, Err(ProviderError::NotFound(_))));
+    assert!(matches!(p.status(&[launched.handle.clone()]).await[0], Err(ProviderError::NotFound(_))));
+}

@@ -1,6 +1,7 @@
 //! The ARM HTTP front end (axum) and the async-notification sender. The only crate that
-//! knows HTTP and the ARM wire format. It never calls a provider: it records intent in the
-//! store (one transaction per request), wakes the engine, and answers.
+//! knows HTTP and the ARM wire format. It never drives a provider: it records intent in the
+//! store (one transaction per request), wakes the engine, and answers; the one read it makes
+//! through a provider, a job's output, goes through [`JobOutputReader`].
 
 mod access;
 mod edge;
@@ -9,6 +10,7 @@ mod handlers;
 mod hooks;
 mod limits;
 mod listener;
+mod metrics;
 pub mod notify;
 mod openapi;
 mod preconditions;
@@ -35,6 +37,7 @@ pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
 pub use handlers::jobs::JOBS_SEGMENT;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
+pub use metrics::MetricsAccess;
 pub use ratelimit::{RateLimiter, RateLimits};
 pub use slipway_auth::Authenticator;
 pub use types::{ActionType, ResourceType, TypeRegistry};
@@ -52,6 +55,8 @@ pub struct ApiOptions {
     /// Which `Azure-AsyncNotificationUri` callbacks a request may name (the notifier sends
     /// by the same policy).
     pub callbacks: notify::CallbackPolicy,
+    /// Who may scrape `/metrics`.
+    pub metrics_access: MetricsAccess,
 }
 
 impl Default for ApiOptions {
@@ -62,9 +67,42 @@ impl Default for ApiOptions {
             max_body_bytes: 1024 * 1024,
             page_size: 100,
             callbacks: notify::CallbackPolicy::default(),
+            metrics_access: MetricsAccess::default(),
         }
     }
 }
+
+/// A job as its provider knows it: what reading its output needs.
+#[derive(Clone, Debug)]
+pub struct JobRef {
+    pub provider: String,
+    pub job_id: String,
+    /// The provider's handle data, as stored with the job.
+    pub handle: serde_json::Value,
+}
+
+/// A piece of a job's output, from the offset asked for to `next_offset`.
+#[derive(Clone, Debug, Default)]
+pub struct OutputChunk {
+    pub text: String,
+    pub next_offset: u64,
+}
+
+#[derive(Clone, Debug)]
+pub enum OutputError {
+    /// The provider no longer has it (retention, a purged controller job).
+    Gone,
+    /// Not readable now; the provider's words, for the server's log only.
+    Unavailable(String),
+}
+
+/// `(job, byte offset) -> the job's output from there`, read from the job's provider: the
+/// one way the API reaches a provider, for `GET …/logs`.
+pub type JobOutputReader = Arc<
+    dyn Fn(JobRef, u64) -> std::pin::Pin<Box<dyn Future<Output = Result<OutputChunk, OutputError>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// `(provider, webhook body) -> whether a worker follows the job it names`, or why the body
 /// is not a notification of that provider. Only the provider knows its notifications' shape.
@@ -89,6 +127,13 @@ pub struct ApiState {
     pub rate_limits: Option<RateLimiter>,
     /// Seals secret properties (`None`: no `[secrets]` configured, and no type has any).
     pub secrets: Option<Arc<slipway_secrets::Keyring>>,
+    /// What `/metrics` exports; the API counts its requests into `metrics.http`.
+    pub metrics: slipway_metrics::Metrics,
+    /// Reads a job's output from its provider (`GET …/logs`).
+    pub job_output: JobOutputReader,
+    /// Turns true when the server stops: answers that stream (following a job's output)
+    /// end then, so shutdown does not wait for a job to finish.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
@@ -96,9 +141,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi::serve))
+        .route("/metrics", get(metrics::serve))
         .route("/hooks/{provider}", axum::routing::post(hooks::job_notification))
         .fallback(|State(state): State<Arc<ApiState>>, req: Request<Body>| handlers::handle(state, req))
-        .layer(middleware::from_fn(correlation))
+        .layer(middleware::from_fn_with_state(state.clone(), correlation))
         .with_state(state)
 }
 
@@ -119,11 +165,12 @@ pub(crate) struct AccessPrincipal(pub String);
 
 /// `x-ms-request-id` on every response; correlation and client request ids echoed; one
 /// access-log line per request (`slipway::access`: method, route template, status,
-/// duration, request id, principal).
-async fn correlation(mut req: Request<Body>, next: Next) -> Response {
+/// duration, request id, principal), and the request counted in the metrics.
+async fn correlation(State(state): State<Arc<ApiState>>, mut req: Request<Body>, next: Next) -> Response {
     let started = std::time::Instant::now();
     let method = req.method().clone();
     let route = route::template(req.uri().path());
+    let metric_route = route::metric_template(req.uri().path(), &state.types);
     let echo: Vec<(&'static str, HeaderValue)> = ["x-ms-correlation-request-id", "x-ms-client-request-id"]
         .into_iter()
         .filter_map(|h| req.headers().get(h).map(|v| (h, v.clone())))
@@ -138,9 +185,14 @@ async fn correlation(mut req: Request<Body>, next: Next) -> Response {
     for (name, value) in echo {
         headers.insert(name, value);
     }
+    let elapsed = started.elapsed().as_secs_f64();
+    // Only the methods ARM uses become label values: a client cannot invent new ones.
+    let known = ["GET", "PUT", "PATCH", "DELETE", "POST", "HEAD", "OPTIONS"].contains(&method.as_str());
+    let metric_method = if known { method.as_str() } else { "other" };
+    state.metrics.http.observe(&metric_route, metric_method, resp.status().as_u16(), elapsed);
     let principal = resp.extensions().get::<AccessPrincipal>().map(|p| p.0.as_str()).unwrap_or("-");
     tracing::info!(target: "slipway::access", method = %method, route = %route, status = resp.status().as_u16(),
-        duration_ms = started.elapsed().as_secs_f64() * 1000.0, request_id = %request_id, principal = %principal,
+        duration_ms = elapsed * 1000.0, request_id = %request_id, principal = %principal,
         "request");
     resp
 }

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use slipway_domain::access::Scope;
 use slipway_domain::ids::{ArmId, validate_name};
 
-use crate::types::arm_name_ok;
+use crate::types::{TypeRegistry, arm_name_ok};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -37,6 +37,14 @@ pub enum Route {
         id: String,
     },
     OperationCancel {
+        subscription: String,
+        namespace: String,
+        location: String,
+        id: String,
+    },
+    /// `…/operationStatuses/{id}/logs`: the output of the operation's job (a Slipway
+    /// extension).
+    OperationLogs {
         subscription: String,
         namespace: String,
         location: String,
@@ -70,10 +78,41 @@ pub enum Route {
 }
 
 /// A path as its route's template, ids and names left out (`…/providers/Ns/things/{name}`):
-/// what access logs and metrics group requests by. Paths that are no ARM route keep
-/// themselves when they are Slipway's own (`/healthz`), else `unmatched`.
+/// what access logs group requests by. Paths that are no ARM route keep themselves when they
+/// are Slipway's own (`/healthz`), else `unmatched`.
 pub fn template(path: &str) -> String {
+    template_named(path, &|ns, type_name| Some((ns.to_string(), type_name.to_string())), &|ns| Some(ns.to_string()))
+}
+
+/// [`template`] for a metric label: namespaces and types as configured, whatever casing the
+/// request used, and `unmatched` for any a client made up — a label's values must stay few.
+/// A type's actions and job history count as the type's (`…/things/{name}/restart`).
+pub fn metric_template(path: &str, types: &TypeRegistry) -> String {
+    let typed = |ns: &str, type_name: &str| {
+        if let Some(t) = types.get(ns, type_name) {
+            return Some((t.namespace.clone(), t.type_name.clone()));
+        }
+        let (parent, last) = type_name.rsplit_once('/')?;
+        let t = types.get(ns, parent)?;
+        let last = match t.action(last) {
+            Some(action) => action.name.clone(),
+            None if last.eq_ignore_ascii_case(crate::JOBS_SEGMENT) => crate::JOBS_SEGMENT.to_string(),
+            None => return None,
+        };
+        Some((t.namespace.clone(), format!("{}/{last}", t.type_name)))
+    };
+    let namespace = |ns: &str| types.all().find(|t| t.namespace.eq_ignore_ascii_case(ns)).map(|t| t.namespace.clone());
+    template_named(path, &typed, &namespace)
+}
+
+/// The configured `(namespace, type)` a route names, or `None` to answer `unmatched`.
+type TypeNames<'a> = dyn Fn(&str, &str) -> Option<(String, String)> + 'a;
+type NamespaceNames<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &NamespaceNames<'_>) -> String {
+    const UNMATCHED: &str = "unmatched";
     let typed = |ns: &str, type_name: &str, leaf_named: bool| {
+        let (ns, type_name) = typed_names(ns, type_name)?;
         let segs: Vec<&str> = type_name.split('/').collect();
         let mut out = format!("/providers/{ns}");
         for (i, seg) in segs.iter().enumerate() {
@@ -82,7 +121,7 @@ pub fn template(path: &str) -> String {
                 out.push_str("/{name}");
             }
         }
-        out
+        Some(out)
     };
     let group = |rg: bool| {
         if rg {
@@ -91,34 +130,38 @@ pub fn template(path: &str) -> String {
             "/subscriptions/{subscriptionId}"
         }
     };
-    match parse(path) {
-        Ok(Route::Resource(id)) => format!("{}{}", group(true), typed(&id.namespace, &id.type_name, true)),
+    let operations = |namespace: &str, tail: &str| {
+        namespace_names(namespace).map(|namespace| {
+            format!("/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/{tail}")
+        })
+    };
+    let templated = match parse(path) {
+        Ok(Route::Resource(id)) => typed(&id.namespace, &id.type_name, true).map(|t| format!("{}{t}", group(true))),
         Ok(Route::Collection { resource_group, namespace, type_name, parent, .. }) => {
-            format!("{}{}", group(resource_group.is_some() || parent.is_some()), typed(&namespace, &type_name, false))
+            typed(&namespace, &type_name, false)
+                .map(|t| format!("{}{t}", group(resource_group.is_some() || parent.is_some())))
         }
-        Ok(Route::OperationStatus { namespace, .. }) => {
-            format!(
-                "/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/operationStatuses/{{operationId}}"
-            )
+        Ok(Route::OperationStatus { namespace, .. }) => operations(&namespace, "operationStatuses/{operationId}"),
+        Ok(Route::OperationCancel { namespace, .. }) => {
+            operations(&namespace, "operationStatuses/{operationId}/cancel")
         }
-        Ok(Route::OperationCancel { namespace, .. }) => format!(
-            "/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/operationStatuses/{{operationId}}/cancel"
-        ),
-        Ok(Route::OperationResult { namespace, .. }) => format!(
-            "/subscriptions/{{subscriptionId}}/providers/{namespace}/locations/{{location}}/operationResults/{{operationId}}"
-        ),
-        Ok(Route::Subscriptions) => "/subscriptions".into(),
-        Ok(Route::Subscription(_)) => "/subscriptions/{subscriptionId}".into(),
+        Ok(Route::OperationLogs { namespace, .. }) => operations(&namespace, "operationStatuses/{operationId}/logs"),
+        Ok(Route::OperationResult { namespace, .. }) => operations(&namespace, "operationResults/{operationId}"),
+        Ok(Route::Subscriptions) => Some("/subscriptions".into()),
+        Ok(Route::Subscription(_)) => Some("/subscriptions/{subscriptionId}".into()),
         Ok(Route::RoleAssignments { id, .. }) => {
             let tail = if id.is_some() { "/{roleAssignmentName}" } else { "" };
-            format!("{{scope}}/providers/Slipway.Authorization/roleAssignments{tail}")
+            Some(format!("{{scope}}/providers/Slipway.Authorization/roleAssignments{tail}"))
         }
-        Ok(Route::Provider { namespace, .. }) => format!("/providers/{namespace}"),
-        Ok(Route::ProviderOperations { namespace }) => format!("/providers/{namespace}/operations"),
-        Err(_) if ["/healthz", "/readyz", "/openapi.json"].contains(&path) => path.to_string(),
-        Err(_) if path.starts_with("/hooks/") => "/hooks/{provider}".into(),
-        Err(_) => "unmatched".into(),
-    }
+        Ok(Route::Provider { namespace, .. }) => namespace_names(&namespace).map(|ns| format!("/providers/{ns}")),
+        Ok(Route::ProviderOperations { namespace }) => {
+            namespace_names(&namespace).map(|ns| format!("/providers/{ns}/operations"))
+        }
+        Err(_) if ["/healthz", "/readyz", "/openapi.json", "/metrics"].contains(&path) => Some(path.to_string()),
+        Err(_) if path.starts_with("/hooks/") => Some("/hooks/{provider}".into()),
+        Err(_) => None,
+    };
+    templated.unwrap_or_else(|| UNMATCHED.into())
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -283,10 +326,14 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
                 && is(p, "providers")
                 && is(l, "locations")
                 && is(kind, "operationStatuses")
-                && is(c, "cancel") =>
+                && (is(c, "cancel") || is(c, "logs")) =>
         {
             let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
-            Ok(Route::OperationCancel { subscription, namespace, location, id })
+            if is(c, "cancel") {
+                Ok(Route::OperationCancel { subscription, namespace, location, id })
+            } else {
+                Ok(Route::OperationLogs { subscription, namespace, location, id })
+            }
         }
         [s, sub, r, rg, p, ns, pairs @ ..]
             if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") && !pairs.is_empty() =>
@@ -325,6 +372,41 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metric_templates_name_only_configured_types_in_their_declared_casing() {
+        let vms = crate::types::ResourceType::new(
+            "Slipway.Example",
+            "computeInstances",
+            "ComputeInstance",
+            vec!["2025-01-01".into()],
+            None,
+        )
+        .unwrap()
+        .with_actions([crate::types::ActionType::new("computeInstances", "restart", None).unwrap()]);
+        let types = TypeRegistry::new([vms]);
+        let sub = "/subscriptions/00000000-0000-0000-0000-000000000001";
+        let vm = format!("{sub}/resourceGroups/rg/providers/slipway.example/COMPUTEINSTANCES/vm1");
+        let typed = "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Slipway.Example/computeInstances";
+        for (path, want) in [
+            (vm.clone(), format!("{typed}/{{name}}")),
+            (format!("{vm}/RESTART"), format!("{typed}/{{name}}/restart")),
+            (format!("{vm}/jobs"), format!("{typed}/{{name}}/jobs")),
+            (format!("{vm}/reboot"), "unmatched".into()),
+            (format!("{sub}/resourceGroups/rg/providers/Made.Up/things/x"), "unmatched".into()),
+            (
+                format!("{sub}/providers/SLIPWAY.EXAMPLE/locations/here/operationStatuses/00000000-0000-4000-8000-000000000001/logs"),
+                "/subscriptions/{subscriptionId}/providers/Slipway.Example/locations/{location}/operationStatuses/{operationId}/logs".into(),
+            ),
+            (format!("{sub}/providers/Made.Up/locations/here/operationStatuses/00000000-0000-4000-8000-000000000001"), "unmatched".into()),
+            ("/metrics".into(), "/metrics".into()),
+            ("/anything/else".into(), "unmatched".into()),
+        ] {
+            assert_eq!(metric_template(&path, &types), want, "{path}");
+        }
+        // The access log keeps what the client sent.
+        assert!(template(&format!("{sub}/resourceGroups/rg/providers/Made.Up/things/x")).contains("Made.Up/things"));
+    }
 
     const S: &str = "0b9D1f3e-52a4-4c38-9d7e-1f1b7a1c2d3e";
 

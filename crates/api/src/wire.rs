@@ -160,7 +160,7 @@ pub fn job_history_body(res: &ResourceRecord) -> Value {
 
 fn job_body(j: &slipway_domain::Job) -> Value {
     let mut body = json!({
-        "type": serde_json::to_value(j.job_type).unwrap_or(Value::Null),
+        "type": j.job_type.as_str(),
         "state": j.state.as_str(),
         "jobId": j.job_id,
         "provider": j.provider,

@@ -26,6 +26,18 @@ pub enum JobType {
     Preflight,
 }
 
+impl JobType {
+    /// The word the wire, the logs and the metrics use (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobType::Provision => "provision",
+            JobType::Deprovision => "deprovision",
+            JobType::Action => "action",
+            JobType::Preflight => "preflight",
+        }
+    }
+}
+
 /// Observed state of a job. `Launching` is Slipway's intent state: the entry is committed
 /// before the provider is asked to launch, so a crash leaves evidence to reconcile from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -25,6 +25,7 @@ pub(crate) struct Backends<'a> {
     pub secrets: Option<&'a Keyring>,
     /// The configured types: what a job is told a resource's type is.
     pub types: &'a HashMap<TypeKey, TypePolicy>,
+    pub metrics: &'a slipway_metrics::EngineMetrics,
 }
 
 impl Backends<'_> {
@@ -109,6 +110,32 @@ enum Io {
     Kill,
 }
 
+impl Io {
+    fn as_str(self) -> &'static str {
+        match self {
+            Io::Launch => "launch",
+            Io::Find => "find",
+            Io::Poll => "poll",
+            Io::Cancel => "cancel",
+            Io::Kill => "kill",
+        }
+    }
+}
+
+/// `ok`, or the class of the failure (as the domain folds it in).
+fn outcome_word(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Failed(f) => match f.kind {
+            FailureKind::RateLimited { .. } => "rate_limited",
+            FailureKind::NotFound => "not_found",
+            FailureKind::Transient => "transient",
+            FailureKind::Indeterminate => "indeterminate",
+            FailureKind::Permanent => "permanent",
+        },
+        _ => "ok",
+    }
+}
+
 /// Runs `effect` for `res` and reports what happened; `None` for `Sleep`, which needs no
 /// I/O. Provider errors are outcomes the domain knows how to fold in.
 pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &Effect) -> Option<Outcome> {
@@ -138,7 +165,14 @@ pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &E
         tracing::error!(resource = %res.id, key = %key, job = %job.job_id, provider = %job.provider,
             "canceling a second job the provider started for one idempotency key");
     }
-    Some(perform_io(backends, snap, res, job, io).await)
+    let outcome = perform_io(backends, snap, res, job, io).await;
+    let labels = slipway_metrics::JobRequestLabels {
+        provider: job.provider.clone(),
+        request: io.as_str().into(),
+        outcome: outcome_word(&outcome).into(),
+    };
+    backends.metrics.job_requests.get_or_create(&labels).inc();
+    Some(outcome)
 }
 
 /// A resource a job depends on, as the job may see it: secret properties (sealed) left out.

@@ -117,6 +117,7 @@ pub(crate) struct Shared {
     pub policies: HashMap<TypeKey, TypePolicy>,
     /// Opens sealed secret properties for the jobs.
     pub secrets: Option<Arc<slipway_secrets::Keyring>>,
+    pub metrics: slipway_metrics::EngineMetrics,
     pub clock: Arc<dyn Clock>,
     pub options: EngineOptions,
     pub outbox: Arc<Notify>,
@@ -167,6 +168,7 @@ impl Engine {
             providers,
             policies,
             secrets: None,
+            metrics: Default::default(),
             clock,
             options,
             outbox: Arc::new(Notify::new()),
@@ -180,6 +182,12 @@ impl Engine {
     /// Opens secret properties with `keyring` when launching jobs.
     pub fn with_secrets(mut self, keyring: Arc<slipway_secrets::Keyring>) -> Self {
         Arc::get_mut(&mut self.shared).expect("with_secrets before the engine is shared").secrets = Some(keyring);
+        self
+    }
+
+    /// Counts into `metrics` (the application's, which `/metrics` exports).
+    pub fn with_metrics(mut self, metrics: slipway_metrics::EngineMetrics) -> Self {
+        Arc::get_mut(&mut self.shared).expect("with_metrics before the engine is shared").metrics = metrics;
         self
     }
 
@@ -210,7 +218,14 @@ impl Engine {
                 _ = renew.tick() => {
                     let until = shared.clock.now().add(opts.lease_for);
                     let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
-                    match shared.store.renew_leases(&opts.owner, &held, until).await {
+                    let renewed = shared.store.renew_leases(&opts.owner, &held, until).await;
+                    let outcome = match &renewed {
+                        Ok(n) if *n as usize == held.len() => "all",
+                        Ok(_) => "partial",
+                        Err(_) => "error",
+                    };
+                    shared.metrics.renewals.get_or_create(&slipway_metrics::OutcomeLabels { outcome: outcome.into() }).inc();
+                    match renewed {
                         // Only a renewal of every lease we work on vouches for all of them: one
                         // that renewed fewer missed a lease another node took over meanwhile
                         // (we were paused or cut off), whose worker must not take this renewal
@@ -228,6 +243,9 @@ impl Engine {
                         Ok(n) if n > 0 => tracing::info!(expired = n, "swept expired operations"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "operation sweep failed"),
+                    }
+                    for provider in shared.providers.values() {
+                        provider.sweep().await;
                     }
                     continue;
                 }
@@ -276,6 +294,7 @@ async fn claim_and_dispatch(
             })
             .await?;
         let full = claimed.len() >= room;
+        shared.metrics.claimed.inc_by(claimed.len() as u64);
         if !claimed.is_empty() {
             tracing::debug!(claimed = claimed.len(), in_flight, "claimed due resources");
         }
@@ -292,6 +311,7 @@ async fn claim_and_dispatch(
             }
             let slot = Arc::new(Slot { poke: Notify::new(), pending: Mutex::new(None) });
             running.insert(key.clone(), slot.clone());
+            shared.metrics.workers.set(running.len() as i64);
             drop(running);
             let job = worker::Worker::new(shared.clone(), &record, &lease, slot, stop.clone());
             // Every line the worker logs names its resource (a span field).

@@ -22,8 +22,8 @@ impl Before {
         }
     }
 
-    /// Logs what changed between this and the committed `after`.
-    pub fn log_changes(&self, resource: &str, after: &Snapshot) {
+    /// Logs what changed between this and the committed `after`, and counts the jobs that ended.
+    pub fn log_changes(&self, resource: &str, after: &Snapshot, metrics: &slipway_metrics::EngineMetrics) {
         for (op, was) in after.operations.iter().zip(&self.operations) {
             if *was != op.status {
                 let error = op.error.as_ref().map(|e| format!("{}: {}", e.code, e.message)).unwrap_or_default();
@@ -36,6 +36,12 @@ impl Before {
             let was = self.jobs.iter().find(|(t, _)| *t == job.timestamp).map(|(_, s)| *s);
             if was.is_some_and(|w| !w.is_terminal()) && job.state.is_terminal() {
                 let operation = job.operation_id.as_ref().map(|o| o.to_string()).unwrap_or_default();
+                let labels = slipway_metrics::JobEndLabels {
+                    provider: job.provider.clone(),
+                    r#type: job.job_type.as_str().into(),
+                    state: job.state.as_str().into(),
+                };
+                metrics.jobs_ended.get_or_create(&labels).inc();
                 let details = if job.state == JobState::Succeeded { String::new() } else { job.message_with_details() };
                 tracing::info!(resource, operation = %operation, job = %job.job_id, key = %job.idempotency_key,
                     provider = %job.provider, template = %job.template, r#type = ?job.job_type, state = job.state.as_str(),

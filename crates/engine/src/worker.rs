@@ -191,7 +191,7 @@ impl Worker {
             self.settled = None;
             return Advanced::Hold(self.shared.clock.now());
         }
-        before.log_changes(self.key.as_str(), &snap);
+        before.log_changes(self.key.as_str(), &snap, &self.shared.metrics);
         self.signal_outbox(&snap);
         if let Some(res) = snap.resource.as_ref() {
             self.seen_generation = res.generation;
@@ -273,6 +273,7 @@ impl Worker {
             batchers: &self.shared.batchers,
             secrets: self.shared.secrets.as_deref(),
             types: &self.shared.policies,
+            metrics: &self.shared.metrics,
         };
         let performing = effects::perform(&backends, snap, &effect);
         let outcome = if launching {
@@ -301,6 +302,7 @@ impl Worker {
             match change_with(self.shared.store.as_ref(), self.request(now), make(now)).await {
                 Ok(done) => return Some(done),
                 Err(StoreError::LeaseLost) => {
+                    self.shared.metrics.fenced_writes.inc();
                     tracing::info!(resource = %self.key, "lease lost; another owner continues");
                     return None;
                 }
@@ -375,6 +377,7 @@ impl Worker {
     fn remove_own_slot(&self, running: &mut HashMap<ResourceKey, Arc<Slot>>) {
         if running.get(&self.key).is_some_and(|s| Arc::ptr_eq(s, &self.slot)) {
             running.remove(&self.key);
+            self.shared.metrics.workers.set(running.len() as i64);
         }
     }
 

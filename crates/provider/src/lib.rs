@@ -213,6 +213,21 @@ pub trait Provider: Send + Sync + 'static {
     /// Stops background work (e.g. lets cancellations finish) before the process exits.
     async fn shutdown(&self) {}
 
+    /// What the job has printed from byte `offset` of its output on, for `GET …/logs`: at
+    /// most [`OUTPUT_CHUNK_BYTES`], cut after a line end when cut at all. `NotFound` when
+    /// the output is gone (its retention passed, or the controller purged the job).
+    async fn output(&self, handle: &JobHandle, offset: u64) -> Result<JobOutput, ProviderError> {
+        let _ = (handle, offset);
+        Err(ProviderError::Permanent(format!("provider '{}' keeps no job output", self.name())))
+    }
+
+    /// Removes what finished jobs left behind once the provider's retention has passed
+    /// since they ended (the local provider's job directories, and their output with them);
+    /// returns how many jobs' leftovers went. Called on the engine's sweep interval.
+    async fn sweep(&self) -> usize {
+        0
+    }
+
     /// What a push notification from this backend (the body its webhook POSTs) says:
     /// `Ok(Some(job id))` when a job ended and should be polled now, `Ok(None)` when it
     /// changes nothing a client waits for (the job merely started). `Err` says why the body
@@ -221,6 +236,30 @@ pub trait Provider: Send + Sync + 'static {
     fn job_from_notification(&self, body: &[u8]) -> Result<Option<String>, String> {
         let _ = body;
         Err(format!("provider '{}' sends no job notifications", self.name()))
+    }
+}
+
+/// The most output one [`Provider::output`] call returns.
+pub const OUTPUT_CHUNK_BYTES: usize = 256 * 1024;
+
+/// A piece of a job's output ([`Provider::output`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobOutput {
+    /// The bytes from the requested offset on, as text (invalid UTF-8 replaced).
+    pub text: String,
+    /// Where the next read continues: the requested offset plus the bytes read.
+    pub next_offset: u64,
+}
+
+impl JobOutput {
+    /// `bytes` read at `offset`, of which `more` says whether the output goes on past them:
+    /// then they are cut after their last line end, so no line (or character) is split.
+    pub fn of(bytes: &[u8], offset: u64, more: bool) -> JobOutput {
+        let keep = match (more, bytes.iter().rposition(|b| *b == b'\n')) {
+            (true, Some(end)) => end + 1,
+            _ => bytes.len(),
+        };
+        JobOutput { text: String::from_utf8_lossy(&bytes[..keep]).into_owned(), next_offset: offset + keep as u64 }
     }
 }
 

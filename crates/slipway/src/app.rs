@@ -53,7 +53,8 @@ impl App {
     /// Builds and starts everything; returns once the listener is bound.
     pub async fn start(config: Config, clock: Arc<dyn Clock>) -> Result<App, AppError> {
         let store = open_store(&config).await?;
-        let providers = build_providers(&config)?;
+        let metrics = slipway_metrics::Metrics::new(store.metrics());
+        let providers = build_providers(&config, &metrics.providers)?;
         let (types, policies) = build_types(&config)?;
         let hooks = webhook_tokens(&config)?;
         let engine_options = EngineOptions {
@@ -65,15 +66,18 @@ impl App {
             ..EngineOptions::default()
         };
         let hook_providers = providers.clone();
+        let job_output = output_reader(providers.clone());
         check_providers(&providers);
         let secrets = keyring(&config, &types)?;
-        let mut engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options);
+        let mut engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options)
+            .with_metrics(metrics.engine.clone());
         if let Some(k) = &secrets {
             engine = engine.with_secrets(k.clone());
         }
         let handle = engine.handle();
         let callbacks = config.notifications.callback_policy().map_err(|e| AppError::Config(e.to_string()))?;
-        let notifier_options = notifier_options(&config, callbacks.clone());
+        let notifier_options =
+            NotifierOptions { metrics: metrics.notifier.clone(), ..notifier_options(&config, callbacks.clone()) };
         let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options)
             .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
         let wake = handle.clone();
@@ -88,6 +92,7 @@ impl App {
         let edge = edge_options(&config)?;
         let access = access_options(config.auth.as_ref()).map_err(AppError::Config)?;
         let rate_limits = rate_limiter(config.auth.as_ref()).map_err(AppError::Config)?;
+        let (stop, stopped) = watch::channel(false);
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
@@ -103,7 +108,11 @@ impl App {
                 max_body_bytes: config.server.max_body_bytes,
                 page_size: config.server.page_size.clamp(1, 1000),
                 callbacks,
+                metrics_access: config.server.metrics_access(&config).map_err(AppError::Config)?,
             },
+            metrics,
+            job_output,
+            stopping: stopped.clone(),
             on_accept: Arc::new(move || wake.wake()),
             hooks,
             on_job_notification: Arc::new(move |name, body| {
@@ -128,7 +137,6 @@ impl App {
             tls: server_tls(&config)?,
         };
 
-        let (stop, stopped) = watch::channel(false);
         let until_stopped = move || {
             let mut rx = stopped.clone();
             async move {
@@ -219,10 +227,10 @@ pub async fn open_store(config: &Config) -> Result<Arc<dyn Store>, AppError> {
     Ok(Arc::new(SqliteStore::open(options)?))
 }
 
-fn build_providers(config: &Config) -> Result<Providers, AppError> {
+fn build_providers(config: &Config, metrics: &slipway_metrics::ProviderMetrics) -> Result<Providers, AppError> {
     let mut providers: Providers = HashMap::new();
     for p in &config.providers {
-        let provider = build_provider(config, p)?;
+        let provider = build_provider(config, p, metrics)?;
         if providers.insert(p.name().to_string(), provider).is_some() {
             return Err(AppError::Config(format!("provider '{}' is configured twice", p.name())));
         }
@@ -248,14 +256,40 @@ fn check_providers(providers: &Providers) {
     }
 }
 
+/// Reads a job's output from the provider that ran it, for `GET …/logs`.
+fn output_reader(providers: Providers) -> slipway_api::JobOutputReader {
+    Arc::new(move |job: slipway_api::JobRef, offset: u64| {
+        let provider = providers.get(&job.provider).cloned();
+        Box::pin(async move {
+            let Some(provider) = provider else {
+                return Err(slipway_api::OutputError::Unavailable(format!(
+                    "provider '{}' is not configured",
+                    job.provider
+                )));
+            };
+            let handle = slipway_provider::JobHandle { job_id: job.job_id, data: job.handle };
+            match provider.output(&handle, offset).await {
+                Ok(out) => Ok(slipway_api::OutputChunk { text: out.text, next_offset: out.next_offset }),
+                Err(slipway_provider::ProviderError::NotFound(_)) => Err(slipway_api::OutputError::Gone),
+                Err(e) => Err(slipway_api::OutputError::Unavailable(e.to_string())),
+            }
+        })
+    })
+}
+
 /// How long the startup check waits for a provider.
 const PROVIDER_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One configured provider (checks its executables, files and credentials' files).
-pub(crate) fn build_provider(config: &Config, p: &ProviderConfig) -> Result<Arc<dyn Provider>, AppError> {
+/// One configured provider (checks its executables, files and credentials' files), counting
+/// its HTTP requests into `metrics`.
+pub(crate) fn build_provider(
+    config: &Config,
+    p: &ProviderConfig,
+    metrics: &slipway_metrics::ProviderMetrics,
+) -> Result<Arc<dyn Provider>, AppError> {
     Ok(match p {
         ProviderConfig::Ansible(a) => Arc::new(ansible_provider(config, a)?),
-        ProviderConfig::Aap(a) => Arc::new(aap_provider(config, a)?),
+        ProviderConfig::Aap(a) => Arc::new(aap_provider(config, a, metrics.clone())?),
     })
 }
 
@@ -281,6 +315,7 @@ fn ansible_provider(config: &Config, p: &AnsibleConfig) -> Result<AnsibleProvide
         playbooks: explicit_names(config, &p.name),
         job_timeout: p.job_timeout_seconds.map(Duration::from_secs),
         cancel_grace: Duration::from_secs(p.cancel_grace_seconds),
+        job_retention: Duration::from_secs(p.job_retention_seconds),
         max_concurrent: p.max_concurrent_jobs.max(1),
         extra_vars: serde_json::to_value(&p.extra_vars).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default(),
     };
@@ -306,7 +341,11 @@ fn secret(
     loaded.transpose().map_err(|e| AppError::Config(format!("provider '{provider}': {what}: {e}")))
 }
 
-fn aap_provider(config: &Config, p: &AapConfig) -> Result<AapProvider, AppError> {
+fn aap_provider(
+    config: &Config,
+    p: &AapConfig,
+    metrics: slipway_metrics::ProviderMetrics,
+) -> Result<AapProvider, AppError> {
     let token = secret(&p.name, "token", &p.token_file, &p.token_env, config)?;
     let password = secret(&p.name, "password", &p.password_file, &p.password_env, config)?;
     let auth = match (token, &p.username, password) {
@@ -343,6 +382,7 @@ fn aap_provider(config: &Config, p: &AapConfig) -> Result<AapProvider, AppError>
         request_timeout: Duration::from_secs(p.request_timeout_seconds.max(1)),
         max_concurrent_requests: p.max_concurrent_requests.max(1),
         purge_grace: Duration::from_secs(p.purge_grace_seconds),
+        metrics,
         ..AapOptions::default()
     };
     AapProvider::new(options).map_err(|e| AppError::Config(format!("provider '{}': {e}", p.name)))

@@ -15,8 +15,11 @@ pub fn check(config: &Config) -> Vec<String> {
     if config.server.listen.to_socket_addrs().is_err() {
         problems.push(format!("server.listen: '{}' is not an address to listen on (host:port)", config.server.listen));
     }
+    if let Err(e) = config.server.metrics_access(config) {
+        problems.push(e);
+    }
     for (i, p) in config.providers.iter().enumerate() {
-        if let Err(e) = build_provider(config, p) {
+        if let Err(e) = build_provider(config, p, &Default::default()) {
             problems.push(format!("providers[{i}] ({}): {e}", p.name()));
         }
     }

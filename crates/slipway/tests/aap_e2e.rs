@@ -163,6 +163,15 @@ async fn lifecycle_through_aap() {
     let failed = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Failed").await;
     assert_eq!(failed["error"]["code"], "ProvisioningFailed");
     assert!(failed["error"]["message"].as_str().unwrap().contains("simulated failure"), "{failed}");
+    // The job's output is the controller's stdout of that job.
+    let failed_url = header(&r, "azure-asyncoperation").unwrap();
+    let logs = h.http.get(failed_url.replace("?api-version", "/logs?api-version")).send().await.unwrap();
+    assert_eq!(logs.status().as_u16(), 200);
+    let aap_job = header(&logs, "x-slipway-job-id").unwrap();
+    assert_eq!(Some(aap_job.as_str()), h.sim.handle().jobs().last().map(|j| j.id.to_string()).as_deref());
+    let text = logs.text().await.unwrap();
+    assert!(text.contains("fatal: [localhost]: FAILED!") && text.contains("simulated failure"), "{text}");
+    assert!(text.contains("PLAY RECAP"), "{text}");
 
     // Delete runs the delete template; the resource is gone afterwards.
     let r = h.http.delete(h.url(&id)).send().await.unwrap();

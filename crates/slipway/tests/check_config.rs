@@ -93,6 +93,11 @@ fn broken_configurations_are_refused_naming_the_entry() {
             "server.listen: 'notanaddr' is not an address".into(),
         ),
         (
+            "a metrics token without its file",
+            config(d, "127.0.0.1:0\"\nmetrics = \"token", "", &vnet_type("")),
+            "server.metrics = \"token\" needs server.metrics_token_file".into(),
+        ),
+        (
             "a missing playbook",
             config(d, "127.0.0.1:0", "", &vnet_type("").replace("VirtualNetwork", "Widget")),
             format!("{entry}: the create playbook slipway-create-widget.yml is not in"),

@@ -22,12 +22,14 @@ mod columns;
 pub mod conformance;
 mod documents;
 pub mod entries;
+mod metered;
 mod plan;
 pub mod postgres;
 pub mod registry;
 pub mod sqlite;
 
 pub use entries::{Entry, EntryKind, Expect};
+pub use metered::{ActiveOperations, StoreReading};
 pub use plan::DEFAULT_OPERATION_TTL;
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
@@ -186,20 +188,24 @@ pub struct StoreStats {
     pub write_calls: u64,
 }
 
-/// Counters an engine bumps as it commits.
+/// Counters an engine bumps as it commits, and the metrics it exports.
 #[derive(Debug, Default)]
 pub(crate) struct StatsCounters {
     commits: std::sync::atomic::AtomicU64,
     write_calls: std::sync::atomic::AtomicU64,
+    pub(crate) metrics: slipway_metrics::StoreMetrics,
 }
 
 impl StatsCounters {
-    pub(crate) fn record(&self, calls: u64, committed: bool) {
+    /// One write transaction of `calls` write calls, started at `started`.
+    pub(crate) fn record(&self, calls: u64, committed: bool, started: std::time::Instant) {
         use std::sync::atomic::Ordering::Relaxed;
         self.write_calls.fetch_add(calls, Relaxed);
         if committed {
             self.commits.fetch_add(1, Relaxed);
         }
+        self.metrics.transactions.observe(started.elapsed().as_secs_f64());
+        self.metrics.batch_size.observe(calls as f64);
     }
 
     pub(crate) fn snapshot(&self) -> StoreStats {
@@ -344,6 +350,18 @@ pub trait Store: Send + Sync + 'static {
     /// Counters since the store was opened (see [`StoreStats`] for what counts).
     fn stats(&self) -> StoreStats {
         StoreStats::default()
+    }
+
+    /// The metrics this store counts into (a store that counts nothing: unexported ones).
+    fn metrics(&self) -> slipway_metrics::StoreMetrics {
+        slipway_metrics::StoreMetrics::default()
+    }
+
+    /// What a metrics scrape shows of the store's contents now: operations in flight, due
+    /// resources, the notification outbox.
+    async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError> {
+        let _ = now;
+        Ok(StoreReading::default())
     }
 }
 

@@ -64,7 +64,7 @@ use slipway_domain::{Operation, Timestamp};
 
 use crate::{
     ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
-    Store, StoreError, StoreStats,
+    Store, StoreError, StoreReading, StoreStats,
 };
 
 #[derive(Clone, PartialEq, Eq)]
@@ -239,11 +239,12 @@ impl PostgresStore {
         F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
+        let started = std::time::Instant::now();
         let done = tokio::spawn(async move { inner.run(inner.attempt_limit, inner.timeouts, work).await })
             .await
             .map_err(|e| StoreError::Internal(format!("PostgreSQL write task failed: {e}")))
             .and_then(|r| r);
-        self.inner.stats.record(1, done.as_ref().is_ok_and(|d| d.rows_written() > 0));
+        self.inner.stats.record(1, done.as_ref().is_ok_and(|d| d.rows_written() > 0), started);
         done
     }
 
@@ -319,7 +320,10 @@ impl From<tokio_postgres::Error> for Failure {
 
 impl Inner {
     async fn client(&self, timeouts: &Timeouts) -> Result<Object, StoreError> {
-        self.pool.timeout_get(timeouts).await.map_err(|e| self.pool_error(e))
+        let asked = std::time::Instant::now();
+        let got = self.pool.timeout_get(timeouts).await.map_err(|e| self.pool_error(e));
+        self.stats.metrics.pool_wait.observe(asked.elapsed().as_secs_f64());
+        got
     }
 
     fn pool_error(&self, e: PoolError) -> StoreError {
@@ -392,10 +396,15 @@ impl Inner {
 #[async_trait]
 impl Store for PostgresStore {
     async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
+        let (change, tally) = crate::metered::tally(change);
         let (queued, answer) = changes::Queued::new(req, change);
         let stopped = || StoreError::Unavailable("the PostgreSQL store is shutting down".into());
         self.changes.send(queued).await.map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        let changed = answer.await.map_err(|_| stopped())?;
+        if changed.is_ok() {
+            tally.record(&self.inner.stats.metrics);
+        }
+        changed
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
@@ -504,6 +513,14 @@ impl Store for PostgresStore {
 
     fn stats(&self) -> StoreStats {
         self.inner.stats.snapshot()
+    }
+
+    fn metrics(&self) -> slipway_metrics::StoreMetrics {
+        self.inner.stats.metrics.clone()
+    }
+
+    async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError> {
+        self.read(move |c| Box::pin(rows::reading(c, now))).await
     }
 
     /// `SELECT 1` on a pooled connection; getting (or making) the connection and the query

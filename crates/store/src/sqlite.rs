@@ -36,7 +36,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
-    Store, StoreError, StoreStats,
+    Store, StoreError, StoreReading, StoreStats,
 };
 
 use checkpointer::Checkpointer;
@@ -194,7 +194,12 @@ impl Drop for SqliteStore {
 impl Store for SqliteStore {
     async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
         let ttl = self.operation_ttl;
-        self.write(move |conn| writes::change(conn, &req, change, ttl)).await
+        let (change, tally) = crate::metered::tally(change);
+        let changed = self.write(move |conn| writes::change(conn, &req, change, ttl)).await;
+        if changed.is_ok() {
+            tally.record(&self.stats.metrics);
+        }
+        changed
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
@@ -304,6 +309,14 @@ impl Store for SqliteStore {
 
     fn stats(&self) -> StoreStats {
         self.stats.snapshot()
+    }
+
+    fn metrics(&self) -> slipway_metrics::StoreMetrics {
+        self.stats.metrics.clone()
+    }
+
+    async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError> {
+        self.readers.run(move |conn| rows::reading(conn, now)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

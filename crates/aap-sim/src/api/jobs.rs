@@ -41,7 +41,7 @@ pub(super) fn jobs(ctx: &Ctx, st: &mut State, kind: Kind, rest: &[&str]) -> Resp
     }
     let id = rest[0].parse::<u64>().ok().filter(|id| st.jobs.get(id).is_some_and(|j| j.kind == kind));
     let Some(id) = id else {
-        return if rest.len() == 1 || matches!(rest[1..], ["cancel"] | ["job_events"]) {
+        return if rest.len() == 1 || matches!(rest[1..], ["cancel"] | ["job_events"] | ["stdout"]) {
             not_found()
         } else {
             no_route()
@@ -77,7 +77,36 @@ pub(super) fn jobs(ctx: &Ctx, st: &mut State, kind: Kind, rest: &[&str]) -> Resp
             resp.headers_mut().insert("X-UI-Max-Events", HeaderValue::from_static("4000"));
             resp
         }
+        ["stdout"] if kind == Kind::Job => {
+            if !ctx.is(&Method::GET) {
+                return method_not_allowed(&ctx.method);
+            }
+            stdout(&st.job_stdout(&st.jobs[&id]), &ctx.query)
+        }
         _ => no_route(),
+    }
+}
+
+/// `GET jobs/{id}/stdout/?format=…`: AWX's text formats as `text/plain` (`ansi` keeps colour
+/// codes, which the simulator never writes), `json` (the default here, as for an API client
+/// that asks for JSON) as `{"range": …, "content": …}`.
+fn stdout(text: &str, query: &str) -> Response {
+    let format = crate::util::parse_query(query)
+        .into_iter()
+        .find(|(k, _)| k == "format")
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| "json".into());
+    match format.as_str() {
+        "txt" | "ansi" | "txt_download" | "ansi_download" => {
+            let mut resp = Response::new(Body::from(text.to_string()));
+            resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+            resp
+        }
+        "json" => {
+            let lines = text.lines().count();
+            json_response(200, &json!({"range": {"start": 0, "end": lines, "absolute_end": lines}, "content": text}))
+        }
+        other => detail(400, &format!("Unsupported stdout format: {other}")),
     }
 }
 

@@ -35,6 +35,7 @@ mod audit;
 mod body;
 pub(crate) mod discovery;
 pub(crate) mod jobs;
+mod logs;
 mod operations;
 mod resources;
 
@@ -230,6 +231,11 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             operation_check(state, ctx, &namespace, Method::POST)?;
             cancel_operation(state, ctx, &subscription, &id).await
         }
+        Route::OperationLogs { subscription, namespace, id, .. } => {
+            operation_check(state, ctx, &namespace, Method::GET)?;
+            let op = find_operation(state, ctx, &subscription, &id, Permission::Read).await?;
+            logs::job_logs(state, ctx, &op).await
+        }
         Route::OperationResult { subscription, namespace, id, .. } => {
             operation_check(state, ctx, &namespace, Method::GET)?;
             let op = find_operation(state, ctx, &subscription, &id, Permission::Read).await?;
@@ -248,14 +254,19 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
 
 /// `?force=true|false` (absent: false); anything else is `400 InvalidParameter`.
 pub(crate) fn force_flag(ctx: &Ctx) -> Result<bool, ArmError> {
-    match ctx.query.get("force").map(|v| v.to_ascii_lowercase()).as_deref() {
+    bool_param(ctx, "force")
+}
+
+/// `?{name}=true|false` (absent: false); anything else is `400 InvalidParameter`.
+pub(crate) fn bool_param(ctx: &Ctx, name: &str) -> Result<bool, ArmError> {
+    match ctx.query.get(name).map(|v| v.to_ascii_lowercase()).as_deref() {
         None | Some("false") => Ok(false),
         Some("true") => Ok(true),
         Some(v) => Err(ArmError::bad_request(
             "InvalidParameter",
-            format!("force must be true or false, not '{}'.", echo(v, 16)),
+            format!("{name} must be true or false, not '{}'.", echo(v, 16)),
         )
-        .with_target("force")),
+        .with_target(name)),
     }
 }
 

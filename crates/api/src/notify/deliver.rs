@@ -25,6 +25,12 @@ pub(super) struct Shared {
 }
 
 impl Shared {
+    /// One delivery attempt's outcome: `delivered`, `failed` (to be retried) or `dead`.
+    fn count(&self, outcome: &str) {
+        let labels = slipway_metrics::OutcomeLabels { outcome: outcome.into() };
+        self.options.metrics.attempts.get_or_create(&labels).inc();
+    }
+
     fn retry_delay(&self, attempts: u32) -> Duration {
         // Per row: the notifier's policy (tables in crates/domain/tests/retry.rs).
         self.options.retry_policy().delay(attempts)
@@ -74,6 +80,7 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
     // Admission checked the URI already; the policy may have changed since (a restart).
     if let Err(refusal) = shared.options.callbacks.check_uri(&n.uri) {
         slot.report(None, shared.clock.now());
+        shared.count("dead");
         refuse(store.as_ref(), &n, &refusal).await;
         return;
     }
@@ -81,6 +88,7 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
         Ok(Some(op)) => op,
         Ok(None) => {
             slot.report(None, shared.clock.now());
+            shared.count("dead");
             tracing::error!(operation = %n.operation_id, uri = %n.uri, attempts = n.attempts, "giving up on a notification: the operation expired");
             bookkeeping(store.abandon_notification(n.id, "operation expired before delivery").await);
             return;
@@ -99,6 +107,7 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
     let (failure, verdict) = match sent {
         Ok(r) if r.status().is_success() => {
             slot.report(Some(Verdict::Answered), ended);
+            shared.count("delivered");
             bookkeeping(store.finish_notification(n.id).await);
             return;
         }
@@ -115,6 +124,7 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
                 // The host resolved to an address the policy refuses: nothing was sent,
                 // and retrying would only ask again.
                 slot.report(None, ended);
+                shared.count("dead");
                 refuse(store.as_ref(), &n, refusal).await;
                 return;
             }
@@ -125,8 +135,10 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
     slot.report(Some(verdict), ended);
     let attempts = n.attempts + 1;
     if attempts >= shared.options.max_attempts {
+        shared.count("dead");
         give_up(store.as_ref(), &n, attempts, &failure).await;
     } else {
+        shared.count("failed");
         let next = ended.add(shared.retry_delay(attempts));
         tracing::warn!(operation = %op.id, uri = %n.uri, attempt = attempts, error = %failure, next_attempt_at = %next, "notification not delivered; will retry");
         bookkeeping(store.reschedule_notification(n.id, next, &failure).await);
@@ -147,6 +159,7 @@ pub(super) async fn skip_backed_off(
     let attempts = n.attempts + 1;
     let failure = format!("not sent: {destination} is backed off after {failures} failed deliveries (last: {error})");
     if attempts >= shared.options.max_attempts {
+        shared.count("dead");
         give_up(shared.store.as_ref(), &n, attempts, &failure).await;
         return;
     }

@@ -71,6 +71,8 @@ pub struct NotifierOptions {
     pub location: String,
     /// Which callback URIs may be called (the same policy the API admits them by).
     pub callbacks: CallbackPolicy,
+    /// Where delivery attempts are counted (the application's, for `/metrics`).
+    pub metrics: slipway_metrics::NotifierMetrics,
 }
 
 impl Default for NotifierOptions {
@@ -88,6 +90,7 @@ impl Default for NotifierOptions {
             shutdown_grace: Duration::from_secs(20),
             location: "local".into(),
             callbacks: CallbackPolicy::default(),
+            metrics: Default::default(),
         }
     }
 }

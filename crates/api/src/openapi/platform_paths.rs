@@ -60,6 +60,25 @@ pub(super) fn namespace_paths(
         })
         .answer(204, plain("A delete succeeded."))
         .errors(&[400, 404, 409, 500, 503]);
+    let mut logs_params = params.clone();
+    logs_params.extend([
+        json!({"name": "tail", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 10000},
+               "description": "Only the last N lines."}),
+        json!({"name": "follow", "in": "query", "required": false, "schema": {"type": "boolean"},
+               "description": "Stream the output as Server-Sent Events while the job runs: a `data` event per line, then an `end` event with the job's state."}),
+        json!({"name": "job", "in": "query", "required": false, "schema": {"type": "string", "maxLength": 200},
+               "description": "Which of the operation's jobs (an id from `{resourceId}/jobs`); default: its latest."}),
+    ]);
+    let mut output = json!({"description": "What the job printed so far (empty before it started).", "headers": request_id(),
+        "content": {"text/plain": {"schema": {"type": "string"}}, "text/event-stream": {"schema": {"type": "string"}}}});
+    output["headers"]["x-slipway-job-id"] =
+        json!({"description": "The job whose output this is.", "schema": {"type": "string"}});
+    let logs = Op::new(format!("{ns}_OperationStatuses_Logs"), "Reads the output of an operation's job (a Slipway extension of ARM).", &tag, logs_params)
+        .answer(200, output)
+        .errors(&[400, 404, 500, 503])
+        .with("x-slipway-extension", json!("Not part of ARM's contract."))
+        .with("description", json!("A Slipway extension: a local job's runner output, an AAP job's stdout. `404 JobOutputNotFound` once the output is no longer kept (the job's retention passed, or the resource is gone)."));
+    out.insert(format!("{base}/operationStatuses/{{operationId}}/logs"), json!({"get": logs.build(setting)}));
     let mut cancel_params = params;
     cancel_params.push(json!({
         "name": "force", "in": "query", "required": false, "schema": {"type": "boolean"},

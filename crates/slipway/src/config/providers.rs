@@ -11,7 +11,7 @@ use slipway_ansible::AnsibleOptions;
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum ProviderConfig {
     /// Local `ansible-runner` processes.
-    Ansible(AnsibleConfig),
+    Ansible(Box<AnsibleConfig>),
     /// AWX / Ansible Automation Platform REST API v2.
     Aap(Box<AapConfig>),
 }
@@ -48,6 +48,9 @@ pub struct AnsibleConfig {
     /// Static extra vars for every job of this provider.
     #[serde(default)]
     pub extra_vars: toml::Table,
+    /// How long a finished job's directory (its output and artifacts) is kept.
+    #[serde(default = "default_job_retention")]
+    pub job_retention_seconds: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +145,10 @@ fn default_runner() -> PathBuf {
 fn default_python() -> PathBuf {
     ".venv/bin/python".into()
 }
+fn default_job_retention() -> u64 {
+    AnsibleOptions::default().job_retention.as_secs()
+}
+
 fn default_cancel_grace() -> u64 {
     AnsibleOptions::default().cancel_grace.as_secs()
 }

@@ -42,6 +42,44 @@ pub struct Server {
     pub tls_reload_interval_seconds: u64,
     /// `text` (for people) or `json` (one object per line, for a log pipeline).
     pub log_format: LogFormat,
+    /// Who may scrape `GET /metrics`: `open` (anyone reaching the listener), `token` (a
+    /// bearer token, read from `metrics_token_file`) or `off`.
+    pub metrics: MetricsExposure,
+    /// The file holding the scrape token when `metrics = "token"` (whitespace trimmed).
+    pub metrics_token_file: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsExposure {
+    #[default]
+    Open,
+    Token,
+    Off,
+}
+
+impl Server {
+    /// `metrics` and `metrics_token_file` as the API takes them; the token never appears in
+    /// an error.
+    pub fn metrics_access(&self, config: &Config) -> Result<slipway_api::MetricsAccess, String> {
+        use slipway_api::MetricsAccess;
+        match (self.metrics, &self.metrics_token_file) {
+            (MetricsExposure::Open, None) => Ok(MetricsAccess::Open),
+            (MetricsExposure::Off, None) => Ok(MetricsAccess::Off),
+            (MetricsExposure::Token, Some(file)) => {
+                let path = config.resolve(file);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("server.metrics_token_file {}: {e}", path.display()))?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(format!("server.metrics_token_file {} is empty", path.display()));
+                }
+                Ok(MetricsAccess::Token(token.to_string()))
+            }
+            (MetricsExposure::Token, None) => Err("server.metrics = \"token\" needs server.metrics_token_file".into()),
+            (_, Some(_)) => Err("server.metrics_token_file is only read with server.metrics = \"token\"".into()),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -75,6 +113,8 @@ impl Default for Server {
             tls_client_ca_file: None,
             tls_reload_interval_seconds: TlsOptions::DEFAULT_RELOAD_INTERVAL.as_secs(),
             log_format: LogFormat::Text,
+            metrics: MetricsExposure::Open,
+            metrics_token_file: None,
         }
     }
 }

@@ -21,6 +21,7 @@ mod composition;
 mod concurrency;
 mod entries;
 mod listing;
+mod metrics;
 mod outbox;
 
 pub use changes::*;
@@ -29,6 +30,7 @@ pub use composition::*;
 pub use concurrency::*;
 pub use entries::*;
 pub use listing::*;
+pub use metrics::*;
 pub use outbox::*;
 
 use std::any::Any;
@@ -126,6 +128,7 @@ macro_rules! conformance_suite {
             case_entries_expect_absent_on_existing,
             case_entries_stale_version_writes_nothing,
             case_entries_delete,
+            case_metrics_count_committed_operations_and_read_what_is_in_flight,
         );
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,

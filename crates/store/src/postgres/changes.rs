@@ -154,17 +154,19 @@ pub(super) async fn run_batches(inner: Arc<Inner>, queue: Arc<tokio::sync::Mutex
             }
             Arc::new(batch)
         };
+        let started = std::time::Instant::now();
         match run(&inner, &batch).await {
             // One change's writes broke the transaction (a constraint it violates, a bug): the
             // others must not fail with it, so each runs alone, reusing its decision.
             Err(StoreError::Internal(_)) if batch.len() > 1 => {
                 for queued in batch.iter() {
                     let alone: Batch = Arc::new(vec![Arc::clone(queued)]);
+                    let started = std::time::Instant::now();
                     let outcome = run(&inner, &alone).await;
-                    answer(&inner, &alone, outcome);
+                    answer(&inner, &alone, outcome, started);
                 }
             }
-            outcome => answer(&inner, &batch, outcome),
+            outcome => answer(&inner, &batch, outcome, started),
         }
     }
 }
@@ -178,16 +180,21 @@ async fn run(inner: &Inner, batch: &Batch) -> Result<(Vec<Result<Snapshot, Store
     inner.run(inner.attempt_limit, inner.timeouts, move |c| Box::pin(change_batch(c, Arc::clone(&batch), ttl))).await
 }
 
-fn answer(inner: &Inner, batch: &Batch, outcome: Result<(Vec<Result<Snapshot, StoreError>>, bool), StoreError>) {
+fn answer(
+    inner: &Inner,
+    batch: &Batch,
+    outcome: Result<(Vec<Result<Snapshot, StoreError>>, bool), StoreError>,
+    started: std::time::Instant,
+) {
     match outcome {
         Ok((outcomes, wrote)) => {
-            inner.stats.record(batch.len() as u64, wrote);
+            inner.stats.record(batch.len() as u64, wrote, started);
             for (queued, outcome) in batch.iter().zip(outcomes) {
                 queued.answer(outcome);
             }
         }
         Err(e) => {
-            inner.stats.record(batch.len() as u64, false);
+            inner.stats.record(batch.len() as u64, false, started);
             for queued in batch.iter() {
                 queued.answer(Err(e.clone()));
             }

@@ -141,3 +141,31 @@ pub(super) fn read_notification(row: &Row) -> Result<Notification, StoreError> {
         created_at: Timestamp(at(get(6))?),
     })
 }
+
+/// What a metrics scrape shows (`Store::reading`). Reads every non-terminal operation: the
+/// cost grows with the operations in flight, not with history.
+pub(super) fn reading(client: &mut Object, now: Timestamp) -> Attempt<'_, crate::StoreReading> {
+    Box::pin(async move {
+        let stmt = client.prepare_cached("SELECT id, body FROM operations WHERE NOT terminal").await?;
+        let operations: Vec<Operation> =
+            client.query(&stmt, &[]).await?.iter().map(read_operation).collect::<Result<_, _>>()?;
+        let mut reading = crate::StoreReading { active: crate::metered::summarize(operations), ..Default::default() };
+        let stmt = client
+            .prepare_cached(
+                "SELECT intent, count(*) FROM resources
+                 WHERE next_due IS NOT NULL AND next_due <= $1 AND (lease_until IS NULL OR lease_until < $1)
+                 GROUP BY intent",
+            )
+            .await?;
+        for row in client.query(&stmt, &[&now.as_millis()]).await? {
+            let (intent, n): (bool, i64) = (column(&row, 0, "resources", "due")?, column(&row, 1, "resources", "due")?);
+            *(if intent { &mut reading.due_intent } else { &mut reading.due_followup }) = n as u64;
+        }
+        let stmt = client.prepare_cached("SELECT state, count(*) FROM outbox GROUP BY state").await?;
+        for row in client.query(&stmt, &[]).await? {
+            let (state, n): (String, i64) = (column(&row, 0, "outbox", "state")?, column(&row, 1, "outbox", "state")?);
+            *(if state == "dead" { &mut reading.outbox_dead } else { &mut reading.outbox_pending }) = n as u64;
+        }
+        Ok(reading)
+    })
+}

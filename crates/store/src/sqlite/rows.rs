@@ -173,3 +173,33 @@ pub(super) fn due_notifications(
         })
         .collect()
 }
+
+/// What a metrics scrape shows (`Store::reading`). Reads every non-terminal operation: the
+/// cost grows with the operations in flight, not with history.
+pub(super) fn reading(conn: &Connection, now: Timestamp) -> Result<crate::StoreReading, StoreError> {
+    let mut active = conn.prepare_cached("SELECT id, body FROM operations WHERE terminal = 0").map_err(db_error)?;
+    let operations: Vec<(String, String)> =
+        active.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).and_then(Iterator::collect).map_err(db_error)?;
+    let operations: Vec<Operation> =
+        operations.iter().map(|(id, body)| decode_operation(id, body)).collect::<Result<_, _>>()?;
+    let mut due = conn
+        .prepare_cached(
+            "SELECT intent, count(*) FROM resources
+             WHERE next_due IS NOT NULL AND next_due <= ?1 AND (lease_until IS NULL OR lease_until < ?1)
+             GROUP BY intent",
+        )
+        .map_err(db_error)?;
+    let mut reading = crate::StoreReading { active: crate::metered::summarize(operations), ..Default::default() };
+    for row in
+        due.query_map([now.as_millis()], |row| Ok((row.get::<_, bool>(0)?, row.get::<_, i64>(1)?))).map_err(db_error)?
+    {
+        let (intent, n) = row.map_err(db_error)?;
+        *(if intent { &mut reading.due_intent } else { &mut reading.due_followup }) = n as u64;
+    }
+    let mut outbox = conn.prepare_cached("SELECT state, count(*) FROM outbox GROUP BY state").map_err(db_error)?;
+    for row in outbox.query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?))).map_err(db_error)? {
+        let (state, n) = row.map_err(db_error)?;
+        *(if state == "dead" { &mut reading.outbox_dead } else { &mut reading.outbox_pending }) = n as u64;
+    }
+    Ok(reading)
+}

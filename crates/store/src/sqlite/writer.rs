@@ -88,8 +88,9 @@ pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_
 /// sees its own write.
 fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, stats: &StatsCounters) {
     let calls = batch.len() as u64;
+    let started = std::time::Instant::now();
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        stats.record(calls, false);
+        stats.record(calls, false, started);
         fail_all(batch, db_error(e));
         return;
     }
@@ -97,7 +98,7 @@ fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, stats: &StatsC
     let lost = batch.iter_mut().find_map(|job| run_in_savepoint(conn, job.as_mut()).err());
     if let Some(e) = lost {
         abort(conn);
-        stats.record(calls, false);
+        stats.record(calls, false, started);
         fail_all(batch, e);
         return;
     }
@@ -107,7 +108,7 @@ fn commit_batch(conn: &Connection, batch: &mut Vec<Box<dyn Job>>, stats: &StatsC
         tracing::error!(error = %e, requests = batch.len(), "SQLite group commit failed");
         abort(conn);
     }
-    stats.record(calls, committed.is_ok() && changed);
+    stats.record(calls, committed.is_ok() && changed, started);
     for job in batch.drain(..) {
         job.finish(committed.clone());
     }

@@ -1,0 +1,471 @@
+//! Slipway's Prometheus metrics: every family with its name, help and labels, in one place,
+//! so the names an operator alerts on are written once (the README's operator section and
+//! `examples/grafana/slipway.json` use them; a test checks the dashboard against this list).
+//!
+//! Each part belongs to the component that counts it — [`HttpMetrics`] the API's middleware,
+//! [`StoreMetrics`] a store engine, [`EngineMetrics`] the engine, [`ProviderMetrics`] a
+//! provider's HTTP client, [`NotifierMetrics`] the notification sender — and is a set of cheap
+//! shared handles: a component built without the application's [`Metrics`] counts into its
+//! own, which nobody exports. [`Gauges`] are set from a store reading at scrape time, never
+//! kept up to date in between. Names and labels follow Prometheus conventions: base units
+//! (seconds), `_total` counters, low-cardinality labels only (route templates and type
+//! names, never resource ids).
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// The exposition's media type (OpenMetrics text, which Prometheus scrapes natively).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A histogram family whose buckets come from a plain function (nameable, so storable).
+pub type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Latencies of requests and transactions: 0.5 ms to 10 s.
+fn latency() -> Histogram {
+    Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+}
+
+/// Rows per group commit: 1 to 512.
+fn batch_sizes() -> Histogram {
+    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0])
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// The route template (`/subscriptions/{subscriptionId}/…`), never the path itself.
+    pub route: String,
+    pub method: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+    pub method: String,
+}
+
+/// The ARM front end's requests.
+#[derive(Clone, Debug)]
+pub struct HttpMetrics {
+    pub requests: Family<HttpLabels, Counter>,
+    pub duration: HistogramFamily<RouteLabels>,
+}
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        HttpMetrics { requests: Family::default(), duration: Family::new_with_constructor(latency) }
+    }
+}
+
+impl HttpMetrics {
+    pub fn observe(&self, route: &str, method: &str, status: u16, seconds: f64) {
+        let (route, method) = (route.to_string(), method.to_string());
+        self.requests.get_or_create(&HttpLabels { route: route.clone(), method: method.clone(), status }).inc();
+        self.duration.get_or_create(&RouteLabels { route, method }).observe(seconds);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    /// `namespace/type`, lowercased as the store keys it.
+    pub r#type: String,
+    /// `create`, `update`, `delete` or `action`.
+    pub request: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationEndLabels {
+    pub r#type: String,
+    pub request: String,
+    /// `Succeeded`, `Failed` or `Canceled`.
+    pub status: String,
+}
+
+/// What a store engine committed. Operations are counted here, at commit, because every
+/// operation a client starts and every way one ends (its job, a cancel, a superseding delete,
+/// its deadline) is a committed change: counted anywhere else, some path would be missed.
+#[derive(Clone, Debug)]
+pub struct StoreMetrics {
+    pub operations_accepted: Family<OperationLabels, Counter>,
+    pub operations_ended: Family<OperationEndLabels, Counter>,
+    /// Write transactions, from the first statement to the commit (a group commit counts once).
+    pub transactions: Histogram,
+    /// Write calls per transaction (a group commit's changes).
+    pub batch_size: Histogram,
+    /// Waiting for a pooled connection.
+    pub pool_wait: Histogram,
+}
+
+impl Default for StoreMetrics {
+    fn default() -> Self {
+        StoreMetrics {
+            operations_accepted: Family::default(),
+            operations_ended: Family::default(),
+            transactions: latency(),
+            batch_size: batch_sizes(),
+            pool_wait: latency(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobRequestLabels {
+    pub provider: String,
+    /// `launch`, `find`, `poll`, `cancel` or `kill`.
+    pub request: String,
+    /// `ok`, or the provider error's class (`transient`, `permanent`, `unknown`, …).
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobEndLabels {
+    pub provider: String,
+    /// `provision`, `deprovision`, `preflight` or `action`.
+    pub r#type: String,
+    /// `Succeeded`, `Failed` or `Canceled`.
+    pub state: String,
+}
+
+/// The engine's lanes and the jobs it drives.
+#[derive(Clone, Debug, Default)]
+pub struct EngineMetrics {
+    /// Resources handed to this node by claims.
+    pub claimed: Counter,
+    /// Lease renewals by `outcome`: `all` (every lease renewed), `partial`, `error`.
+    pub renewals: Family<OutcomeLabels, Counter>,
+    /// Writes the store refused because the worker's lease had passed to another node.
+    pub fenced_writes: Counter,
+    /// Workers driving a resource now.
+    pub workers: Gauge,
+    pub job_requests: Family<JobRequestLabels, Counter>,
+    pub jobs_ended: Family<JobEndLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderRequestLabels {
+    pub provider: String,
+    /// The request's path template (`/api/v2/job_templates/{id}/launch/`).
+    pub endpoint: String,
+    pub method: String,
+    /// The HTTP status, or `error` when no answer came.
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    pub provider: String,
+}
+
+/// A provider's HTTP requests (the AAP controller's API).
+#[derive(Clone, Debug)]
+pub struct ProviderMetrics {
+    pub requests: HistogramFamily<ProviderRequestLabels>,
+    /// Time spent holding requests back because the controller sent `Retry-After`.
+    pub retry_after_waits: Family<ProviderLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+}
+
+impl Default for ProviderMetrics {
+    fn default() -> Self {
+        ProviderMetrics { requests: Family::new_with_constructor(latency), retry_after_waits: Family::default() }
+    }
+}
+
+/// The async-notification sender.
+#[derive(Clone, Debug, Default)]
+pub struct NotifierMetrics {
+    /// Delivery attempts by `outcome`: `delivered`, `failed` (will retry), `dead` (given up:
+    /// no attempts left, refused by the callback policy, or the operation expired). A turn
+    /// held back because its destination is backed off is no attempt sent, and not counted
+    /// until it gives up.
+    pub attempts: Family<OutcomeLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActiveLabels {
+    pub r#type: String,
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TypeLabels {
+    pub r#type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LaneLabels {
+    /// `intent` (a client's write is waiting) or `followup` (a retry, poll or deadline).
+    pub lane: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutboxLabels {
+    /// `pending` or `dead`.
+    pub state: String,
+}
+
+/// What a scrape reads from the store, replaced whole on every scrape.
+#[derive(Clone, Debug, Default)]
+pub struct Gauges {
+    pub operations_active: Family<ActiveLabels, Gauge>,
+    /// Seconds since the oldest non-terminal operation of each type started: the stuck
+    /// operation alarm.
+    pub oldest_active_age: Family<TypeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    pub due_resources: Family<LaneLabels, Gauge>,
+    pub outbox: Family<OutboxLabels, Gauge>,
+}
+
+/// One scrape's store reading, in the terms of [`Gauges`].
+#[derive(Clone, Debug, Default)]
+pub struct Reading {
+    /// `(type, status, count, age of the oldest in seconds)`.
+    pub active: Vec<(String, String, i64, f64)>,
+    pub due_intent: i64,
+    pub due_followup: i64,
+    pub outbox_pending: i64,
+    pub outbox_dead: i64,
+}
+
+/// Every part, registered once; clone the parts into the components that count them.
+#[derive(Clone)]
+pub struct Metrics {
+    pub http: HttpMetrics,
+    pub store: StoreMetrics,
+    pub engine: EngineMetrics,
+    pub providers: ProviderMetrics,
+    pub notifier: NotifierMetrics,
+    gauges: Gauges,
+    registry: Arc<Registry>,
+    /// Every name a query can use, suffixes included.
+    names: Arc<Vec<String>>,
+    /// A scrape replaces the gauges and encodes them as one step.
+    scrape: Arc<Mutex<()>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(StoreMetrics::default())
+    }
+}
+
+impl Metrics {
+    /// Every part registered, the store's being the one the opened store counts into
+    /// (`Store::metrics`).
+    pub fn new(store: StoreMetrics) -> Self {
+        let (http, engine) = (HttpMetrics::default(), EngineMetrics::default());
+        let (providers, notifier, gauges) = (ProviderMetrics::default(), NotifierMetrics::default(), Gauges::default());
+        let mut f = Families::default();
+        f.counter(
+            "slipway_http_requests",
+            "ARM requests answered, by route template, method and status",
+            http.requests.clone(),
+        );
+        f.histogram("slipway_http_request_duration_seconds", "ARM request latency", http.duration.clone());
+        f.counter(
+            "slipway_operations_accepted",
+            "Operations accepted, by resource type and request kind",
+            store.operations_accepted.clone(),
+        );
+        f.counter(
+            "slipway_operations_ended",
+            "Operations ended, by resource type, request kind and final status",
+            store.operations_ended.clone(),
+        );
+        f.gauge(
+            "slipway_operations_active",
+            "Non-terminal operations, by resource type and status",
+            gauges.operations_active.clone(),
+        );
+        f.gauge(
+            "slipway_operation_oldest_active_age_seconds",
+            "Age of the oldest non-terminal operation, by resource type",
+            gauges.oldest_active_age.clone(),
+        );
+        f.histogram(
+            "slipway_store_transaction_duration_seconds",
+            "Store write transaction latency (a group commit counts once)",
+            store.transactions.clone(),
+        );
+        f.histogram(
+            "slipway_store_transaction_writes",
+            "Write calls per store transaction (a group commit's changes)",
+            store.batch_size.clone(),
+        );
+        f.histogram(
+            "slipway_store_pool_wait_seconds",
+            "Waits for a pooled PostgreSQL connection",
+            store.pool_wait.clone(),
+        );
+        f.counter("slipway_engine_claimed_resources", "Resources claimed by this node", engine.claimed.clone());
+        f.gauge(
+            "slipway_engine_due_resources",
+            "Resources due for the engine now, by lane",
+            gauges.due_resources.clone(),
+        );
+        f.counter(
+            "slipway_engine_lease_renewals",
+            "Lease renewals, by outcome (all, partial, error)",
+            engine.renewals.clone(),
+        );
+        f.counter(
+            "slipway_engine_fenced_writes",
+            "Writes refused because the lease passed to another node",
+            engine.fenced_writes.clone(),
+        );
+        f.gauge("slipway_engine_workers", "Resources this node is working on", engine.workers.clone());
+        f.counter(
+            "slipway_job_requests",
+            "Provider job requests, by provider, request and outcome",
+            engine.job_requests.clone(),
+        );
+        f.counter("slipway_jobs_ended", "Jobs ended, by provider, job type and state", engine.jobs_ended.clone());
+        f.histogram(
+            "slipway_provider_request_duration_seconds",
+            "Provider HTTP requests, by provider, endpoint, method and status",
+            providers.requests.clone(),
+        );
+        f.counter(
+            "slipway_provider_retry_after_wait_seconds",
+            "Seconds requests were held back by a provider's Retry-After",
+            providers.retry_after_waits.clone(),
+        );
+        f.counter(
+            "slipway_notification_attempts",
+            "Async-notification deliveries, by outcome (delivered, failed, dead)",
+            notifier.attempts.clone(),
+        );
+        f.gauge(
+            "slipway_notification_outbox",
+            "Async notifications in the outbox, by state (pending, dead)",
+            gauges.outbox.clone(),
+        );
+        Metrics {
+            http,
+            store,
+            engine,
+            providers,
+            notifier,
+            gauges,
+            registry: Arc::new(f.registry),
+            names: Arc::new(f.names),
+            scrape: Arc::new(Mutex::new(())),
+        }
+    }
+
+    /// The exposition, with the gauges set from `reading`.
+    pub fn render(&self, reading: &Reading) -> String {
+        let _one_at_a_time = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        let g = &self.gauges;
+        g.operations_active.clear();
+        g.oldest_active_age.clear();
+        for (r#type, status, count, age) in &reading.active {
+            g.operations_active
+                .get_or_create(&ActiveLabels { r#type: r#type.clone(), status: status.clone() })
+                .set(*count);
+            let oldest = g.oldest_active_age.get_or_create(&TypeLabels { r#type: r#type.clone() });
+            if *age > oldest.get() {
+                oldest.set(*age);
+            }
+        }
+        let lane = |name: &str| LaneLabels { lane: name.into() };
+        g.due_resources.get_or_create(&lane("intent")).set(reading.due_intent);
+        g.due_resources.get_or_create(&lane("followup")).set(reading.due_followup);
+        let state = |name: &str| OutboxLabels { state: name.into() };
+        g.outbox.get_or_create(&state("pending")).set(reading.outbox_pending);
+        g.outbox.get_or_create(&state("dead")).set(reading.outbox_dead);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Every metric name the exposition can carry, with the suffixes a query uses
+    /// (`_total`, `_bucket`, `_sum`, `_count`), whether or not it has a sample yet.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// The registry being filled, and every name a query can use.
+#[derive(Default)]
+struct Families {
+    registry: Registry,
+    names: Vec<String>,
+}
+
+impl Families {
+    fn counter(&mut self, name: &str, help: &str, metric: impl prometheus_client::registry::Metric) {
+        self.add(name, help, &["_total"], metric)
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, metric: impl prometheus_client::registry::Metric) {
+        self.add(name, help, &[""], metric)
+    }
+
+    fn histogram(&mut self, name: &str, help: &str, metric: impl prometheus_client::registry::Metric) {
+        self.add(name, help, &["_bucket", "_sum", "_count"], metric)
+    }
+
+    fn add(&mut self, name: &str, help: &str, suffixes: &[&str], metric: impl prometheus_client::registry::Metric) {
+        self.registry.register(name, help, metric);
+        self.names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_gauges_and_histograms_render_by_convention() {
+        let m = Metrics::default();
+        m.http.observe("/openapi.json", "GET", 200, 0.002);
+        m.store
+            .operations_accepted
+            .get_or_create(&OperationLabels { r#type: "a/b".into(), request: "create".into() })
+            .inc();
+        let reading = Reading {
+            active: vec![("a/b".into(), "Accepted".into(), 2, 5.0), ("a/b".into(), "Deleting".into(), 1, 9.5)],
+            ..Reading::default()
+        };
+        let text = m.render(&reading);
+        assert!(
+            text.contains(r#"slipway_http_requests_total{route="/openapi.json",method="GET",status="200"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"slipway_operations_accepted_total{type="a/b",request="create"} 1"#), "{text}");
+        assert!(text.contains(r#"slipway_operations_active{type="a/b",status="Deleting"} 1"#), "{text}");
+        // The oldest of every status of a type.
+        assert!(text.contains(r#"slipway_operation_oldest_active_age_seconds{type="a/b"} 9.5"#), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+        // A type with nothing in flight any more disappears instead of freezing at its last value.
+        let text = m.render(&Reading::default());
+        assert!(!text.contains(r#"slipway_operations_active{type="a/b""#), "{text}");
+    }
+
+    #[test]
+    fn names_carry_the_suffixes_queries_use() {
+        let metrics = Metrics::default();
+        let names = metrics.names();
+        for n in
+            ["slipway_http_requests_total", "slipway_http_request_duration_seconds_bucket", "slipway_engine_workers"]
+        {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+    }
+}
