@@ -85,6 +85,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// the modules named in the crate doc.
 pub struct AapProvider {
     name: String,
+    /// Where the controller's web interface shows jobs (`…/#/jobs/`, `…/execution/jobs/`).
+    ui: String,
     http: Http,
     /// Wall-clock time (`find`'s window); waits use tokio's clock.
     clock: Arc<dyn Clock>,
@@ -135,6 +137,16 @@ impl Provider for AapProvider {
         let outcome = self.cancel_job(kind, id).await;
         tracing::info!(provider = %self.name, job = id, kind = kind.as_str(), outcome = ?outcome, "AAP cancel");
         outcome
+    }
+
+    /// The job's output page in the controller's web interface.
+    fn job_link(&self, handle: &JobHandle) -> Option<String> {
+        let (kind, id) = parse_handle(handle).ok()?;
+        let section = match kind {
+            JobKind::Job => "playbook",
+            JobKind::WorkflowJob => "workflow",
+        };
+        Some(format!("{}{section}/{id}/output", self.ui))
     }
 
     async fn output(&self, handle: &JobHandle, offset: u64) -> Result<slipway_provider::JobOutput, ProviderError> {

@@ -194,6 +194,7 @@ impl AapProvider {
             return Err(invalid("request_timeout must be positive".into()));
         }
         let root = api_root(&options.base_url, &options.api_prefix).map_err(invalid)?;
+        let ui = ui_root(&root);
         let (authorization, scrub) = authorization(&options.auth).map_err(invalid)?;
         let client_id = if options.client_id.trim().is_empty() { &options.name } else { &options.client_id };
         let user_agent = user_agent(client_id);
@@ -241,6 +242,7 @@ impl AapProvider {
         .with_metrics(&options.name, options.metrics.clone());
         Ok(AapProvider {
             name: options.name,
+            ui,
             http,
             clock: options.clock,
             naming: TemplateNaming {
@@ -285,6 +287,20 @@ fn api_root(base_url: &str, api_prefix: &str) -> Result<Url, String> {
     let mut root = base;
     root.set_path(&path);
     Ok(root)
+}
+
+/// Where the controller's web interface shows a job, from the API root: the AAP 2.5+
+/// gateway (`…/api/controller/`) under `/execution/`, AWX and AAP ≤ 2.4 under `/#/`.
+fn ui_root(api_root: &Url) -> String {
+    let path = api_root.path();
+    let (base, gateway) = match path.strip_suffix("api/controller/") {
+        Some(base) => (base, true),
+        None => (path.strip_suffix("api/").unwrap_or(path), false),
+    };
+    let mut site = api_root.clone();
+    site.set_path(base);
+    let site = site.as_str().trim_end_matches('/').to_string();
+    if gateway { format!("{site}/execution/jobs/") } else { format!("{site}/#/jobs/") }
 }
 
 /// `slipway/<version> (<client_id>)`; characters a `User-Agent` comment cannot carry (not
@@ -342,6 +358,14 @@ mod tests {
         assert!(r("https://h?x=1", "/api/").is_err());
         let e = r("https://admin:hunter2@h", "/api/").unwrap_err();
         assert!(!e.contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn job_pages_are_under_the_web_interface_of_the_controller() {
+        let ui = |b: &str, p: &str| ui_root(&api_root(b, p).unwrap());
+        assert_eq!(ui("https://awx.example.com", "/api/"), "https://awx.example.com/#/jobs/");
+        assert_eq!(ui("https://aap.example.com/", "/api/controller/"), "https://aap.example.com/execution/jobs/");
+        assert_eq!(ui("https://h:8443/aap", "/api/"), "https://h:8443/aap/#/jobs/");
     }
 
     #[test]

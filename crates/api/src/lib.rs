@@ -1,7 +1,7 @@
 //! The ARM HTTP front end (axum) and the async-notification sender. The only crate that
 //! knows HTTP and the ARM wire format. It never drives a provider: it records intent in the
-//! store (one transaction per request), wakes the engine, and answers; the one read it makes
-//! through a provider, a job's output, goes through [`JobOutputReader`].
+//! store (one transaction per request), wakes the engine, and answers; what it reads
+//! through a provider about a job (its output, its link) goes through [`JobReader`].
 
 mod access;
 mod edge;
@@ -81,6 +81,12 @@ pub struct JobRef {
     pub handle: serde_json::Value,
 }
 
+impl JobRef {
+    pub fn of(job: &slipway_domain::Job) -> JobRef {
+        JobRef { provider: job.provider.clone(), job_id: job.job_id.clone(), handle: job.handle.clone() }
+    }
+}
+
 /// A piece of a job's output, from the offset asked for to `next_offset`.
 #[derive(Clone, Debug, Default)]
 pub struct OutputChunk {
@@ -96,13 +102,18 @@ pub enum OutputError {
     Unavailable(String),
 }
 
-/// `(job, byte offset) -> the job's output from there`, read from the job's provider: the
-/// one way the API reaches a provider, for `GET …/logs`.
-pub type JobOutputReader = Arc<
-    dyn Fn(JobRef, u64) -> std::pin::Pin<Box<dyn Future<Output = Result<OutputChunk, OutputError>> + Send>>
-        + Send
-        + Sync,
->;
+/// What the API may ask the providers about a job — its output (`GET …/logs`) and where the
+/// backend shows it (the job history's `link`) — and nothing else: the one way the API
+/// reaches a provider. Implemented over the providers by the binary.
+#[async_trait::async_trait]
+pub trait JobReader: Send + Sync {
+    /// The job's output from byte `offset` on.
+    async fn output(&self, job: &JobRef, offset: u64) -> Result<OutputChunk, OutputError>;
+
+    /// The job's page in its backend's own interface (an AAP controller's job output), if it
+    /// has one.
+    fn link(&self, job: &JobRef) -> Option<String>;
+}
 
 /// `(provider, webhook body) -> whether a worker follows the job it names`, or why the body
 /// is not a notification of that provider. Only the provider knows its notifications' shape.
@@ -129,8 +140,8 @@ pub struct ApiState {
     pub secrets: Option<Arc<slipway_secrets::Keyring>>,
     /// What `/metrics` exports; the API counts its requests into `metrics.http`.
     pub metrics: slipway_metrics::Metrics,
-    /// Reads a job's output from its provider (`GET …/logs`).
-    pub job_output: JobOutputReader,
+    /// Reads a job's output and link from its provider.
+    pub jobs: Arc<dyn JobReader>,
     /// Turns true when the server stops: answers that stream (following a job's output)
     /// end then, so shutdown does not wait for a job to finish.
     pub stopping: tokio::sync::watch::Receiver<bool>,

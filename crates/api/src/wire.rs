@@ -131,16 +131,17 @@ pub fn resource_etag(res: &ResourceRecord, ty: &ResourceType) -> String {
 
 /// `GET {id}/jobs`: every job in the history, newest first, and for a `Failed` resource how
 /// many attempts at its spec failed in a row and when convergence tries again.
-pub fn job_history_body(res: &ResourceRecord) -> Value {
+/// The job history; `link` names a job's page in its backend, if it has one.
+pub fn job_history_body(res: &ResourceRecord, link: &dyn Fn(&slipway_domain::Job) -> Option<String>) -> Value {
     use slipway_domain::{JobState, JobType, ProvisioningState};
     let mut jobs: Vec<&slipway_domain::Job> = res.jobs.iter().collect();
     jobs.sort_by_key(|j| std::cmp::Reverse(j.timestamp));
     let mut body = json!({
-        "value": jobs.iter().map(|j| job_body(j)).collect::<Vec<_>>(),
+        "value": jobs.iter().map(|j| job_body(j, link)).collect::<Vec<_>>(),
         "provisioningState": res.provisioning_state.as_str(),
     });
     if !res.duplicate_jobs.is_empty() {
-        body["duplicateJobs"] = res.duplicate_jobs.iter().map(job_body).collect();
+        body["duplicateJobs"] = res.duplicate_jobs.iter().map(|j| job_body(j, link)).collect();
     }
     if res.provisioning_state == ProvisioningState::Failed {
         let desired = &res.desired_config_version;
@@ -158,7 +159,7 @@ pub fn job_history_body(res: &ResourceRecord) -> Value {
     body
 }
 
-fn job_body(j: &slipway_domain::Job) -> Value {
+fn job_body(j: &slipway_domain::Job, link: &dyn Fn(&slipway_domain::Job) -> Option<String>) -> Value {
     let mut body = json!({
         "type": j.job_type.as_str(),
         "state": j.state.as_str(),
@@ -176,6 +177,7 @@ fn job_body(j: &slipway_domain::Job) -> Value {
         ("errorDetails", (!j.error_details.is_empty()).then(|| json!(j.error_details))),
         ("endTime", j.ended_at.map(|t| json!(t.to_rfc3339()))),
         ("launchAttempts", (j.launch_attempts > 0).then(|| json!(j.launch_attempts))),
+        ("link", link(j).map(|l| json!(l))),
     ];
     for (name, value) in optional {
         if let Some(v) = value {

@@ -221,6 +221,13 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Permanent(format!("provider '{}' keeps no job output", self.name())))
     }
 
+    /// The job's page in the backend's own interface (an AAP controller's job output), if it
+    /// has one. No I/O: built from the handle and the configuration.
+    fn job_link(&self, handle: &JobHandle) -> Option<String> {
+        let _ = handle;
+        None
+    }
+
     /// Removes what finished jobs left behind once the provider's retention has passed
     /// since they ended (the local provider's job directories, and their output with them);
     /// returns how many jobs' leftovers went. Called on the engine's sweep interval.

@@ -66,7 +66,7 @@ impl App {
             ..EngineOptions::default()
         };
         let hook_providers = providers.clone();
-        let job_output = output_reader(providers.clone());
+        let jobs = Arc::new(ProviderJobs(providers.clone()));
         check_providers(&providers);
         let secrets = keyring(&config, &types)?;
         let mut engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options)
@@ -111,7 +111,7 @@ impl App {
                 metrics_access: config.server.metrics_access(&config).map_err(AppError::Config)?,
             },
             metrics,
-            job_output,
+            jobs,
             stopping: stopped.clone(),
             on_accept: Arc::new(move || wake.wake()),
             hooks,
@@ -256,25 +256,36 @@ fn check_providers(providers: &Providers) {
     }
 }
 
-/// Reads a job's output from the provider that ran it, for `GET …/logs`.
-fn output_reader(providers: Providers) -> slipway_api::JobOutputReader {
-    Arc::new(move |job: slipway_api::JobRef, offset: u64| {
-        let provider = providers.get(&job.provider).cloned();
-        Box::pin(async move {
-            let Some(provider) = provider else {
-                return Err(slipway_api::OutputError::Unavailable(format!(
-                    "provider '{}' is not configured",
-                    job.provider
-                )));
-            };
-            let handle = slipway_provider::JobHandle { job_id: job.job_id, data: job.handle };
-            match provider.output(&handle, offset).await {
-                Ok(out) => Ok(slipway_api::OutputChunk { text: out.text, next_offset: out.next_offset }),
-                Err(slipway_provider::ProviderError::NotFound(_)) => Err(slipway_api::OutputError::Gone),
-                Err(e) => Err(slipway_api::OutputError::Unavailable(e.to_string())),
-            }
-        })
-    })
+/// What the API reads about a job from the provider that ran it: its output and its link.
+struct ProviderJobs(Providers);
+
+#[async_trait::async_trait]
+impl slipway_api::JobReader for ProviderJobs {
+    async fn output(
+        &self,
+        job: &slipway_api::JobRef,
+        offset: u64,
+    ) -> Result<slipway_api::OutputChunk, slipway_api::OutputError> {
+        let Some(provider) = self.0.get(&job.provider) else {
+            return Err(slipway_api::OutputError::Unavailable(format!(
+                "provider '{}' is not configured",
+                job.provider
+            )));
+        };
+        match provider.output(&handle(job), offset).await {
+            Ok(out) => Ok(slipway_api::OutputChunk { text: out.text, next_offset: out.next_offset }),
+            Err(slipway_provider::ProviderError::NotFound(_)) => Err(slipway_api::OutputError::Gone),
+            Err(e) => Err(slipway_api::OutputError::Unavailable(e.to_string())),
+        }
+    }
+
+    fn link(&self, job: &slipway_api::JobRef) -> Option<String> {
+        self.0.get(&job.provider)?.job_link(&handle(job)).filter(|_| !job.job_id.is_empty())
+    }
+}
+
+fn handle(job: &slipway_api::JobRef) -> slipway_provider::JobHandle {
+    slipway_provider::JobHandle { job_id: job.job_id.clone(), data: job.handle.clone() }
 }
 
 /// How long the startup check waits for a provider.

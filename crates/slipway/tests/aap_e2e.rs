@@ -172,6 +172,10 @@ async fn lifecycle_through_aap() {
     let text = logs.text().await.unwrap();
     assert!(text.contains("fatal: [localhost]: FAILED!") && text.contains("simulated failure"), "{text}");
     assert!(text.contains("PLAY RECAP"), "{text}");
+    // The job history links each job to its page in the controller.
+    let history: Value = h.http.get(h.url(&format!("{id}/jobs"))).send().await.unwrap().json().await.unwrap();
+    assert_eq!(history["value"][0]["jobId"], aap_job.as_str(), "{history}");
+    assert_eq!(history["value"][0]["link"], format!("{}/#/jobs/playbook/{aap_job}/output", h.sim.base_url()));
 
     // Delete runs the delete template; the resource is gone afterwards.
     let r = h.http.delete(h.url(&id)).send().await.unwrap();

@@ -19,5 +19,6 @@ pub(crate) async fn job_history(state: &ApiState, ctx: &Ctx, id: ArmId) -> Resul
     access::check_subscription(state, &subscription, Intent::Read).await?;
     let res =
         state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
-    Ok(json_response(StatusCode::OK, wire::job_history_body(&res)))
+    let link = |job: &slipway_domain::Job| state.jobs.link(&crate::JobRef::of(job));
+    Ok(json_response(StatusCode::OK, wire::job_history_body(&res, &link)))
 }

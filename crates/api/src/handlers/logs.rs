@@ -2,7 +2,7 @@
 //! extension, docs/arm-contract.md#job-output). Plain text by default (`?tail=N`: the last
 //! N lines), or with `?follow=true` Server-Sent Events: one `data` event per line as the job
 //! prints it, then one `end` event whose data is the job's final state. The output is read
-//! from the job's provider through [`crate::JobOutputReader`]: a local job's runner output,
+//! from the job's provider through [`crate::JobReader`]: a local job's runner output,
 //! an AAP job's `stdout`.
 
 use std::collections::VecDeque;
@@ -14,7 +14,7 @@ use slipway_domain::{Job, ResourceKey};
 use slipway_store::Store;
 
 use super::*;
-use crate::{JobOutputReader, JobRef, OutputError};
+use crate::{JobReader, JobRef, OutputError};
 
 /// Most lines `?tail=` keeps.
 const MAX_TAIL: usize = 10_000;
@@ -54,7 +54,7 @@ pub(crate) async fn job_logs(state: &ApiState, ctx: &Ctx, op: &Operation) -> Res
     if follow {
         let follower = Follower {
             store: state.store.clone(),
-            reader: state.job_output.clone(),
+            reader: state.jobs.clone(),
             stopping: state.stopping.clone(),
             clock: state.clock.clone(),
             key: op.resource_key.clone(),
@@ -76,7 +76,7 @@ pub(crate) async fn job_logs(state: &ApiState, ctx: &Ctx, op: &Operation) -> Res
     let mut text = String::new();
     let mut offset = 0;
     loop {
-        let chunk = read(&state.job_output, job, offset).await?;
+        let chunk = read(state.jobs.as_ref(), job, offset).await?;
         if chunk.next_offset == offset {
             break;
         }
@@ -112,13 +112,9 @@ fn text_response(text: String, job_id: Option<&str>) -> Response {
     resp
 }
 
-fn job_ref(job: &Job) -> JobRef {
-    JobRef { provider: job.provider.clone(), job_id: job.job_id.clone(), handle: job.handle.clone() }
-}
-
 /// One read; a provider's own words (which may name server paths) stay in the server's log.
-async fn read(reader: &JobOutputReader, job: &Job, offset: u64) -> Result<crate::OutputChunk, ArmError> {
-    reader(job_ref(job), offset).await.map_err(|e| match e {
+async fn read(reader: &dyn JobReader, job: &Job, offset: u64) -> Result<crate::OutputChunk, ArmError> {
+    reader.output(&JobRef::of(job), offset).await.map_err(|e| match e {
         OutputError::Gone => {
             ArmError::not_found("JobOutputNotFound", format!("The output of job '{}' is no longer kept.", job.job_id))
         }
@@ -132,7 +128,7 @@ async fn read(reader: &JobOutputReader, job: &Job, offset: u64) -> Result<crate:
 /// A `?follow=true` answer in progress.
 struct Follower {
     store: Arc<dyn Store>,
-    reader: JobOutputReader,
+    reader: Arc<dyn JobReader>,
     stopping: tokio::sync::watch::Receiver<bool>,
     clock: Arc<dyn slipway_domain::time::Clock>,
     key: ResourceKey,
@@ -200,7 +196,7 @@ impl Follower {
         self.followed = Some(job.job_id.clone());
         let ended = job.state.is_terminal();
         loop {
-            match read(&self.reader, &job, self.offset).await {
+            match read(self.reader.as_ref(), &job, self.offset).await {
                 Ok(chunk) if chunk.next_offset > self.offset => {
                     self.offset = chunk.next_offset;
                     self.partial.push_str(&chunk.text);
