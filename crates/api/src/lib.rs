@@ -142,6 +142,8 @@ pub struct ApiState {
     pub metrics: slipway_metrics::Metrics,
     /// Reads a job's output and link from its provider.
     pub jobs: Arc<dyn JobReader>,
+    /// Each provider's last readiness check: `(name, None)` before the first answer.
+    pub provider_readiness: Arc<dyn Fn() -> Vec<(String, Option<bool>)> + Send + Sync>,
     /// Turns true when the server stops: answers that stream (following a job's output)
     /// end then, so shutdown does not wait for a job to finish.
     pub stopping: tokio::sync::watch::Receiver<bool>,
@@ -159,11 +161,25 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
+/// `503` when the store cannot take work; otherwise `200`, with each provider's last
+/// readiness check in the body. A provider that is not ready does not make the replica
+/// unready: every replica shares it, and taking them all out of service would stop reads
+/// and status polls too (alert on `slipway_provider_ready` instead). Why a provider is not
+/// ready is in the server's log, not in this unauthenticated answer.
 async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
-    match state.store.ping().await {
-        Ok(()) => (StatusCode::OK, "ready").into_response(),
-        Err(e) => ArmError::unavailable(format!("store: {e}")).into_response(),
+    if let Err(e) = state.store.ping().await {
+        return ArmError::unavailable(format!("store: {e}")).into_response();
     }
+    let mut body = String::from("ready\n");
+    for (name, ready) in (state.provider_readiness)() {
+        let word = match ready {
+            None => "not checked yet",
+            Some(true) => "ready",
+            Some(false) => "not ready (see the server log)",
+        };
+        body.push_str(&format!("provider {name}: {word}\n"));
+    }
+    (StatusCode::OK, body).into_response()
 }
 
 /// This request's `x-ms-request-id`, for the handlers' audit events.

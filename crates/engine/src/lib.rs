@@ -16,6 +16,7 @@ mod batch;
 mod cascade;
 mod effects;
 mod progress;
+mod readiness;
 mod worker;
 
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 pub use effects::{Providers, launch_request};
+pub use readiness::Readiness;
 
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -104,6 +106,11 @@ impl EngineHandle {
         }
     }
 
+    /// Each provider's last readiness check, by name.
+    pub fn provider_readiness(&self) -> Vec<(String, Readiness)> {
+        self.shared.readiness.snapshot()
+    }
+
     /// Notified whenever a committed change queued an async notification.
     pub fn outbox_signal(&self) -> Arc<Notify> {
         self.shared.outbox.clone()
@@ -129,6 +136,7 @@ pub(crate) struct Shared {
     /// can only have been taken over after renewals stopped, so no lease of ours is valid past
     /// this (or past its own claim's `until`, whichever is later).
     pub renewed_until: std::sync::atomic::AtomicI64,
+    pub readiness: readiness::ProviderReadiness,
 }
 
 /// How the scheduler reaches a running worker: a claim returned its resource again (a
@@ -162,7 +170,9 @@ impl Engine {
                 (name.clone(), batch::StatusBatcher::new(p.clone(), options.status_batch, options.status_window))
             })
             .collect();
+        let readiness = readiness::ProviderReadiness::new(&providers);
         let shared = Shared {
+            readiness,
             store,
             batchers,
             providers,
@@ -205,6 +215,15 @@ impl Engine {
         let mut workers = JoinSet::new();
         let mut renew = tokio::time::interval(opts.lease_for / 3);
         let mut sweep = tokio::time::interval(opts.sweep_interval);
+        // Checks run beside the loop: a controller that does not answer must not hold it up.
+        let checker = shared.clone();
+        let provider_checks = tokio::spawn(async move {
+            let mut every = tokio::time::interval(readiness::CHECK_INTERVAL);
+            loop {
+                every.tick().await;
+                checker.readiness.check_all(&checker.providers, &checker.metrics).await;
+            }
+        });
         // Intervals, not a sleep re-armed per loop: the other timers firing must never
         // starve the look for due work.
         let mut idle = tokio::time::interval(opts.idle_interval);
@@ -255,6 +274,7 @@ impl Engine {
                 tracing::warn!(error = %e, "claiming due work failed");
             }
         }
+        provider_checks.abort();
         tracing::info!(in_flight = workers.len(), "engine stopping");
         let _ = stop_tx.send(true);
         let drained =

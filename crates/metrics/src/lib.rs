@@ -150,6 +150,8 @@ pub struct EngineMetrics {
     pub workers: Gauge,
     pub job_requests: Family<JobRequestLabels, Counter>,
     pub jobs_ended: Family<JobEndLabels, Counter>,
+    /// 1 while a provider's last readiness check passed (reachable, credentials accepted).
+    pub providers_ready: Family<ProviderLabels, Gauge>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -329,6 +331,11 @@ impl Metrics {
             engine.fenced_writes.clone(),
         );
         f.gauge("slipway_engine_workers", "Resources this node is working on", engine.workers.clone());
+        f.gauge(
+            "slipway_provider_ready",
+            "1 while the provider's last readiness check passed (checked every minute)",
+            engine.providers_ready.clone(),
+        );
         f.counter(
             "slipway_job_requests",
             "Provider job requests, by provider, request and outcome",

@@ -16,7 +16,8 @@ use slipway_api::{
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::time::Clock;
 use slipway_domain::{TypeKey, TypePolicy};
-use slipway_engine::{Engine, EngineOptions, Providers};
+
+use slipway_engine::{Engine, EngineOptions, Providers, Readiness};
 use slipway_provider::Provider;
 use slipway_store::Store;
 use slipway_store::postgres::{PostgresOptions, PostgresStore};
@@ -67,7 +68,6 @@ impl App {
         };
         let hook_providers = providers.clone();
         let jobs = Arc::new(ProviderJobs(providers.clone()));
-        check_providers(&providers);
         let secrets = keyring(&config, &types)?;
         let mut engine = Engine::new(store.clone(), providers, policies, clock.clone(), engine_options)
             .with_metrics(metrics.engine.clone());
@@ -112,6 +112,15 @@ impl App {
             },
             metrics,
             jobs,
+            provider_readiness: {
+                let engine = handle.clone();
+                Arc::new(move || {
+                    let answers = engine.provider_readiness().into_iter();
+                    answers
+                        .map(|(name, r)| (name, (r != Readiness::Unknown).then_some(r == Readiness::Ready)))
+                        .collect()
+                })
+            },
             stopping: stopped.clone(),
             on_accept: Arc::new(move || wake.wake()),
             hooks,
@@ -238,24 +247,6 @@ fn build_providers(config: &Config, metrics: &slipway_metrics::ProviderMetrics) 
     Ok(providers)
 }
 
-/// Asks each provider, in the background, whether it can take work (an AAP controller:
-/// reachable, credentials accepted) and logs the answer: a wrong token shows at startup, not
-/// first as a tenant's failed operation.
-fn check_providers(providers: &Providers) {
-    for (name, provider) in providers {
-        let (name, provider) = (name.clone(), provider.clone());
-        tokio::spawn(async move {
-            match tokio::time::timeout(PROVIDER_CHECK_TIMEOUT, provider.check()).await {
-                Ok(Ok(())) => tracing::info!(provider = %name, "provider ready"),
-                Ok(Err(e)) => {
-                    tracing::warn!(provider = %name, error = %e, "provider not ready: its jobs will fail until this is fixed")
-                }
-                Err(_) => tracing::warn!(provider = %name, "provider did not answer its readiness check in time"),
-            }
-        });
-    }
-}
-
 /// What the API reads about a job from the provider that ran it: its output and its link.
 struct ProviderJobs(Providers);
 
@@ -287,9 +278,6 @@ impl slipway_api::JobReader for ProviderJobs {
 fn handle(job: &slipway_api::JobRef) -> slipway_provider::JobHandle {
     slipway_provider::JobHandle { job_id: job.job_id.clone(), data: job.handle.clone() }
 }
-
-/// How long the startup check waits for a provider.
-const PROVIDER_CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One configured provider (checks its executables, files and credentials' files), counting
 /// its HTTP requests into `metrics`.

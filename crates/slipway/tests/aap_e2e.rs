@@ -34,8 +34,8 @@ async fn sim(webhook_to: Option<u16>) -> Sim {
     Sim::start("127.0.0.1:0", config).await.expect("start aap-sim")
 }
 
-fn config_text(dir: &Path, port: u16, sim: &Sim, poll_seconds: f64) -> String {
-    std::fs::write(dir.join("aap-token"), "sim-token").unwrap();
+fn config_text(dir: &Path, port: u16, sim: &Sim, poll_seconds: f64, token: &str) -> String {
+    std::fs::write(dir.join("aap-token"), token).unwrap();
     std::fs::write(dir.join("hook-token"), HOOK_TOKEN).unwrap();
     let mut types = String::new();
     for (ty, kind, extra) in [
@@ -84,12 +84,17 @@ struct Harness {
 
 impl Harness {
     async fn start(webhooks: bool, poll_seconds: f64) -> Harness {
+        Harness::start_with_token(webhooks, poll_seconds, "sim-token").await
+    }
+
+    /// With `token` as the provider's AAP token (the simulator accepts `sim-token`).
+    async fn start_with_token(webhooks: bool, poll_seconds: f64, token: &str) -> Harness {
         common::init_logging();
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let sim = sim(webhooks.then_some(port)).await;
         let path = dir.path().join("slipway.toml");
-        std::fs::write(&path, config_text(dir.path(), port, &sim, poll_seconds)).unwrap();
+        std::fs::write(&path, config_text(dir.path(), port, &sim, poll_seconds, token)).unwrap();
         let config = Config::load(Some(&path), []).unwrap();
         let app = App::start(config, Arc::new(SystemClock)).await.expect("start slipway");
         Harness {
@@ -140,6 +145,28 @@ fn jobs_by_key(sim: &Sim) -> HashMap<String, usize> {
         *counts.entry(key).or_insert(0) += 1;
     }
     counts
+}
+
+/// The provider is checked at startup: `/readyz` and `slipway_provider_ready` say whether it
+/// can take work, and a wrong token shows there (and in the log) before any tenant's job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_shows_each_provider_and_a_refused_token() {
+    for (token, word, gauge) in [("sim-token", "ready", 1), ("wrong-token", "not ready (see the server log)", 0)] {
+        let h = Harness::start_with_token(false, 0.2, token).await;
+        let want = format!("provider aap: {word}\n");
+        let start = Instant::now();
+        loop {
+            let body = h.http.get(format!("{}/readyz", h.base)).send().await.unwrap().text().await.unwrap();
+            if body.contains(&want) {
+                break;
+            }
+            assert!(start.elapsed() < T, "{token}: {body}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let metrics = h.http.get(format!("{}/metrics", h.base)).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.contains(&format!("slipway_provider_ready{{provider=\"aap\"}} {gauge}\n")), "{metrics}");
+        h.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,7 +376,7 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
     // jobs exist, and is killed in that state.
     sim.handle().set_faults(Faults { lose_launch_response_percent: 100, ..Faults::default() });
     let config = dir.path().join("slipway.toml");
-    std::fs::write(&config, config_text(dir.path(), port, &sim, 0.2)).unwrap();
+    std::fs::write(&config, config_text(dir.path(), port, &sim, 0.2, "sim-token")).unwrap();
     let spawn = |run: usize| common::spawn_slipway(&config, &dir.path().join(format!("slipway-{run}.log")), "info");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
