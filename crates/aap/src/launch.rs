@@ -54,15 +54,7 @@ impl AapProvider {
     /// Launches the request's template once (see the module doc).
     pub(crate) async fn launch_once(&self, request: &LaunchRequest) -> Result<Launched, ProviderError> {
         let name = self.template_name(request)?;
-        let t = self.template(&name).await?;
-        if !t.prompts_for_variables {
-            // Not cached as usable: fixing the template in AAP takes effect next time.
-            self.forget_template(&name);
-            return Err(ProviderError::Permanent(format!(
-                "{} {name:?} does not prompt for variables on launch (enable 'Prompt on launch' for variables)",
-                t.kind.template_noun()
-            )));
-        }
+        let t = self.launchable_template(&name).await?;
         let url = self.http.url(&format!("{}{}/launch/", t.kind.templates_path(), t.id));
         let what = Http::what(&Method::POST, &url);
         let body = json!({ "extra_vars": extra_vars(self.envelope, request) });

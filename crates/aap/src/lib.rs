@@ -61,7 +61,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use slipway_domain::time::Clock;
-use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_provider::{
+    CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
+};
 use tokio::time::Instant;
 
 use http::Http;
@@ -137,6 +139,17 @@ impl Provider for AapProvider {
         let outcome = self.cancel_job(kind, id).await;
         tracing::info!(provider = %self.name, job = id, kind = kind.as_str(), outcome = ?outcome, "AAP cancel");
         outcome
+    }
+
+    /// The template the job would run, looked up at the controller as a launch would.
+    async fn check_job(&self, kind: &str, action: &JobAction) -> Option<Result<String, ProviderError>> {
+        let name = match self.naming.template_name(kind, action) {
+            Ok(name) => name,
+            Err(e) => return Some(Err(ProviderError::Permanent(e))),
+        };
+        Some(
+            self.launchable_template(&name).await.map(|t| format!("{} {name:?} (id {})", t.kind.template_noun(), t.id)),
+        )
     }
 
     /// The job's output page in the controller's web interface.

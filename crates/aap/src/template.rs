@@ -71,6 +71,20 @@ impl AapProvider {
         self.resolve(name).await
     }
 
+    /// The template named `name`, if a launch can use it: it must take our extra vars.
+    pub(crate) async fn launchable_template(&self, name: &str) -> Result<Template, ProviderError> {
+        let t = self.template(name).await?;
+        if !t.prompts_for_variables {
+            // Not cached as usable: fixing the template in AAP takes effect next time.
+            self.forget_template(name);
+            return Err(ProviderError::Permanent(format!(
+                "{} {name:?} does not prompt for variables on launch (enable 'Prompt on launch' for variables)",
+                t.kind.template_noun()
+            )));
+        }
+        Ok(t)
+    }
+
     /// Looks `name` up at AAP (job templates first) and caches the result.
     pub(crate) async fn resolve(&self, name: &str) -> Result<Template, ProviderError> {
         for kind in [JobKind::Job, JobKind::WorkflowJob] {

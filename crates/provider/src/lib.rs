@@ -221,6 +221,14 @@ pub trait Provider: Send + Sync + 'static {
         Err(ProviderError::Permanent(format!("provider '{}' keeps no job output", self.name())))
     }
 
+    /// Asks the backend whether a job of `kind` doing `action` could start
+    /// (`check-config --online`): the template or playbook it would run, or why not. `None`:
+    /// nothing to ask beyond what the configuration already shows.
+    async fn check_job(&self, kind: &str, action: &JobAction) -> Option<Result<String, ProviderError>> {
+        let _ = (kind, action);
+        None
+    }
+
     /// The job's page in the backend's own interface (an AAP controller's job output), if it
     /// has one. No I/O: built from the handle and the configuration.
     fn job_link(&self, handle: &JobHandle) -> Option<String> {

@@ -76,12 +76,7 @@ pub fn missing_playbooks(config: &Config, t: &TypeConfig) -> Vec<String> {
     };
     let dir = config.resolve(&a.playbook_dir);
     let names = explicit_names(config, &a.name);
-    let mut words = vec![JobAction::Create, JobAction::Delete];
-    if t.preflight {
-        words.push(JobAction::Validate);
-    }
-    words.extend(t.actions.keys().map(|name| JobAction::Run(name.clone())));
-    words
+    job_words(t)
         .into_iter()
         .filter_map(|action| {
             let name = slipway_ansible::playbook_name(&names, a.playbook_prefix.as_deref(), &t.kind, &action);
@@ -89,6 +84,51 @@ pub fn missing_playbooks(config: &Config, t: &TypeConfig) -> Vec<String> {
                 .then(|| format!("the {} playbook {name} is not in {}", action.as_str(), dir.display()))
         })
         .collect()
+}
+
+/// Every kind of job a type runs: create and delete, its preflight validation, its actions.
+fn job_words(t: &TypeConfig) -> Vec<JobAction> {
+    let mut words = vec![JobAction::Create, JobAction::Delete];
+    if t.preflight {
+        words.push(JobAction::Validate);
+    }
+    words.extend(t.actions.keys().map(|name| JobAction::Run(name.clone())));
+    words
+}
+
+/// `check-config --online`: asks each provider whether it can take work (an AAP
+/// controller: reachable, credentials accepted) and whether every job the types need could
+/// start there (each template exists, in the organization, and prompts for variables).
+pub async fn check_online(config: &Config) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (i, p) in config.providers.iter().enumerate() {
+        let entry = format!("providers[{i}] ({})", p.name());
+        let provider = match build_provider(config, p, &Default::default()) {
+            Ok(provider) => provider,
+            Err(e) => {
+                problems.push(format!("{entry}: {e}"));
+                continue;
+            }
+        };
+        if let Err(e) = provider.check().await {
+            problems.push(format!("{entry}: not ready: {e}"));
+            continue;
+        }
+        for (j, t) in config.types.iter().enumerate().filter(|(_, t)| t.provider == p.name()) {
+            for action in job_words(t) {
+                if let Some(Err(e)) = provider.check_job(&t.kind, &action).await {
+                    problems.push(format!(
+                        "types[{j}] ({}/{}): the {} job: {e}",
+                        t.namespace,
+                        t.type_name,
+                        action.as_str()
+                    ));
+                }
+            }
+        }
+        provider.shutdown().await;
+    }
+    problems
 }
 
 /// `Contoso.Dns`: two or more dot-separated parts, each a letter then letters and digits.

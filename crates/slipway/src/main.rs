@@ -35,7 +35,12 @@ enum Command {
     /// Run the API, engine and notifier (the default).
     Serve,
     /// Load and check the configuration, then exit.
-    CheckConfig,
+    CheckConfig {
+        /// Also ask each provider: is it reachable, are its credentials accepted, does every
+        /// template the types need exist there.
+        #[arg(long)]
+        online: bool,
+    },
     /// Manage API tokens for automation (kept in the store: every replica sees them).
     #[command(subcommand)]
     ApiToken(TokenCommand),
@@ -77,8 +82,14 @@ fn main() -> ExitCode {
     };
     init_logging(config.server.log_format);
     let command = cli.command.unwrap_or(Command::Serve);
-    if let Command::CheckConfig = command {
-        let problems = slipway::check::check(&config);
+    if let Command::CheckConfig { online } = command {
+        let mut problems = slipway::check::check(&config);
+        if online && problems.is_empty() {
+            match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => problems = rt.block_on(slipway::check::check_online(&config)),
+                Err(e) => problems.push(format!("starting the runtime: {e}")),
+            }
+        }
         if problems.is_empty() {
             println!("configuration ok: {} provider(s), {} type(s)", config.providers.len(), config.types.len());
             return ExitCode::SUCCESS;

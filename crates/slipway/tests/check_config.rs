@@ -47,10 +47,19 @@ fn vnet_type(extra: &str) -> String {
 }
 
 fn run(dir: &Path, text: &str) -> (i32, String, String) {
+    run_with(dir, text, &[])
+}
+
+fn run_with(dir: &Path, text: &str, args: &[&str]) -> (i32, String, String) {
     let path = dir.join("slipway.toml");
     std::fs::write(&path, text).unwrap();
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_slipway")).arg("--config").arg(&path).arg("check-config").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slipway"))
+        .arg("--config")
+        .arg(&path)
+        .arg("check-config")
+        .args(args)
+        .output()
+        .unwrap();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
@@ -137,4 +146,59 @@ fn broken_configurations_are_refused_naming_the_entry() {
     let (code, stdout, stderr) = run(d, &config(d, "127.0.0.1:0", "", &vnet_type("")));
     assert_eq!(code, 0, "a valid configuration: {stderr}");
     assert!(stdout.contains("configuration ok: 1 provider(s), 1 type(s)"), "{stdout}");
+}
+
+/// `--online` asks the controller: credentials, and every template the types' jobs need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn online_checks_ask_the_controller_for_credentials_and_templates() {
+    let sim = aap_sim::Sim::start(
+        "127.0.0.1:0",
+        aap_sim::SimConfig { token: Some("sim-token".into()), ..aap_sim::SimConfig::default() },
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    // The token is written when its case runs.
+    let aap_config = |token: &'static str, types: &[(&str, &str, &str)]| {
+        let mut text = format!(
+            "[store]\nurl = \"sqlite:{db}\"\n[[providers]]\nname = \"aap\"\ntype = \"aap\"\nurl = \"{url}\"\n\
+             template_prefix = \"slipway\"\ntoken_file = \"{token}\"\n",
+            db = d.join("s.db").display(),
+            url = sim.base_url(),
+            token = d.join("aap-token").display(),
+        );
+        for (ty, kind, extra) in types {
+            text.push_str(&format!(
+                "[[types]]\nnamespace = \"Slipway.Example\"\ntype = \"{ty}\"\nkind = \"{kind}\"\n\
+                 api_versions = [\"2025-06-01\"]\nprovider = \"aap\"\n{extra}\n"
+            ));
+        }
+        (token, text)
+    };
+    let vms = ("computeInstances", "ComputeInstance", "[types.actions.restart]");
+    let cases = [
+        (aap_config("sim-token", &[vms]), 0, "configuration ok"),
+        (
+            aap_config("sim-token", &[vms, ("widgets", "Widget", "")]),
+            2,
+            "types[1] (Slipway.Example/widgets): the create job: template \"slipway-create-widget\" not found",
+        ),
+        (
+            aap_config("sim-token", &[("computeInstances", "ComputeInstance", "[types.actions.reboot]")]),
+            2,
+            "the reboot job: template \"slipway-reboot-compute-instance\" not found",
+        ),
+        (aap_config("wrong-token", &[vms]), 2, "providers[0] (aap): not ready: the controller refused"),
+    ];
+    for ((token, text), want_code, want) in cases {
+        std::fs::write(d.join("aap-token"), token).unwrap();
+        let dir = d.clone();
+        let (code, stdout, stderr) =
+            tokio::task::spawn_blocking(move || run_with(&dir, &text, &["--online"])).await.unwrap();
+        assert_eq!(code, want_code, "{want}\nstdout: {stdout}\nstderr: {stderr}");
+        assert!(format!("{stdout}{stderr}").contains(want), "wanted {want:?} in\n{stdout}{stderr}");
+        assert!(!stderr.contains("wrong-token"), "no credential in any message: {stderr}");
+    }
+    sim.shutdown().await;
 }
