@@ -275,7 +275,14 @@ impl Worker {
             types: &self.shared.policies,
             metrics: &self.shared.metrics,
         };
-        let performing = effects::perform(&backends, snap, &effect);
+        // Every line a provider logs for this effect names its operation and job (the
+        // worker's span already names the resource).
+        let key = effect_key(&effect).unwrap_or_default();
+        let job = snap.resource.as_ref().and_then(|r| r.jobs.iter().find(|j| j.idempotency_key == key));
+        let operation = job.and_then(|j| j.operation_id.as_ref()).map(|o| o.to_string()).unwrap_or_default();
+        let job_id = job.map(|j| j.job_id.as_str()).unwrap_or_default();
+        let span = tracing::info_span!("effect", operation = %operation, key = %key, job = %job_id);
+        let performing = tracing::Instrument::instrument(effects::perform(&backends, snap, &effect), span);
         let outcome = if launching {
             // A launch is several requests (template lookup, prompt check, retries, then the
             // POST): a pause between them can outlast the lease as surely as one before them.

@@ -1,6 +1,7 @@
 //! Logs people can use, read from the real binary's output with `log_format = "json"`: an
 //! access line per request, one line per operation status change and per job end with its
-//! failure, resource and operation as fields, times as timestamps.
+//! failure, resource and operation as fields (a provider's own lines too, through the effect
+//! span), times as timestamps.
 
 mod common;
 
@@ -83,4 +84,13 @@ async fn json_logs_say_who_asked_what_changed_and_why_a_job_failed() {
     // Every line a worker logs carries its resource (its span's field).
     let span = ended["span"]["resource"].as_str().unwrap_or_default();
     assert!(span.ends_with("/virtualNetworks/logged"), "{ended}");
+    // And what a provider logs while performing an effect names the operation and job too.
+    let launched = logged
+        .iter()
+        .find(|l| l["message"] == "launched ansible-runner")
+        .unwrap_or_else(|| panic!("no launch line: {logged:?}"));
+    assert_eq!(launched["span"]["name"], "effect", "{launched}");
+    assert_eq!(launched["span"]["operation"], op_id.as_str(), "{launched}");
+    assert!(launched["span"]["key"].as_str().is_some_and(|k| k.starts_with(&op_id)), "{launched}");
+    assert!(launched["spans"][0]["resource"].as_str().unwrap_or_default().ends_with("/virtualNetworks/logged"));
 }
