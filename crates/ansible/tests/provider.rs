@@ -402,5 +402,5 @@ async fn output_is_readable_while_the_job_runs_and_gone_after_its_retention() {
     })
     .await;
     assert!(matches!(p.output(&launched.handle, 0).await, Err(ProviderError::NotFound(_))));
-    assert!(matches!(p.status(&[launched.handle.clone()]).await[0], Err(ProviderError::NotFound(_))));
+    assert!(matches!(p.status(std::slice::from_ref(&launched.handle)).await[0], Err(ProviderError::NotFound(_))));
 }
