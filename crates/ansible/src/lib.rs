@@ -27,8 +27,10 @@
 mod jobdir;
 mod keylock;
 mod naming;
+mod observe;
 mod procfs;
 mod retention;
+mod spawn;
 mod terminate;
 
 use std::collections::{HashMap, HashSet};
@@ -37,7 +39,6 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -47,7 +48,7 @@ use slipway_domain::{JobState, Timestamp};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
 use tokio::task::JoinSet;
 
-use jobdir::{JOB_MARKER_VAR, JobDir, JobRecord, Layout};
+use jobdir::{JobDir, JobRecord};
 use keylock::KeyLock;
 use procfs::ProcId;
 
@@ -118,11 +119,6 @@ pub enum AnsibleError {
     #[error("invalid ansible provider option: {0}")]
     InvalidOption(String),
 }
-
-/// Environment passed through to the runner. Everything else is dropped: runner writes
-/// its full environment into `artifacts/run/command`, and Slipway's environment may hold
-/// secrets (tokens for other providers).
-const PASS_ENV: &[&str] = &["HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ"];
 
 /// How long a launch over `max_concurrent` is told to wait.
 const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -264,13 +260,6 @@ fn resolve_executable(path: &Path) -> Option<PathBuf> {
     std::path::absolute(found).ok()
 }
 
-/// What a look at a job directory found.
-struct Observation {
-    /// The runner, if it is still running.
-    runner: Option<ProcId>,
-    status: JobStatus,
-}
-
 impl Inner {
     fn job_dir(&self, name: &str) -> JobDir {
         JobDir::new(self.work_dir.join(name))
@@ -321,105 +310,6 @@ impl Inner {
             None => self.work_dir.join(&h.job_id),
         };
         Ok((h.job_id.clone(), JobDir::new(dir)))
-    }
-
-    /// A runner process for `job` found in the process table (used when Slipway crashed
-    /// between spawning it and writing `job.json`): its identity and `-p` playbook.
-    fn find_unrecorded_runner(job: &JobDir) -> Option<(ProcId, Option<String>)> {
-        let dir = job.dir.to_str()?;
-        let procs = procfs::snapshot();
-        let matches: Vec<(procfs::ProcStat, Vec<String>)> = procs
-            .iter()
-            .filter(|p| p.is_running())
-            .filter_map(|p| {
-                let argv = procfs::cmdline(p.pid)?;
-                argv.iter().any(|a| a == dir).then_some((*p, argv))
-            })
-            .collect();
-        // A forked-but-not-yet-exec'd child carries its parent's cmdline: take the root.
-        let pids: HashSet<i32> = matches.iter().map(|(p, _)| p.pid).collect();
-        let (stat, argv) = matches.into_iter().find(|(p, _)| !pids.contains(&p.ppid))?;
-        let playbook = argv.iter().position(|a| a == "-p" || a == "--playbook").and_then(|i| argv.get(i + 1).cloned());
-        Some((stat.id(), playbook))
-    }
-
-    /// Looks at a job directory and maps what runner recorded. Blocking.
-    fn observe(&self, name: &str, job: &JobDir) -> Observation {
-        let record = match job.read_record() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(dir = %job.dir.display(), error = %e, "unreadable job.json");
-                None
-            }
-        };
-        let runner = match &record {
-            Some(r) => Some(ProcId { pid: r.pid, start_time: r.start_time_ticks }),
-            None => Self::find_unrecorded_runner(job).map(|(id, _)| id),
-        };
-        let alive = runner.filter(|r| procfs::is_alive(*r));
-        // Results are read only after the liveness check: a runner seen dead has already
-        // written everything it ever will, so "dead and no status" really means no result.
-        let word = job.runner_status();
-        let terminal_word = word.filter(|_| alive.is_none() || job.has_rc());
-        let status = match terminal_word {
-            Some(word) => {
-                let (state, message) = map_runner_status(&word);
-                let error_details = if state == JobState::Failed { job.failure_details() } else { String::new() };
-                // A failed job's report counts too: a preflight job fails with its checks.
-                let stats = job.stats();
-                let ended_normally = state == JobState::Succeeded || word == "failed";
-                self.finished(name, job, ended_normally, alive);
-                JobStatus { state, message, error_details, stats }
-            }
-            None if alive.is_some() => {
-                lock(&self.active).insert(name.to_owned());
-                JobStatus::new(JobState::Running, "running")
-            }
-            None => {
-                self.finished(name, job, false, None);
-                if job.cancel_marker().exists() {
-                    JobStatus::new(JobState::Canceled, "canceled before the runner recorded a result")
-                } else {
-                    JobStatus {
-                        error_details: job.failure_details(),
-                        ..JobStatus::new(JobState::Failed, "the runner exited without recording a result")
-                    }
-                }
-            }
-        };
-        Observation { runner: alive, status }
-    }
-
-    /// Bookkeeping once a job is over. A job that ended normally (the playbook finished,
-    /// successfully or not) is left alone; one that was cancelled, timed out or whose
-    /// runner died may have orphaned workers, which are killed here; `runner` (still
-    /// alive when its results are already written) is spared, it exits by itself.
-    /// Blocking.
-    fn finished(&self, name: &str, job: &JobDir, ended_normally: bool, runner: Option<ProcId>) {
-        lock(&self.active).remove(name);
-        // A file, not memory: done once per job, across restarts, without growing state.
-        let done = job.finished_marker();
-        if done.exists() {
-            return;
-        }
-        if !ended_normally {
-            terminate::sweep(job, runner);
-        }
-        // Module payloads of interrupted tasks; nothing reads them.
-        if let Err(e) = fs::remove_dir_all(job.tmp())
-            && e.kind() != io::ErrorKind::NotFound
-        {
-            tracing::debug!(dir = %job.dir.display(), error = %e, "could not remove job tmp");
-        }
-        // The extra vars carry opened secret properties: they exist only while the job runs.
-        if let Err(e) = fs::remove_file(job.extravars())
-            && e.kind() != io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %job.dir.display(), error = %e, "could not remove the job's extra vars");
-        }
-        if let Err(e) = jobdir::create_private(&done) {
-            tracing::debug!(dir = %job.dir.display(), error = %e, "could not mark job finished");
-        }
     }
 
     /// The job already started for this request's key, if any. Blocking.
@@ -496,87 +386,6 @@ impl Inner {
                 message: format!("{running} ansible jobs running (max_concurrent)"),
             })
         }
-    }
-
-    /// Writes a fresh job directory, replacing a stale one (created but never started).
-    /// Blocking.
-    fn prepare(&self, job: &JobDir, r: &LaunchRequest) -> io::Result<()> {
-        match fs::remove_dir_all(&job.dir) {
-            Ok(()) => {
-                tracing::info!(dir = %job.dir.display(), "removed a job dir that never started")
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        let layout = Layout {
-            request: r,
-            python: &self.python,
-            extra_vars: &self.extra_vars,
-            job_timeout_secs: self.job_timeout.map(|t| t.as_secs() + u64::from(t.subsec_nanos() > 0)),
-        };
-        job.create(&layout).inspect_err(|_| {
-            let _ = fs::remove_dir_all(&job.dir);
-        })
-    }
-
-    fn command(&self, job: &JobDir, playbook: &str) -> io::Result<tokio::process::Command> {
-        let stdout = jobdir::create_private(&job.runner_stdout())?;
-        let stderr = jobdir::create_private(&job.runner_stderr())?;
-        let mut cmd = tokio::process::Command::new(&self.runner);
-        cmd.arg("run")
-            .arg(&job.dir)
-            .arg("-p")
-            .arg(playbook)
-            .arg("--project-dir")
-            .arg(&self.playbook_dir)
-            .arg("--ident")
-            .arg(jobdir::IDENT)
-            .current_dir(&job.dir)
-            .env_clear()
-            .envs(PASS_ENV.iter().filter_map(|k| Some((*k, std::env::var_os(k)?))))
-            // ANSIBLE_* configures Ansible itself (e.g. ANSIBLE_CONFIG); not secrets.
-            .envs(
-                std::env::vars_os()
-                    .filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("ANSIBLE_") && k != JOB_MARKER_VAR)),
-            )
-            .env("PATH", &self.path_env)
-            .env(JOB_MARKER_VAR, &job.dir)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr)
-            // Own group: a Ctrl-C or signal to Slipway's group does not reach the job.
-            .process_group(0)
-            // Jobs outlive the provider (and Slipway): a restart adopts them.
-            .kill_on_drop(false);
-        private_umask(&mut cmd);
-        Ok(cmd)
-    }
-}
-
-/// Everything the job's processes create (runner's artifacts, Ansible's temporary files, what
-/// the playbook writes without an explicit mode) is the owner's only: umask `077` in the
-/// child, set between fork and exec.
-#[allow(unsafe_code)]
-fn private_umask(cmd: &mut tokio::process::Command) {
-    // SAFETY: the closure runs in the forked child before exec and only calls umask(2),
-    // which is async-signal-safe, allocates nothing and cannot fail.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::umask(0o077);
-            Ok(())
-        });
-    }
-}
-
-/// Runner's final status word → job state and message (AWX's mapping).
-fn map_runner_status(word: &str) -> (JobState, String) {
-    match word {
-        "successful" => (JobState::Succeeded, word.into()),
-        "failed" => (JobState::Failed, word.into()),
-        "canceled" => (JobState::Canceled, word.into()),
-        "timeout" => (JobState::Failed, "Job terminated due to timeout".into()),
-        "error" => (JobState::Failed, "Job terminated due to error".into()),
-        other => (JobState::Failed, format!("the runner ended with unexpected status {other:?}")),
     }
 }
 
@@ -837,20 +646,5 @@ impl Provider for AnsibleProvider {
             // Dropping the set would abort them; let them finish if the runtime lives on.
             tasks.detach_all();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runner_status_mapping() {
-        assert_eq!(map_runner_status("successful").0, JobState::Succeeded);
-        assert_eq!(map_runner_status("failed").0, JobState::Failed);
-        assert_eq!(map_runner_status("canceled").0, JobState::Canceled);
-        assert_eq!(map_runner_status("timeout"), (JobState::Failed, "Job terminated due to timeout".into()));
-        assert_eq!(map_runner_status("error"), (JobState::Failed, "Job terminated due to error".into()));
-        assert_eq!(map_runner_status("weird").0, JobState::Failed);
     }
 }
