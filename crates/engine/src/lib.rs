@@ -215,13 +215,21 @@ impl Engine {
         let mut workers = JoinSet::new();
         let mut renew = tokio::time::interval(opts.lease_for / 3);
         let mut sweep = tokio::time::interval(opts.sweep_interval);
-        // Checks run beside the loop: a controller that does not answer must not hold it up.
-        let checker = shared.clone();
-        let provider_checks = tokio::spawn(async move {
-            let mut every = tokio::time::interval(readiness::CHECK_INTERVAL);
+        // Provider upkeep runs beside the loop: a controller that does not answer, or a work
+        // dir with many job directories to look through, must not hold up claims.
+        let upkeep = shared.clone();
+        let provider_upkeep = tokio::spawn(async move {
+            let mut checks = tokio::time::interval(readiness::CHECK_INTERVAL);
+            let mut sweeps = tokio::time::interval(upkeep.options.sweep_interval);
             loop {
-                every.tick().await;
-                checker.readiness.check_all(&checker.providers, &checker.metrics).await;
+                tokio::select! {
+                    _ = checks.tick() => upkeep.readiness.check_all(&upkeep.providers, &upkeep.metrics).await,
+                    _ = sweeps.tick() => {
+                        for provider in upkeep.providers.values() {
+                            provider.sweep().await;
+                        }
+                    }
+                }
             }
         });
         // Intervals, not a sleep re-armed per loop: the other timers firing must never
@@ -263,9 +271,6 @@ impl Engine {
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "operation sweep failed"),
                     }
-                    for provider in shared.providers.values() {
-                        provider.sweep().await;
-                    }
                     continue;
                 }
                 Some(_) = workers.join_next(), if !workers.is_empty() => continue,
@@ -274,7 +279,7 @@ impl Engine {
                 tracing::warn!(error = %e, "claiming due work failed");
             }
         }
-        provider_checks.abort();
+        provider_upkeep.abort();
         tracing::info!(in_flight = workers.len(), "engine stopping");
         let _ = stop_tx.send(true);
         let drained =
