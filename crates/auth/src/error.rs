@@ -26,6 +26,10 @@ pub enum AuthError {
     WrongAudience,
     #[error("the token lacks the claim '{0}'")]
     MissingClaim(String),
+    #[error("the name '{name}' carries the prefix of the issuer {issuer}, which did not mint it")]
+    ForeignName { name: String, issuer: String },
+    #[error("the token's issuer may not speak for the tenant '{0}'")]
+    TenantNotAllowed(String),
     #[error("the API token is unknown or revoked")]
     UnknownApiToken,
     #[error("the API token has expired")]

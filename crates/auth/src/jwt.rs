@@ -11,7 +11,7 @@ use slipway_domain::{Principal, PrincipalKind, Timestamp};
 
 use crate::error::AuthError;
 use crate::jwks::{ACCEPTED, IssuerKeys};
-use crate::options::ClaimMapping;
+use crate::options::{ClaimMapping, IssuerOptions};
 
 /// The unverified header fields and payload, read only to choose the issuer and the key.
 struct Unverified {
@@ -46,8 +46,13 @@ fn accepted_algorithm(name: &str) -> Result<Algorithm, AuthError> {
     if ACCEPTED.contains(&alg) { Ok(alg) } else { Err(refuse()) }
 }
 
-/// Verifies `token` against the issuer it names, at `now`.
-pub(crate) async fn verify(issuers: &[IssuerKeys], token: &str, now: Timestamp) -> Result<Principal, AuthError> {
+/// Verifies `token` against the issuer it names, at `now`: the principal, and the options of
+/// the issuer that minted it.
+pub(crate) async fn verify<'a>(
+    issuers: &'a [IssuerKeys],
+    token: &str,
+    now: Timestamp,
+) -> Result<(Principal, &'a IssuerOptions), AuthError> {
     let peeked = peek(token)?;
     let alg = accepted_algorithm(&peeked.alg)?;
     let iss = peeked.claims.get("iss").and_then(Value::as_str).ok_or(AuthError::UnknownIssuer)?;
@@ -65,7 +70,10 @@ pub(crate) async fn verify(issuers: &[IssuerKeys], token: &str, now: Timestamp) 
         match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation) {
             Ok(data) => {
                 check_times(&data.claims, now, issuer.options.leeway.as_secs() as i64)?;
-                return principal(&data.claims, &issuer.options.claims);
+                return Ok((
+                    issued(principal(&data.claims, &issuer.options.claims)?, &issuer.options)?,
+                    &issuer.options,
+                ));
             }
             Err(e) => last = map_error(e.kind()),
         }
@@ -103,6 +111,24 @@ fn check_times(claims: &Map<String, Value>, now: Timestamp, leeway: i64) -> Resu
         return Err(AuthError::NotYetValid);
     }
     Ok(())
+}
+
+/// A principal as its issuer names it: the issuer's prefix before its name and each group,
+/// and only for a tenant the issuer may speak for.
+fn issued(mut p: Principal, issuer: &IssuerOptions) -> Result<Principal, AuthError> {
+    if !issuer.tenants.is_empty() {
+        let tenant = p.tenant.as_deref().unwrap_or_default();
+        if !issuer.tenants.iter().any(|t| t.eq_ignore_ascii_case(tenant)) {
+            return Err(AuthError::TenantNotAllowed(tenant.chars().take(64).collect()));
+        }
+    }
+    if !issuer.prefix.is_empty() {
+        p.name.insert_str(0, &issuer.prefix);
+        for g in &mut p.groups {
+            g.insert_str(0, &issuer.prefix);
+        }
+    }
+    Ok(p)
 }
 
 /// Claims to a principal, by the issuer's mapping.
@@ -157,6 +183,28 @@ mod tests {
             principal(&claims(json!({"sub": ""})), &ClaimMapping::default()),
             Err(AuthError::MissingClaim("sub".into()))
         );
+    }
+
+    #[test]
+    fn an_issuer_prefixes_its_names_and_speaks_only_for_its_tenants() {
+        let mut partner = IssuerOptions::new("https://partner", vec!["a".into()], crate::KeySource::Discovery);
+        partner.prefix = "partner:".into();
+        let alice = || Principal {
+            name: "alice".into(),
+            tenant: Some("Contoso".into()),
+            groups: vec!["ops".into()],
+            kind: PrincipalKind::User,
+        };
+        let p = issued(alice(), &partner).unwrap();
+        assert_eq!((p.name.as_str(), p.groups), ("partner:alice", vec!["partner:ops".to_string()]));
+        partner.tenants = vec!["contoso".into()];
+        assert!(issued(alice(), &partner).is_ok(), "tenants compare case-insensitively");
+        partner.tenants = vec!["fabrikam".into()];
+        assert_eq!(issued(alice(), &partner), Err(AuthError::TenantNotAllowed("Contoso".into())));
+        let no_tenant = Principal { tenant: None, ..alice() };
+        assert_eq!(issued(no_tenant, &partner), Err(AuthError::TenantNotAllowed(String::new())));
+        let derived = IssuerOptions::new("https://idp", vec![], crate::KeySource::Discovery);
+        assert_eq!(issued(alice(), &derived).unwrap().name, "https://idp#alice");
     }
 
     #[test]

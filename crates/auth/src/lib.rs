@@ -7,6 +7,7 @@ pub mod api_tokens;
 mod error;
 mod jwks;
 mod jwt;
+mod namespace;
 mod options;
 #[cfg(feature = "test-idp")]
 pub mod test_idp;
@@ -19,6 +20,7 @@ use slipway_domain::{Clock, Principal};
 use slipway_store::Store;
 
 pub use error::AuthError;
+pub use namespace::{check_prefixes, prefix_owner};
 pub use options::{AuthOptions, ClaimMapping, IssuerOptions, KeySource};
 
 /// A request's verified identity.
@@ -32,6 +34,7 @@ pub struct Authenticated {
 
 pub struct Authenticator {
     issuers: Vec<jwks::IssuerKeys>,
+    namespace: namespace::Namespace,
     store: Arc<dyn Store>,
     api_tokens: bool,
     trusted_front_ends: HashSet<String>,
@@ -48,7 +51,9 @@ impl Authenticator {
             .connect_timeout(Self::KEY_FETCH_TIMEOUT)
             .build()
             .map_err(|e| format!("HTTP client for key fetches: {e}"))?;
+        check_prefixes(&options.issuers)?;
         Ok(Authenticator {
+            namespace: namespace::Namespace::new(&options.issuers),
             issuers: options
                 .issuers
                 .into_iter()
@@ -74,9 +79,13 @@ impl Authenticator {
             if !self.api_tokens {
                 return Err(AuthError::UnknownApiToken);
             }
-            api_tokens::verify(self.store.as_ref(), token, now).await?
+            let principal = api_tokens::verify(self.store.as_ref(), token, now).await?;
+            self.namespace.refuse_foreign(&principal, "")?;
+            principal
         } else {
-            jwt::verify(&self.issuers, token, now).await?
+            let (principal, issuer) = jwt::verify(&self.issuers, token, now).await?;
+            self.namespace.refuse_foreign(&principal, &issuer.prefix)?;
+            principal
         };
         let trusted_front_end = self.trusted_front_ends.contains(&principal.name);
         Ok(Authenticated { principal, trusted_front_end })

@@ -14,6 +14,11 @@ pub struct IssuerOptions {
     /// Where the signing keys come from.
     pub keys: KeySource,
     pub claims: ClaimMapping,
+    /// Put before every principal and group name this issuer mints, so two issuers minting
+    /// the same subject name two principals (see [`crate::namespace`]).
+    pub prefix: String,
+    /// The identity-provider tenants this issuer may speak for (case-insensitive); empty: any.
+    pub tenants: Vec<String>,
     /// Clock skew allowed on `exp` and `nbf`.
     pub leeway: Duration,
     /// An unknown `kid` triggers a key refresh at most this often (a flood of forged `kid`s
@@ -25,15 +30,27 @@ impl IssuerOptions {
     pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
     pub const DEFAULT_REFRESH_MIN_INTERVAL: Duration = Duration::from_secs(30);
 
+    /// An issuer whose names carry [`IssuerOptions::derived_prefix`].
     pub fn new(issuer: impl Into<String>, audiences: Vec<String>, keys: KeySource) -> Self {
+        let issuer = issuer.into();
         IssuerOptions {
-            issuer: issuer.into(),
+            prefix: Self::derived_prefix(&issuer),
+            issuer,
             audiences,
             keys,
             claims: ClaimMapping::default(),
+            tenants: Vec::new(),
             leeway: Self::DEFAULT_LEEWAY,
             refresh_min_interval: Self::DEFAULT_REFRESH_MIN_INTERVAL,
         }
+    }
+}
+
+impl IssuerOptions {
+    /// The prefix an issuer gets when none is configured: its `iss` and `#`, as Kubernetes
+    /// prefixes OIDC user names.
+    pub fn derived_prefix(issuer: &str) -> String {
+        format!("{issuer}#")
     }
 }
 

@@ -34,6 +34,7 @@ async fn fixture_with(keys: impl FnOnce(&TestIdp) -> KeySource) -> Fixture {
     let clock = Arc::new(ShiftedClock::default());
     let mut issuer = IssuerOptions::new(idp.issuer.clone(), vec![AUD.into()], keys(&idp));
     issuer.leeway = Duration::from_secs(30);
+    issuer.prefix = String::new(); // the home issuer
     let options = AuthOptions { issuers: vec![issuer], api_tokens: false, trusted_front_ends: vec!["arm".into()] };
     let auth = Authenticator::new(options, store, clock.clone()).unwrap();
     Fixture { idp, clock, auth, _dir: dir }

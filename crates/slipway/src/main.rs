@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use slipway::app::App;
 use slipway::config::{Config, LogFormat};
 use slipway_auth::api_tokens::{self, NewApiToken};
+use slipway_auth::prefix_owner;
 use slipway_domain::{Clock, SystemClock};
 
 // glibc malloc took a fifth of the CPU in the burn-down profile (BENCHMARKS.md).
@@ -142,6 +143,16 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
         TokenCommand::Create { principal, tenant, groups, description, expires_in_days } => {
             if principal.trim().is_empty() {
                 return Err("--principal must not be empty".into());
+            }
+            if let Some(auth) = &config.auth {
+                let issuers = auth.options(&config.base_dir)?.issuers;
+                for name in std::iter::once(&principal).chain(&groups) {
+                    if let Some(owner) = prefix_owner(&issuers, name) {
+                        return Err(format!(
+                            "'{name}' carries the prefix of the issuer {owner}: an API token cannot name it"
+                        ));
+                    }
+                }
             }
             let expires_at = expires_in_days.map(|d| now.add(Duration::from_secs(d.saturating_mul(86_400))));
             let new = NewApiToken { principal, tenant, groups, description, expires_at };

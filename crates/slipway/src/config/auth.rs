@@ -12,14 +12,20 @@
 //! burst = 100
 //! # [[auth.rate_limits.overrides]] principal = "ci" (or group = "…"), requests_per_second, burst
 //!
-//! [[auth.issuers]]
-//! issuer = "https://keycloak.example/realms/platform"
+//! [[auth.issuers]]                      # the first listed is the home issuer: its names
+//! issuer = "https://keycloak.example/realms/platform"  # are unprefixed unless `prefix` is set
 //! audiences = ["slipway"]
 //! # jwks_uri = "…" or jwks_file = "…"; default: OpenID Connect discovery from the issuer
 //! subject_claim = "sub"                  # Entra ID: "oid"
 //! tenant_claim = "tid"                   # "" for none
 //! groups_claim = "groups"                # Entra ID app roles: "roles"
 //! leeway_seconds = 60
+//!
+//! [[auth.issuers]]                      # every other issuer's names carry its prefix
+//! issuer = "https://login.partner.example"
+//! audiences = ["slipway"]
+//! prefix = "partner:"                    # default: "{issuer}#"; principals are "partner:{sub}"
+//! tenants = ["contoso"]                  # the tenants it may speak for (default: any)
 //! ```
 
 use std::net::SocketAddr;
@@ -125,6 +131,10 @@ pub struct IssuerConfig {
     pub subject_claim: String,
     pub tenant_claim: String,
     pub groups_claim: String,
+    /// Before every name and group this issuer mints; `None`: none for the home (first)
+    /// issuer, `{issuer}#` for every other.
+    pub prefix: Option<String>,
+    pub tenants: Vec<String>,
     pub leeway_seconds: u64,
     pub key_refresh_min_interval_seconds: u64,
 }
@@ -140,6 +150,8 @@ impl Default for IssuerConfig {
             subject_claim: claims.subject,
             tenant_claim: claims.tenant.unwrap_or_default(),
             groups_claim: claims.groups,
+            prefix: None,
+            tenants: Vec::new(),
             leeway_seconds: IssuerOptions::DEFAULT_LEEWAY.as_secs(),
             key_refresh_min_interval_seconds: IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL.as_secs(),
         }
@@ -173,10 +185,18 @@ impl AuthConfig {
                 tenant: Some(c.tenant_claim.clone()).filter(|t| !t.is_empty()),
                 groups: c.groups_claim.clone(),
             };
+            let home = i == 0;
+            options.prefix = match &c.prefix {
+                Some(prefix) => prefix.clone(),
+                None if home => String::new(),
+                None => IssuerOptions::derived_prefix(&c.issuer),
+            };
+            options.tenants = c.tenants.clone();
             options.leeway = Duration::from_secs(c.leeway_seconds);
             options.refresh_min_interval = Duration::from_secs(c.key_refresh_min_interval_seconds);
             issuers.push(options);
         }
+        slipway_auth::check_prefixes(&issuers).map_err(|e| format!("auth.issuers: {e}"))?;
         Ok(AuthOptions { issuers, api_tokens: self.api_tokens, trusted_front_ends: self.trusted_front_ends.clone() })
     }
 }
@@ -283,5 +303,35 @@ mod tests {
         assert_eq!(o.issuers[0].keys, KeySource::JwksFile("/etc/slipway/keys.json".into()));
         assert_eq!(o.issuers[0].claims, ClaimMapping { subject: "oid".into(), tenant: None, groups: "groups".into() });
         assert_eq!(issuer(|_| {}).unwrap().issuers[0].keys, KeySource::Discovery);
+    }
+
+    #[test]
+    fn the_home_issuer_is_unprefixed_and_every_other_prefixed() {
+        let base = Path::new("/etc/slipway");
+        let issuer = |iss: &str, prefix: Option<&str>| IssuerConfig {
+            issuer: iss.into(),
+            audiences: vec!["slipway".into()],
+            prefix: prefix.map(str::to_string),
+            ..Default::default()
+        };
+        let prefixes = |issuers: Vec<IssuerConfig>| {
+            AuthConfig { issuers, ..Default::default() }
+                .options(base)
+                .map(|o| o.issuers.into_iter().map(|i| i.prefix).collect::<Vec<_>>())
+        };
+        let table = [
+            (vec![issuer("https://home", None)], Ok(vec![""])),
+            (
+                vec![issuer("https://home", None), issuer("https://b", None), issuer("https://c", Some("c:"))],
+                Ok(vec!["", "https://b#", "c:"]),
+            ),
+            (vec![issuer("https://home", Some("h:")), issuer("https://b", Some(""))], Ok(vec!["h:", ""])),
+        ];
+        for (issuers, want) in table {
+            let want: Result<Vec<String>, String> = want.map(|v| v.iter().map(|p| p.to_string()).collect());
+            assert_eq!(prefixes(issuers), want);
+        }
+        let clash = prefixes(vec![issuer("https://home", None), issuer("https://b", Some(""))]).unwrap_err();
+        assert!(clash.starts_with("auth.issuers: ") && clash.contains("at most one"), "{clash}");
     }
 }

@@ -184,6 +184,9 @@ impl Config {
                 )));
             }
         }
+        if let Some(auth) = &self.auth {
+            auth.options(&self.base_dir).map_err(ConfigError::Invalid)?;
+        }
         self.notifications.callback_policy()?;
         self.tls_options()?;
         self.store_tls()?;
