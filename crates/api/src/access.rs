@@ -39,6 +39,22 @@ impl AccessOptions {
     }
 }
 
+/// Logs every stored assignment whose scope is not canonical (written before scopes were
+/// checked): such an assignment grants only at its literal scope, which no request names, and
+/// should be deleted and made again. Returns how many there are.
+pub async fn report_noncanonical_assignments(store: &dyn slipway_store::Store) -> Result<usize, ArmError> {
+    let odd: Vec<RoleAssignment> =
+        registry::all_role_assignments(store).await?.into_iter().filter(|a| !a.scope.is_canonical()).collect();
+    for a in &odd {
+        tracing::warn!(
+            assignment = %a.id,
+            scope = %crate::error::echo(a.scope.as_str(), 200),
+            "a stored role assignment's scope is not canonical: it grants nothing; delete it and assign again"
+        );
+    }
+    Ok(odd.len())
+}
+
 /// The assignments that may matter for one request.
 #[derive(Clone)]
 pub(crate) struct Grants {

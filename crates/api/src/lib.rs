@@ -32,7 +32,7 @@ use axum::routing::get;
 use slipway_domain::time::Clock;
 use slipway_store::Store;
 
-pub use access::AccessOptions;
+pub use access::{AccessOptions, report_noncanonical_assignments};
 pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
 pub use handlers::jobs::JOBS_SEGMENT;

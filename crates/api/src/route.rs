@@ -173,15 +173,11 @@ pub enum RouteError {
     BadGroupName(String),
     /// A subscription id that is not a GUID.
     BadSubscription(String),
+    /// A role assignment's scope that is not a canonical scope, and why.
+    BadScope(String),
 }
 
-/// A GUID: 8-4-4-4-12 hex digits, any case, no braces.
-pub fn is_guid(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes()
-            .enumerate()
-            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
-}
+pub use slipway_domain::ids::is_guid;
 
 fn subscription(sub: &str) -> Result<String, RouteError> {
     if is_guid(sub) { Ok(sub.to_string()) } else { Err(RouteError::BadSubscription(sub.to_string())) }
@@ -275,8 +271,8 @@ fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
         _ => return None,
     };
     let prefix = &segs[..at];
-    if prefix.iter().any(|s| s.contains('/')) {
-        return Some(Err(RouteError::NoMatch));
+    if let Some(s) = prefix.iter().find(|s| s.contains(['/', '\\'])) {
+        return Some(Err(RouteError::BadScope(format!("the segment '{s}' holds an encoded separator"))));
     }
     if let [s, sub, ..] = prefix
         && is(s, "subscriptions")
@@ -284,8 +280,10 @@ fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
     {
         return Some(Err(e));
     }
-    let scope = Scope::parse(&format!("/{}", prefix.join("/")))?;
-    Some(Ok(Route::RoleAssignments { scope, id }))
+    Some(match Scope::parse(&format!("/{}", prefix.join("/"))) {
+        Ok(scope) => Ok(Route::RoleAssignments { scope, id }),
+        Err(why) => Err(RouteError::BadScope(why.to_string())),
+    })
 }
 
 pub fn parse(path: &str) -> Result<Route, RouteError> {

@@ -10,24 +10,7 @@ use slipway_domain::reference::Reference;
 
 use crate::error::{ArmError, echo};
 
-/// ARM's longest resource name (the resource-provider contract).
-pub const ARM_NAME_MAX_LENGTH: usize = 260;
-/// Characters ARM never allows in a resource name (besides control characters).
-const ARM_NAME_FORBIDDEN: [char; 8] = ['<', '>', '%', '&', ':', '\\', '?', '/'];
-
-/// ARM's common rule for resource names: 1-260 characters, none of `<>%&:\?/`, no control
-/// characters, and not `.` or `..` (URL dot segments: every HTTP client removes them, so no
-/// such resource could be addressed). Every name of every type keeps to it (it is also what a
-/// resource id can carry); a type's own rule comes on top.
-pub fn arm_name_ok(name: &str) -> bool {
-    let len = name.chars().count();
-    (1..=ARM_NAME_MAX_LENGTH).contains(&len)
-        && !DOT_SEGMENTS.contains(&name)
-        && !name.chars().any(|c| c.is_control() || ARM_NAME_FORBIDDEN.contains(&c))
-}
-
-/// Names that are URL dot segments.
-pub const DOT_SEGMENTS: [&str; 2] = [".", ".."];
+pub use slipway_domain::ids::{ARM_NAME_MAX_LENGTH, DOT_SEGMENTS, arm_name_ok};
 
 /// ARM's common rule, as error messages state it.
 pub const ARM_NAME_RULE: &str =

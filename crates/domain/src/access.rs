@@ -3,28 +3,110 @@
 //! function decides; the API edge only gathers the assignments and names the action.
 
 use crate::identity::{Principal, PrincipalKind};
+use crate::ids::{
+    ArmId, DOT_SEGMENTS, SubscriptionId, arm_name_ok, is_guid, namespace_ok, type_segment_ok, validate_name,
+};
 
 /// An ARM scope: `/` (the platform), `/subscriptions/{s}`, `…/resourceGroups/{rg}`, or a
 /// resource id. Kept lowercased (ARM scopes are case-insensitive) and without a trailing `/`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Scope(String);
 
+/// Why a path is not a canonical scope.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ScopeError(String);
+
 impl Scope {
     pub fn platform() -> Self {
         Scope("/".into())
     }
 
-    /// A scope from a path; `None` unless it is `/` or starts with `/subscriptions/{s}`.
-    pub fn parse(path: &str) -> Option<Self> {
-        let lower = path.trim_end_matches('/').to_ascii_lowercase();
-        if lower.is_empty() {
-            return Some(Self::platform());
+    /// A canonical scope from a path whose segments are decoded: `/`,
+    /// `/subscriptions/{guid}`, `…/resourceGroups/{group}`, or a resource id
+    /// (`…/providers/{namespace}/{type}/{name}`, nested pairs for children), by the
+    /// resource-id grammar of [`crate::ids`]. No empty, `.` or `..` segment, no separator or
+    /// `%` inside one: a scope has one spelling, so two spellings never name two places.
+    pub fn parse(path: &str) -> Result<Self, ScopeError> {
+        let bad = |why: String| Err(ScopeError(why));
+        let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        if trimmed == "/" {
+            return Ok(Self::platform());
         }
-        let mut segs = lower.split('/').skip(1);
-        let ok = segs.next() == Some("subscriptions")
-            && segs.next().is_some_and(|s| !s.is_empty())
-            && lower.split('/').skip(1).all(|s| !s.is_empty());
-        ok.then_some(Scope(lower))
+        let Some(rest) = trimmed.strip_prefix('/') else { return bad("a scope starts with '/'".into()) };
+        let segs: Vec<&str> = rest.split('/').collect();
+        if let Some(s) = segs.iter().find(|s| s.is_empty() || DOT_SEGMENTS.contains(s)) {
+            return bad(format!("the segment '{s}' is empty or a dot segment"));
+        }
+        let word = |s: &str, w: &str| s.eq_ignore_ascii_case(w);
+        match segs.as_slice() {
+            [s, sub, tail @ ..] if word(s, "subscriptions") => {
+                if !is_guid(sub) {
+                    return bad(format!("the subscription '{sub}' is not a GUID"));
+                }
+                match tail {
+                    [] => {}
+                    [r, rg, tail @ ..] if word(r, "resourceGroups") => {
+                        if validate_name(rg).is_err() {
+                            return bad(format!("the resource group name '{rg}' is not valid"));
+                        }
+                        match tail {
+                            [] => {}
+                            [p, ns, pairs @ ..]
+                                if word(p, "providers") && !pairs.is_empty() && pairs.len() % 2 == 0 =>
+                            {
+                                if !namespace_ok(ns) {
+                                    return bad(format!("'{ns}' is not a resource provider namespace"));
+                                }
+                                for pair in pairs.chunks(2) {
+                                    if !type_segment_ok(pair[0]) || !arm_name_ok(pair[1]) {
+                                        return bad(format!(
+                                            "'{}/{}' is not a resource type and name",
+                                            pair[0], pair[1]
+                                        ));
+                                    }
+                                }
+                            }
+                            _ => return bad("below a resource group comes providers/{namespace}/{type}/{name}".into()),
+                        }
+                    }
+                    _ => return bad("below a subscription comes resourceGroups/{name}".into()),
+                }
+            }
+            _ => return bad("a scope is '/' or starts with /subscriptions/{id}".into()),
+        }
+        Ok(Scope(trimmed.to_ascii_lowercase()))
+    }
+
+    /// A scope as the store kept it, taken as it is (lowercased): stored data is checked
+    /// with [`Scope::is_canonical`], not refused, so an assignment written before scopes were
+    /// canonical can still be listed and deleted.
+    pub fn stored(text: &str) -> Self {
+        let lower = text.to_ascii_lowercase();
+        match lower.strip_suffix('/') {
+            Some(t) if !t.is_empty() => Scope(t.to_string()),
+            _ => Scope(lower),
+        }
+    }
+
+    /// A subscription's scope.
+    pub fn subscription_scope(subscription: &SubscriptionId) -> Self {
+        Scope(format!("/subscriptions/{}", subscription.as_str()))
+    }
+
+    /// A resource group's scope (the parts were checked by the router).
+    pub fn resource_group(subscription: &str, group: &str) -> Self {
+        Scope(format!("/subscriptions/{subscription}/resourcegroups/{group}").to_ascii_lowercase())
+    }
+
+    /// A resource's scope: its id, lowercased (the id was checked when it was made).
+    pub fn resource(id: &ArmId) -> Self {
+        Scope(id.key().as_str().to_string())
+    }
+
+    /// Whether the scope has the one spelling [`Scope::parse`] gives it.
+    pub fn is_canonical(&self) -> bool {
+        Scope::parse(&self.0).is_ok_and(|s| s == *self)
     }
 
     pub fn as_str(&self) -> &str {

@@ -40,6 +40,48 @@ pub fn validate_name(name: &str) -> Result<(), IdError> {
     if ok { Ok(()) } else { Err(IdError::InvalidName(name.to_string())) }
 }
 
+/// ARM's longest resource name (the resource-provider contract).
+pub const ARM_NAME_MAX_LENGTH: usize = 260;
+/// Characters ARM never allows in a resource name (besides control characters).
+const ARM_NAME_FORBIDDEN: [char; 8] = ['<', '>', '%', '&', ':', '\\', '?', '/'];
+
+/// Names that are URL dot segments.
+pub const DOT_SEGMENTS: [&str; 2] = [".", ".."];
+
+/// ARM's common rule for resource names: 1-260 characters, none of `<>%&:\?/`, no control
+/// characters, and not `.` or `..` (URL dot segments: every HTTP client removes them, so no
+/// such resource could be addressed). Every name of every type keeps to it (it is also what a
+/// resource id can carry); a type's own rule comes on top.
+pub fn arm_name_ok(name: &str) -> bool {
+    let len = name.chars().count();
+    (1..=ARM_NAME_MAX_LENGTH).contains(&len)
+        && !DOT_SEGMENTS.contains(&name)
+        && !name.chars().any(|c| c.is_control() || ARM_NAME_FORBIDDEN.contains(&c))
+}
+
+/// A GUID: 8-4-4-4-12 hex digits, any case, no braces (what a subscription id is).
+pub fn is_guid(s: &str) -> bool {
+    s.len() == 36
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
+}
+
+/// A resource provider namespace: two or more dot-separated parts, each a letter then
+/// letters and digits (`Contoso.Dns`).
+pub fn namespace_ok(ns: &str) -> bool {
+    let parts: Vec<&str> = ns.split('.').collect();
+    parts.len() >= 2
+        && parts.iter().all(|p| {
+            p.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && p.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+}
+
+/// A type name segment: letters and digits (`virtualNetworks`, `subnets`).
+pub fn type_segment_ok(seg: &str) -> bool {
+    !seg.is_empty() && seg.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
 impl ArmId {
     /// A top-level resource's id.
     pub fn new(

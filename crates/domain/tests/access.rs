@@ -7,7 +7,7 @@ use slipway_domain::{Principal, PrincipalKind};
 const SUB: &str = "/subscriptions/11111111-1111-1111-1111-111111111111";
 
 fn scope(s: &str) -> Scope {
-    Scope::parse(s).unwrap_or_else(|| panic!("scope {s}"))
+    Scope::parse(s).unwrap_or_else(|e| panic!("scope {s}: {e}"))
 }
 
 fn alice() -> Principal {
@@ -121,13 +121,40 @@ fn a_list_is_shown_to_whoever_may_read_part_of_it() {
 
 #[test]
 fn scopes_parse_case_insensitively_and_know_their_subscription() {
-    assert_eq!(scope("/SUBSCRIPTIONS/ABC/resourceGroups/RG/"), scope("/subscriptions/abc/resourcegroups/rg"));
-    assert_eq!(scope("/subscriptions/abc/resourceGroups/rg").subscription(), Some("abc"));
+    let upper = "/SUBSCRIPTIONS/AAAAAAAA-1111-1111-1111-111111111111/resourceGroups/RG/";
+    let lower = "/subscriptions/aaaaaaaa-1111-1111-1111-111111111111/resourcegroups/rg";
+    assert_eq!(scope(upper), scope(lower));
+    assert_eq!(scope(upper).subscription(), Some("aaaaaaaa-1111-1111-1111-111111111111"));
     assert_eq!(Scope::platform().subscription(), None);
     assert!(Scope::parse("/").unwrap().is_platform());
-    for bad in ["/foo", "/subscriptions", "/subscriptions/", "/subscriptions//x", "subscriptions/a"] {
-        assert_eq!(Scope::parse(bad), None, "{bad}");
+    let vnet = format!("{SUB}/resourceGroups/rg/providers/Slipway.Example/virtualNetworks/v 1/subnets/s(1)");
+    assert_eq!(
+        scope(&vnet).as_str(),
+        vnet.to_ascii_lowercase(),
+        "resource ids (names by ARM's common rule) are scopes"
+    );
+    for bad in [
+        "/foo",
+        "/subscriptions",
+        "/subscriptions/",
+        "/subscriptions//x",
+        "subscriptions/a",
+        "/subscriptions/abc",
+        &format!("{SUB}/../22222222-2222-2222-2222-222222222222"),
+        &format!("{SUB}/resourceGroups/../../subscriptions/22222222-2222-2222-2222-222222222222"),
+        &format!("{SUB}/resourceGroups/rg/."),
+        &format!("{SUB}/resourceGroups/r!g"),
+        &format!("{SUB}/resourceGroups/rg/providers/Slipway.Example/virtualNetworks"),
+        &format!("{SUB}/resourceGroups/rg/providers/Slipway.Example/virtualNetworks/a%2fb"),
+        &format!("{SUB}/resourceGroups/rg/providers/NoDot/virtualNetworks/v"),
+        &format!("{SUB}/resourceGroups/rg/providers/Slipway.Example/virtual-networks/v"),
+        &format!("{SUB}/locations/x"),
+    ] {
+        assert!(Scope::parse(bad).is_err(), "{bad}");
     }
+    assert!(Scope::stored("/subscriptions/abc").subscription() == Some("abc"), "stored data is read as it is");
+    assert!(!Scope::stored("/subscriptions/abc/../x").is_canonical());
+    assert!(Scope::stored(lower).is_canonical());
     assert_eq!(Role::from_name("contributor"), Some(Role::Contributor));
     assert_eq!(Role::from_name("Superuser"), None);
 }

@@ -89,6 +89,11 @@ impl App {
             }
             None => None,
         };
+        if auth.is_some()
+            && let Err(e) = slipway_api::report_noncanonical_assignments(store.as_ref()).await
+        {
+            tracing::warn!(error = %e.body.message, "could not check the stored role assignments' scopes");
+        }
         let edge = edge_options(&config)?;
         let access = access_options(config.auth.as_ref()).map_err(AppError::Config)?;
         let rate_limits = rate_limiter(config.auth.as_ref()).map_err(AppError::Config)?;

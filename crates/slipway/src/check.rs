@@ -4,6 +4,7 @@
 
 use std::net::ToSocketAddrs;
 
+use slipway_domain::ids::namespace_ok;
 use slipway_provider::JobAction;
 
 use crate::app::{build_provider, build_type, explicit_names};
@@ -132,14 +133,6 @@ pub async fn check_online(config: &Config) -> Vec<String> {
 }
 
 /// `Contoso.Dns`: two or more dot-separated parts, each a letter then letters and digits.
-fn namespace_ok(ns: &str) -> bool {
-    let parts: Vec<&str> = ns.split('.').collect();
-    parts.len() >= 2
-        && parts.iter().all(|p| {
-            p.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && p.chars().all(|c| c.is_ascii_alphanumeric())
-        })
-}
-
 /// `2025-06-01` or `2025-06-01-preview`.
 fn api_version_ok(v: &str) -> bool {
     let date = v.strip_suffix("-preview").unwrap_or(v);

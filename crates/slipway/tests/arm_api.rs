@@ -425,20 +425,6 @@ async fn async_notification_is_delivered_and_retried() {
     s.stop().await;
 }
 
-/// Sends `request` as it is (no URL normalisation, any bytes) and reads the whole answer:
-/// its status and body.
-async fn raw(s: &TestServer, request: &[u8]) -> (u16, String, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut sock = tokio::net::TcpStream::connect(s.base.trim_start_matches("http://")).await.unwrap();
-    sock.write_all(request).await.unwrap();
-    let mut answer = Vec::new();
-    sock.read_to_end(&mut answer).await.unwrap();
-    let text = String::from_utf8_lossy(&answer).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, head.to_string(), body.to_string())
-}
-
 /// Asserts an ARM error: status, code, and a message of at most `max_message` bytes.
 async fn expect_error(r: reqwest::Response, status: u16, code: &str, max_message: usize, case: &str) -> Value {
     assert_eq!(r.status().as_u16(), status, "{case}");
@@ -486,7 +472,7 @@ async fn hostile_ids_and_bodies_get_precise_errors_and_write_nothing() {
          HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let (status, head, answer) = raw(&s, request.as_bytes()).await;
+    let (status, head, answer) = s.raw(request.as_bytes()).await;
     assert_eq!(status, 400, "{head}");
     assert!(answer.contains("\"InvalidSubscriptionId\""), "{answer}");
 
@@ -552,7 +538,7 @@ async fn hostile_ids_and_bodies_get_precise_errors_and_write_nothing() {
          text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{vnet_body}",
         vnet_body.len()
     );
-    let (status, head, _) = raw(&s, two.as_bytes()).await;
+    let (status, head, _) = s.raw(two.as_bytes()).await;
     assert_eq!(status, 415, "two content types: {head}");
 
     // Callbacks the policy refuses (the default: https to public hosts only).

@@ -92,7 +92,7 @@ pub async fn put_subscription(store: &dyn Store, s: &Subscription) -> Result<(),
 fn assignment_from(id: &str, body: &str) -> Result<RoleAssignment, StoreError> {
     let d: RoleAssignmentDocument = serde_json::from_str(body).map_err(|e| corrupt("role assignment", id, e))?;
     let role = Role::from_name(&d.role).ok_or_else(|| corrupt("role assignment", id, "unknown role"))?;
-    let scope = Scope::parse(&d.scope).ok_or_else(|| corrupt("role assignment", id, "invalid scope"))?;
+    let scope = Scope::stored(&d.scope);
     let assignee = match d.assignee_type.as_str() {
         "principal" => Assignee::Principal(d.assignee),
         "group" => Assignee::Group(d.assignee),
@@ -113,6 +113,12 @@ pub async fn list_role_assignments(
 ) -> Result<Vec<RoleAssignment>, StoreError> {
     let partition = subscription.map(SubscriptionId::as_str).unwrap_or_default();
     let entries = store.list_entries(EntryKind::RoleAssignment, Some(partition)).await?;
+    entries.iter().map(|e| assignment_from(&e.id, &e.body)).collect()
+}
+
+/// Every assignment, at every scope.
+pub async fn all_role_assignments(store: &dyn Store) -> Result<Vec<RoleAssignment>, StoreError> {
+    let entries = store.list_entries(EntryKind::RoleAssignment, None).await?;
     entries.iter().map(|e| assignment_from(&e.id, &e.body)).collect()
 }
 
@@ -168,8 +174,8 @@ mod tests {
             ("s-1", SubscriptionState::Warned, Some("gold"))
         );
         assert!(subscription_from("s", r#"{"tenantId":"t","state":"Bogus","registeredAt":1,"updatedAt":2}"#).is_err());
-        assert!(
-            assignment_from("a", r#"{"scope":"/x","role":"Reader","assigneeType":"group","assignee":"g"}"#).is_err()
-        );
+        let odd = assignment_from("a", r#"{"scope":"/x","role":"Reader","assigneeType":"group","assignee":"g"}"#);
+        assert!(!odd.unwrap().scope.is_canonical(), "read as stored, then reported");
+        assert!(assignment_from("a", r#"{"scope":"/","role":"Boss","assigneeType":"group","assignee":"g"}"#).is_err());
     }
 }

@@ -17,7 +17,7 @@ use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with};
 
 use crate::ApiState;
 use crate::access::{self, Grants};
-use crate::error::ArmError;
+use crate::error::{ArmError, echo};
 use crate::handlers::{Ctx, json_body, json_response, method_not_allowed, request_context};
 use crate::route;
 
@@ -82,7 +82,7 @@ pub(crate) async fn list_subscriptions(state: &ApiState, ctx: &Ctx) -> Result<Re
 }
 
 fn sub_scope(id: &SubscriptionId) -> Scope {
-    Scope::parse(&format!("/subscriptions/{id}")).expect("a subscription path is a scope")
+    Scope::subscription_scope(id)
 }
 
 #[derive(Deserialize)]
@@ -218,6 +218,9 @@ struct AssignmentProperties {
     principal_type: Option<String>,
     #[serde(default)]
     tenant_id: Option<String>,
+    /// ARM's echo of the path's scope; when sent, it must name that scope.
+    #[serde(default)]
+    scope: Option<String>,
 }
 
 fn assignment_id_path(a: &RoleAssignment) -> String {
@@ -297,6 +300,18 @@ pub(crate) async fn assignment(
             grants.require(&ctx.caller, Permission::ManageAccess, scope, &format!("{AUTHZ}/write"))?;
             let input: AssignmentPut = json_body(state, ctx, body).await?;
             let p = input.properties;
+            if let Some(body_scope) = &p.scope
+                && Scope::parse(body_scope).ok().as_ref() != Some(scope)
+            {
+                return Err(ArmError::bad_request(
+                    "InvalidRoleAssignmentScope",
+                    format!(
+                        "properties.scope '{}' is not the scope the assignment is created under ('{}').",
+                        echo(body_scope, 200),
+                        scope.as_str()
+                    ),
+                ));
+            }
             let role = role_of(&p.role_definition_id).ok_or_else(|| {
                 ArmError::invalid_content(
                     "roleDefinitionId must name Reader, Contributor, Owner or Admin.",

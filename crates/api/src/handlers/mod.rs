@@ -145,6 +145,10 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
                 echo(&n, 64)
             ),
         ),
+        RouteError::BadScope(why) => ArmError::bad_request(
+            "InvalidRoleAssignmentScope",
+            format!("The role assignment scope is not valid: {}.", echo(&why, 200)),
+        ),
         RouteError::BadSubscription(s) => ArmError::bad_request(
             "InvalidSubscriptionId",
             format!(
@@ -197,13 +201,10 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             let grants = access::grants(state, &ctx.caller, Some(&sub)).await?;
             let scope = match &parent {
                 Some(p) => resource_scope(p),
-                None => {
-                    let mut scope = format!("/subscriptions/{subscription}");
-                    if let Some(rg) = &resource_group {
-                        scope.push_str(&format!("/resourceGroups/{rg}"));
-                    }
-                    Scope::parse(&scope).ok_or_else(ArmError::internal)?
-                }
+                None => match &resource_group {
+                    Some(rg) => Scope::resource_group(&subscription, rg),
+                    None => Scope::subscription_scope(&sub),
+                },
             };
             if !grants.may_read_within(&ctx.caller, &scope) {
                 let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
@@ -277,7 +278,7 @@ pub(crate) fn require_admin(ctx: &Ctx, grants: &access::Grants, action: &str) ->
 
 /// A resource id as an authorization scope.
 pub(crate) fn resource_scope(id: &ArmId) -> Scope {
-    Scope::parse(&id.to_string()).unwrap_or_else(Scope::platform)
+    Scope::resource(id)
 }
 
 pub(crate) fn method_not_allowed(m: &Method) -> ArmError {

@@ -42,7 +42,7 @@ pub(crate) async fn find_operation(
     if initiator_rule && !is_visible_to(&op, &subscription, &asking.tenant_id, &asking.client_id) {
         return Err(not_found_op(id));
     }
-    let scope = Scope::parse(&op.resource_id).ok_or_else(ArmError::internal)?;
+    let scope = Scope::stored(&op.resource_id);
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
     if op.subscription != subscription || !grants.allows(&ctx.caller, permission, &scope) {
         return Err(not_found_op(id));

@@ -118,7 +118,6 @@ fn rejects_other_paths() {
         "/",
         "/subscriptions/{S}/resourceGroups/rg",
         "/providers/Slipway.Authorization/roleAssignments/a/b",
-        "/foo/providers/Slipway.Authorization/roleAssignments",
         "/subscriptions//providers/ns/t",
         "/foo/{S}/providers/ns/t",
     ] {
@@ -146,12 +145,44 @@ fn segments_are_percent_decoded_after_splitting() {
         assert!(matches!(parse(&path), Err(RouteError::BadName(_))), "{bad}");
     }
     assert!(matches!(p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/ns/t/n"), Err(RouteError::BadGroupName(_))));
-    assert_eq!(
-        p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/Slipway.Authorization/roleAssignments"),
-        Err(RouteError::NoMatch),
+    assert!(
+        matches!(
+            p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/Slipway.Authorization/roleAssignments"),
+            Err(RouteError::BadScope(_))
+        ),
         "a decoded / never makes a deeper scope"
     );
     assert!(matches!(p("/%73ubscriptions/{S}"), Ok(Route::Subscription(_))));
+}
+
+#[test]
+fn a_role_assignment_scope_has_one_spelling() {
+    let authz = "providers/Slipway.Authorization/roleAssignments/00000000-0000-0000-0000-000000000001";
+    let other = "22222222-2222-2222-2222-222222222222";
+    for prefix in [
+        format!("/subscriptions/{S}/../{other}"),
+        format!("/subscriptions/{S}/resourceGroups/../../subscriptions/{other}"),
+        format!("/subscriptions/{S}/%2e%2e/{other}"),
+        format!("/subscriptions/{S}/resourceGroups/%2E%2E/%2e%2e/subscriptions/{other}"),
+        format!("/subscriptions/{S}/./resourceGroups/rg"),
+        format!("/subscriptions/{S}/resourceGroups/rg%2f..%2f.."),
+        format!("/subscriptions/{S}/resourceGroups/rg%5c.."),
+        format!("/subscriptions/{S}/resourceGroups/rg/providers/Slipway.Example"),
+        format!("/subscriptions/{S}/resourceGroups/rg/providers/Slipway.Example/virtualNetworks"),
+        format!("/subscriptions/{S}/resourceGroups/rg/providers/Slipway.Example/virtualNetworks/.."),
+        format!("/subscriptions/{S}/other/x"),
+        "/foo".into(),
+    ] {
+        let path = format!("{prefix}/{authz}");
+        assert!(matches!(p(&path), Err(RouteError::BadScope(_))), "{path}: {:?}", p(&path));
+    }
+    let Ok(Route::RoleAssignments { scope, .. }) =
+        p(&format!("/SUBSCRIPTIONS/{S}/resourcegroups/RG/providers/slipway.example/virtualNetworks/V/{authz}"))
+    else {
+        panic!()
+    };
+    let want = format!("/subscriptions/{S}/resourcegroups/rg/providers/slipway.example/virtualnetworks/v");
+    assert_eq!(scope.as_str(), want.to_ascii_lowercase());
 }
 
 #[test]

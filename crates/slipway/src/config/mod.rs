@@ -176,7 +176,7 @@ impl Config {
             }
             let children: Vec<&TypeConfig> = self.types.iter().filter(|c| t.is_parent_of(c)).collect();
             t.check_actions(&children)?;
-            if t.type_name.split('/').any(|seg| seg.is_empty() || !seg.chars().all(|c| c.is_ascii_alphanumeric())) {
+            if !t.type_name.split('/').all(slipway_domain::ids::type_segment_ok) {
                 return Err(ConfigError::Invalid(format!(
                     "type {}/{}: a type name is letters and digits, a child type's segments joined by '/' \
                      (virtualNetworks/subnets)",

@@ -225,6 +225,20 @@ impl TestServer {
         self.http.put(self.url(path)).json(&body).send().await.expect("PUT")
     }
 
+    /// Sends `request` as it is (no URL normalisation, any bytes) and reads the whole answer:
+    /// its status and body.
+    pub async fn raw(&self, request: &[u8]) -> (u16, String, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut sock = tokio::net::TcpStream::connect(self.base.trim_start_matches("http://")).await.unwrap();
+        sock.write_all(request).await.unwrap();
+        let mut answer = Vec::new();
+        sock.read_to_end(&mut answer).await.unwrap();
+        let text = String::from_utf8_lossy(&answer).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        (status, head.to_string(), body.to_string())
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         self.http.get(self.url(path)).send().await.expect("GET")
     }
