@@ -45,6 +45,18 @@ pub(crate) struct Caller {
     pub speaks_for_others: bool,
 }
 
+/// The client's address: the TCP peer, or behind a trusted proxy the nearest address in
+/// `X-Forwarded-For` that is not itself a trusted proxy (what a client writes further left
+/// is its own claim). `None` when the listener gave no peer (requests made in-process).
+pub(crate) fn client_addr(options: &EdgeOptions, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<IpAddr> {
+    if !options.trusts(peer) {
+        return peer;
+    }
+    let forwarded = headers.get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok());
+    let hops: Vec<IpAddr> = forwarded.flat_map(|v| v.split(',')).filter_map(|h| h.trim().parse().ok()).collect();
+    hops.into_iter().rev().find(|ip| !options.trusts(Some(*ip))).or(peer)
+}
+
 /// Authenticates a request: a principal, or the `401` (or `503`) to answer.
 pub(crate) async fn authenticate(state: &ApiState, headers: &HeaderMap) -> Result<Caller, Response> {
     let Some(auth) = &state.auth else {
@@ -155,6 +167,17 @@ mod tests {
         let forwarded =
             headers(&[("host", "internal:8080"), ("x-forwarded-proto", "https"), ("x-forwarded-host", "rp.example")]);
         assert_eq!(base_url(&options, &forwarded, Some(proxy), "http"), "https://rp.example");
+    }
+
+    #[test]
+    fn the_client_address_is_the_peer_unless_a_trusted_proxy_forwards_it() {
+        let options = EdgeOptions { trusted_proxies: vec!["10.0.0.0/24".parse().unwrap()], ..Default::default() };
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let h = headers(&[("x-forwarded-for", "198.51.100.7, 203.0.113.9, 10.0.0.6")]);
+        assert_eq!(client_addr(&options, &h, Some(ip("203.0.113.1"))), Some(ip("203.0.113.1")), "a stranger's claim");
+        assert_eq!(client_addr(&options, &h, Some(ip("10.0.0.5"))), Some(ip("203.0.113.9")), "nearest untrusted hop");
+        assert_eq!(client_addr(&options, &headers(&[]), Some(ip("10.0.0.5"))), Some(ip("10.0.0.5")));
+        assert_eq!(client_addr(&options, &headers(&[]), None), None);
     }
 
     #[test]

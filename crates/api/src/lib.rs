@@ -38,6 +38,7 @@ pub use error::ArmError;
 pub use handlers::jobs::JOBS_SEGMENT;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
 pub use metrics::MetricsAccess;
+pub use openapi::OpenApiCache;
 pub use ratelimit::{RateLimiter, RateLimits};
 pub use slipway_auth::Authenticator;
 pub use types::{ActionType, ResourceType, TypeRegistry};
@@ -144,18 +145,25 @@ pub struct ApiState {
     pub jobs: Arc<dyn JobReader>,
     /// Each provider's last readiness check: `(name, None)` before the first answer.
     pub provider_readiness: Arc<dyn Fn() -> Vec<(String, Option<bool>)> + Send + Sync>,
+    /// `/openapi.json`, built once.
+    pub openapi: OpenApiCache,
     /// Turns true when the server stops: answers that stream (following a job's output)
     /// end then, so shutdown does not wait for a job to finish.
     pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 pub fn router(state: Arc<ApiState>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
+    // Health probes are never limited: a load balancer probing from one address must not be
+    // starved by a client behind the same address, and they cost at most a store ping.
+    let unauthenticated = Router::new()
         .route("/openapi.json", get(openapi::serve))
         .route("/metrics", get(metrics::serve))
         .route("/hooks/{provider}", axum::routing::post(hooks::job_notification))
+        .route_layer(middleware::from_fn_with_state(state.clone(), per_address));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .merge(unauthenticated)
         .fallback(|State(state): State<Arc<ApiState>>, req: Request<Body>| handlers::handle(state, req))
         .layer(middleware::from_fn_with_state(state.clone(), correlation))
         .with_state(state)
@@ -180,6 +188,24 @@ async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
         body.push_str(&format!("provider {name}: {word}\n"));
     }
     (StatusCode::OK, body).into_response()
+}
+
+/// The per-address limit on the endpoints that need no credential: an address out of tokens
+/// gets `429`; each request takes one, except a webhook the controller authenticated (a busy
+/// controller sends many, and they carry their own token).
+async fn per_address(State(state): State<Arc<ApiState>>, req: Request<Body>, next: Next) -> Response {
+    let Some(limiter) = &state.rate_limits else { return next.run(req).await };
+    let peer = req.extensions().get::<PeerAddr>().map(|p| p.0.ip());
+    let client = edge::client_addr(&state.edge, req.headers(), peer);
+    if let Err(e) = limiter.check_address(client, state.clock.now(), false) {
+        return e.into_response();
+    }
+    let always = !req.uri().path().starts_with("/hooks/");
+    let resp = next.run(req).await;
+    if always || resp.status() == StatusCode::UNAUTHORIZED {
+        let _ = limiter.check_address(client, state.clock.now(), true);
+    }
+    resp
 }
 
 /// This request's `x-ms-request-id`, for the handlers' audit events.

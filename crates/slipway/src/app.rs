@@ -126,6 +126,7 @@ impl App {
                         .collect()
                 })
             },
+            openapi: Default::default(),
             stopping: stopped.clone(),
             on_accept: Arc::new(move || wake.wake()),
             hooks,

@@ -337,3 +337,62 @@ async fn each_principal_is_rate_limited_on_the_injected_clock() {
     s.clock.advance(Duration::from_secs(1000));
     assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
 }
+
+/// Work done before anyone is authenticated is bounded per client address: failed sign-ins
+/// and `/openapi.json` take from one bucket, and an address out of tokens gets `429` before
+/// its credential is even checked (a valid one too), while health probes are never slowed.
+#[tokio::test]
+async fn unauthenticated_floods_and_failed_sign_ins_are_slowed_per_address() {
+    let idp = TestIdp::start().await;
+    // Five tokens per address, one more per 1,000 s: real time adds nothing; the clock is moved.
+    let s =
+        start_with(&idp, "rate_limits = { unauthenticated_requests_per_second = 0.001, unauthenticated_burst = 5 }")
+            .await;
+    let path = format!("/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks");
+    let alice = token(&idp, "alice", "tenant-a");
+    let get = |bearer: &str| s.http.get(s.url(&path)).bearer_auth(bearer.to_string()).send();
+    for _ in 0..5 {
+        assert_eq!(get("not-a-token").await.unwrap().status().as_u16(), 401);
+    }
+    let r = get(&alice).await.unwrap();
+    assert_eq!(r.status().as_u16(), 429, "the address is out of tokens: even a valid credential waits");
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1000"));
+    let (_, _, code, message) = error_of(r).await;
+    assert_eq!(code, "TooManyRequests");
+    assert!(message.contains("failed sign-ins"), "{message}");
+    let openapi = s.http.get(format!("{}/openapi.json", s.base)).send().await.unwrap();
+    assert_eq!(openapi.status().as_u16(), 429, "the same bucket");
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(s.http.get(format!("{}{probe}", s.base)).send().await.unwrap().status().as_u16(), 200, "{probe}");
+    }
+    s.clock.advance(Duration::from_secs(1000));
+    assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
+    // Signed-in requests take nothing from the address's bucket.
+    for _ in 0..10 {
+        assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
+    }
+}
+
+/// `/openapi.json` is built once and served with a strong `ETag`; a client that has it gets
+/// `304`, and every request takes a token from its address's bucket.
+#[tokio::test]
+async fn the_openapi_document_is_cached_with_an_etag_and_limited_per_address() {
+    let idp = TestIdp::start().await;
+    let s =
+        start_with(&idp, "rate_limits = { unauthenticated_requests_per_second = 0.001, unauthenticated_burst = 3 }")
+            .await;
+    let url = format!("{}/openapi.json", s.base);
+    let first = s.http.get(&url).send().await.unwrap();
+    assert_eq!(first.status().as_u16(), 200);
+    assert_eq!(header(&first, "content-type").as_deref(), Some("application/json"));
+    let etag = header(&first, "etag").expect("an ETag");
+    assert!(etag.starts_with('"') && etag.len() == 34, "a strong tag of the content: {etag}");
+    let body = first.bytes().await.unwrap();
+    let again = s.http.get(&url).send().await.unwrap();
+    assert_eq!(header(&again, "etag").as_deref(), Some(etag.as_str()));
+    assert_eq!(again.bytes().await.unwrap(), body);
+    let cached = s.http.get(&url).header("if-none-match", &etag).send().await.unwrap();
+    assert_eq!(cached.status().as_u16(), 304);
+    assert!(cached.bytes().await.unwrap().is_empty());
+    assert_eq!(s.http.get(&url).send().await.unwrap().status().as_u16(), 429, "three per address");
+}

@@ -102,18 +102,28 @@ fn unsupported_version(v: &str, supported: &[String]) -> ArmError {
 
 pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
+    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
+    let client = edge::client_addr(&state.edge, &parts.headers, peer);
+    let limiter = state.rate_limits.as_ref();
+    if let Some(Err(e)) = limiter.map(|l| l.check_address(client, state.clock.now(), false)) {
+        return e.into_response();
+    }
     let caller = match edge::authenticate(&state, &parts.headers).await {
         Ok(caller) => caller,
-        Err(refusal) => return refusal,
+        Err(refusal) => {
+            if refusal.status() == StatusCode::UNAUTHORIZED
+                && let Some(l) = limiter
+            {
+                let _ = l.check_address(client, state.clock.now(), true);
+            }
+            return refusal;
+        }
     };
-    if let Some(limiter) = &state.rate_limits
-        && let Err(e) = limiter.check(&caller.principal, state.clock.now())
-    {
+    if let Some(Err(e)) = limiter.map(|l| l.check(&caller.principal, state.clock.now())) {
         return e.into_response();
     }
     let query =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
-    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
     let base = edge::base_url(&state.edge, &parts.headers, peer, if state.edge.tls { "https" } else { "http" });
     let ctx = Ctx { base, method: parts.method, headers: parts.headers, query, caller };
     let path = parts.uri.path();

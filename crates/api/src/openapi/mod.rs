@@ -1,5 +1,7 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 document of the API as this process serves it,
-//! generated per request from the running configuration — every configured type's paths,
+//! generated from the running configuration once per process (the configuration cannot change
+//! while it runs; building it costs far more than any request should let an anonymous caller
+//! spend), served with a strong `ETag` and `304` to a matching `If-None-Match` — every configured type's paths,
 //! api-versions, name rule and JSON Schema, every status each operation can answer with ARM's
 //! error shape, and the security schemes when authentication is on. Served without
 //! authentication, like `/healthz`, so tools can fetch it. Slipway's extensions of ARM (cancel)
@@ -12,16 +14,61 @@ mod schemas;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 
 use crate::ApiState;
 use crate::types::{ResourceType, TypeRegistry};
 
-pub(crate) async fn serve(State(state): State<Arc<ApiState>>) -> Response {
-    (StatusCode::OK, axum::Json(document(&state))).into_response()
+/// The document as served: built and serialised on the first request, then shared.
+#[derive(Default)]
+pub struct OpenApiCache(tokio::sync::OnceCell<Served>);
+
+struct Served {
+    body: Bytes,
+    etag: HeaderValue,
+}
+
+impl Served {
+    fn of(document: &Value) -> Served {
+        let body = Bytes::from(serde_json::to_vec(document).unwrap_or_default());
+        let digest = Sha256::digest(&body);
+        let tag: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        let etag = HeaderValue::from_str(&format!("\"{tag}\"")).unwrap_or(HeaderValue::from_static("\"0\""));
+        Served { body, etag }
+    }
+
+    fn matches(&self, headers: &HeaderMap) -> bool {
+        let Some(wanted) = headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) else { return false };
+        let ours = self.etag.to_str().unwrap_or_default();
+        wanted.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == "*" || t == ours)
+    }
+}
+
+pub(crate) async fn serve(State(state): State<Arc<ApiState>>, headers: HeaderMap) -> Response {
+    let build = state.clone();
+    // Off the async workers: building takes long enough to stall them.
+    let built = state.openapi.0.get_or_try_init(|| tokio::task::spawn_blocking(move || Served::of(&document(&build))));
+    let served = match built.await {
+        Ok(served) => served,
+        Err(e) => {
+            tracing::error!(error = %e, "building the OpenAPI document failed");
+            return crate::error::ArmError::internal().into_response();
+        }
+    };
+    let mut resp = if served.matches(&headers) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = (StatusCode::OK, served.body.clone()).into_response();
+        r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        r
+    };
+    resp.headers_mut().insert(header::ETAG, served.etag.clone());
+    resp
 }
 
 /// The document for `state`'s configuration.

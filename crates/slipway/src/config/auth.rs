@@ -11,6 +11,8 @@
 //! requests_per_second = 50
 //! burst = 100
 //! # [[auth.rate_limits.overrides]] principal = "ci" (or group = "…"), requests_per_second, burst
+//! unauthenticated_requests_per_second = 10  # per client address: failed sign-ins and
+//! unauthenticated_burst = 50                # /openapi.json, /metrics (0: no such limit)
 //!
 //! [[auth.issuers]]                      # the first listed is the home issuer: its names
 //! issuer = "https://keycloak.example/realms/platform"  # are unprefixed unless `prefix` is set
@@ -65,6 +67,9 @@ pub struct RateLimitsConfig {
     /// `[[auth.rate_limits.overrides]]`: `principal = "…"` or `group = "…"`, with its own
     /// rate; the first that matches wins.
     pub overrides: Vec<RateOverride>,
+    /// Per client address, before authentication; `0`: no such limit.
+    pub unauthenticated_requests_per_second: f64,
+    pub unauthenticated_burst: f64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -78,8 +83,15 @@ pub struct RateOverride {
 
 impl Default for RateLimitsConfig {
     fn default() -> Self {
-        let d = RateLimits::DEFAULT;
-        RateLimitsConfig { enabled: true, requests_per_second: d.per_second, burst: d.burst, overrides: Vec::new() }
+        let (d, u) = (RateLimits::DEFAULT, RateLimits::UNAUTHENTICATED);
+        RateLimitsConfig {
+            enabled: true,
+            requests_per_second: d.per_second,
+            burst: d.burst,
+            overrides: Vec::new(),
+            unauthenticated_requests_per_second: u.per_second,
+            unauthenticated_burst: u.burst,
+        }
     }
 }
 
@@ -104,7 +116,13 @@ pub fn rate_limiter(auth: Option<&AuthConfig>) -> Result<Option<RateLimiter>, St
         };
         overrides.push((who, rate(&at, o.requests_per_second, o.burst)?));
     }
-    Ok(Some(RateLimiter::new(RateLimits { default, overrides })))
+    let limiter = RateLimiter::new(RateLimits { default, overrides });
+    if c.unauthenticated_requests_per_second == 0.0 {
+        return Ok(Some(limiter));
+    }
+    let per_address =
+        rate("auth.rate_limits.unauthenticated", c.unauthenticated_requests_per_second, c.unauthenticated_burst)?;
+    Ok(Some(limiter.with_address_limit(per_address)))
 }
 
 impl Default for AuthConfig {
