@@ -3,6 +3,11 @@
 //! pure decision, and turns a refusal into ARM's `403 AuthorizationFailed`. Also the
 //! subscription registry's gate for writes.
 
+mod cache;
+
+use std::sync::Arc;
+use std::time::Duration;
+
 use axum::http::StatusCode;
 use slipway_domain::access::{Assignee, Permission, Role, RoleAssignment, Scope, is_allowed, may_read_within};
 use slipway_domain::subscription::{self, Intent, Subscription};
@@ -12,6 +17,8 @@ use slipway_store::registry;
 use crate::ApiState;
 use crate::edge::Caller;
 use crate::error::ArmError;
+
+pub use cache::AssignmentCache;
 
 /// How access is decided, from the configuration.
 #[derive(Clone, Debug, Default)]
@@ -25,6 +32,14 @@ pub struct AccessOptions {
     /// the role check. Always on without authentication (the identity then comes from ARM's
     /// headers).
     pub initiator_only: bool,
+    /// How long a replica may decide on role assignments it read before (zero: read them
+    /// for every request). A change through this replica is in force at once.
+    pub assignment_cache: Duration,
+}
+
+impl AccessOptions {
+    /// The default bound on how stale another replica's view of a role change may be.
+    pub const DEFAULT_ASSIGNMENT_CACHE: Duration = Duration::from_secs(2);
 }
 
 impl AccessOptions {
@@ -55,11 +70,28 @@ pub async fn report_noncanonical_assignments(store: &dyn slipway_store::Store) -
     Ok(odd.len())
 }
 
-/// The assignments that may matter for one request.
+/// The assignments that may matter for one request, in the parts they were read in.
 #[derive(Clone)]
 pub(crate) struct Grants {
-    assignments: Vec<RoleAssignment>,
+    parts: Vec<Arc<Vec<RoleAssignment>>>,
     local: bool,
+}
+
+/// A partition's assignments, from the cache when it is fresh.
+async fn assignments(
+    state: &ApiState,
+    partition: Option<&SubscriptionId>,
+) -> Result<Arc<Vec<RoleAssignment>>, ArmError> {
+    let ttl = state.access.assignment_cache;
+    let now = state.clock.now();
+    if let Some(hit) = state.assignment_cache.get(partition, now, ttl) {
+        return Ok(hit);
+    }
+    let read = Arc::new(registry::list_role_assignments(state.store.as_ref(), partition).await?);
+    if !ttl.is_zero() {
+        state.assignment_cache.put(partition, now, read.clone());
+    }
+    Ok(read)
 }
 
 /// Loads the platform-wide assignments and, for a subscription, its own.
@@ -80,28 +112,28 @@ pub(crate) async fn grants(
 pub(crate) async fn platform_grants(state: &ApiState, caller: &Caller) -> Result<Grants, ArmError> {
     let local = caller.principal.kind == PrincipalKind::Local;
     if local {
-        return Ok(Grants { assignments: Vec::new(), local });
+        return Ok(Grants { parts: Vec::new(), local });
     }
-    let mut assignments: Vec<RoleAssignment> = state.access.bootstrap().collect();
-    assignments.extend(registry::list_role_assignments(state.store.as_ref(), None).await?);
-    Ok(Grants { assignments, local })
+    let bootstrap = Arc::new(state.access.bootstrap().collect());
+    Ok(Grants { parts: vec![bootstrap, assignments(state, None).await?], local })
 }
 
 impl Grants {
     /// Adds one subscription's assignments.
     pub async fn add_subscription(&mut self, state: &ApiState, sub: &SubscriptionId) -> Result<(), ArmError> {
         if !self.local {
-            self.assignments.extend(registry::list_role_assignments(state.store.as_ref(), Some(sub)).await?);
+            self.parts.push(assignments(state, Some(sub)).await?);
         }
         Ok(())
     }
 
+    // Both decisions ask whether any assignment grants, so they can be asked part by part.
     pub fn allows(&self, caller: &Caller, permission: Permission, scope: &Scope) -> bool {
-        is_allowed(&caller.principal, &self.assignments, permission, scope)
+        self.local || self.parts.iter().any(|part| is_allowed(&caller.principal, part, permission, scope))
     }
 
     pub fn may_read_within(&self, caller: &Caller, scope: &Scope) -> bool {
-        may_read_within(&caller.principal, &self.assignments, scope)
+        self.local || self.parts.iter().any(|part| may_read_within(&caller.principal, part, scope))
     }
 
     /// `Ok` or ARM's `403 AuthorizationFailed` naming the action and scope.

@@ -32,7 +32,7 @@ use axum::routing::get;
 use slipway_domain::time::Clock;
 use slipway_store::Store;
 
-pub use access::{AccessOptions, report_noncanonical_assignments};
+pub use access::{AccessOptions, AssignmentCache, report_noncanonical_assignments};
 pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
 pub use handlers::jobs::JOBS_SEGMENT;
@@ -135,6 +135,8 @@ pub struct ApiState {
     pub auth: Option<Arc<Authenticator>>,
     pub edge: EdgeOptions,
     pub access: AccessOptions,
+    /// The role assignments authorization read last, per partition.
+    pub assignment_cache: AssignmentCache,
     /// `None`: no limits (the local mode).
     pub rate_limits: Option<RateLimiter>,
     /// Seals secret properties (`None`: no `[secrets]` configured, and no type has any).

@@ -127,6 +127,7 @@ impl App {
                 })
             },
             openapi: Default::default(),
+            assignment_cache: Default::default(),
             stopping: stopped.clone(),
             on_accept: Arc::new(move || wake.wake()),
             hooks,

@@ -396,3 +396,39 @@ async fn the_openapi_document_is_cached_with_an_etag_and_limited_per_address() {
     assert!(cached.bytes().await.unwrap().is_empty());
     assert_eq!(s.http.get(&url).send().await.unwrap().status().as_u16(), 429, "three per address");
 }
+
+/// Authorization reads role assignments at most once per `assignment_cache_seconds` per
+/// partition: a change made by another replica (here: straight in the store) is in force
+/// once that much time passed on the injected clock, and a change through this replica's API
+/// at once.
+#[tokio::test]
+async fn role_changes_end_cached_authorization_within_the_bound() {
+    let idp = TestIdp::start().await;
+    let s = start_with(&idp, "assignment_cache_seconds = 2").await;
+    let path = format!("/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks");
+    let alice = token(&idp, "alice", "tenant-a");
+    let root = token(&idp, "root", "platform");
+    let status = |bearer: &str| {
+        let r = s.http.get(s.url(&path)).bearer_auth(bearer.to_string()).send();
+        async move { r.await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(&alice).await, 200);
+
+    // Another replica removes alice's grant: this one may decide on what it read for 2 s.
+    let store = s.app.as_ref().unwrap().store();
+    let alice_grant = "00000000-0000-0000-0000-000000000000";
+    assert!(slipway_store::registry::delete_role_assignment(store.as_ref(), alice_grant).await.unwrap());
+    assert_eq!(status(&alice).await, 200, "read less than 2 s ago: the bounded staleness");
+    s.clock.advance(Duration::from_millis(2001));
+    assert_eq!(status(&alice).await, 403, "the other replica's change is in force after the bound");
+
+    // Changes through this replica are in force at once, either way.
+    let grant = format!("/subscriptions/{SUB}/providers/Slipway.Authorization/roleAssignments/{alice_grant}");
+    let body = json!({"properties": {"roleDefinitionId": "Reader", "principalId": "alice"}});
+    let r = s.http.put(s.url(&grant)).bearer_auth(&root).json(&body).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    assert_eq!(status(&alice).await, 200);
+    let r = s.http.delete(s.url(&grant)).bearer_auth(&root).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(status(&alice).await, 403);
+}

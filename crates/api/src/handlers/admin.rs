@@ -246,6 +246,11 @@ fn assignment_body(a: &RoleAssignment) -> Value {
     json!({ "id": assignment_id_path(a), "name": a.id, "type": AUTHZ, "properties": props })
 }
 
+/// This replica's authorization sees its own change at once.
+fn forget_partition(state: &ApiState, scope: &Scope) {
+    state.assignment_cache.forget(scope.subscription().map(SubscriptionId::new).as_ref());
+}
+
 fn role_of(definition: &str) -> Option<Role> {
     Role::from_name(definition.rsplit('/').next().unwrap_or(definition))
 }
@@ -357,6 +362,7 @@ pub(crate) async fn assignment(
                 scope: scope.clone(),
             };
             registry::put_role_assignment(state.store.as_ref(), &a, state.clock.now()).await?;
+            forget_partition(state, &a.scope);
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
             Ok(json_response(status, assignment_body(&a)))
         }
@@ -369,6 +375,7 @@ pub(crate) async fn assignment(
                 grants.require(&ctx.caller, Permission::ManagePlatform, scope, &format!("{AUTHZ}/delete"))?;
             }
             registry::delete_role_assignment(state.store.as_ref(), &id).await?;
+            forget_partition(state, &a.scope);
             Ok(json_response(StatusCode::OK, assignment_body(&a)))
         }
         _ => Err(method_not_allowed(&ctx.method)),

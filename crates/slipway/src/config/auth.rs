@@ -6,6 +6,7 @@
 //! api_tokens = true                      # accept `slipway api-token create` tokens
 //! trusted_front_ends = ["arm-frontend"]  # principals whose x-ms-* identity headers count
 //! admins = ["alice", "group:platform-admins"]  # platform admins from the start
+//! assignment_cache_seconds = 2           # another replica's role change is in force within it
 //!
 //! [auth.rate_limits]                     # a token bucket per principal (on by default)
 //! requests_per_second = 50
@@ -54,6 +55,9 @@ pub struct AuthConfig {
     /// Operations are readable only by the identity that started them (ARO's rule), on top
     /// of the role check.
     pub operations_visible_to_initiator_only: bool,
+    /// How long a replica decides on role assignments it read before (0: read per request);
+    /// another replica's change is in force here within it.
+    pub assignment_cache_seconds: f64,
     pub rate_limits: RateLimitsConfig,
 }
 
@@ -134,6 +138,7 @@ impl Default for AuthConfig {
             admins: Vec::new(),
             require_registered_subscriptions: true,
             operations_visible_to_initiator_only: false,
+            assignment_cache_seconds: AccessOptions::DEFAULT_ASSIGNMENT_CACHE.as_secs_f64(),
             rate_limits: RateLimitsConfig::default(),
         }
     }
@@ -237,6 +242,8 @@ pub fn access_options(auth: Option<&AuthConfig>) -> Result<AccessOptions, String
         admins,
         registration_required: auth.require_registered_subscriptions,
         initiator_only: auth.operations_visible_to_initiator_only,
+        assignment_cache: Duration::try_from_secs_f64(auth.assignment_cache_seconds)
+            .map_err(|_| "auth.assignment_cache_seconds must be a number of seconds, 0 or more".to_string())?,
     })
 }
 

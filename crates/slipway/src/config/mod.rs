@@ -186,6 +186,8 @@ impl Config {
         }
         if let Some(auth) = &self.auth {
             auth.options(&self.base_dir).map_err(ConfigError::Invalid)?;
+            access_options(Some(auth)).map_err(ConfigError::Invalid)?;
+            rate_limiter(Some(auth)).map_err(ConfigError::Invalid)?;
         }
         self.notifications.callback_policy()?;
         self.tls_options()?;
