@@ -171,3 +171,31 @@ fn a_resource_cannot_reference_what_it_contains() {
         "its child waits for it"
     );
 }
+
+/// A deleted subscription deletes referenced resources too: each waits for its referrers to
+/// go before its delete job runs, and a referrer that goes wakes what it referenced (and
+/// their ancestors).
+#[test]
+fn a_referenced_resource_being_deleted_waits_for_its_referrers_and_they_wake_it() {
+    let mut w = World::provisioned();
+    w.delete(2).expect("delete admitted");
+    let mut referrer = deleting(record(&vm(), PS::Deleting));
+    referrer.references = to_subnet();
+    w.snap.referrers = vec![referrer];
+    let deadline = w.op(2).start_time.add(w.policy.delete_deadline);
+    assert_eq!(w.decide(), Effect::Sleep { until: Some(deadline) }, "no delete job while referenced");
+    assert!(w.res().jobs.iter().all(|j| j.job_type != slipway_domain::JobType::Deprovision));
+    w.snap.referrers.clear();
+    assert!(matches!(w.decide(), Effect::Launch { .. }), "the referrer is gone: the delete job runs");
+
+    // The referrer's own delete, as it ends, wakes the subnet it referenced and its network.
+    let mut snap = Snapshot { resource: Some(deleting(record(&vm(), PS::Deleting))), ..Snapshot::default() };
+    snap.resource.as_mut().unwrap().references = to_subnet();
+    assert_eq!(reconcile::decide(&mut snap, &TypePolicy::default(), at(1)), Effect::Sleep { until: None });
+    assert!(snap.resource.is_none(), "never provisioned: gone at once");
+    let mut woken = snap.wake.clone();
+    woken.sort();
+    let mut want = vec![subnet().key(), vnet().key()];
+    want.sort();
+    assert_eq!(woken, want);
+}

@@ -143,7 +143,7 @@ pub(crate) struct Shared {
 /// client touched it, or it was released and re-leased), so the worker must decide again
 /// with the fence of that claim. Read and written under the `running` map lock, which
 /// makes "worker exits" and "scheduler hands it more work" mutually exclusive.
-pub(crate) type PendingClaim = (slipway_store::Fence, slipway_domain::Timestamp, Vec<slipway_domain::ResourceKey>);
+pub(crate) type PendingClaim = (slipway_store::Fence, slipway_domain::Timestamp, worker::Context);
 
 pub(crate) struct Slot {
     pub poke: Notify,
@@ -329,8 +329,7 @@ async fn claim_and_dispatch(
             let fence = slipway_store::Fence { owner: lease.owner.clone(), epoch: lease.epoch };
             let mut running = shared.running.lock().expect("running map");
             if let Some(slot) = running.get(&key) {
-                let related = slipway_domain::reference::related_keys(&record.id, &record.references);
-                *slot.pending.lock().expect("slot") = Some((fence, lease.until, related));
+                *slot.pending.lock().expect("slot") = Some((fence, lease.until, worker::Context::of(&record)));
                 slot.poke.notify_one();
                 continue;
             }

@@ -35,9 +35,8 @@ pub(crate) struct Worker {
     settled: Option<Box<Snapshot>>,
     /// Picks the resource's phase of the poll grid.
     key_hash: u64,
-    /// What every change reads as context: a child's parent, the referenced resources and
-    /// their ancestors (its decisions wait for them). Kept in step with the record.
-    related: Vec<ResourceKey>,
+    /// What every change reads besides the resource. Kept in step with the record.
+    context: Context,
     /// The type has child types: its children are read with every change (a delete
     /// cascades to them).
     has_children: bool,
@@ -70,7 +69,7 @@ impl Worker {
             seen_generation: claimed.generation,
             watching: None,
             settled: None,
-            related: related_keys(claimed),
+            context: Context::of(claimed),
             has_children,
             key_hash: {
                 use std::hash::{Hash, Hasher};
@@ -147,8 +146,9 @@ impl Worker {
     fn request(&self, now: Timestamp) -> ChangeRequest {
         ChangeRequest::new(self.key.clone(), now)
             .fenced(self.fence.clone())
-            .with_related(self.related.clone())
+            .with_related(self.context.related.clone())
             .with_children(self.has_children)
+            .with_referrers(self.context.referrers)
     }
 
     /// One transaction: records what the last effect produced, then — unless that outcome
@@ -160,15 +160,15 @@ impl Worker {
             return settled;
         }
         let followed_key = performed.as_ref().and_then(|(effect, _)| effect_key(effect).map(str::to_string));
-        let related = self.related.clone();
+        let context = self.context.clone();
         let advanced = self
             .retrying(|now| {
                 let policy = policy.clone();
                 let performed = performed.clone();
-                let read = related.clone();
+                let read = context.clone();
                 move |snap: &mut Snapshot| {
                     let before = crate::progress::Before::of(snap);
-                    if snap.resource.as_ref().is_some_and(|r| related_keys(r) != read) {
+                    if snap.resource.as_ref().is_some_and(|r| Context::of(r) != read) {
                         // A client changed what the resource depends on since this request
                         // was made: record the outcome, but decide nothing (not even a wait,
                         // which would drop the client's intent) on context read for the old
@@ -187,7 +187,7 @@ impl Worker {
             return Advanced::Gone;
         };
         if let Step::Stale = step {
-            self.related = snap.resource.as_ref().map(related_keys).unwrap_or_default();
+            self.context = snap.resource.as_ref().map(Context::of).unwrap_or_default();
             self.settled = None;
             return Advanced::Hold(self.shared.clock.now());
         }
@@ -397,10 +397,10 @@ impl Worker {
 
     /// Goes on under a newer claim of this node: the resource was handed back because a
     /// client touched it (or our lease had lapsed), so what we last saw of it may be stale.
-    fn adopt_claim(&mut self, (fence, until, related): PendingClaim) {
+    fn adopt_claim(&mut self, (fence, until, context): PendingClaim) {
         self.fence = fence;
         self.claim_until = until;
-        self.related = related;
+        self.context = context;
         self.settled = None;
     }
 
@@ -462,9 +462,22 @@ impl Worker {
     }
 }
 
-/// What a change of `res` reads as context (see `Worker::related`).
-fn related_keys(res: &ResourceRecord) -> Vec<ResourceKey> {
-    slipway_domain::reference::related_keys(&res.id, &res.references)
+/// What a change of a resource reads besides the resource: a child's parent, the referenced
+/// resources and their ancestors (its decisions wait for them), and while it is being deleted,
+/// who references it (its delete job waits for them to go).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Context {
+    related: Vec<ResourceKey>,
+    referrers: bool,
+}
+
+impl Context {
+    pub(crate) fn of(res: &ResourceRecord) -> Self {
+        Context {
+            related: slipway_domain::reference::related_keys(&res.id, &res.references),
+            referrers: res.is_deleting(),
+        }
+    }
 }
 
 fn effect_key(effect: &Effect) -> Option<&str> {

@@ -82,8 +82,8 @@ impl ChangeRequest {
     }
 
     /// Reads who references the resource (see [`Snapshot::referrers`]): for deletes.
-    pub fn with_referrers(mut self) -> Self {
-        self.referrers = true;
+    pub fn with_referrers(mut self, referrers: bool) -> Self {
+        self.referrers = referrers;
         self
     }
 

@@ -253,7 +253,7 @@ pub(crate) async fn delete_resource(
 ) -> Result<Response, ArmError> {
     let force = forced(ctx, grants, &ty)?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let req = change_request(&id, &[], rctx.now).with_referrers().with_children(force);
+    let req = change_request(&id, &[], rctx.now).with_referrers(true).with_children(force);
     let pre = Preconditions::from_headers(&ctx.headers);
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &ty)?;

@@ -1,5 +1,7 @@
 //! A resource being deleted (docs/osac-lifecycle.md#deprovisioning): its running job is
-//! canceled, its children go first (`cascade`), then its delete job runs — retried with
+//! canceled, its children go first (`cascade`), and so does whatever references it (only a
+//! deleted subscription deletes a referenced resource: a client's DELETE of one is refused),
+//! then its delete job runs — retried with
 //! backoff under `block_deletion_on_failure`, its failure shown on the operation — and the
 //! record goes. A forced delete skips the delete job (docs/arm-contract.md#forced-delete).
 
@@ -24,6 +26,11 @@ pub(super) fn decide_delete(snap: &mut Snapshot, policy: &TypePolicy, now: Times
     let provision = latest_job_by_type(&res(snap).jobs, JobType::Provision).cloned();
     if let Some(effect) = cascade::step(snap, policy.delete_deadline, now) {
         return effect;
+    }
+    if !snap.referrers.is_empty() {
+        // Woken as each referrer goes; the deadline ends the operation if one never does.
+        let deadline = snap.active_operation().map(|o| o.start_time.add(policy.delete_deadline));
+        return Effect::Sleep { until: deadline };
     }
     let jobs = &res(snap).jobs;
     match latest_job_by_type(jobs, JobType::Deprovision).cloned() {
@@ -101,10 +108,11 @@ fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
         }
         snap.set_operation_status(&op, ProvisioningState::Succeeded, None, now);
     }
-    // A parent deleting its children waits for this one to go.
-    if let Some(parent) = res(snap).id.parent() {
-        snap.wake.push(parent.key());
-    }
+    // A parent deleting its children, and whatever this one referenced (and their
+    // ancestors) being deleted after it, wait for it to go.
+    let res = res(snap);
+    let waiting = crate::reference::related_keys(&res.id, &res.references);
+    snap.wake.extend(waiting);
     snap.resource = None;
     Effect::Sleep { until: None }
 }

@@ -243,7 +243,8 @@ async fn seed_referrer(store: &dyn Store, id: &ArmId, op: u64, targets: &[ArmId]
 }
 
 async fn referrers(store: &dyn Store, id: &ArmId) -> Vec<ArmId> {
-    let seen = apply(store, ChangeRequest::new(id.key(), at(SECOND)).with_referrers(), |_| Ok(())).await.expect("read");
+    let seen =
+        apply(store, ChangeRequest::new(id.key(), at(SECOND)).with_referrers(true), |_| Ok(())).await.expect("read");
     let mut ids: Vec<ArmId> = seen.referrers.into_iter().map(|r| r.id).collect();
     ids.sort_by_key(ArmId::key);
     ids
@@ -322,7 +323,7 @@ pub async fn check_a_reference_and_its_targets_delete_never_both_win(
         let (store, t) = (Arc::clone(deleters), target.clone());
         let delete = tokio::spawn(async move {
             let c = ctx(5002 + 3 * round, at(SECOND));
-            apply(&*store, ChangeRequest::new(t.key(), at(SECOND)).with_referrers(), move |s| {
+            apply(&*store, ChangeRequest::new(t.key(), at(SECOND)).with_referrers(true), move |s| {
                 slipway_domain::reference::check_not_in_use(s)?;
                 admission::admit_delete(s, &c).map(|_| ())
             })
