@@ -13,6 +13,7 @@ pub mod admission;
 pub mod backoff;
 pub mod composite;
 pub mod config_version;
+pub mod cycle;
 pub mod evaluate;
 pub mod identity;
 pub mod ids;

@@ -81,23 +81,31 @@ pub fn check(snap: &Snapshot, id: &ArmId, references: &[Reference]) -> Result<()
 }
 
 /// `admission::admit_put` for a type with references: checked in the same change, and
-/// recorded on the resource (the store indexes them).
+/// recorded on the resource (the store indexes them). `walked`: the resources the API's
+/// cycle walk read, which the change read too (see [`crate::cycle`]).
 pub fn admit_put(
     snap: &mut Snapshot,
     id: &ArmId,
     kind: &str,
     spec: Spec,
     references: Vec<Reference>,
+    walked: &[ResourceKey],
     ctx: &RequestContext,
 ) -> Result<Admitted, Rejection> {
     let admitted = admission::admit_put(snap, id, kind, spec, ctx)?;
-    record(snap, id, references)?;
+    record(snap, id, references, walked)?;
     Ok(admitted)
 }
 
 /// After `admission::admit_patch`: the merged properties' references, checked and recorded.
-pub fn record(snap: &mut Snapshot, id: &ArmId, references: Vec<Reference>) -> Result<(), Rejection> {
+pub fn record(
+    snap: &mut Snapshot,
+    id: &ArmId,
+    references: Vec<Reference>,
+    walked: &[ResourceKey],
+) -> Result<(), Rejection> {
     check(snap, id, &references)?;
+    crate::cycle::check_within(snap, id, &references, walked)?;
     if let Some(res) = snap.resource.as_mut() {
         res.references = references;
     }

@@ -6,10 +6,11 @@ mod common;
 
 use common::*;
 use slipway_domain::admission::Rejection;
+use slipway_domain::cycle::{self, CycleWalk, WalkStep};
 use slipway_domain::reconcile::{self, Effect};
 use slipway_domain::reference::{self, INVALID_REFERENCE, Reference};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
-use slipway_domain::{ArmId, JobState, ProvisioningState as PS, TypePolicy};
+use slipway_domain::{ArmId, JobState, ProvisioningState as PS, ResourceKey, TypePolicy};
 
 fn id(path: &str) -> ArmId {
     ArmId::parse(&format!("/subscriptions/SUB-1/resourceGroups/My-RG/providers/Slipway.Example/{path}")).unwrap()
@@ -48,6 +49,15 @@ fn record(at: &ArmId, state: PS) -> ResourceRecord {
 fn deleting(mut r: ResourceRecord) -> ResourceRecord {
     r.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0, force: false });
     r
+}
+
+/// The keys the API's walk would read, over the records in `snap.related` (as if stored).
+fn walked(snap: &Snapshot, id: &ArmId, references: &[Reference]) -> Vec<ResourceKey> {
+    let mut walk = CycleWalk::new(id, references);
+    while let WalkStep::Read(at) = walk.step() {
+        walk.visit(snap.related(&at));
+    }
+    walk.into_keys()
 }
 
 fn to_subnet() -> Vec<Reference> {
@@ -110,7 +120,9 @@ fn admission_checks_each_reference() {
     ];
     for (name, related, want) in cases {
         let mut snap = Snapshot { related, ..Snapshot::default() };
-        let got = reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), to_subnet(), &ctx(1, T0));
+        let read = walked(&snap, &vm(), &to_subnet());
+        let got =
+            reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), to_subnet(), &read, &ctx(1, T0));
         assert_eq!(got.as_ref().map(|_| ()).map_err(Clone::clone), want, "{name}");
         if want.is_ok() {
             assert_eq!(snap.resource.unwrap().references, to_subnet(), "{name}: recorded");
@@ -119,7 +131,7 @@ fn admission_checks_each_reference() {
     let mut snap = Snapshot { related: vec![record(&vm(), PS::Succeeded)], ..Snapshot::default() };
     let own = vec![Reference { property: "subnetId".into(), id: vm() }];
     assert!(matches!(
-        reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), own, &ctx(1, T0)),
+        reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), own, &[], &ctx(1, T0)),
         Err(Rejection::Invalid(_))
     ));
 }
@@ -145,7 +157,8 @@ fn a_referrers_job_waits_for_its_targets_and_they_wake_it() {
         related: vec![record(&subnet(), PS::Provisioning), record(&vnet(), PS::Succeeded)],
         ..Snapshot::default()
     };
-    reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), to_subnet(), &ctx(1, T0)).unwrap();
+    let read = walked(&snap, &vm(), &to_subnet());
+    reference::admit_put(&mut snap, &vm(), "ComputeInstance", spec(v1()), to_subnet(), &read, &ctx(1, T0)).unwrap();
     let deadline = T0.add(policy.create_deadline);
     assert_eq!(reconcile::decide(&mut snap, &policy, at(1)), Effect::Sleep { until: Some(deadline) });
     assert_eq!(snap.operation(&op_id(1)).unwrap().waiting_on, Some(subnet().to_string()));
@@ -165,7 +178,7 @@ fn a_referrers_job_waits_for_its_targets_and_they_wake_it() {
 fn a_resource_cannot_reference_what_it_contains() {
     let own_child = Reference { property: "subnetId".into(), id: subnet() };
     let mut snap = Snapshot { related: vec![record(&subnet(), PS::Succeeded)], ..Snapshot::default() };
-    let got = reference::admit_put(&mut snap, &vnet(), "VirtualNetwork", spec(v1()), vec![own_child], &ctx(1, T0));
+    let got = reference::admit_put(&mut snap, &vnet(), "VirtualNetwork", spec(v1()), vec![own_child], &[], &ctx(1, T0));
     assert!(
         matches!(got, Err(Rejection::Invalid(e)) if e.message.contains("what it contains")),
         "its child waits for it"
@@ -198,4 +211,36 @@ fn a_referenced_resource_being_deleted_waits_for_its_referrers_and_they_wake_it(
     let mut want = vec![subnet().key(), vnet().key()];
     want.sort();
     assert_eq!(woken, want);
+}
+
+/// The walk inside the change goes over the records it read under their locks: a longer
+/// cycle is found there, and a step off them (a resource on the path changed its references
+/// since the API's walk) is a `409` to send again.
+#[test]
+fn the_cycle_walk_inside_the_change_sees_what_changed_since_the_first() {
+    let (a, b, c) = (id("computeInstances/a"), id("computeInstances/b"), id("computeInstances/c"));
+    let refs = |to: &ArmId| vec![Reference { property: "x".into(), id: to.clone() }];
+    let with_refs = |at: &ArmId, to: Option<&ArmId>| {
+        let mut r = record(at, PS::Succeeded);
+        r.references = to.map(refs).unwrap_or_default();
+        r
+    };
+    // a → b, where b → c: the API's walk read b and c.
+    let before = Snapshot { related: vec![with_refs(&b, Some(&c)), with_refs(&c, None)], ..Snapshot::default() };
+    let read = walked(&before, &a, &refs(&b));
+    assert_eq!(read, {
+        let mut k = vec![b.key(), c.key()];
+        k.sort();
+        k
+    });
+    assert_eq!(cycle::check_within(&before, &a, &refs(&b), &read), Ok(()));
+    // Meanwhile c → a was written: under the locks, the walk closes the cycle.
+    let closed = Snapshot { related: vec![with_refs(&b, Some(&c)), with_refs(&c, Some(&a))], ..Snapshot::default() };
+    assert!(
+        matches!(cycle::check_within(&closed, &a, &refs(&b), &read), Err(Rejection::Invalid(e)) if e.message.contains("cycle"))
+    );
+    // Or c → d: the walk steps off what it read, and the request is to be sent again.
+    let d = id("computeInstances/d");
+    let moved = Snapshot { related: vec![with_refs(&b, Some(&c)), with_refs(&c, Some(&d))], ..Snapshot::default() };
+    assert!(matches!(cycle::check_within(&moved, &a, &refs(&b), &read), Err(Rejection::Conflict { .. })));
 }

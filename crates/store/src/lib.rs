@@ -27,10 +27,12 @@ mod plan;
 pub mod postgres;
 pub mod registry;
 pub mod sqlite;
+mod walk;
 
 pub use entries::{Entry, EntryKind, Expect};
 pub use metered::{ActiveOperations, StoreReading};
 pub use plan::DEFAULT_OPERATION_TTL;
+pub use walk::reference_walk;
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
 pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Send>;
@@ -72,6 +74,8 @@ impl ChangeRequest {
     /// Reads `keys` as context too (see [`Snapshot::related`]).
     pub fn with_related(mut self, keys: impl IntoIterator<Item = ResourceKey>) -> Self {
         self.related.extend(keys);
+        self.related.sort();
+        self.related.dedup();
         self
     }
 

@@ -566,6 +566,14 @@ async fn replicas_never_reference_a_resource_being_deleted() {
     slipway_store::conformance::check_a_reference_and_its_targets_delete_never_both_win(&a, &b).await;
 }
 
+/// Two replicas each close one end of a reference cycle at the same time: one is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_close_a_reference_cycle_from_both_ends() {
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    slipway_store::conformance::check_a_reference_cycle_is_never_closed_from_both_ends(&a, &b).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_never_claim_the_same_notification() {
     let schema = Schema::fresh();

@@ -4,6 +4,8 @@ use slipway_domain::reference::{self, Reference};
 use slipway_domain::{CloudError, ResourceRecord};
 
 use super::*;
+use slipway_store::reference_walk;
+
 use crate::preconditions::Preconditions;
 
 /// `412` unless the request's `If-Match` / `If-None-Match` hold for the resource as
@@ -39,39 +41,6 @@ fn may_reference(ctx: &Ctx, grants: &access::Grants, references: &[Reference]) -
     Ok(())
 }
 
-/// Most resources a cycle check visits.
-const CYCLE_WALK: usize = 256;
-
-/// `400` when what `references` wait for leads back to `id`: its job would wait for itself.
-/// A job waits for what its resource references and for its parent, so the walk follows
-/// both, and reaching `id` or anything under it (which waits for `id`) closes a cycle. (A
-/// direct cycle is also refused inside the change; a longer one written concurrently from
-/// both ends could slip past this walk.)
-async fn refuse_cycles(state: &ApiState, id: &ArmId, references: &[Reference]) -> Result<(), ArmError> {
-    let own = id.key();
-    for r in references {
-        let mut seen = std::collections::HashSet::new();
-        let mut next = vec![r.id.clone()];
-        while let Some(at) = next.pop() {
-            if seen.len() >= CYCLE_WALK || !seen.insert(at.key()) {
-                continue;
-            }
-            if at.key() == own || at.key().is_under(&own) {
-                return Err(ArmError::bad_request(
-                    reference::INVALID_REFERENCE,
-                    format!("Referencing '{}' would create a cycle: it leads back to this resource.", r.id),
-                )
-                .with_target(format!("properties.{}", r.property)));
-            }
-            next.extend(at.parent());
-            if let Some(rec) = state.store.get_resource(&at.key()).await? {
-                next.extend(rec.references.iter().map(|b| b.id.clone()));
-            }
-        }
-    }
-    Ok(())
-}
-
 pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType) -> Result<Response, ArmError> {
     let res =
         state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
@@ -96,13 +65,13 @@ pub(crate) async fn put_resource(
     ty.validate(&properties)?;
     let references = ty.references_in(&properties, &id.subscription)?;
     may_reference(ctx, grants, &references)?;
-    refuse_cycles(state, &id, &references).await?;
+    let walked = reference_walk(state.store.as_ref(), &id, &references).await?;
     let mut spec = Spec { location: Some(location), tags, properties };
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let kind = ty.kind.clone();
     let target = id.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let req = change_request(&id, &references, rctx.now);
+    let req = change_request(&id, &references, rctx.now).with_related(walked.clone());
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
@@ -110,7 +79,7 @@ pub(crate) async fn put_resource(
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
-        reference::admit_put(snap, &target, &kind, spec, references, &rctx)
+        reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)
     })
     .await?;
     respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
@@ -141,11 +110,12 @@ pub(crate) async fn patch_resource(
     {
         guess.extend(current.references);
     }
+    let walked = reference_walk(state.store.as_ref(), &id, &guess).await?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let validator = ty.clone();
     let referrer = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let req = change_request(&id, &guess, rctx.now);
+    let req = change_request(&id, &guess, rctx.now).with_related(walked.clone());
     let loaded = req.related.clone();
     let target = id.clone();
     let pre = Preconditions::from_headers(&ctx.headers);
@@ -180,7 +150,7 @@ pub(crate) async fn patch_resource(
                     target: target.to_string(),
                 });
             }
-            reference::record(snap, &target, references)?;
+            reference::record(snap, &target, references, &walked)?;
             Ok(admitted)
         })
     })

@@ -223,18 +223,35 @@ pub async fn check_children_never_outlive_a_removed_parent(creators: &Arc<dyn St
     assert_eq!(created + refused, (ROUNDS * CHILDREN) as usize);
 }
 
-/// Creates `id` referencing `targets` (as the API does: the targets and their ancestors read
-/// as related, the references recorded).
+fn references_to(targets: &[ArmId]) -> Vec<slipway_domain::reference::Reference> {
+    let to =
+        |(i, t): (usize, &ArmId)| slipway_domain::reference::Reference { property: format!("ref{i}"), id: t.clone() };
+    targets.iter().enumerate().map(to).collect()
+}
+
+/// Creates `id` referencing `targets` as the API does: the cycle walk over the stored
+/// records first, then one change reading the targets, their ancestors and whatever the walk
+/// read as related, the references recorded.
 async fn seed_referrer(store: &dyn Store, id: &ArmId, op: u64, targets: &[ArmId]) -> Result<Snapshot, StoreError> {
-    let references: Vec<slipway_domain::reference::Reference> = targets
-        .iter()
-        .enumerate()
-        .map(|(i, t)| slipway_domain::reference::Reference { property: format!("ref{i}"), id: t.clone() })
-        .collect();
-    let req = ChangeRequest::new(id.key(), T0).with_related(slipway_domain::reference::related_keys(id, &references));
+    let walked = crate::reference_walk(store, id, &references_to(targets)).await?;
+    write_referrer(store, id, op, targets, walked).await
+}
+
+/// The change half of [`seed_referrer`], after a walk that read `walked`.
+async fn write_referrer(
+    store: &dyn Store,
+    id: &ArmId,
+    op: u64,
+    targets: &[ArmId],
+    walked: Vec<slipway_domain::ids::ResourceKey>,
+) -> Result<Snapshot, StoreError> {
+    let references = references_to(targets);
+    let req = ChangeRequest::new(id.key(), T0)
+        .with_related(slipway_domain::reference::related_keys(id, &references))
+        .with_related(walked.clone());
     let (target, c) = (id.clone(), ctx(op, T0));
     apply(store, req, move |s| {
-        slipway_domain::reference::admit_put(s, &target, KIND, spec(1), references, &c)?;
+        slipway_domain::reference::admit_put(s, &target, KIND, spec(1), references, &walked, &c)?;
         // Settled, so a wake-up shows.
         s.resource.as_mut().ok_or(Rejection::NotFound)?.schedule = Schedule::default();
         Ok(())
@@ -298,6 +315,51 @@ pub async fn case_references_are_indexed_for_deletes_and_wake_ups(store: &dyn St
     .expect("remove vm1");
     assert_eq!(referrers(store, &group).await, vec![vm2.clone()]);
     assert_eq!(referrers(store, &subnet_id).await, vec![inner.clone()]);
+}
+
+pub async fn case_a_reference_cycle_is_never_closed_from_both_ends(h: &Harness) {
+    check_a_reference_cycle_is_never_closed_from_both_ends(&h.shared(), &h.shared()).await;
+}
+
+/// `a → b → c` and `c → d → a` each close the cycle `a → b → c → d → a` with the other. Two
+/// writers each add one edge: first with both walks done before either change (the walks
+/// saw no cycle; the second change must find the first's edge under its locks), then at the
+/// same time through `one` and `other`. Never do both edges stand.
+pub async fn check_a_reference_cycle_is_never_closed_from_both_ends(one: &Arc<dyn Store>, other: &Arc<dyn Store>) {
+    const ROUNDS: u64 = 20;
+    for round in 0..=ROUNDS {
+        let node = |n: &str| vnet("Sub-Cycle", "rg", &format!("{n}{round}"));
+        let (a, b, c, d) = (node("a"), node("b"), node("c"), node("d"));
+        for (i, id) in [&a, &c].into_iter().enumerate() {
+            seed_due(&**one, id, 7000 + 10 * round + i as u64, None).await;
+        }
+        seed_referrer(&**one, &b, 7002 + 10 * round, std::slice::from_ref(&c)).await.expect("b → c");
+        seed_referrer(&**one, &d, 7003 + 10 * round, std::slice::from_ref(&a)).await.expect("d → a");
+        let (first, second) = if round == 0 {
+            // Both walks, then both changes: the interleaving a walk outside the transaction misses.
+            let walk_a =
+                crate::reference_walk(&**one, &a, &references_to(std::slice::from_ref(&b))).await.expect("walk a");
+            let walk_c =
+                crate::reference_walk(&**other, &c, &references_to(std::slice::from_ref(&d))).await.expect("walk c");
+            let first = write_referrer(&**one, &a, 7004, std::slice::from_ref(&b), walk_a).await;
+            (first, write_referrer(&**other, &c, 7005, std::slice::from_ref(&d), walk_c).await)
+        } else {
+            let (s1, s2) = (Arc::clone(one), Arc::clone(other));
+            let (a1, b1, c2, d2) = (a.clone(), b.clone(), c.clone(), d.clone());
+            let x = tokio::spawn(async move { seed_referrer(&*s1, &a1, 7004 + 10 * round, &[b1]).await });
+            let y = tokio::spawn(async move { seed_referrer(&*s2, &c2, 7005 + 10 * round, &[d2]).await });
+            (x.await.expect("task"), y.await.expect("task"))
+        };
+        let refused = |r: &Result<Snapshot, StoreError>| {
+            matches!(r, Err(StoreError::Rejected(Rejection::Invalid(_) | Rejection::Conflict { .. })))
+        };
+        let settled = |r: &Result<Snapshot, StoreError>| r.is_ok() || refused(r);
+        let one_refused = refused(&first) || refused(&second);
+        assert!(
+            settled(&first) && settled(&second) && one_refused,
+            "round {round}: both edges of a cycle were written, or an unexpected answer: {first:?} / {second:?}"
+        );
+    }
 }
 
 pub async fn case_a_reference_and_its_targets_delete_never_both_win(h: &Harness) {

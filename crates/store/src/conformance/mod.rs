@@ -141,6 +141,7 @@ macro_rules! conformance_suite {
             case_entries_concurrent_puts,
             case_a_child_never_outlives_a_parent_removed_concurrently,
             case_a_reference_and_its_targets_delete_never_both_win,
+            case_a_reference_cycle_is_never_closed_from_both_ends,
         );
     };
     (@store $make:expr; $($case:ident),+ $(,)?) => {
