@@ -190,6 +190,9 @@ pub struct StoreStats {
     /// Write calls answered (changes, claims, renewals, …), including those that changed
     /// nothing and so committed nothing.
     pub write_calls: u64,
+    /// Transactions the database rolled back for a deadlock or a serialization failure,
+    /// then run again (PostgreSQL; SQLite's one writer has none).
+    pub conflicts: u64,
 }
 
 /// Counters an engine bumps as it commits, and the metrics it exports.
@@ -197,6 +200,7 @@ pub struct StoreStats {
 pub(crate) struct StatsCounters {
     commits: std::sync::atomic::AtomicU64,
     write_calls: std::sync::atomic::AtomicU64,
+    conflicts: std::sync::atomic::AtomicU64,
     pub(crate) metrics: slipway_metrics::StoreMetrics,
 }
 
@@ -212,9 +216,18 @@ impl StatsCounters {
         self.metrics.batch_size.observe(calls as f64);
     }
 
+    /// A transaction rolled back by a deadlock or serialization failure.
+    pub(crate) fn conflict(&self) {
+        self.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> StoreStats {
         use std::sync::atomic::Ordering::Relaxed;
-        StoreStats { commits: self.commits.load(Relaxed), write_calls: self.write_calls.load(Relaxed) }
+        StoreStats {
+            commits: self.commits.load(Relaxed),
+            write_calls: self.write_calls.load(Relaxed),
+            conflicts: self.conflicts.load(Relaxed),
+        }
     }
 }
 

@@ -385,6 +385,7 @@ impl Inner {
                 }
                 Failure::Retry { error, broken: false } if conflicts < CONFLICT_RETRIES => {
                     conflicts += 1;
+                    self.stats.conflict();
                     tracing::debug!(error = %error, "PostgreSQL transaction conflict; retrying");
                 }
                 Failure::Retry { error, .. } => return Err(error),

@@ -15,86 +15,16 @@ use slipway_domain::admission::{Admitted, Rejection};
 use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::Schedule;
 use slipway_store::conformance::{self, Harness, T0, at, ctx, put, seed, spec, vnet};
-use slipway_store::postgres::{PostgresOptions, PostgresStore, redact};
+use slipway_store::postgres::{PostgresOptions, PostgresStore};
 use slipway_store::{ChangeRequest, ClaimRequest, EntryKind, Expect, Store, StoreError, change_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_postgres::NoTls;
+mod pg;
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
-fn server_url() -> String {
-    std::env::var("SLIPWAY_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_URL.to_string())
-}
-
-fn no_server(url: &str, error: &dyn std::fmt::Display) -> ! {
-    panic!(
-        "the PostgreSQL store tests need a server, and none answers at {} ({error}).\n\
-         Run them through scripts/test.sh (it uses the machine's server or starts a throwaway one, \
-         see scripts/postgres-for-tests.sh), start one yourself \
-         (e.g. `apt-get install -y postgresql && service postgresql start`, trust auth, database `test`), \
-         or point SLIPWAY_TEST_POSTGRES_URL at one.",
-        redact(url)
-    )
-}
-
-/// A schema of its own, dropped (with everything in it) when this goes away.
-struct Schema {
-    name: String,
-}
-
-impl Schema {
-    fn fresh() -> Schema {
-        Schema { name: format!("t_{}", uuid::Uuid::new_v4().simple()) }
-    }
-
-    fn options(&self) -> PostgresOptions {
-        PostgresOptions::new(server_url()).with_schema(&self.name)
-    }
-
-    /// `table` qualified with this schema.
-    fn table(&self, table: &str) -> String {
-        format!("{}.{table}", self.name)
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        // Drop runs inside the test's runtime, which cannot block on its own work: a thread
-        // with a runtime of its own does the dropping.
-        let name = self.name.clone();
-        let dropped = std::thread::spawn(move || -> Result<(), String> {
-            let runtime =
-                tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-            runtime.block_on(async {
-                let (client, connection) =
-                    tokio_postgres::connect(&server_url(), NoTls).await.map_err(|e| e.to_string())?;
-                tokio::spawn(connection);
-                client
-                    .batch_execute(&format!("SET lock_timeout = '5s'; DROP SCHEMA IF EXISTS {name} CASCADE"))
-                    .await
-                    .map_err(|e| e.to_string())
-            })
-        })
-        .join();
-        match dropped {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("could not drop test schema {}: {e}", self.name),
-            Err(_) => eprintln!("could not drop test schema {}: the dropping thread panicked", self.name),
-        }
-    }
-}
-
-async fn open(options: PostgresOptions) -> PostgresStore {
-    match PostgresStore::connect(options.clone()).await {
-        Ok(store) => store,
-        Err(StoreError::Unavailable(e)) => no_server(&options.url, &e),
-        Err(e) => panic!("cannot open the PostgreSQL store {options:?}: {e}"),
-    }
-}
+use pg::{Schema, no_server, open, replicas, server_url, spy};
 
 async fn make() -> Harness {
     let schema = Schema::fresh();
@@ -103,16 +33,6 @@ async fn make() -> Harness {
 }
 
 slipway_store::conformance_suite!(make());
-
-/// A plain connection of the test's own: sees only what stores committed.
-async fn spy() -> tokio_postgres::Client {
-    let url = server_url();
-    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap_or_else(|e| no_server(&url, &e));
-    tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    client
-}
 
 fn claim_req(owner: &str, now: slipway_domain::Timestamp) -> ClaimRequest {
     ClaimRequest { owner: owner.into(), now, lease_for: Duration::from_secs(30), intent_limit: 10, followup_limit: 10 }
@@ -453,12 +373,6 @@ async fn concurrent_changes_share_transactions() {
 // ---------------------------------------------------------------------------------------
 // Replicas: two stores, two pools, one schema
 
-async fn replicas(schema: &Schema, pool_size: usize) -> (Arc<dyn Store>, Arc<dyn Store>) {
-    let a = open(PostgresOptions { pool_size, ..schema.options() }).await;
-    let b = open(PostgresOptions { pool_size, ..schema.options() }).await;
-    (Arc::new(a), Arc::new(b))
-}
-
 /// Seeds `n` due resources, every third in the intent lane, due times spread over a second.
 async fn seed_due(store: &Arc<dyn Store>, n: u64) -> BTreeSet<ResourceKey> {
     let mut tasks = JoinSet::new();
@@ -769,7 +683,7 @@ async fn a_change_in_progress_keeps_claims_and_renewals_from_interleaving() {
         let waiting: i64 = spy
             .query_one(
                 "SELECT count(*) FROM pg_stat_activity
-                 WHERE state = 'active' AND wait_event_type = 'Lock' AND query LIKE 'UPDATE resources SET lease_until%'",
+                 WHERE state = 'active' AND wait_event_type = 'Lock' AND query LIKE '%SET lease_until%'",
                 &[],
             )
             .await

@@ -40,6 +40,17 @@ const CLEAR_REFERENCES: &str = "DELETE FROM resource_references WHERE from_key =
 const INSERT_REFERENCES: &str = "INSERT INTO resource_references (to_key, from_key)
      SELECT u.to_key, u.from_key FROM unnest($1::TEXT[], $2::TEXT[]) AS u(to_key, from_key) ON CONFLICT DO NOTHING";
 
+/// Every row the wake-ups below will update, locked in key order first: each wake-up
+/// statement alone would lock its rows in the order its plan meets them, and two batches
+/// waking overlapping rows in two orders would deadlock. (The batch's own rows are held
+/// already; re-locking them is free.)
+const LOCK_WOKEN: &str = "SELECT 1 FROM resources r WHERE r.key IN (
+         SELECT w.key FROM unnest($1::TEXT[], $2::TEXT[]) AS u(after, before)
+             JOIN resources w ON w.key > u.after AND w.key < u.before
+         UNION SELECT k FROM unnest($3::TEXT[]) AS k
+         UNION SELECT x.from_key FROM resource_references x WHERE x.to_key = ANY($4::TEXT[]))
+     ORDER BY r.key FOR UPDATE";
+
 /// Wake-ups of every resource referencing each key, as below.
 const WAKE_REFERRERS: &str =
     "UPDATE resources r SET next_due = LEAST(COALESCE(r.next_due, u.now), u.now), intent = TRUE
@@ -157,6 +168,10 @@ impl WriteRows {
             && self.references_cleared.is_empty()
     }
 
+    fn wakes(&self) -> bool {
+        !(self.wake_now.is_empty() && self.wake_keys.is_empty() && self.wake_referrers_of.is_empty())
+    }
+
     /// All statements sent at once; the server runs them in this order and refuses the rest
     /// after an error, so the first error in this order is the cause. Each row appears once
     /// (the plans of one key are merged), as a multi-row `UPDATE` needs.
@@ -168,6 +183,7 @@ impl WriteRows {
             (!self.inserted_operations.id.is_empty()).then_some(INSERT_OPERATIONS),
             (!self.updated_operations.id.is_empty()).then_some(UPDATE_OPERATIONS),
             (!self.notification_uris.is_empty()).then_some(INSERT_NOTIFICATIONS),
+            self.wakes().then_some(LOCK_WOKEN),
             (!self.wake_now.is_empty()).then_some(WAKE_RANGES),
             (!self.wake_keys.is_empty()).then_some(WAKE_KEYS),
             (!self.references_cleared.is_empty()).then_some(CLEAR_REFERENCES),
@@ -190,6 +206,8 @@ impl WriteRows {
             &self.notification_uris,
             &self.notification_due,
         ];
+        let to_lock: [&(dyn ToSql + Sync); 4] =
+            [&self.wake_after, &self.wake_before, &self.wake_keys, &self.wake_referrers_of];
         let woken: [&(dyn ToSql + Sync); 3] = [&self.wake_after, &self.wake_before, &self.wake_now];
         let woken_keys: [&(dyn ToSql + Sync); 2] = [&self.wake_keys, &self.wake_key_now];
         let cleared: [&(dyn ToSql + Sync); 1] = [&self.references_cleared];
@@ -203,11 +221,12 @@ impl WriteRows {
             execute_if(tx, prepared[3].as_ref(), &inserted_ops),
             execute_if(tx, prepared[4].as_ref(), &updated_ops),
             execute_if(tx, prepared[5].as_ref(), &notified),
-            execute_if(tx, prepared[6].as_ref(), &woken),
-            execute_if(tx, prepared[7].as_ref(), &woken_keys),
-            execute_if(tx, prepared[8].as_ref(), &cleared),
-            execute_if(tx, prepared[9].as_ref(), &referenced),
-            execute_if(tx, prepared[10].as_ref(), &woken_referrers),
+            execute_if(tx, prepared[6].as_ref(), &to_lock),
+            execute_if(tx, prepared[7].as_ref(), &woken),
+            execute_if(tx, prepared[8].as_ref(), &woken_keys),
+            execute_if(tx, prepared[9].as_ref(), &cleared),
+            execute_if(tx, prepared[10].as_ref(), &referenced),
+            execute_if(tx, prepared[11].as_ref(), &woken_referrers),
         );
         results.0?;
         results.1?;
@@ -220,6 +239,7 @@ impl WriteRows {
         results.8?;
         results.9?;
         results.10?;
+        results.11?;
         Ok(())
     }
 }

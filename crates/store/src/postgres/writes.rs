@@ -81,6 +81,8 @@ async fn execute(client: &mut Object, sql: &str, params: &[&(dyn ToSql + Sync)])
     Ok(client.execute(&stmt, params).await?)
 }
 
+/// Renewals and releases lock their rows in key order, as changes and wake-ups do, so a
+/// renewal waiting on a batch's row never holds one that batch waits for.
 pub(super) async fn renew_leases(
     client: &mut Object,
     owner: String,
@@ -89,7 +91,8 @@ pub(super) async fn renew_leases(
 ) -> Result<u64, Failure> {
     execute(
         client,
-        "UPDATE resources SET lease_until = $2 WHERE lease_owner = $1 AND key = ANY($3)",
+        "WITH held AS (SELECT key FROM resources WHERE lease_owner = $1 AND key = ANY($3) ORDER BY key FOR UPDATE)
+         UPDATE resources r SET lease_until = $2 FROM held WHERE r.key = held.key AND r.lease_owner = $1",
         &[&owner, &until.as_millis(), &keys],
     )
     .await
@@ -97,8 +100,14 @@ pub(super) async fn renew_leases(
 
 /// The epoch stays: the next claim, by anyone, increments it past the released fences.
 pub(super) async fn release_leases(client: &mut Object, owner: String) -> Result<u64, Failure> {
-    execute(client, "UPDATE resources SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1", &[&owner])
-        .await
+    execute(
+        client,
+        "WITH held AS (SELECT key FROM resources WHERE lease_owner = $1 ORDER BY key FOR UPDATE)
+         UPDATE resources r SET lease_owner = NULL, lease_until = NULL FROM held
+         WHERE r.key = held.key AND r.lease_owner = $1",
+        &[&owner],
+    )
+    .await
 }
 
 pub(super) async fn sweep_operations(client: &mut Object, now: Timestamp) -> Result<u64, Failure> {
