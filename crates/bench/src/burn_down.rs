@@ -50,10 +50,21 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         StoreKind::parse_list(&crate::arg(args, "--stores", "sqlite-full,sqlite-normal,postgres".to_string())?)?;
     let ops: usize = crate::arg(args, "--ops", 10_000)?;
     let poll: f64 = crate::arg(args, "--poll-seconds", 0.5)?;
+    // `--auth off|on|both`: without `[auth]`, with it (API tokens), or each in turn.
+    let auth = crate::arg(args, "--auth", "off".to_string())?;
+    let modes: &[bool] = match auth.as_str() {
+        "off" => &[false],
+        "on" => &[true],
+        "both" => &[false, true],
+        other => return Err(format!("--auth {other}: use off, on or both")),
+    };
     let mut rows = Vec::new();
     for store in stores {
         let ceiling = store_ceiling::measure(store, Duration::from_secs(2)).await?;
-        rows.push(measure("slipway", &Setup::new(store, poll), ops, ceiling).await?);
+        for &on in modes {
+            let setup = Setup { auth: on, ..Setup::new(store, poll) };
+            rows.push(measure(if on { "slipway+auth" } else { "slipway" }, &setup, ops, ceiling.clone()).await?);
+        }
     }
     print(&rows);
     Ok(())

@@ -81,16 +81,20 @@ pub struct Setup {
     /// Most jobs per provider status call (`1`: the seed design's one request per job).
     pub status_batch: usize,
     pub max_concurrent: usize,
+    /// `[auth]` on: the client signs in with an API token whose principal is Contributor on
+    /// the (registered) subscription, so every request is authenticated and authorized as a
+    /// tenant's would be (its rate limit raised out of the way).
+    pub auth: bool,
 }
 
 impl Setup {
     pub fn new(store: StoreKind, poll_seconds: f64) -> Setup {
-        Setup { store, poll_seconds, webhooks: false, status_batch: 200, max_concurrent: 4096 }
+        Setup { store, poll_seconds, webhooks: false, status_batch: 200, max_concurrent: 4096, auth: false }
     }
 
     /// The seed design: a fixed 30 s poll per job, no batching, no webhooks.
     pub fn seed(store: StoreKind) -> Setup {
-        Setup { store, poll_seconds: 30.0, webhooks: false, status_batch: 1, max_concurrent: 4096 }
+        Setup { store, poll_seconds: 30.0, webhooks: false, status_batch: 1, max_concurrent: 4096, auth: false }
     }
 
     /// A one-type Slipway config: compute instances on the `aap` provider at `sim_url`.
@@ -104,6 +108,7 @@ impl Setup {
         };
         let Setup { poll_seconds, status_batch, max_concurrent, .. } = self;
         let store = self.store.config(dir);
+        let auth = if self.auth { AUTH_TABLES } else { "" };
         Ok(format!(
             r#"
 [server]
@@ -129,9 +134,53 @@ kind = "ComputeInstance"
 api_versions = ["{API}"]
 provider = "aap"
 poll_interval_seconds = {poll_seconds}
-"#
+{auth}"#
         ))
     }
+}
+
+/// The principal of the benchmark's API token.
+const BENCH_PRINCIPAL: &str = "bench";
+
+const AUTH_TABLES: &str = r#"
+[auth]
+api_tokens = true
+[[auth.rate_limits.overrides]]
+principal = "bench"
+requests_per_second = 1000000
+burst = 1000000
+"#;
+
+/// With `[auth]`: registers the subscription, makes the benchmark's principal Contributor on
+/// it and returns its API token, all straight in the store (as an admin would through the API).
+async fn sign_in(app: &App) -> Result<String, String> {
+    use slipway_domain::access::{Assignee, Role, RoleAssignment, Scope};
+    use slipway_domain::subscription::{Subscription, SubscriptionState};
+    use slipway_domain::{Clock, SubscriptionId};
+    let store = app.store();
+    let now = SystemClock.now();
+    let id = SubscriptionId::new(SUB);
+    let subscription = Subscription {
+        id: id.clone(),
+        tenant_id: "bench".into(),
+        display_name: "bench".into(),
+        state: SubscriptionState::Registered,
+        attributes: Default::default(),
+        registered_at: now,
+        updated_at: now,
+    };
+    slipway_store::registry::put_subscription(store.as_ref(), &subscription).await.map_err(|e| e.to_string())?;
+    let contributor = RoleAssignment {
+        id: "00000000-0000-0000-0000-0000000000c0".into(),
+        assignee: Assignee::Principal(BENCH_PRINCIPAL.into()),
+        tenant: None,
+        role: Role::Contributor,
+        scope: Scope::subscription_scope(&id),
+    };
+    slipway_store::registry::put_role_assignment(store.as_ref(), &contributor, now).await.map_err(|e| e.to_string())?;
+    let new = slipway_auth::api_tokens::NewApiToken { principal: BENCH_PRINCIPAL.into(), ..Default::default() };
+    let (token, _) = slipway_auth::api_tokens::create(store.as_ref(), new, now).await.map_err(|e| e.to_string())?;
+    Ok(token)
 }
 
 /// The AWX-API simulator with jobs of `job_seconds` (properties' `delaySeconds` overrides
@@ -192,7 +241,8 @@ impl Rig {
         let base = format!("http://127.0.0.1:{port}");
         let sim = start_sim(job_seconds, sim_tick_ms(job_seconds), setup.webhooks.then_some(base.as_str())).await?;
         let app = start_slipway(dir, &setup.config(port, dir, &sim.base_url())?).await?;
-        Ok(Rig { sim, app, client: Client::new(base), own_dir: None })
+        let client = if setup.auth { Client::signed_in(base, &sign_in(&app).await?)? } else { Client::new(base) };
+        Ok(Rig { sim, app, client, own_dir: None })
     }
 
     pub async fn stop(self) -> Result<(), String> {
@@ -223,7 +273,20 @@ pub struct Accepted {
 
 impl Client {
     pub fn new(base: String) -> Client {
-        Client { base, http: reqwest::Client::builder().pool_max_idle_per_host(256).build().expect("http client") }
+        Client { base, http: Self::builder().build().expect("http client") }
+    }
+
+    /// A client that sends `token` as its bearer credential with every request.
+    pub fn signed_in(base: String, token: &str) -> Result<Client, String> {
+        let mut bearer =
+            reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
+        bearer.set_sensitive(true);
+        let headers = reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, bearer)]);
+        Ok(Client { base, http: Self::builder().default_headers(headers).build().map_err(|e| e.to_string())? })
+    }
+
+    fn builder() -> reqwest::ClientBuilder {
+        reqwest::Client::builder().pool_max_idle_per_host(256)
     }
 
     pub fn resource_url(&self, name: &str) -> String {
