@@ -95,6 +95,10 @@ impl From<Rejection> for ArmError {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
             }
             Rejection::Invalid(body) => ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None },
+            Rejection::Internal(why) => {
+                tracing::error!(error = %why, "a request failed for a fault of the server's");
+                ArmError::internal()
+            }
         }
     }
 }
@@ -145,5 +149,12 @@ mod tests {
         assert_eq!(echo("<b>'\"é", 40), "?b????");
         assert_eq!(echo(&"x".repeat(20_000), 8), "xxxxxxxx…");
         assert_eq!(echo("12345678", 8), "12345678");
+    }
+
+    #[test]
+    fn a_fault_of_the_servers_is_a_500_that_tells_the_client_nothing() {
+        let e = ArmError::from(Rejection::Internal("cannot seal: the key is 3 bytes".into()));
+        assert_eq!((e.status, e.body.code.as_str()), (StatusCode::INTERNAL_SERVER_ERROR, "InternalServerError"));
+        assert!(!e.body.message.contains("seal"), "{}", e.body.message);
     }
 }

@@ -59,6 +59,10 @@ pub enum Rejection {
     PreconditionFailed { message: String },
     #[error("{0:?}")]
     Invalid(CloudError),
+    /// The server's fault, not the request's (a secret that cannot be sealed): a `500`, the
+    /// reason for the server's log only.
+    #[error("{0}")]
+    Internal(String),
 }
 
 fn conflict(res: &ResourceRecord, message: String) -> Rejection {

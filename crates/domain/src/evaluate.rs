@@ -42,16 +42,6 @@ pub fn evaluate_action<'a>(
     (Action::Trigger, latest)
 }
 
-/// Whether the latest provision job applied `desired` (A-B-A safe: only the latest counts;
-/// a legacy succeeded job without a version counts as applied).
-pub fn is_config_applied(jobs: &[Job], desired: &ConfigVersion) -> bool {
-    match latest_job_by_type(jobs, JobType::Provision) {
-        None => false,
-        Some(l) if l.state != JobState::Succeeded => false,
-        Some(l) => &l.config_version == desired || l.config_version.is_legacy(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,16 +243,5 @@ mod tests {
         let fresh_has_running =
             || latest_job_by_type(&fresh, JobType::Provision).is_some_and(|j| !j.state.is_terminal());
         assert_eq!(evaluate_action(&jobs, &v("v2"), fresh_has_running).0, Action::Requeue);
-    }
-
-    #[test]
-    fn is_config_applied_table() {
-        assert!(is_config_applied(&[p("1", Succeeded, "v1", 0)], &v("v1")));
-        assert!(!is_config_applied(&[], &v("v1")));
-        assert!(!is_config_applied(&[p("1", Succeeded, "v1", 0)], &v("v2")));
-        assert!(!is_config_applied(&[p("1", Failed, "v2", 0)], &v("v2")));
-        assert!(is_config_applied(&[p("1", Succeeded, "", 0)], &v("v1")));
-        // A-B-A: an older success for v1 must not count once v2 was applied later.
-        assert!(!is_config_applied(&[p("1", Succeeded, "v1", -1), p("2", Succeeded, "v2", 0)], &v("v1")));
     }
 }

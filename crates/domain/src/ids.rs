@@ -165,11 +165,6 @@ impl ArmId {
             name: own.clone(),
         })
     }
-
-    /// The last segment of the type: `subnets` for `virtualNetworks/subnets`.
-    pub fn leaf_type(&self) -> &str {
-        self.type_name.rsplit('/').next().unwrap_or(&self.type_name)
-    }
 }
 
 impl fmt::Display for ArmId {
@@ -353,7 +348,6 @@ mod tests {
         assert_eq!(id.type_name, "virtualNetworks/subnets");
         assert_eq!(id.parent_names, vec!["V1".to_string()]);
         assert_eq!(id.name, "S1");
-        assert_eq!(id.leaf_type(), "subnets");
         assert_eq!(id.to_string(), path);
         assert_eq!(id.type_key(), TypeKey("slipway.example/virtualnetworks/subnets".into()));
         let parent = id.parent().unwrap();

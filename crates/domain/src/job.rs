@@ -203,22 +203,6 @@ impl Job {
     }
 }
 
-/// First entry whose job id equals `id`.
-pub fn find_job_by_id<'a>(jobs: &'a [Job], id: &str) -> Option<&'a Job> {
-    jobs.iter().find(|j| j.job_id == id)
-}
-
-/// Replaces the whole first entry with `updated.job_id`; false (and no change) if absent.
-pub fn update_job(jobs: &mut [Job], updated: Job) -> bool {
-    match jobs.iter_mut().find(|j| j.job_id == updated.job_id) {
-        Some(slot) => {
-            *slot = updated;
-            true
-        }
-        None => false,
-    }
-}
-
 /// Appends and keeps only the newest `max_history` entries by position.
 /// `max_history` is clamped to at least 1 so the new job is never dropped.
 pub fn append_job(jobs: &mut Vec<Job>, job: Job, max_history: usize) {
@@ -241,30 +225,9 @@ pub fn latest_job_by_type(jobs: &[Job], job_type: JobType) -> Option<&Job> {
     latest
 }
 
-/// Position of the latest job of a type (same rule as [`latest_job_by_type`]).
-pub fn latest_job_index(jobs: &[Job], job_type: JobType) -> Option<usize> {
-    let mut latest: Option<usize> = None;
-    for (i, job) in jobs.iter().enumerate() {
-        if job.job_type == job_type && latest.is_none_or(|l| job.timestamp > jobs[l].timestamp) {
-            latest = Some(i);
-        }
-    }
-    latest
-}
-
 /// A present job with a non-empty job id.
 pub fn has_job_id(job: Option<&Job>) -> bool {
     job.is_some_and(|j| !j.job_id.is_empty())
-}
-
-/// Legacy helper for lifecycles without config versions.
-pub fn needs_provision_job(latest: Option<&Job>) -> bool {
-    match latest {
-        None => true,
-        Some(j) if j.job_id.is_empty() => true,
-        Some(j) if !j.state.is_terminal() => false,
-        Some(j) => j.state != JobState::Succeeded,
-    }
 }
 
 #[cfg(test)]
@@ -307,7 +270,6 @@ mod tests {
             p("job2", JobState::Failed, -60),
         ];
         assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "job3");
-        assert_eq!(latest_job_index(&jobs, JobType::Provision), Some(0));
     }
 
     #[test]
@@ -328,7 +290,6 @@ mod tests {
     fn ties_go_to_the_first_index() {
         let jobs = vec![p("job1", JobState::Running, 0), p("job2", JobState::Running, 0)];
         assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "job1");
-        assert_eq!(latest_job_index(&jobs, JobType::Provision), Some(0));
     }
 
     #[test]
@@ -342,35 +303,6 @@ mod tests {
         append_job(&mut jobs, p("job-6", JobState::Pending, 6), 0);
         assert_eq!(jobs.len(), 1, "max history is clamped to 1");
         assert_eq!(jobs[0].job_id, "job-6");
-    }
-
-    #[test]
-    fn update_replaces_every_field_of_the_matching_entry_only() {
-        let mut jobs =
-            vec![p("job-1", JobState::Running, 0), p("job-2", JobState::Running, 1), p("job-3", JobState::Running, 2)];
-        let mut updated = d("job-2", JobState::Succeeded, 9).with_message("Second job completed");
-        updated.block_deletion_on_failure = true;
-        assert!(update_job(&mut jobs, updated.clone()));
-        assert_eq!(jobs[1], updated);
-        assert_eq!(jobs[0], p("job-1", JobState::Running, 0));
-        assert_eq!(jobs[2], p("job-3", JobState::Running, 2));
-        assert!(!update_job(&mut jobs, p("absent", JobState::Failed, 0)));
-        assert_eq!(jobs.len(), 3);
-        assert_eq!(find_job_by_id(&jobs, "job-3").unwrap().timestamp, Timestamp(2 * MIN));
-        assert!(find_job_by_id(&jobs, "nope").is_none());
-    }
-
-    #[test]
-    fn needs_provision_job_table() {
-        assert!(needs_provision_job(None));
-        assert!(needs_provision_job(Some(&p("", JobState::Succeeded, 0))));
-        assert!(!needs_provision_job(Some(&p("1", JobState::Running, 0))));
-        assert!(!needs_provision_job(Some(&p("1", JobState::Succeeded, 0))));
-        assert!(needs_provision_job(Some(&p("1", JobState::Failed, 0))));
-        assert!(needs_provision_job(Some(&p("1", JobState::Canceled, 0))));
-        assert!(!has_job_id(None));
-        assert!(!has_job_id(Some(&p("", JobState::Failed, 0))));
-        assert!(has_job_id(Some(&p("7", JobState::Failed, 0))));
     }
 
     #[test]

@@ -70,10 +70,6 @@ pub enum StateName {
 }
 
 impl StateName {
-    pub fn from_str_lossy(s: &str) -> Self {
-        ProvisioningState::parse(s).map(StateName::Known).unwrap_or_else(|| StateName::Unrecognised(s.to_string()))
-    }
-
     pub fn as_str(&self) -> &str {
         match self {
             StateName::Known(p) => p.as_str(),
@@ -200,7 +196,7 @@ mod tests {
 
     #[test]
     fn unrecognised_states_rank_as_in_progress_not_failed() {
-        let foo = OperationState::new(StateName::from_str_lossy("Foo"), "");
+        let foo = OperationState::new(StateName::Unrecognised("Foo".into()), "");
         assert_eq!(compare_operation_state(Some(&foo), Some(&st(Failed, ""))), Ordering::Greater);
         assert_eq!(compare_operation_state(Some(&foo), Some(&st(Canceled, ""))), Ordering::Greater);
         assert_eq!(compare_operation_state(Some(&foo), Some(&st(Deleting, ""))), Ordering::Less);

@@ -20,7 +20,7 @@ use common::{API, free_port, header, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
-use slipway_api::notify::{CallbackPolicy, Notifier, NotifierOptions};
+use slipway_api::notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, Notifier, NotifierOptions};
 use slipway_domain::admission::{Rejection, RequestContext};
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
@@ -751,7 +751,7 @@ async fn a_callback_the_policy_refuses_at_send_time_is_given_up_at_once() {
     // Rows written while the policy allowed loopback (or before there was one), sent by a
     // notifier whose policy does not: not one connection, no retries, a dead letter saying why.
     let mut callback = Callback::start().await;
-    let http_only = CallbackPolicy::new(&[], true, false).unwrap();
+    let http_only = CallbackPolicy::new(&[], CallbackSchemes::HttpAndHttps, CallbackNetworks::PublicOnly).unwrap();
     let mut b = Bench::start(NotifierOptions { callbacks: http_only, ..bench_options() });
     b.ended_operation(&callback.uri("/refused")).await;
     b.ended_operation("http://localhost:9/refused").await;

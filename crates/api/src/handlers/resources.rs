@@ -352,7 +352,7 @@ impl Sealer {
     fn seal(&self, properties: &Value, stored: Option<&ResourceRecord>) -> Result<Value, admission::Rejection> {
         self.keyring
             .seal_properties(&self.names, properties, stored.map(|r| &r.spec.properties))
-            .map_err(|e| admission::Rejection::Invalid(CloudError::new("InternalServerError", e.to_string())))
+            .map_err(|e| admission::Rejection::Internal(e.to_string()))
     }
 
     fn open(&self, properties: &Value) -> Result<Value, admission::Rejection> {

@@ -38,6 +38,22 @@ pub struct CallbackPolicy {
     allow_private_networks: bool,
 }
 
+/// The schemes a callback URI may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackSchemes {
+    HttpsOnly,
+    HttpAndHttps,
+}
+
+/// The addresses a callback may reach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackNetworks {
+    /// Public addresses only: no loopback, private, link-local or otherwise internal one.
+    PublicOnly,
+    /// Private networks too (a callback receiver inside the platform).
+    PrivateToo,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("callback_allowlist entry '{entry}': {reason}")]
 pub struct CallbackPolicyError {
@@ -132,9 +148,11 @@ impl CallbackPolicy {
     /// `https://*.example.com:8443`); an `http` entry needs `allow_http`.
     pub fn new(
         allowlist: &[String],
-        allow_http: bool,
-        allow_private_networks: bool,
+        schemes: CallbackSchemes,
+        networks: CallbackNetworks,
     ) -> Result<Self, CallbackPolicyError> {
+        let allow_http = schemes == CallbackSchemes::HttpAndHttps;
+        let allow_private_networks = networks == CallbackNetworks::PrivateToo;
         let allowlist = allowlist.iter().map(|e| HostPattern::parse(e, allow_http)).collect::<Result<_, _>>()?;
         Ok(CallbackPolicy { allowlist, allow_http, allow_private_networks })
     }
@@ -384,6 +402,8 @@ pub fn refusal_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Re
 
 #[cfg(test)]
 mod tests {
+    use super::CallbackNetworks::*;
+    use super::CallbackSchemes::*;
     use super::*;
 
     fn strict() -> CallbackPolicy {
@@ -403,7 +423,7 @@ mod tests {
         assert_eq!(p.check_uri("https://user:pw@hooks.example.com/").unwrap_err(), Refusal::Credentials);
         let long = format!("https://hooks.example.com/{}", "a".repeat(MAX_URI_CHARS));
         assert_eq!(p.check_uri(&long).unwrap_err(), Refusal::TooLong);
-        let http = CallbackPolicy::new(&[], true, false).unwrap();
+        let http = CallbackPolicy::new(&[], HttpAndHttps, PublicOnly).unwrap();
         assert!(http.check_uri("http://hooks.example.com/").is_ok());
         assert_eq!(http.check_uri("ftp://hooks.example.com/").unwrap_err(), Refusal::Scheme { allow_http: true });
     }
@@ -446,7 +466,7 @@ mod tests {
         for public in ["172.32.0.1", "100.128.0.1", "11.0.0.1", "[2001:4860:4860::8888]", "[::ffff:8.8.8.8]"] {
             assert!(p.check_uri(&format!("https://{public}/")).is_ok(), "{public}");
         }
-        let open = CallbackPolicy::new(&[], false, true).unwrap();
+        let open = CallbackPolicy::new(&[], HttpsOnly, PrivateToo).unwrap();
         assert!(open.check_uri("https://127.0.0.1/cb").is_ok());
         assert!(open.check_address("10.0.0.1".parse().unwrap()).is_ok());
         assert_eq!(
@@ -460,7 +480,7 @@ mod tests {
     fn the_allowlist_names_schemes_hosts_and_ports() {
         let list =
             ["https://hooks.example.com", "https://*.tenant.example:8443/", "https://203.0.113.9"].map(String::from);
-        let p = CallbackPolicy::new(&list, false, false).unwrap();
+        let p = CallbackPolicy::new(&list, HttpsOnly, PublicOnly).unwrap();
         assert_eq!(p.allowlist().len(), 3);
         for ok in [
             "https://hooks.example.com/a",
@@ -482,21 +502,21 @@ mod tests {
             assert_eq!(p.check_uri(refused).unwrap_err(), Refusal::NotAllowlisted, "{refused}");
         }
         // The allowlist does not lift the address rule.
-        let p = CallbackPolicy::new(&["https://10.0.0.5".to_string()], false, false).unwrap();
+        let p = CallbackPolicy::new(&["https://10.0.0.5".to_string()], HttpsOnly, PublicOnly).unwrap();
         assert_eq!(p.check_uri("https://10.0.0.5/").unwrap_err(), Refusal::Host(AddressKind::Private));
         for (entry, http) in [
-            ("hooks.example.com", true),
-            ("http://hooks.example.com", false),
-            ("ftp://hooks.example.com", true),
-            ("https://hooks.example.com/path", true),
-            ("https://a.*.example.com", true),
-            ("https://*.10.0.0.1", true),
-            ("https://", true),
+            ("hooks.example.com", HttpAndHttps),
+            ("http://hooks.example.com", HttpsOnly),
+            ("ftp://hooks.example.com", HttpAndHttps),
+            ("https://hooks.example.com/path", HttpAndHttps),
+            ("https://a.*.example.com", HttpAndHttps),
+            ("https://*.10.0.0.1", HttpAndHttps),
+            ("https://", HttpAndHttps),
         ] {
-            let e = CallbackPolicy::new(&[entry.to_string()], http, false).unwrap_err().to_string();
+            let e = CallbackPolicy::new(&[entry.to_string()], http, PublicOnly).unwrap_err().to_string();
             assert!(e.starts_with(&format!("callback_allowlist entry '{entry}'")), "{e}");
         }
-        assert!(CallbackPolicy::new(&["http://hooks.example.com".to_string()], true, false).is_ok());
+        assert!(CallbackPolicy::new(&["http://hooks.example.com".to_string()], HttpAndHttps, PublicOnly).is_ok());
     }
 
     fn fake(answer: Vec<IpAddr>) -> Lookup {

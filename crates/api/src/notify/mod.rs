@@ -40,7 +40,7 @@ use slipway_store::Store;
 use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinSet};
 
-pub use self::callback_policy::{CallbackPolicy, CallbackPolicyError};
+pub use self::callback_policy::{CallbackNetworks, CallbackPolicy, CallbackPolicyError, CallbackSchemes};
 use self::callback_policy::{Lookup, PolicyResolver, system_lookup};
 use self::deliver::{Shared, Slot, bookkeeping};
 use self::destination::{Admission, Destinations, Limits, destination_of};
@@ -338,7 +338,7 @@ mod tests {
     #[tokio::test]
     async fn a_name_resolving_to_a_refused_address_is_never_connected_to() {
         let (port, connections) = listener(OK.into()).await;
-        let http_only = CallbackPolicy::new(&[], true, false).unwrap();
+        let http_only = CallbackPolicy::new(&[], CallbackSchemes::HttpAndHttps, CallbackNetworks::PublicOnly).unwrap();
         let client = callback_client(&options(http_only), to_loopback()).unwrap();
         let e = client.post(format!("http://cb.example.test:{port}/")).send().await.unwrap_err();
         let refusal = refusal_in(&e).expect("the policy's refusal is found behind the request's error");

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use slipway_api::notify::{CallbackPolicy, NotifierOptions};
+use slipway_api::notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, NotifierOptions};
 use slipway_api::{ApiOptions, ListenerOptions, TlsOptions};
 use slipway_engine::EngineOptions;
 use slipway_store::postgres::PostgresOptions;
@@ -225,8 +225,16 @@ impl Default for NotificationsConfig {
 impl NotificationsConfig {
     /// The callback policy these keys describe (the API admits and the notifier sends by it).
     pub fn callback_policy(&self) -> Result<CallbackPolicy, ConfigError> {
-        CallbackPolicy::new(&self.callback_allowlist, self.callback_allow_http, self.callback_allow_private_networks)
-            .map_err(|e| ConfigError::Invalid(format!("notifications: {e}")))
+        CallbackPolicy::new(
+            &self.callback_allowlist,
+            if self.callback_allow_http { CallbackSchemes::HttpAndHttps } else { CallbackSchemes::HttpsOnly },
+            if self.callback_allow_private_networks {
+                CallbackNetworks::PrivateToo
+            } else {
+                CallbackNetworks::PublicOnly
+            },
+        )
+        .map_err(|e| ConfigError::Invalid(format!("notifications: {e}")))
     }
 }
 
