@@ -48,6 +48,21 @@ impl ResourceColumns {
     }
 }
 
+/// The two claim lanes: resources a client's write (or a wake-up) made due, and the engine's
+/// own follow-ups (polls, retries). The `intent` column says which a due row is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    Intent,
+    FollowUp,
+}
+
+impl Lane {
+    /// The `intent` column's value for rows of this lane.
+    pub(crate) fn is_intent(self) -> bool {
+        self == Lane::Intent
+    }
+}
+
 /// How many to take from each lane: each lane's own limit first, then whatever room one lane
 /// leaves unused goes to the other.
 pub(crate) fn shares(

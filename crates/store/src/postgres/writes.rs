@@ -12,7 +12,7 @@ use tokio_postgres::types::ToSql;
 use super::Failure;
 use super::rows;
 use crate::columns::resource_columns;
-use crate::columns::{shares, sql_limit};
+use crate::columns::{Lane, shares, sql_limit};
 use crate::plan::claim_row;
 use crate::{ClaimRequest, Notification, StoreError};
 
@@ -45,12 +45,12 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
     let (claimable, take) = (claimable?, take?);
     // Each lane may end up with the whole room when the other is empty; the follow-up lane
     // never gets more than the intent lane leaves, so fewer rows are locked for nothing.
-    let intent = tx.query(&claimable, &[&true, &now, &req.owner, &sql_limit(room)]).await?;
+    let intent = tx.query(&claimable, &[&Lane::Intent.is_intent(), &now, &req.owner, &sql_limit(room)]).await?;
     let followup_room = room - intent.len().min(req.intent_limit);
     let followup = if followup_room == 0 {
         Vec::new()
     } else {
-        tx.query(&claimable, &[&false, &now, &req.owner, &sql_limit(followup_room)]).await?
+        tx.query(&claimable, &[&Lane::FollowUp.is_intent(), &now, &req.owner, &sql_limit(followup_room)]).await?
     };
     let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
     let until = req.now.add(req.lease_for);

@@ -10,7 +10,7 @@ use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
 use super::rows;
-use crate::columns::{ResourceRow, decode_operation, normalize_key, resource_columns, shares, sql_limit};
+use crate::columns::{Lane, ResourceRow, decode_operation, normalize_key, resource_columns, shares, sql_limit};
 use crate::plan::{ChangePlan, ResourceWrite, claim_row};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
@@ -168,8 +168,8 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
         return Ok(Vec::new());
     }
     // Each lane may end up with the whole room when the other is empty.
-    let intent = claimable(conn, true, req, room)?;
-    let followup = claimable(conn, false, req, room)?;
+    let intent = claimable(conn, Lane::Intent, req, room)?;
+    let followup = claimable(conn, Lane::FollowUp, req, room)?;
     let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
     let mut update = conn
         .prepare_cached(
@@ -187,7 +187,7 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
 }
 
 /// Due rows of one lane that `req.owner` may take, earliest first.
-fn claimable(conn: &Connection, intent: bool, req: &ClaimRequest, room: usize) -> Result<Vec<ResourceRow>, StoreError> {
+fn claimable(conn: &Connection, lane: Lane, req: &ClaimRequest, room: usize) -> Result<Vec<ResourceRow>, StoreError> {
     let mut stmt = conn
         .prepare_cached(concat!(
             "SELECT ",
@@ -199,7 +199,7 @@ fn claimable(conn: &Connection, intent: bool, req: &ClaimRequest, room: usize) -
              ORDER BY next_due, rowid LIMIT ?4"
         ))
         .map_err(db_error)?;
-    stmt.query_map(params![intent, req.now.as_millis(), req.owner, sql_limit(room)], rows::read_resource_row)
+    stmt.query_map(params![lane.is_intent(), req.now.as_millis(), req.owner, sql_limit(room)], rows::read_resource_row)
         .and_then(Iterator::collect)
         .map_err(db_error)
 }
