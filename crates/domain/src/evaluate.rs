@@ -1,45 +1,62 @@
-//! The OSAC `EvaluateAction` decision table and `IsConfigApplied`
-//! (docs/osac-lifecycle.md#the-decision-table).
+//! The OSAC `EvaluateAction` decision table (docs/osac-lifecycle.md#the-decision-table).
 
 use crate::config_version::ConfigVersion;
-use crate::job::{Job, JobState, JobType, has_job_id, latest_job_by_type};
+use crate::job::{Job, JobState, JobType, latest_job_by_type};
 
+/// What to do about provisioning, with the latest provision job it was decided on wherever
+/// there is one to act on (`J`: a borrowed or an owned job).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Skip,
-    Trigger,
-    Poll,
+pub enum Action<J> {
+    /// The latest job applied the desired version.
+    Skip(J),
+    /// Launch a job (the latest one, if any, did not apply the desired version).
+    Trigger(Option<J>),
+    /// The latest job is still running.
+    Poll(J),
+    /// Another reader sees a job running: look again later.
     Requeue,
-    Backoff,
+    /// The latest job failed at the desired version: retry after the backoff.
+    Backoff(J),
+}
+
+impl Action<&Job> {
+    pub fn cloned(&self) -> Action<Job> {
+        match *self {
+            Action::Skip(j) => Action::Skip(j.clone()),
+            Action::Trigger(j) => Action::Trigger(j.cloned()),
+            Action::Poll(j) => Action::Poll(j.clone()),
+            Action::Requeue => Action::Requeue,
+            Action::Backoff(j) => Action::Backoff(j.clone()),
+        }
+    }
 }
 
 /// Decides what to do about provisioning, exactly as the OSAC table (rows 1–10).
 ///
 /// `non_terminal_elsewhere` is the stale-cache check; it is consulted only on the Trigger
 /// path. Slipway reads its store, not a cache, so the engine passes `|| false`.
-/// Returns the action and the latest provision job it was based on.
 pub fn evaluate_action<'a>(
     jobs: &'a [Job],
     desired: &ConfigVersion,
     non_terminal_elsewhere: impl FnOnce() -> bool,
-) -> (Action, Option<&'a Job>) {
+) -> Action<&'a Job> {
     let latest = latest_job_by_type(jobs, JobType::Provision);
-    if has_job_id(latest) {
-        let l = latest.expect("has_job_id implies present");
+    // A job without an id (a launch that never produced one) counts as no job.
+    if let Some(l) = latest.filter(|l| !l.job_id.is_empty()) {
         if !l.state.is_terminal() {
-            return (Action::Poll, latest);
+            return Action::Poll(l);
         }
         if &l.config_version == desired {
-            return if l.state == JobState::Succeeded { (Action::Skip, latest) } else { (Action::Backoff, latest) };
+            return if l.state == JobState::Succeeded { Action::Skip(l) } else { Action::Backoff(l) };
         }
         if l.config_version.is_legacy() && l.state == JobState::Succeeded {
-            return (Action::Skip, latest);
+            return Action::Skip(l);
         }
     }
     if non_terminal_elsewhere() {
-        return (Action::Requeue, None);
+        return Action::Requeue;
     }
-    (Action::Trigger, latest)
+    Action::Trigger(latest)
 }
 
 #[cfg(test)]
@@ -58,6 +75,17 @@ mod tests {
         Job::new(id, JobType::Provision, state, Timestamp(t_min * MIN)).with_version(v(ver))
     }
 
+    /// The action's name and the job it carries.
+    fn named<'a>(action: &Action<&'a Job>) -> (&'static str, Option<&'a Job>) {
+        match *action {
+            Action::Skip(j) => ("Skip", Some(j)),
+            Action::Trigger(j) => ("Trigger", j),
+            Action::Poll(j) => ("Poll", Some(j)),
+            Action::Requeue => ("Requeue", None),
+            Action::Backoff(j) => ("Backoff", Some(j)),
+        }
+    }
+
     /// (row, jobs, desired, api result, expected action, expected job id)
     #[test]
     fn decision_table_rows() {
@@ -66,32 +94,18 @@ mod tests {
             jobs: Vec<Job>,
             desired: &'static str,
             api: bool,
-            want: Action,
+            want: &'static str,
             want_job: Option<&'static str>,
         }
         let rows = vec![
-            Row {
-                name: "1 none, api false",
-                jobs: vec![],
-                desired: "v1",
-                api: false,
-                want: Action::Trigger,
-                want_job: None,
-            },
-            Row {
-                name: "2 none, api true",
-                jobs: vec![],
-                desired: "v1",
-                api: true,
-                want: Action::Requeue,
-                want_job: None,
-            },
+            Row { name: "1 none, api false", jobs: vec![], desired: "v1", api: false, want: "Trigger", want_job: None },
+            Row { name: "2 none, api true", jobs: vec![], desired: "v1", api: true, want: "Requeue", want_job: None },
             Row {
                 name: "3 empty id",
                 jobs: vec![p("", Failed, "", 0)],
                 desired: "v2",
                 api: false,
-                want: Action::Trigger,
+                want: "Trigger",
                 want_job: Some(""),
             },
             Row {
@@ -99,7 +113,7 @@ mod tests {
                 jobs: vec![p("", Running, "v2", 0)],
                 desired: "v2",
                 api: false,
-                want: Action::Trigger,
+                want: "Trigger",
                 want_job: Some(""),
             },
             Row {
@@ -107,7 +121,7 @@ mod tests {
                 jobs: vec![p("1", Running, "v0", 0)],
                 desired: "v1",
                 api: true,
-                want: Action::Poll,
+                want: "Poll",
                 want_job: Some("1"),
             },
             Row {
@@ -115,7 +129,7 @@ mod tests {
                 jobs: vec![p("1", Pending, "v1", 0)],
                 desired: "v1",
                 api: false,
-                want: Action::Poll,
+                want: "Poll",
                 want_job: Some("1"),
             },
             Row {
@@ -123,7 +137,7 @@ mod tests {
                 jobs: vec![p("1", Waiting, "", 0)],
                 desired: "v1",
                 api: false,
-                want: Action::Poll,
+                want: "Poll",
                 want_job: Some("1"),
             },
             Row {
@@ -131,7 +145,7 @@ mod tests {
                 jobs: vec![p("1", Unknown, "v1", 0)],
                 desired: "v1",
                 api: false,
-                want: Action::Poll,
+                want: "Poll",
                 want_job: Some("1"),
             },
             Row {
@@ -139,7 +153,7 @@ mod tests {
                 jobs: vec![p("1", Succeeded, "v1", 0)],
                 desired: "v1",
                 api: true,
-                want: Action::Skip,
+                want: "Skip",
                 want_job: Some("1"),
             },
             Row {
@@ -147,7 +161,7 @@ mod tests {
                 jobs: vec![p("1", Failed, "v1", 0)],
                 desired: "v1",
                 api: true,
-                want: Action::Backoff,
+                want: "Backoff",
                 want_job: Some("1"),
             },
             Row {
@@ -155,7 +169,7 @@ mod tests {
                 jobs: vec![p("1", Canceled, "v1", 0)],
                 desired: "v1",
                 api: true,
-                want: Action::Backoff,
+                want: "Backoff",
                 want_job: Some("1"),
             },
             Row {
@@ -163,7 +177,7 @@ mod tests {
                 jobs: vec![p("1", Succeeded, "", 0)],
                 desired: "v1",
                 api: true,
-                want: Action::Skip,
+                want: "Skip",
                 want_job: Some("1"),
             },
             Row {
@@ -171,7 +185,7 @@ mod tests {
                 jobs: vec![p("old", Succeeded, "v1", 0)],
                 desired: "v2",
                 api: false,
-                want: Action::Trigger,
+                want: "Trigger",
                 want_job: Some("old"),
             },
             Row {
@@ -179,7 +193,7 @@ mod tests {
                 jobs: vec![p("old", Succeeded, "v1", 0)],
                 desired: "v2",
                 api: true,
-                want: Action::Requeue,
+                want: "Requeue",
                 want_job: None,
             },
             Row {
@@ -187,7 +201,7 @@ mod tests {
                 jobs: vec![p("1", Failed, "v1", 0)],
                 desired: "v2",
                 api: false,
-                want: Action::Trigger,
+                want: "Trigger",
                 want_job: Some("1"),
             },
             Row {
@@ -195,7 +209,7 @@ mod tests {
                 jobs: vec![p("1", Canceled, "v1", 0)],
                 desired: "v2",
                 api: true,
-                want: Action::Requeue,
+                want: "Requeue",
                 want_job: None,
             },
             Row {
@@ -203,7 +217,7 @@ mod tests {
                 jobs: vec![p("1", Failed, "", 0)],
                 desired: "v2",
                 api: false,
-                want: Action::Trigger,
+                want: "Trigger",
                 want_job: Some("1"),
             },
             Row {
@@ -211,19 +225,20 @@ mod tests {
                 jobs: vec![p("1", Failed, "", 0)],
                 desired: "",
                 api: false,
-                want: Action::Backoff,
+                want: "Backoff",
                 want_job: Some("1"),
             },
         ];
         for row in rows {
             let mut asked = false;
-            let (action, job) = evaluate_action(&row.jobs, &v(row.desired), || {
+            let action = evaluate_action(&row.jobs, &v(row.desired), || {
                 asked = true;
                 row.api
             });
-            assert_eq!(action, row.want, "{}", row.name);
+            let (name, job) = named(&action);
+            assert_eq!(name, row.want, "{}", row.name);
             assert_eq!(job.map(|j| j.job_id.as_str()), row.want_job, "{}", row.name);
-            let trigger_path = matches!(action, Action::Trigger | Action::Requeue);
+            let trigger_path = matches!(action, Action::Trigger(_) | Action::Requeue);
             assert_eq!(asked, trigger_path, "{}: api consulted only on the trigger path", row.name);
         }
     }
@@ -231,7 +246,7 @@ mod tests {
     #[test]
     fn latest_job_decides_not_array_order() {
         let jobs = vec![p("new", Succeeded, "v2", 0), p("old", Failed, "v1", -5)];
-        assert_eq!(evaluate_action(&jobs, &v("v2"), || false).0, Action::Skip);
+        assert_eq!(named(&evaluate_action(&jobs, &v("v2"), || false)), ("Skip", Some(&jobs[0])));
     }
 
     #[test]
@@ -242,6 +257,6 @@ mod tests {
         let fresh = [p("1", Succeeded, "v1", -1), p("2", Running, "", 0)];
         let fresh_has_running =
             || latest_job_by_type(&fresh, JobType::Provision).is_some_and(|j| !j.state.is_terminal());
-        assert_eq!(evaluate_action(&jobs, &v("v2"), fresh_has_running).0, Action::Requeue);
+        assert_eq!(evaluate_action(&jobs, &v("v2"), fresh_has_running), Action::Requeue);
     }
 }

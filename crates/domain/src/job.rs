@@ -225,11 +225,6 @@ pub fn latest_job_by_type(jobs: &[Job], job_type: JobType) -> Option<&Job> {
     latest
 }
 
-/// A present job with a non-empty job id.
-pub fn has_job_id(job: Option<&Job>) -> bool {
-    job.is_some_and(|j| !j.job_id.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

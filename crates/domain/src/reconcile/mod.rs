@@ -467,36 +467,36 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
     let res = res(snap);
     let desired = res.desired_config_version.clone();
     let stopped = res.convergence_stopped_for.as_ref() == Some(&desired);
-    let (mut action, latest) = evaluate_action(&res.jobs, &desired, || false);
-    let latest = latest.cloned();
+    let mut action = evaluate_action(&res.jobs, &desired, || false).cloned();
     // A launch that failed before any job existed has no job id, which the OSAC table reads
     // as "no job" (row 3 of docs/osac-lifecycle.md: Trigger). It is a failed attempt at this
     // version: back off, or the engine relaunches in a tight loop.
-    let failed_launch = latest
-        .as_ref()
-        .is_some_and(|l| l.config_version == desired && l.state.is_terminal() && l.state != JobState::Succeeded);
-    if action == Action::Trigger && failed_launch {
-        action = Action::Backoff;
+    if let Action::Trigger(Some(l)) = &action
+        && l.config_version == desired
+        && l.state.is_terminal()
+        && l.state != JobState::Succeeded
+    {
+        action = Action::Backoff(l.clone());
     }
     match action {
-        Action::Skip => {
+        Action::Skip(latest) => {
             let res = res_mut(snap);
             let recovered = matches!(res.provisioning_state, ProvisioningState::Failed | ProvisioningState::Canceled)
-                && latest.is_some_and(|l| l.state == JobState::Succeeded && l.config_version == desired);
+                && latest.state == JobState::Succeeded
+                && latest.config_version == desired;
             if recovered {
                 res.provisioning_state = ProvisioningState::Succeeded;
                 res.last_error = None;
             }
             Effect::Sleep { until: None }
         }
-        Action::Poll => Effect::Poll { key: latest.expect("poll has a job").idempotency_key },
+        Action::Poll(latest) => Effect::Poll { key: latest.idempotency_key },
         Action::Requeue => Effect::Sleep { until: Some(now.add(policy.poll_interval)) },
-        Action::Trigger | Action::Backoff if stopped || policy.backoff.is_none() => Effect::Sleep { until: None },
+        Action::Trigger(_) | Action::Backoff(_) if stopped || policy.backoff.is_none() => Effect::Sleep { until: None },
         // A convergence retry of a child waits for its parent too (woken by it).
-        Action::Trigger | Action::Backoff if waiting_on(snap).is_some() => Effect::Sleep { until: None },
-        Action::Trigger => begin_launch(snap, policy, JobType::Provision, None, now),
-        Action::Backoff => {
-            let latest = latest.expect("backoff has a job");
+        Action::Trigger(_) | Action::Backoff(_) if waiting_on(snap).is_some() => Effect::Sleep { until: None },
+        Action::Trigger(_) => begin_launch(snap, policy, JobType::Provision, None, now),
+        Action::Backoff(latest) => {
             let wait = policy.backoff.expect("checked above").provision(&res_mut(snap).jobs, &desired);
             match retry_at(&latest, wait, now) {
                 Some(at) => Effect::Sleep { until: Some(at) },
