@@ -93,10 +93,10 @@ pub fn raise_open_file_limit() -> Option<u64> {
     Some(soft)
 }
 
-/// Accept-error backoff: 10 ms doubling to 1 s, reset by a successful accept.
+/// Accept-error backoff: 10 ms doubling to 1 s (`RetryPolicy`), reset by a successful accept.
 #[derive(Debug, Default)]
 struct Backoff {
-    next: Option<Duration>,
+    failures: u32,
 }
 
 impl Backoff {
@@ -104,13 +104,12 @@ impl Backoff {
     const MAX: Duration = Duration::from_secs(1);
 
     fn fail(&mut self) -> Duration {
-        let delay = self.next.unwrap_or(Self::FIRST);
-        self.next = Some((delay * 2).min(Self::MAX));
-        delay
+        self.failures = self.failures.saturating_add(1);
+        slipway_domain::RetryPolicy::exponential(Self::FIRST, Self::MAX).delay(self.failures)
     }
 
     fn reset(&mut self) {
-        self.next = None;
+        self.failures = 0;
     }
 }
 

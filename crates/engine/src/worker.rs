@@ -8,14 +8,19 @@ use std::time::Duration;
 
 use slipway_domain::reconcile::{Effect, Outcome, apply, decide};
 use slipway_domain::resource::{Lease, Snapshot};
-use slipway_domain::{ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy};
+use slipway_domain::{ResourceKey, ResourceRecord, RetryPolicy, Timestamp, TypeKey, TypePolicy};
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
 use tokio::sync::watch;
 
 use crate::{PendingClaim, Shared, Slot, cascade, effects};
 
-/// Pause before retrying a step the store could not take (e.g. the database is down).
-const STORE_RETRY: Duration = Duration::from_millis(500);
+/// Pause before retrying a step the store could not take (e.g. the database is down): 500 ms
+/// doubling to 2 s, each wait stretched by up to half, drawn from the resource's key hash, so
+/// the workers of a replica do not all retry in step when the database comes back.
+fn store_retry_wait(key_hash: u64, failures: u32) -> Duration {
+    let policy = RetryPolicy::exponential(Duration::from_millis(500), Duration::from_secs(2)).with_jitter(0.5);
+    policy.jittered(policy.delay(failures), key_hash.rotate_left(failures))
+}
 
 pub(crate) struct Worker {
     shared: Arc<Shared>,
@@ -304,6 +309,7 @@ impl Worker {
         M: Fn(Timestamp) -> F,
         F: FnOnce(&mut Snapshot) -> Result<R, slipway_domain::admission::Rejection> + Send + 'static,
     {
+        let mut failures = 0u32;
         loop {
             let now = self.shared.clock.now();
             match change_with(self.shared.store.as_ref(), self.request(now), make(now)).await {
@@ -315,7 +321,8 @@ impl Worker {
                 }
                 Err(e) => {
                     tracing::warn!(resource = %self.key, error = %e, "store write failed; retrying");
-                    if let Woken::Stopping = self.wait(STORE_RETRY).await {
+                    failures = failures.saturating_add(1);
+                    if let Woken::Stopping = self.wait(store_retry_wait(self.key_hash, failures)).await {
                         return None;
                     }
                 }
@@ -525,6 +532,19 @@ mod tests {
         assert_eq!(on_grid(Timestamp(4_001), Timestamp(3_001), second, quarter), Timestamp(4_250));
         assert_eq!(on_grid(Timestamp(3_300), Timestamp(2_300), second, quarter), Timestamp(3_250));
         assert_eq!(on_grid(Timestamp(3_200), Timestamp(3_260), second, quarter), Timestamp(4_250));
+    }
+
+    #[test]
+    fn store_retries_back_off_and_spread_by_resource() {
+        let ms = |d: Duration| d.as_millis();
+        for hash in [0, 1, u64::MAX / 3, u64::MAX] {
+            let waits: Vec<u128> = (1..=5).map(|n| ms(store_retry_wait(hash, n))).collect();
+            assert!((500..=750).contains(&waits[0]) && (1_000..=1_500).contains(&waits[1]), "{waits:?}");
+            assert!(waits[2..].iter().all(|w| *w == 2_000), "capped at 2 s: {waits:?}");
+        }
+        let first: std::collections::BTreeSet<u128> =
+            (0..64u64).map(|i| ms(store_retry_wait(i.wrapping_mul(0x9e37_79b9_7f4a_7c15), 1))).collect();
+        assert!(first.len() > 16, "resources do not all retry at once: {first:?}");
     }
 }
 
