@@ -40,11 +40,13 @@
 mod change_rows;
 mod changes;
 mod entries;
+mod failure;
 mod rows;
 mod schema;
 mod tls;
 mod writes;
 
+pub(crate) use failure::{Failure, describe, pg_error};
 pub use schema::redact;
 pub use tls::SslMode;
 
@@ -290,34 +292,6 @@ impl RowsWritten for Entry {
 /// One try at a call, on one pooled connection.
 type Attempt<'c, T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>;
 
-/// Why one attempt failed.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Nothing was committed and running the call again may succeed: a deadlock, or a
-    /// connection that turned out dead (`broken`: do not reuse it).
-    Retry { error: StoreError, broken: bool },
-    /// The answer.
-    Fail(StoreError),
-}
-
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        Failure::Fail(e)
-    }
-}
-
-impl From<tokio_postgres::Error> for Failure {
-    fn from(e: tokio_postgres::Error) -> Self {
-        let message = describe(&e);
-        match classify(&e) {
-            Class::Conflict => Failure::Retry { error: StoreError::Unavailable(message), broken: false },
-            Class::Broken => Failure::Retry { error: StoreError::Unavailable(message), broken: true },
-            Class::Unavailable => Failure::Fail(StoreError::Unavailable(message)),
-            Class::Internal => Failure::Fail(StoreError::Internal(message)),
-        }
-    }
-}
-
 impl Inner {
     async fn client(&self, timeouts: &Timeouts) -> Result<Object, StoreError> {
         let asked = std::time::Instant::now();
@@ -532,85 +506,6 @@ impl Store for PostgresStore {
         let limit = inner.ping_timeout;
         let timeouts = Timeouts { wait: Some(limit), create: Some(limit), recycle: Some(limit) };
         inner.run(Some(limit), timeouts, rows::ping).await
-    }
-}
-
-/// How a failed statement is handled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Class {
-    /// Deadlock or serialization failure: the transaction was rolled back; run it again.
-    Conflict,
-    /// The connection is gone (or the server ended the session): nothing after the last
-    /// commit happened; another connection may work.
-    Broken,
-    /// Reachable but not serving: overloaded, shutting down, timed out, refusing logins.
-    Unavailable,
-    /// A bug, bad data or a schema mismatch.
-    Internal,
-}
-
-fn classify(e: &tokio_postgres::Error) -> Class {
-    if let Some(code) = e.code() {
-        let code = code.code();
-        return match code {
-            // serialization_failure, deadlock_detected
-            "40001" | "40P01" => Class::Conflict,
-            // admin_shutdown, crash_shutdown, idle_in_transaction_session_timeout,
-            // idle_session_timeout: the server ended this session.
-            "57P01" | "57P02" | "25P03" | "57P05" => Class::Broken,
-            // connection_exception
-            _ if code.starts_with("08") => Class::Broken,
-            // query_canceled (statement_timeout), cannot_connect_now, database_dropped,
-            // lock_not_available, insufficient_resources (too many connections, disk full,
-            // out of memory), invalid_authorization (a login the server refuses),
-            // read_only_sql_transaction (a standby after a failover)
-            "57014" | "57P03" | "57P04" | "55P03" | "25006" => Class::Unavailable,
-            _ if code.starts_with("53") || code.starts_with("28") => Class::Unavailable,
-            _ => Class::Internal,
-        };
-    }
-    if e.is_closed() || source_is_io(e) {
-        return Class::Broken;
-    }
-    // tokio-postgres exposes no error kind; its messages for these kinds are fixed strings.
-    let text = e.to_string();
-    let unreachable = ["error connecting to server", "timeout waiting for server", "authentication error"];
-    if unreachable.iter().any(|prefix| text.starts_with(prefix)) {
-        return Class::Unavailable;
-    }
-    Class::Internal
-}
-
-fn source_is_io(e: &tokio_postgres::Error) -> bool {
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        if s.is::<std::io::Error>() {
-            return true;
-        }
-        source = s.source();
-    }
-    false
-}
-
-/// The server's message and SQLSTATE, or the client error with its cause.
-pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return match db.detail() {
-            Some(detail) => format!("{} ({}): {detail}", db.message(), db.code().code()),
-            None => format!("{} ({})", db.message(), db.code().code()),
-        };
-    }
-    match std::error::Error::source(e) {
-        Some(source) => format!("{e}: {source}"),
-        None => e.to_string(),
-    }
-}
-
-/// A `tokio_postgres` error as the trait reports it.
-pub(crate) fn pg_error(e: &tokio_postgres::Error) -> StoreError {
-    match classify(e) {
-        Class::Internal => StoreError::Internal(describe(e)),
-        _ => StoreError::Unavailable(describe(e)),
     }
 }
 
