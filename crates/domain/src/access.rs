@@ -28,52 +28,34 @@ impl Scope {
     /// resource-id grammar of [`crate::ids`]. No empty, `.` or `..` segment, no separator or
     /// `%` inside one: a scope has one spelling, so two spellings never name two places.
     pub fn parse(path: &str) -> Result<Self, ScopeError> {
-        let bad = |why: String| Err(ScopeError(why));
-        let trimmed = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        let trimmed = trim_slash(path);
         if trimmed == "/" {
             return Ok(Self::platform());
         }
-        let Some(rest) = trimmed.strip_prefix('/') else { return bad("a scope starts with '/'".into()) };
+        let Some(rest) = trimmed.strip_prefix('/') else { return Err(ScopeError("a scope starts with '/'".into())) };
         let segs: Vec<&str> = rest.split('/').collect();
         if let Some(s) = segs.iter().find(|s| s.is_empty() || DOT_SEGMENTS.contains(s)) {
-            return bad(format!("the segment '{s}' is empty or a dot segment"));
+            return Err(ScopeError(format!("the segment '{s}' is empty or a dot segment")));
         }
         let word = |s: &str, w: &str| s.eq_ignore_ascii_case(w);
         match segs.as_slice() {
-            [s, sub, tail @ ..] if word(s, "subscriptions") => {
-                if !is_guid(sub) {
-                    return bad(format!("the subscription '{sub}' is not a GUID"));
-                }
-                match tail {
-                    [] => {}
-                    [r, rg, tail @ ..] if word(r, "resourceGroups") => {
-                        if validate_name(rg).is_err() {
-                            return bad(format!("the resource group name '{rg}' is not valid"));
-                        }
-                        match tail {
-                            [] => {}
-                            [p, ns, pairs @ ..]
-                                if word(p, "providers") && !pairs.is_empty() && pairs.len() % 2 == 0 =>
-                            {
-                                if !namespace_ok(ns) {
-                                    return bad(format!("'{ns}' is not a resource provider namespace"));
-                                }
-                                for pair in pairs.chunks(2) {
-                                    if !type_segment_ok(pair[0]) || !arm_name_ok(pair[1]) {
-                                        return bad(format!(
-                                            "'{}/{}' is not a resource type and name",
-                                            pair[0], pair[1]
-                                        ));
-                                    }
-                                }
-                            }
-                            _ => return bad("below a resource group comes providers/{namespace}/{type}/{name}".into()),
-                        }
-                    }
-                    _ => return bad("below a subscription comes resourceGroups/{name}".into()),
-                }
+            [s, sub] if word(s, "subscriptions") => check_subscription(sub)?,
+            [s, sub, r, rg] if word(s, "subscriptions") && word(r, "resourceGroups") => {
+                check_subscription(sub)?;
+                check_group(rg)?;
             }
-            _ => return bad("a scope is '/' or starts with /subscriptions/{id}".into()),
+            [s, sub, r, rg, p, ns, pairs @ ..]
+                if word(s, "subscriptions") && word(r, "resourceGroups") && word(p, "providers") =>
+            {
+                check_subscription(sub)?;
+                check_group(rg)?;
+                check_resource(ns, pairs)?;
+            }
+            _ => {
+                return Err(ScopeError(
+                    "a scope is '/', /subscriptions/{id}, …/resourceGroups/{name} or a resource id".into(),
+                ));
+            }
         }
         Ok(Scope(trimmed.to_ascii_lowercase()))
     }
@@ -82,11 +64,7 @@ impl Scope {
     /// with [`Scope::is_canonical`], not refused, so an assignment written before scopes were
     /// canonical can still be listed and deleted.
     pub fn stored(text: &str) -> Self {
-        let lower = text.to_ascii_lowercase();
-        match lower.strip_suffix('/') {
-            Some(t) if !t.is_empty() => Scope(t.to_string()),
-            _ => Scope(lower),
-        }
+        Scope(trim_slash(text).to_ascii_lowercase())
     }
 
     /// A subscription's scope.
@@ -128,6 +106,33 @@ impl Scope {
         self.is_platform()
             || other.0 == self.0
             || other.0.strip_prefix(&self.0).is_some_and(|rest| rest.starts_with('/'))
+    }
+}
+
+/// Without one trailing `/` (but `/` stays itself).
+fn trim_slash(path: &str) -> &str {
+    path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path)
+}
+
+fn check_subscription(sub: &str) -> Result<(), ScopeError> {
+    if is_guid(sub) { Ok(()) } else { Err(ScopeError(format!("the subscription '{sub}' is not a GUID"))) }
+}
+
+fn check_group(group: &str) -> Result<(), ScopeError> {
+    validate_name(group).map_err(|_| ScopeError(format!("the resource group name '{group}' is not valid")))
+}
+
+/// `{namespace}/{type}/{name}[/{type}/{name}…]` below a resource group.
+fn check_resource(namespace: &str, pairs: &[&str]) -> Result<(), ScopeError> {
+    if !namespace_ok(namespace) {
+        return Err(ScopeError(format!("'{namespace}' is not a resource provider namespace")));
+    }
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        return Err(ScopeError("below providers/{namespace} come {type}/{name} pairs".into()));
+    }
+    match pairs.chunks(2).find(|pair| !type_segment_ok(pair[0]) || !arm_name_ok(pair[1])) {
+        Some(pair) => Err(ScopeError(format!("'{}/{}' is not a resource type and name", pair[0], pair[1]))),
+        None => Ok(()),
     }
 }
 
