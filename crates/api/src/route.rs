@@ -1,10 +1,9 @@
 //! ARM paths, matched segment by segment and case-insensitively (ARM's keywords and names
 //! are case-insensitive; the original casing is kept for echoing).
 //!
-//! Every path under `/subscriptions/{sub}/` names its subscription by a GUID; a resource
-//! group keeps to ARM's resource-group rule (`slipway_domain::ids::validate_name`) and a
-//! resource name to ARM's common rule ([`crate::types::arm_name_ok`]; a type's own rule is
-//! checked where the type is known).
+//! Every path keeps to the resource-id grammar of [`slipway_domain::ids`]: under
+//! `/subscriptions/{sub}/` a GUID, a resource group by ARM's resource-group rule and a
+//! resource name by ARM's common rule (a type's own rule is checked where the type is known).
 //!
 //! Segments are percent-decoded after the path is split, as ARM does (clients such as the
 //! Azure SDKs encode every reserved character of a name: `x(1)` arrives as `x%281%29`); a
@@ -13,9 +12,9 @@
 use std::borrow::Cow;
 
 use slipway_domain::access::Scope;
-use slipway_domain::ids::{ArmId, validate_name};
+use slipway_domain::ids::{self, ArmId, IdError};
 
-use crate::types::{TypeRegistry, arm_name_ok};
+use crate::types::TypeRegistry;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -177,58 +176,21 @@ pub enum RouteError {
     BadScope(String),
 }
 
-pub use slipway_domain::ids::is_guid;
+impl From<IdError> for RouteError {
+    fn from(e: IdError) -> Self {
+        match e {
+            IdError::BadSubscription(s) => RouteError::BadSubscription(s),
+            IdError::BadGroupName(g) => RouteError::BadGroupName(g),
+            IdError::BadName(n) => RouteError::BadName(n),
+            // No type can be configured under such a namespace or type: nothing is there.
+            IdError::NotAResourceId | IdError::BadNamespace(_) | IdError::BadTypeSegment(_) => RouteError::NoMatch,
+        }
+    }
+}
 
 fn subscription(sub: &str) -> Result<String, RouteError> {
-    if is_guid(sub) { Ok(sub.to_string()) } else { Err(RouteError::BadSubscription(sub.to_string())) }
-}
-
-/// A resource id as the router builds it from `{type}/{name}` pairs: the subscription a
-/// GUID, the group by ARM's resource-group rule, every name by ARM's common rule.
-fn resource_id(sub: &str, rg: &str, ns: &str, pairs: &[&str]) -> Result<ArmId, RouteError> {
-    let subscription = subscription(sub)?;
-    validate_name(rg).map_err(|_| RouteError::BadGroupName(rg.to_string()))?;
-    let names: Vec<&str> = pairs.iter().skip(1).step_by(2).copied().collect();
-    if let Some(bad) = names.iter().find(|n| !arm_name_ok(n)) {
-        return Err(RouteError::BadName(bad.to_string()));
-    }
-    Ok(id_of(&subscription, rg, ns, pairs))
-}
-
-/// The id `pairs` (`type, name, type, name, …`) spell, unchecked.
-fn id_of(sub: &str, rg: &str, ns: &str, pairs: &[&str]) -> ArmId {
-    let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
-    let mut names: Vec<String> = pairs.iter().skip(1).step_by(2).map(|n| n.to_string()).collect();
-    let name = names.pop().unwrap_or_default();
-    ArmId {
-        subscription: sub.to_string(),
-        resource_group: rg.to_string(),
-        namespace: ns.to_string(),
-        type_name: types.join("/"),
-        parent_names: names,
-        name,
-    }
-}
-
-/// A stored resource id (`op.resource_id`) read back, unchecked: it was checked when it was
-/// created. Unlike `ArmId::parse` it accepts every name the router accepts (ARM's common
-/// rule, wider than the domain's own check) and ids stored before subscriptions had to be
-/// GUIDs.
-pub fn stored_resource_id(id: &str) -> Option<ArmId> {
-    let segs: Vec<&str> = id.trim_end_matches('/').split('/').skip(1).collect();
-    match segs.as_slice() {
-        [s, sub, r, rg, p, ns, pairs @ ..]
-            if is(s, "subscriptions")
-                && is(r, "resourceGroups")
-                && is(p, "providers")
-                && !pairs.is_empty()
-                && pairs.len() % 2 == 0
-                && segs.iter().all(|s| !s.is_empty()) =>
-        {
-            Some(id_of(sub, rg, ns, pairs))
-        }
-        _ => None,
-    }
+    ids::check_subscription(sub)?;
+    Ok(sub.to_string())
 }
 
 fn is(seg: &str, word: &str) -> bool {
@@ -337,16 +299,17 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
             if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") && !pairs.is_empty() =>
         {
             if pairs.len() % 2 == 0 {
-                return Ok(Route::Resource(resource_id(sub, rg, ns, pairs)?));
+                return Ok(Route::Resource(ArmId::from_segments(sub, rg, ns, pairs)?));
             }
             let (last, parent_pairs) = pairs.split_last().expect("not empty");
-            let parent = if parent_pairs.is_empty() { None } else { Some(resource_id(sub, rg, ns, parent_pairs)?) };
+            let parent =
+                if parent_pairs.is_empty() { None } else { Some(ArmId::from_segments(sub, rg, ns, parent_pairs)?) };
             let type_name = match &parent {
                 Some(p) => format!("{}/{last}", p.type_name),
                 None => last.to_string(),
             };
             if parent.is_none() {
-                validate_name(rg).map_err(|_| RouteError::BadGroupName(rg.to_string()))?;
+                ids::check_group(rg)?;
             }
             Ok(Route::Collection {
                 subscription: subscription(sub)?,

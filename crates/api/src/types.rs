@@ -6,19 +6,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use slipway_domain::TypeKey;
+use slipway_domain::ids::ArmId;
 use slipway_domain::reference::Reference;
 
 use crate::error::{ArmError, echo};
 
-pub use slipway_domain::ids::{ARM_NAME_MAX_LENGTH, DOT_SEGMENTS, arm_name_ok};
-
-/// ARM's common rule, as error messages state it.
-pub const ARM_NAME_RULE: &str =
-    "use 1-260 characters, none of '<', '>', '%', '&', ':', '\\', '?', '/', no control characters, not '.' or '..'";
-
-/// ARM's common rule as a JSON Schema (ECMA-262) pattern, with the length and the dot
-/// segments left to `maxLength` and `not` (see [`crate::openapi`]).
-pub const ARM_NAME_PATTERN: &str = r"^[^<>%&:\\?/\u0000-\u001f\u007f-\u009f]+$";
+use slipway_domain::ids::{ARM_NAME_MAX_LENGTH, ARM_NAME_RULE, arm_name_ok};
 
 /// A type's rule for its resource names: ARM's common rule, a maximum length (at most ARM's)
 /// and optionally a regular expression the whole name must match.
@@ -100,6 +93,7 @@ pub struct ResourceType {
     names: NameRule,
     /// POST actions by lowercased name.
     actions: HashMap<String, ActionType>,
+    pub resource_kind: ResourceKind,
 }
 
 /// A POST action a type declares (`POST {resourceId}/{name}`), with the JSON Schema of its
@@ -149,6 +143,27 @@ pub struct ReferenceProperty {
     pub list: bool,
 }
 
+/// ARM's two kinds of resource. A *tracked* resource lives in a location (required on every
+/// `PUT`); a *proxy* resource — most child types, like a network's subnets — has none: a
+/// `location` sent for one is ignored like the other server-owned fields, and none is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceKind {
+    Tracked,
+    Proxy,
+}
+
+impl ResourceKind {
+    /// Tracked for a top-level type, proxy for a child type (`virtualNetworks/subnets`).
+    pub fn default_for(type_name: &str) -> Self {
+        if type_name.contains('/') { ResourceKind::Proxy } else { ResourceKind::Tracked }
+    }
+
+    pub fn has_location(self) -> bool {
+        self == ResourceKind::Tracked
+    }
+}
+
 /// The schema keyword that declares a reference.
 pub const REFERENCE_KEYWORD: &str = "x-slipway-reference";
 
@@ -177,6 +192,7 @@ impl ResourceType {
             return Err(TypeError::NoApiVersion(name));
         }
         let validator = schema.map(|s| compile(s, &name)).transpose()?;
+        let resource_kind = ResourceKind::default_for(&type_name);
         Ok(ResourceType {
             namespace,
             type_name,
@@ -188,6 +204,7 @@ impl ResourceType {
             references: schema.map(reference_properties).unwrap_or_default(),
             names: NameRule::default(),
             actions: HashMap::new(),
+            resource_kind,
         })
     }
 
@@ -249,9 +266,9 @@ impl ResourceType {
                         .with_target(format!("properties.{property}"))
                 };
                 let text = value.as_str().ok_or_else(|| bad(format!("'{property}' must be a resource id.")))?;
-                let id = crate::route::stored_resource_id(text)
-                    .filter(|id| crate::route::is_guid(&id.subscription))
-                    .ok_or_else(|| bad(format!("'{}' is not a resource id.", echo(text, 200))))?;
+                let id = ArmId::parse(text).map_err(|e| {
+                    bad(format!("'{}' is not a resource id: {}.", echo(text, 200), echo(&e.to_string(), 300)))
+                })?;
                 if !id.subscription.eq_ignore_ascii_case(subscription) {
                     return Err(bad(format!("'{id}' is in another subscription; references stay within one.")));
                 }
@@ -270,6 +287,12 @@ impl ResourceType {
         for name in &self.outputs {
             properties.remove(name);
         }
+    }
+
+    /// Tracked or proxy, when not the default for the type's shape.
+    pub fn with_resource_kind(mut self, kind: ResourceKind) -> Self {
+        self.resource_kind = kind;
+        self
     }
 
     /// The type's own rule for resource names (default: ARM's common rule).
@@ -427,6 +450,7 @@ impl TypeRegistry {
 mod tests {
     use super::*;
     use serde_json::json;
+    use slipway_domain::ids::ARM_NAME_PATTERN;
 
     #[test]
     fn targets_read_like_arm() {

@@ -110,7 +110,8 @@ pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
             "lastModifiedAt": sd.last_modified_at.to_rfc3339(),
         },
     });
-    if let Some(loc) = &res.spec.location {
+    // A proxy resource stored with a location before its type was one shows none.
+    if let Some(loc) = res.spec.location.as_ref().filter(|_| ty.resource_kind.has_location()) {
         body["location"] = json!(loc);
     }
     body["etag"] = json!(etag_of(&body));
@@ -189,7 +190,7 @@ fn job_body(j: &slipway_domain::Job, link: &dyn Fn(&slipway_domain::Job) -> Opti
 
 /// The path of an operation's status resource (its `id`).
 pub fn status_path(op: &Operation, location: &str) -> String {
-    let namespace = crate::route::stored_resource_id(&op.resource_id).map(|id| id.namespace).unwrap_or_default();
+    let namespace = slipway_domain::ids::ArmId::read_stored(&op.resource_id).map(|id| id.namespace).unwrap_or_default();
     format!("/subscriptions/{}/providers/{namespace}/locations/{location}/operationStatuses/{}", op.subscription, op.id)
 }
 

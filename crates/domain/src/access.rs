@@ -3,9 +3,7 @@
 //! function decides; the API edge only gathers the assignments and names the action.
 
 use crate::identity::{Principal, PrincipalKind};
-use crate::ids::{
-    ArmId, DOT_SEGMENTS, SubscriptionId, arm_name_ok, is_guid, namespace_ok, type_segment_ok, validate_name,
-};
+use crate::ids::{self, ArmId, DOT_SEGMENTS, IdError, SubscriptionId};
 
 /// An ARM scope: `/` (the platform), `/subscriptions/{s}`, `…/resourceGroups/{rg}`, or a
 /// resource id. Kept lowercased (ARM scopes are case-insensitive) and without a trailing `/`.
@@ -16,6 +14,15 @@ pub struct Scope(String);
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ScopeError(String);
+
+impl From<IdError> for ScopeError {
+    fn from(e: IdError) -> Self {
+        match e {
+            IdError::NotAResourceId => ScopeError("below providers/{namespace} come {type}/{name} pairs".into()),
+            other => ScopeError(other.to_string()),
+        }
+    }
+}
 
 impl Scope {
     pub fn platform() -> Self {
@@ -39,17 +46,15 @@ impl Scope {
         }
         let word = |s: &str, w: &str| s.eq_ignore_ascii_case(w);
         match segs.as_slice() {
-            [s, sub] if word(s, "subscriptions") => check_subscription(sub)?,
+            [s, sub] if word(s, "subscriptions") => ids::check_subscription(sub)?,
             [s, sub, r, rg] if word(s, "subscriptions") && word(r, "resourceGroups") => {
-                check_subscription(sub)?;
-                check_group(rg)?;
+                ids::check_subscription(sub)?;
+                ids::check_group(rg)?;
             }
             [s, sub, r, rg, p, ns, pairs @ ..]
                 if word(s, "subscriptions") && word(r, "resourceGroups") && word(p, "providers") =>
             {
-                check_subscription(sub)?;
-                check_group(rg)?;
-                check_resource(ns, pairs)?;
+                ArmId::from_segments(sub, rg, ns, pairs)?;
             }
             _ => {
                 return Err(ScopeError(
@@ -114,27 +119,8 @@ fn trim_slash(path: &str) -> &str {
     path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path)
 }
 
-fn check_subscription(sub: &str) -> Result<(), ScopeError> {
-    if is_guid(sub) { Ok(()) } else { Err(ScopeError(format!("the subscription '{sub}' is not a GUID"))) }
-}
-
-fn check_group(group: &str) -> Result<(), ScopeError> {
-    validate_name(group).map_err(|_| ScopeError(format!("the resource group name '{group}' is not valid")))
-}
-
-/// `{namespace}/{type}/{name}[/{type}/{name}…]` below a resource group.
-fn check_resource(namespace: &str, pairs: &[&str]) -> Result<(), ScopeError> {
-    if !namespace_ok(namespace) {
-        return Err(ScopeError(format!("'{namespace}' is not a resource provider namespace")));
-    }
-    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
-        return Err(ScopeError("below providers/{namespace} come {type}/{name} pairs".into()));
-    }
-    match pairs.chunks(2).find(|pair| !type_segment_ok(pair[0]) || !arm_name_ok(pair[1])) {
-        Some(pair) => Err(ScopeError(format!("'{}/{}' is not a resource type and name", pair[0], pair[1]))),
-        None => Ok(()),
-    }
-}
+/// Where the built-in roles' definitions live.
+pub const ROLE_DEFINITIONS: &str = "/providers/Slipway.Authorization/roleDefinitions/";
 
 /// The built-in roles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -163,6 +149,21 @@ impl Role {
 
     pub fn from_name(name: &str) -> Option<Role> {
         Role::ALL.into_iter().find(|r| r.name().eq_ignore_ascii_case(name))
+    }
+
+    /// `/providers/Slipway.Authorization/roleDefinitions/{name}`: how a role assignment names
+    /// its role.
+    pub fn definition_id(self) -> String {
+        format!("{ROLE_DEFINITIONS}{}", self.name())
+    }
+
+    /// A role from its definition id or its bare name (both any case).
+    pub fn from_definition(text: &str) -> Option<Role> {
+        let name = match text.get(..ROLE_DEFINITIONS.len()) {
+            Some(prefix) if prefix.eq_ignore_ascii_case(ROLE_DEFINITIONS) => &text[ROLE_DEFINITIONS.len()..],
+            _ => text,
+        };
+        Role::from_name(name)
     }
 
     pub fn allows(self, permission: Permission) -> bool {

@@ -43,7 +43,7 @@ fn put_create_records_resource_and_accepted_operation() {
     assert_eq!(op.id, op_id(1));
     assert_eq!(op.request, OperationRequest::Create);
     assert_eq!(op.status, PS::Accepted);
-    assert_eq!(op.subscription, "sub-1", "lowercased subscription");
+    assert_eq!(op.subscription, "ab000000-0000-0000-0000-000000000001", "lowercased subscription");
     assert_eq!(op.resource_key.as_str(), RESOURCE_ID.to_ascii_lowercase());
     assert_eq!(op.resource_id, RESOURCE_ID, "original casing");
     assert_eq!(op.start_time, at(5));

@@ -13,7 +13,10 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{ArmId, JobState, ProvisioningState as PS, ResourceKey, TypePolicy};
 
 fn id(path: &str) -> ArmId {
-    ArmId::parse(&format!("/subscriptions/SUB-1/resourceGroups/My-RG/providers/Slipway.Example/{path}")).unwrap()
+    ArmId::parse(&format!(
+        "/subscriptions/AB000000-0000-0000-0000-000000000001/resourceGroups/My-RG/providers/Slipway.Example/{path}"
+    ))
+    .unwrap()
 }
 
 fn vm() -> ArmId {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, Secret};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_api::notify::{CallbackPolicy, Notifier, NotifierOptions};
+use slipway_api::types::ResourceKind;
 use slipway_api::{
     ActionType, ApiOptions, ApiState, Authenticator, EdgeOptions, ListenerOptions, ResourceType, ServerTls,
     TypeRegistry,
@@ -452,6 +453,7 @@ pub(crate) fn build_type(config: &Config, t: &TypeConfig) -> Result<ResourceType
     Ok(ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())
         .map_err(|e| AppError::Config(e.to_string()))?
         .with_name_rule(names)
+        .with_resource_kind(t.resource_kind.unwrap_or_else(|| ResourceKind::default_for(&t.type_name)))
         .with_actions(actions))
 }
 

@@ -323,3 +323,41 @@ async fn a_reference_that_would_close_a_cycle_is_refused() {
     let r = server.put(&a, json!({"location": "local", "properties": {"peerId": a}})).await;
     assert_eq!(r.status(), 400);
 }
+
+/// ARM's two kinds of resource: a top-level type is tracked (a location on every PUT), a
+/// child type a proxy (no location: one sent is ignored like `id` or `type`, none shown, and
+/// the provider's registration lists no locations for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_type_is_a_proxy_resource_without_a_location() {
+    let server = TestServer::start().await;
+    let vnet = rid("virtualNetworks", "v1");
+    let r = server.put(&vnet, json!({"properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    assert_eq!(r.status(), 400, "a tracked resource needs its location");
+    assert_eq!(r.json::<Value>().await.unwrap()["error"]["code"], "LocationRequired");
+    let r = server.put(&vnet, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(r.json::<Value>().await.unwrap()["location"], "local");
+
+    for (name, body) in [
+        ("s1", json!({"tags": {"team": "net"}, "properties": {"prefix": "10.0.1.0/24"}})),
+        ("s2", json!({"location": "elsewhere", "properties": {"prefix": "10.0.2.0/24"}})),
+    ] {
+        let subnet = format!("{vnet}/subnets/{name}");
+        let r = server.put(&subnet, body.clone()).await;
+        assert_eq!(r.status(), 201, "{body}");
+        let created: Value = r.json().await.unwrap();
+        assert!(created.get("location").is_none(), "a proxy resource shows no location: {created}");
+        let (_, done) = server.wait_resource(&subnet, T, succeeded).await;
+        assert!(done.get("location").is_none(), "{done}");
+        assert_eq!(done["tags"], body.get("tags").cloned().unwrap_or(json!({})), "{done}");
+    }
+
+    let (code, provider) = server.get_json("/providers/Slipway.Example").await;
+    assert_eq!(code, 200, "{provider}");
+    let locations = |ty: &str| {
+        provider["resourceTypes"].as_array().unwrap().iter().find(|t| t["resourceType"] == ty).unwrap()["locations"]
+            .clone()
+    };
+    assert_eq!(locations("virtualNetworks"), json!(["local"]), "{provider}");
+    assert_eq!(locations("virtualNetworks/subnets"), json!([]), "{provider}");
+}

@@ -49,7 +49,7 @@ pub(crate) fn summarize(operations: impl IntoIterator<Item = Operation>) -> Vec<
 }
 
 fn type_of(op: &Operation) -> String {
-    ArmId::parse(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default()
+    ArmId::read_stored(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default()
 }
 
 fn request_word(request: OperationRequest) -> &'static str {

@@ -19,7 +19,6 @@ use crate::ApiState;
 use crate::access::{self, Grants};
 use crate::error::{ArmError, echo};
 use crate::handlers::{Ctx, json_body, json_response, method_not_allowed, request_context};
-use crate::route;
 
 /// The api-versions of the platform endpoints (`2.0` is what ARM sends with subscription
 /// lifecycle notifications).
@@ -234,7 +233,7 @@ fn assignment_body(a: &RoleAssignment) -> Value {
         Assignee::Group(g) => (g.as_str(), "Group"),
     };
     let mut props = json!({
-        "roleDefinitionId": format!("/providers/Slipway.Authorization/roleDefinitions/{}", a.role.name()),
+        "roleDefinitionId": a.role.definition_id(),
         "roleDefinitionName": a.role.name(),
         "principalId": principal,
         "principalType": principal_type,
@@ -249,10 +248,6 @@ fn assignment_body(a: &RoleAssignment) -> Value {
 /// This replica's authorization sees its own change at once.
 fn forget_partition(state: &ApiState, scope: &Scope) {
     state.assignment_cache.forget(scope.subscription().map(SubscriptionId::new).as_ref());
-}
-
-fn role_of(definition: &str) -> Option<Role> {
-    Role::from_name(definition.rsplit('/').next().unwrap_or(definition))
 }
 
 async fn scope_grants(state: &ApiState, ctx: &Ctx, scope: &Scope) -> Result<Grants, ArmError> {
@@ -287,7 +282,7 @@ pub(crate) async fn assignment(
     body: Body,
 ) -> Result<Response, ArmError> {
     check_version(ctx)?;
-    if !route::is_guid(id) {
+    if !slipway_domain::ids::is_guid(id) {
         return Err(ArmError::bad_request("InvalidRoleAssignmentId", "A role assignment's name must be a GUID."));
     }
     let id = id.to_ascii_lowercase();
@@ -317,7 +312,7 @@ pub(crate) async fn assignment(
                     ),
                 ));
             }
-            let role = role_of(&p.role_definition_id).ok_or_else(|| {
+            let role = Role::from_definition(&p.role_definition_id).ok_or_else(|| {
                 ArmError::invalid_content(
                     "roleDefinitionId must name Reader, Contributor, Owner or Admin.",
                     "properties.roleDefinitionId",

@@ -43,7 +43,7 @@ pub(crate) fn provider(
         .map(|t| {
             json!({
                 "resourceType": t.type_name,
-                "locations": [location],
+                "locations": if t.resource_kind.has_location() { vec![location] } else { vec![] },
                 "apiVersions": newest_first(t.api_versions.clone()),
             })
         })

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use slipway_domain::access::{Permission, Scope};
 use slipway_domain::admission::{self, Admitted, RequestContext};
-use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::ids::{self, ArmId, OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::operation::is_visible_to;
 use slipway_domain::resource::{Snapshot, Spec};
 use slipway_domain::subscription::Intent;
@@ -145,15 +145,11 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         RouteError::NoMatch => ArmError::not_found("NotFound", format!("No such resource path: {}", echo(path, 200))),
         RouteError::BadName(n) => ArmError::bad_request(
             "InvalidResourceName",
-            format!("The resource name '{}' is not valid: {}.", echo(&n, 64), crate::types::ARM_NAME_RULE),
+            format!("The resource name '{}' is not valid: {}.", echo(&n, 64), ids::ARM_NAME_RULE),
         ),
         RouteError::BadGroupName(n) => ArmError::bad_request(
             "InvalidResourceName",
-            format!(
-                "The resource group name '{}' is not valid: use 1-90 letters, digits, '-', '_', '.' or '()', not \
-                 ending in '.'.",
-                echo(&n, 64)
-            ),
+            format!("The resource group name '{}' is not valid: {}.", echo(&n, 64), ids::GROUP_NAME_RULE),
         ),
         RouteError::BadScope(why) => ArmError::bad_request(
             "InvalidRoleAssignmentScope",

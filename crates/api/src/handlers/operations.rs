@@ -103,7 +103,7 @@ async fn forced_cancel(state: &ApiState, ctx: &Ctx, op: &Operation) -> Result<bo
         return Ok(false);
     }
     let grants = access::grants(state, &ctx.caller, Some(&op.subscription)).await?;
-    let ty = route::stored_resource_id(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default();
+    let ty = ArmId::read_stored(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default();
     require_admin(ctx, &grants, &format!("{ty}/forceCancel/action"))?;
     Ok(true)
 }
@@ -123,7 +123,7 @@ pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation
             Ok(StatusCode::NO_CONTENT.into_response())
         }
         ProvisioningState::Succeeded => {
-            let id = route::stored_resource_id(&op.resource_id).ok_or_else(ArmError::internal)?;
+            let id = ArmId::read_stored(&op.resource_id).ok_or_else(ArmError::internal)?;
             let ty = resource_type(state, &id.namespace, &id.type_name)?;
             get_resource(state, &id, &ty).await
         }

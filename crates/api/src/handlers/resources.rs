@@ -58,7 +58,10 @@ pub(crate) async fn put_resource(
 ) -> Result<Response, ArmError> {
     ty.check_name(&id.name)?;
     let input: PutBody = json_body(state, ctx, body).await?;
-    let location = wire::required_location(input.location)?;
+    let location = match ty.resource_kind.has_location() {
+        true => Some(wire::required_location(input.location)?),
+        false => None,
+    };
     let tags = input.tags.unwrap_or_default();
     limits::check_tags(&tags)?;
     let properties = wire::spec_properties(input.properties, &ty)?;
@@ -66,7 +69,7 @@ pub(crate) async fn put_resource(
     let references = ty.references_in(&properties, &id.subscription)?;
     may_reference(ctx, grants, &references)?;
     let walked = reference_walk(state.store.as_ref(), &id, &references).await?;
-    let mut spec = Spec { location: Some(location), tags, properties };
+    let mut spec = Spec { location, tags, properties };
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let kind = ty.kind.clone();
     let target = id.clone();

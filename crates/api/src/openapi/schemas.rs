@@ -3,22 +3,20 @@
 
 use serde_json::{Map, Value, json};
 use slipway_domain::ProvisioningState;
+use slipway_domain::access::{ROLE_DEFINITIONS, Role};
 use slipway_domain::subscription::SubscriptionState;
 
 use crate::limits::{MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAGS};
-use crate::types::{ARM_NAME_MAX_LENGTH, ARM_NAME_PATTERN, DOT_SEGMENTS, ResourceType};
+use slipway_domain::ids::{
+    ARM_NAME_MAX_LENGTH, ARM_NAME_PATTERN, DOT_SEGMENTS, GROUP_NAME_MAX_LENGTH, GROUP_NAME_PATTERN, GUID_PATTERN,
+};
+
+use crate::types::ResourceType;
 
 /// `#/components/schemas/{name}`.
 pub(super) fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
-
-/// A GUID, any case (`route::is_guid`).
-pub(super) const GUID_PATTERN: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
-
-/// ARM's resource-group rule (`slipway_domain::ids::validate_name`): 1-90 letters, digits,
-/// `-_.()`, not ending in `.`.
-const GROUP_PATTERN: &str = r"^[A-Za-z0-9_.()\-]*[A-Za-z0-9_()\-]$";
 
 /// A tag name: none of `<>%&\?/`, no control characters (`limits::check_tags`).
 const TAG_NAME_PATTERN: &str = r"^[^<>%&\\?/\u0000-\u001f\u007f-\u009f]+$";
@@ -28,7 +26,7 @@ pub(super) fn guid() -> Value {
 }
 
 pub(super) fn group_name() -> Value {
-    json!({"type": "string", "minLength": 1, "maxLength": 90, "pattern": GROUP_PATTERN})
+    json!({"type": "string", "minLength": 1, "maxLength": GROUP_NAME_MAX_LENGTH, "pattern": GROUP_NAME_PATTERN})
 }
 
 /// ARM's common rule for resource names (every method), or with the type's own rule on top
@@ -146,35 +144,44 @@ pub(super) fn type_schemas(ty: &ResourceType, out: &mut Map<String, Value>) {
             *other = json!({"type": "object", "properties": {"provisioningState": provisioning_state}, "required": ["provisioningState"]})
         }
     }
-    let mut put_required = vec![json!("location")];
+    let tracked = ty.resource_kind.has_location();
+    let mut put_required = if tracked { vec![json!("location")] } else { vec![] };
     if ty.validate(&json!({})).is_err() {
         put_required.push(json!("properties"));
     }
-    let put = json!({
+    let ignored = if tracked {
+        "`id`, `name`, `type` and `systemData` are"
+    } else {
+        "A proxy resource has no location: `location`, `id`, `name`, `type` and `systemData` are"
+    };
+    let mut put = json!({
         "type": "object",
-        "description": format!("A {} to create or replace. `id`, `name`, `type` and `systemData` are ignored; a \
-                                `provisioningState` inside `properties` is dropped.", ty.kind),
+        "description": format!("A {} to create or replace. {ignored} ignored; a `provisioningState` inside \
+                                `properties` is dropped.", ty.kind),
         "required": put_required,
         "properties": {
-            "location": {"type": "string", "minLength": 1, "pattern": r"\S"},
             "tags": tags(),
             "properties": schema_ref(&n.properties),
         },
     });
+    let mut resource_properties = json!({
+        "id": {"type": "string"},
+        "name": {"type": "string"},
+        "type": {"const": ty.display_name()},
+        "etag": {"type": "string", "description": "Changes with every write; send it as `If-Match`."},
+        "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+        "properties": schema_ref(&n.response_properties),
+        "systemData": schema_ref("SystemData"),
+    });
+    if tracked {
+        put["properties"]["location"] = json!({"type": "string", "minLength": 1, "pattern": r"\S"});
+        resource_properties["location"] = json!({"type": "string"});
+    }
     let resource = json!({
         "type": "object",
         "description": format!("A {} resource. It never has a top-level `status`.", ty.kind),
         "required": ["id", "name", "type", "tags", "properties", "systemData", "etag"],
-        "properties": {
-            "id": {"type": "string"},
-            "name": {"type": "string"},
-            "type": {"const": ty.display_name()},
-            "etag": {"type": "string", "description": "Changes with every write; send it as `If-Match`."},
-            "location": {"type": "string"},
-            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
-            "properties": schema_ref(&n.response_properties),
-            "systemData": schema_ref("SystemData"),
-        },
+        "properties": resource_properties,
         "not": {"required": ["status"]},
     });
     let list = json!({
@@ -220,6 +227,12 @@ pub(super) fn type_schemas(ty: &ResourceType, out: &mut Map<String, Value>) {
     out.insert(n.list, list);
 }
 
+/// A role's definition id or bare name, for the roles `which` keeps.
+fn role_definition_pattern(which: impl Fn(Role) -> bool) -> String {
+    let names: Vec<&str> = Role::ALL.into_iter().filter(|r| which(*r)).map(Role::name).collect();
+    format!("^({})?({})$", regex::escape(ROLE_DEFINITIONS), names.join("|"))
+}
+
 /// A role assignment below the platform scope: any role but Admin.
 fn scoped_assignment() -> Value {
     json!({
@@ -234,7 +247,7 @@ fn scoped_assignment() -> Value {
                         "type": "string",
                         "description": "A role name or `/providers/Slipway.Authorization/roleDefinitions/{role}`; \
                                         Admin only at the platform scope `/`.",
-                        "pattern": "^(/providers/Slipway\\.Authorization/roleDefinitions/)?(Reader|Contributor|Owner)$",
+                        "pattern": role_definition_pattern(|r| r != Role::Admin),
                     },
                     "principalId": {"type": "string", "minLength": 1, "pattern": r"\S"},
                     "principalType": {"enum": ["User", "ServicePrincipal", "Application", "Group"]},
@@ -425,7 +438,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                         "required": ["roleDefinitionId", "roleDefinitionName", "principalId", "principalType", "scope"],
                         "properties": {
                             "roleDefinitionId": {"type": "string"},
-                            "roleDefinitionName": {"enum": ["Reader", "Contributor", "Owner", "Admin"]},
+                            "roleDefinitionName": {"enum": Role::ALL.map(Role::name)},
                             "principalId": {"type": "string"},
                             "principalType": {"enum": ["User", "Group"]},
                             "scope": {"type": "string"},
@@ -449,7 +462,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                                 "type": "string",
                                 "description": "A role name or `/providers/Slipway.Authorization/roleDefinitions/{role}`; \
                                                 Admin only at the platform scope `/`.",
-                                "pattern": "^(/providers/Slipway\\.Authorization/roleDefinitions/)?(Reader|Contributor|Owner|Admin)$",
+                                "pattern": role_definition_pattern(|_| true),
                             },
                             "principalId": {"type": "string", "minLength": 1, "pattern": r"\S"},
                             "principalType": {"enum": ["User", "ServicePrincipal", "Application", "Group"]},

@@ -50,20 +50,23 @@ fn matches_arm_paths_case_insensitively() {
     assert_eq!(id.resource_group, "RG");
     assert_eq!(id.name, "v1");
     assert!(matches!(
-        p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t").unwrap(),
+        p("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/t").unwrap(),
         Route::Collection { resource_group: Some(_), .. }
     ));
-    assert!(matches!(p("/subscriptions/{S}/providers/ns/t/").unwrap(), Route::Collection { resource_group: None, .. }));
     assert!(matches!(
-        p("/subscriptions/{S}/providers/ns/locations/local/OPERATIONSTATUSES/abc").unwrap(),
+        p("/subscriptions/{S}/providers/Ns.A/t/").unwrap(),
+        Route::Collection { resource_group: None, .. }
+    ));
+    assert!(matches!(
+        p("/subscriptions/{S}/providers/Ns.A/locations/local/OPERATIONSTATUSES/abc").unwrap(),
         Route::OperationStatus { .. }
     ));
     assert!(matches!(
-        p("/subscriptions/{S}/providers/ns/locations/local/operationStatuses/abc/cancel").unwrap(),
+        p("/subscriptions/{S}/providers/Ns.A/locations/local/operationStatuses/abc/cancel").unwrap(),
         Route::OperationCancel { .. }
     ));
     assert!(matches!(
-        p("/subscriptions/{S}/providers/ns/locations/local/operationResults/abc").unwrap(),
+        p("/subscriptions/{S}/providers/Ns.A/locations/local/operationResults/abc").unwrap(),
         Route::OperationResult { .. }
     ));
 }
@@ -86,7 +89,7 @@ fn nests_child_resources_and_their_collections() {
     assert_eq!(deep.parent().unwrap(), id);
     // Every name on the way is held to ARM's rule.
     assert!(matches!(p(&format!("{base}/subnets/bad%3Cname/ports")), Err(RouteError::BadName(_))));
-    assert_eq!(stored_resource_id(&id.to_string()), Some(id));
+    assert_eq!(ArmId::read_stored(&id.to_string()), Some(id));
 }
 
 #[test]
@@ -118,14 +121,17 @@ fn rejects_other_paths() {
         "/",
         "/subscriptions/{S}/resourceGroups/rg",
         "/providers/Slipway.Authorization/roleAssignments/a/b",
-        "/subscriptions//providers/ns/t",
-        "/foo/{S}/providers/ns/t",
+        "/subscriptions//providers/Ns.A/t",
+        "/foo/{S}/providers/Ns.A/t",
     ] {
         assert_eq!(p(path), Err(RouteError::NoMatch), "{path}");
     }
-    assert!(matches!(p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/bad%3Aname"), Err(RouteError::BadName(_))));
-    assert!(matches!(p("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/a:b"), Err(RouteError::BadName(_))));
-    assert!(matches!(p("/subscriptions/{S}/resourceGroups/r!g/providers/ns/t/n"), Err(RouteError::BadGroupName(_))));
+    assert!(matches!(
+        p("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/t/bad%3Aname"),
+        Err(RouteError::BadName(_))
+    ));
+    assert!(matches!(p("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/t/a:b"), Err(RouteError::BadName(_))));
+    assert!(matches!(p("/subscriptions/{S}/resourceGroups/r!g/providers/Ns.A/t/n"), Err(RouteError::BadGroupName(_))));
 }
 
 #[test]
@@ -136,15 +142,18 @@ fn segments_are_percent_decoded_after_splitting() {
     for raw in ["100%", "%zz", "%4", "%ff"] {
         assert_eq!(decode(raw), raw, "not UTF-8 or no escape: kept");
     }
-    let Ok(Route::Resource(id)) = p("/subscriptions/{S}/resourceGroups/rg%28a%29/providers/ns/t/x%281%29%20y") else {
+    let Ok(Route::Resource(id)) = p("/subscriptions/{S}/resourceGroups/rg%28a%29/providers/Ns.A/t/x%281%29%20y") else {
         panic!()
     };
     assert_eq!((id.resource_group.as_str(), id.name.as_str()), ("rg(a)", "x(1) y"));
     for bad in ["a%2Fb", "a%3Fb", "a%25b", "a%ffb", "tab%09"] {
-        let path = format!("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/{bad}");
+        let path = format!("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/t/{bad}");
         assert!(matches!(parse(&path), Err(RouteError::BadName(_))), "{bad}");
     }
-    assert!(matches!(p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/ns/t/n"), Err(RouteError::BadGroupName(_))));
+    assert!(matches!(
+        p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/Ns.A/t/n"),
+        Err(RouteError::BadGroupName(_))
+    ));
     assert!(
         matches!(
             p("/subscriptions/{S}/resourceGroups/a%2Fb/providers/Slipway.Authorization/roleAssignments"),
@@ -200,7 +209,7 @@ fn matches_the_discovery_paths() {
         Ok(Route::ProviderOperations { namespace: "Slipway.Example".into() })
     );
     assert!(matches!(p("/subscriptions/nope/providers/ns"), Err(RouteError::BadSubscription(_))));
-    assert_eq!(p("/providers/ns/other"), Err(RouteError::NoMatch));
+    assert_eq!(p("/providers/Ns.A/other"), Err(RouteError::NoMatch));
     assert!(matches!(
         p("/providers/Slipway.Authorization/roleAssignments"),
         Ok(Route::RoleAssignments { id: None, .. })
@@ -210,20 +219,24 @@ fn matches_the_discovery_paths() {
 #[test]
 fn resource_names_follow_arms_common_rule() {
     for name in ["v1", "ends.", "a+b=c", "x(1)", &"n".repeat(260)] {
-        let path = format!("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/{name}");
+        let path = format!("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/t/{name}");
         let Ok(Route::Resource(id)) = parse(&path) else { panic!("{name}") };
-        assert_eq!(stored_resource_id(&id.to_string()), Some(id), "a stored id reads back");
+        assert_eq!(ArmId::read_stored(&id.to_string()), Some(id), "a stored id reads back");
     }
-    let long = format!("/subscriptions/{S}/resourceGroups/rg/providers/ns/t/{}", "n".repeat(261));
+    let long = format!("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/t/{}", "n".repeat(261));
     assert!(matches!(parse(&long), Err(RouteError::BadName(_))));
-    let old = stored_resource_id("/subscriptions/x/resourceGroups/rg/providers/ns/t/n").expect("stored before GUIDs");
+    let old = ArmId::read_stored("/subscriptions/x/resourceGroups/rg/providers/Ns.A/t/n").expect("stored before GUIDs");
     assert_eq!((old.subscription.as_str(), old.name.as_str()), ("x", "n"));
-    assert_eq!(stored_resource_id("/subscriptions/x/providers/ns/t"), None);
+    assert_eq!(ArmId::read_stored("/subscriptions/x/providers/Ns.A/t"), None);
 }
 
 #[test]
 fn subscriptions_are_guids_in_every_route() {
-    assert!(is_guid(S) && is_guid(&S.to_ascii_uppercase()) && is_guid("00000000-0000-0000-0000-000000000000"));
+    assert!(
+        ids::is_guid(S)
+            && ids::is_guid(&S.to_ascii_uppercase())
+            && ids::is_guid("00000000-0000-0000-0000-000000000000")
+    );
     let long = "s".repeat(20_000);
     for bad in [
         "s1",
@@ -237,12 +250,12 @@ fn subscriptions_are_guids_in_every_route() {
         "0b9d1f3g-52a4-4c38-9d7e-1f1b7a1c2d3e",
     ] {
         for path in [
-            "/subscriptions/{X}/resourceGroups/rg/providers/ns/t/n",
-            "/subscriptions/{X}/resourceGroups/rg/providers/ns/t",
-            "/subscriptions/{X}/providers/ns/t",
-            "/subscriptions/{X}/providers/ns/locations/l/operationStatuses/i",
-            "/subscriptions/{X}/providers/ns/locations/l/operationResults/i",
-            "/subscriptions/{X}/providers/ns/locations/l/operationStatuses/i/cancel",
+            "/subscriptions/{X}/resourceGroups/rg/providers/Ns.A/t/n",
+            "/subscriptions/{X}/resourceGroups/rg/providers/Ns.A/t",
+            "/subscriptions/{X}/providers/Ns.A/t",
+            "/subscriptions/{X}/providers/Ns.A/locations/l/operationStatuses/i",
+            "/subscriptions/{X}/providers/Ns.A/locations/l/operationResults/i",
+            "/subscriptions/{X}/providers/Ns.A/locations/l/operationStatuses/i/cancel",
         ] {
             assert_eq!(
                 parse(&path.replace("{X}", bad)),

@@ -18,8 +18,7 @@ use slipway_domain::{
 /// 2023-11-14T22:13:20Z: an arbitrary, realistic epoch for every scenario.
 pub const T0: Timestamp = Timestamp(1_700_000_000_000);
 
-pub const RESOURCE_ID: &str =
-    "/subscriptions/SUB-1/resourceGroups/My-RG/providers/Slipway.Example/virtualNetworks/VNet1";
+pub const RESOURCE_ID: &str = "/subscriptions/AB000000-0000-0000-0000-000000000001/resourceGroups/My-RG/providers/Slipway.Example/virtualNetworks/VNet1";
 
 pub const CALLBACK: &str = "https://arm.example/cb/1";
 
@@ -122,7 +121,11 @@ pub fn err(code: &str, message: &str) -> CloudError {
 }
 
 pub fn notification(op: u32) -> NewNotification {
-    NewNotification { subscription: "sub-1".into(), operation_id: op_id(op), uri: CALLBACK.into() }
+    NewNotification {
+        subscription: "ab000000-0000-0000-0000-000000000001".into(),
+        operation_id: op_id(op),
+        uri: CALLBACK.into(),
+    }
 }
 
 pub fn conflict(message: &str) -> Rejection {

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use slipway_api::JOBS_SEGMENT;
-use slipway_api::types::{ARM_NAME_MAX_LENGTH, NameRule};
+use slipway_api::types::{NameRule, ResourceKind};
 use slipway_domain::TypePolicy;
+use slipway_domain::ids::ARM_NAME_MAX_LENGTH;
 
 use super::*;
 
@@ -19,6 +20,10 @@ pub struct TypeConfig {
     #[serde(rename = "type")]
     pub type_name: String,
     pub kind: String,
+    /// ARM's kind of resource: `tracked` (has a location, required on PUT; the default for a
+    /// top-level type) or `proxy` (no location; the default for a child type).
+    #[serde(default)]
+    pub resource_kind: Option<ResourceKind>,
     pub api_versions: Vec<String>,
     /// JSON Schema file for `properties`.
     #[serde(default)]

@@ -17,7 +17,7 @@ pub async fn case_create_and_read_back(store: &dyn Store) {
     assert!(snap.notifications.is_empty());
 
     // Keys are case-insensitive; the id keeps the casing it was created with.
-    let shouty = ArmId::parse(&id.to_string().to_ascii_uppercase()).expect("valid id");
+    let shouty = ArmId::read_stored(&id.to_string().to_ascii_uppercase()).expect("an id");
     let read = resource(store, &shouty.key()).await;
     assert_eq!(read, rec);
     assert_eq!(

@@ -52,3 +52,17 @@ pub async fn case_metrics_count_committed_operations_and_read_what_is_in_flight(
     let reading = store.reading(at(10 * SECOND)).await.expect("reading");
     assert_eq!((reading.due_intent, reading.due_followup), (1, 0));
 }
+
+/// Every name the API accepts (ARM's common rule: spaces, up to 260 characters) is counted
+/// under its resource's type, never under an empty one.
+pub async fn case_metrics_count_every_accepted_name_under_its_type(store: &dyn Store) {
+    let metrics = store.metrics();
+    let id = vnet("sub-metrics-names", "rg", &format!("with space {}", "n".repeat(91)));
+    let r#type = id.type_key().to_string();
+    put(store, &id, spec(1), ctx(1, T0)).await;
+    let accepted = OperationLabels { r#type: r#type.clone(), request: "create".into() };
+    assert_eq!(metrics.operations_accepted.get_or_create(&accepted).get(), 1);
+    let reading = store.reading(at(SECOND)).await.expect("reading");
+    let types: Vec<&str> = reading.active.iter().map(|a| a.type_key.as_str()).collect();
+    assert_eq!(types, [r#type.as_str()], "{reading:?}");
+}

@@ -129,6 +129,7 @@ macro_rules! conformance_suite {
             case_entries_stale_version_writes_nothing,
             case_entries_delete,
             case_metrics_count_committed_operations_and_read_what_is_in_flight,
+            case_metrics_count_every_accepted_name_under_its_type,
         );
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,

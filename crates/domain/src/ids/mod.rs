@@ -5,6 +5,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod grammar;
+pub use grammar::*;
+
 /// `/subscriptions/{sub}/resourceGroups/{rg}/providers/{ns}/{type}/{name}`, or for a child
 /// resource `…/{ns}/{parentType}/{parentName}/{type}/{name}` (any depth).
 ///
@@ -23,67 +26,10 @@ pub struct ArmId {
     pub name: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum IdError {
-    #[error("'{0}' is not a valid resource name: use 1-90 letters, digits, '-', '_', '.' or '()', not ending in '.'")]
-    InvalidName(String),
-    #[error("the path is not a resource id")]
-    NotAResourceId,
-}
-
-/// ARM-style resource name rule (also used for resource groups).
-pub fn validate_name(name: &str) -> Result<(), IdError> {
-    let ok = !name.is_empty()
-        && name.len() <= 90
-        && !name.ends_with('.')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '(' | ')'));
-    if ok { Ok(()) } else { Err(IdError::InvalidName(name.to_string())) }
-}
-
-/// ARM's longest resource name (the resource-provider contract).
-pub const ARM_NAME_MAX_LENGTH: usize = 260;
-/// Characters ARM never allows in a resource name (besides control characters).
-const ARM_NAME_FORBIDDEN: [char; 8] = ['<', '>', '%', '&', ':', '\\', '?', '/'];
-
-/// Names that are URL dot segments.
-pub const DOT_SEGMENTS: [&str; 2] = [".", ".."];
-
-/// ARM's common rule for resource names: 1-260 characters, none of `<>%&:\?/`, no control
-/// characters, and not `.` or `..` (URL dot segments: every HTTP client removes them, so no
-/// such resource could be addressed). Every name of every type keeps to it (it is also what a
-/// resource id can carry); a type's own rule comes on top.
-pub fn arm_name_ok(name: &str) -> bool {
-    let len = name.chars().count();
-    (1..=ARM_NAME_MAX_LENGTH).contains(&len)
-        && !DOT_SEGMENTS.contains(&name)
-        && !name.chars().any(|c| c.is_control() || ARM_NAME_FORBIDDEN.contains(&c))
-}
-
-/// A GUID: 8-4-4-4-12 hex digits, any case, no braces (what a subscription id is).
-pub fn is_guid(s: &str) -> bool {
-    s.len() == 36
-        && s.bytes()
-            .enumerate()
-            .all(|(i, b)| if matches!(i, 8 | 13 | 18 | 23) { b == b'-' } else { b.is_ascii_hexdigit() })
-}
-
-/// A resource provider namespace: two or more dot-separated parts, each a letter then
-/// letters and digits (`Contoso.Dns`).
-pub fn namespace_ok(ns: &str) -> bool {
-    let parts: Vec<&str> = ns.split('.').collect();
-    parts.len() >= 2
-        && parts.iter().all(|p| {
-            p.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && p.chars().all(|c| c.is_ascii_alphanumeric())
-        })
-}
-
-/// A type name segment: letters and digits (`virtualNetworks`, `subnets`).
-pub fn type_segment_ok(seg: &str) -> bool {
-    !seg.is_empty() && seg.chars().all(|c| c.is_ascii_alphanumeric())
-}
-
 impl ArmId {
-    /// A top-level resource's id.
+    /// A top-level resource's id, as code builds one: the group and the name keep to the
+    /// grammar; the subscription and the namespace are the caller's (the router and
+    /// [`ArmId::parse`] check them where ids come from outside).
     pub fn new(
         subscription: impl Into<String>,
         resource_group: impl Into<String>,
@@ -99,40 +45,57 @@ impl ArmId {
             parent_names: Vec::new(),
             name: name.into(),
         };
-        validate_name(&id.resource_group)?;
-        validate_name(&id.name)?;
-        if id.subscription.is_empty() || id.namespace.is_empty() || id.type_name.is_empty() {
+        check_group(&id.resource_group)?;
+        if !arm_name_ok(&id.name) {
+            return Err(IdError::BadName(id.name));
+        }
+        if id.subscription.is_empty() || id.namespace.is_empty() || !id.type_name.split('/').all(type_segment_ok) {
             return Err(IdError::NotAResourceId);
         }
         Ok(id)
     }
 
-    /// Parses an id path (segment keywords matched case-insensitively); child ids nest
-    /// `{type}/{name}` pairs after the namespace.
+    /// An id from its decoded parts, checked by the whole grammar: a GUID subscription, the
+    /// group rule, a namespace, and `{type}/{name}` pairs (child ids nest them).
+    pub fn from_segments(subscription: &str, group: &str, namespace: &str, pairs: &[&str]) -> Result<Self, IdError> {
+        check_subscription(subscription)?;
+        check_group(group)?;
+        check_pairs(pairs)?;
+        check_namespace(namespace)?;
+        Ok(Self::of_pairs(subscription, group, namespace, pairs))
+    }
+
+    /// Parses an id path (segment keywords matched case-insensitively) by the whole grammar;
+    /// what clients write in a spec's references. Segments are taken as they are (no
+    /// percent-decoding: the router decodes a request's path before [`ArmId::from_segments`]).
     pub fn parse(path: &str) -> Result<Self, IdError> {
-        let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-        match segs.as_slice() {
-            [s, sub, r, rg, p, ns, pairs @ ..]
-                if s.eq_ignore_ascii_case("subscriptions")
-                    && r.eq_ignore_ascii_case("resourcegroups")
-                    && p.eq_ignore_ascii_case("providers")
-                    && !pairs.is_empty()
-                    && pairs.len() % 2 == 0 =>
-            {
-                let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
-                let names: Vec<&str> = pairs.iter().skip(1).step_by(2).copied().collect();
-                let (name, parents) = names.split_last().expect("at least one pair");
-                for n in parents {
-                    validate_name(n)?;
-                }
-                let mut id = ArmId::new(*sub, *rg, *ns, types.join("/"), *name)?;
-                id.parent_names = parents.iter().map(|n| n.to_string()).collect();
-                if types.iter().any(|t| t.is_empty()) {
-                    return Err(IdError::NotAResourceId);
-                }
-                Ok(id)
-            }
-            _ => Err(IdError::NotAResourceId),
+        match id_segments(path) {
+            Some((sub, rg, ns, pairs)) => Self::from_segments(sub, rg, ns, &pairs),
+            None => Err(IdError::NotAResourceId),
+        }
+    }
+
+    /// A stored id (an operation's `resource_id`) read back, unchecked: it was checked when
+    /// it was accepted, and ids stored before the grammar tightened (subscriptions that are
+    /// not GUIDs) still read.
+    pub fn read_stored(id: &str) -> Option<Self> {
+        let (sub, rg, ns, pairs) = id_segments(id)?;
+        let shaped = !pairs.is_empty() && pairs.len().is_multiple_of(2) && !pairs.iter().any(|s| s.is_empty());
+        (shaped && ![sub, rg, ns].contains(&"")).then(|| Self::of_pairs(sub, rg, ns, &pairs))
+    }
+
+    /// The id `pairs` (`type, name, type, name, …`) spell, unchecked.
+    fn of_pairs(sub: &str, rg: &str, ns: &str, pairs: &[&str]) -> Self {
+        let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
+        let mut names: Vec<String> = pairs.iter().skip(1).step_by(2).map(|n| n.to_string()).collect();
+        let name = names.pop().unwrap_or_default();
+        ArmId {
+            subscription: sub.to_string(),
+            resource_group: rg.to_string(),
+            namespace: ns.to_string(),
+            type_name: types.join("/"),
+            parent_names: names,
+            name,
         }
     }
 
@@ -164,6 +127,22 @@ impl ArmId {
             parent_names: parents.to_vec(),
             name: own.clone(),
         })
+    }
+}
+
+/// `/subscriptions/{sub}/resourceGroups/{rg}/providers/{ns}/{pairs…}` split into its parts,
+/// the keywords matched case-insensitively; `None` for any other shape.
+fn id_segments(path: &str) -> Option<(&str, &str, &str, Vec<&str>)> {
+    let segs: Vec<&str> = path.strip_prefix('/')?.trim_end_matches('/').split('/').collect();
+    match segs.as_slice() {
+        [s, sub, r, rg, p, ns, pairs @ ..]
+            if s.eq_ignore_ascii_case("subscriptions")
+                && r.eq_ignore_ascii_case("resourceGroups")
+                && p.eq_ignore_ascii_case("providers") =>
+        {
+            Some((sub, rg, ns, pairs.to_vec()))
+        }
+        _ => None,
     }
 }
 
@@ -310,6 +289,8 @@ impl fmt::Display for OperationId {
 mod tests {
     use super::*;
 
+    const SUB: &str = "6F9619FF-8B86-D011-B42D-00C04FC964FF";
+
     #[test]
     fn subscription_ids_are_normalised_once() {
         let a = SubscriptionId::new("Sub-ABC");
@@ -324,26 +305,31 @@ mod tests {
 
     #[test]
     fn parses_and_echoes_casing() {
-        let id =
-            ArmId::parse("/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1")
-                .unwrap();
-        assert_eq!(id.subscription, "SUB-1");
+        let id = ArmId::parse(&format!(
+            "/subscriptions/{SUB}/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1"
+        ))
+        .unwrap();
+        assert_eq!(id.subscription, SUB);
         assert_eq!(id.resource_group, "My.RG");
         assert_eq!(id.type_name, "virtualNetworks");
         assert_eq!(
             id.to_string(),
-            "/subscriptions/SUB-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1"
+            format!("/subscriptions/{SUB}/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1")
         );
-        let other =
-            ArmId::parse("/SUBSCRIPTIONS/sub-1/RESOURCEGROUPS/my.rg/PROVIDERS/slipway.example/VIRTUALNETWORKS/vnet1")
-                .unwrap();
+        let other = ArmId::parse(&format!(
+            "/SUBSCRIPTIONS/{}/RESOURCEGROUPS/my.rg/PROVIDERS/slipway.example/VIRTUALNETWORKS/vnet1",
+            SUB.to_ascii_lowercase()
+        ))
+        .unwrap();
         assert_eq!(id.key(), other.key());
         assert_eq!(id.type_key(), TypeKey("slipway.example/virtualnetworks".into()));
     }
 
     #[test]
     fn child_ids_nest_type_and_name_pairs() {
-        let path = "/subscriptions/S/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/V1/subnets/S1";
+        let path =
+            format!("/subscriptions/{SUB}/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/V1/subnets/S1");
+        let path = path.as_str();
         let id = ArmId::parse(path).unwrap();
         assert_eq!(id.type_name, "virtualNetworks/subnets");
         assert_eq!(id.parent_names, vec!["V1".to_string()]);
@@ -353,7 +339,7 @@ mod tests {
         let parent = id.parent().unwrap();
         assert_eq!(
             parent.to_string(),
-            "/subscriptions/S/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/V1"
+            format!("/subscriptions/{SUB}/resourceGroups/RG/providers/Slipway.Example/virtualNetworks/V1")
         );
         assert_eq!(parent.parent(), None);
         assert!(id.key().is_under(&parent.key()));
@@ -368,15 +354,40 @@ mod tests {
 
     #[test]
     fn rejects_bad_ids_and_names() {
-        assert_eq!(ArmId::parse("/subscriptions/s/resourceGroups/rg"), Err(IdError::NotAResourceId));
-        assert_eq!(ArmId::parse("/subscriptions/s/resourceGroups/rg/providers/ns/t"), Err(IdError::NotAResourceId));
-        assert!(matches!(
-            ArmId::parse("/subscriptions/s/resourceGroups/rg/providers/ns/t/bad name"),
-            Err(IdError::InvalidName(_))
-        ));
-        assert!(validate_name("ends.").is_err());
-        assert!(validate_name(&"a".repeat(91)).is_err());
-        assert!(validate_name("ok-name_1.(x)").is_ok());
+        let base = format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns.A");
+        assert_eq!(ArmId::parse(&format!("/subscriptions/{SUB}/resourceGroups/rg")), Err(IdError::NotAResourceId));
+        assert_eq!(ArmId::parse(&format!("{base}/t")), Err(IdError::NotAResourceId), "a collection");
+        assert_eq!(ArmId::parse(&format!("{base}/t/n")).map(|id| id.name), Ok("n".into()));
+        assert_eq!(
+            ArmId::parse("/subscriptions/sub-1/resourceGroups/rg/providers/Ns.A/t/n"),
+            Err(IdError::BadSubscription("sub-1".into()))
+        );
+        assert_eq!(
+            ArmId::parse(&format!("/subscriptions/{SUB}/resourceGroups/ends./providers/Ns.A/t/n")),
+            Err(IdError::BadGroupName("ends.".into()))
+        );
+        assert_eq!(ArmId::parse(&base.replace("Ns.A", "Ns")), Err(IdError::NotAResourceId));
+        assert_eq!(
+            ArmId::parse(&format!("{}/t/n", base.replace("Ns.A", "Ns"))),
+            Err(IdError::BadNamespace("Ns".into()))
+        );
+        assert_eq!(ArmId::parse(&format!("{base}/t/a?b")), Err(IdError::BadName("a?b".into())));
+        let long = "a".repeat(91);
+        assert_eq!(
+            ArmId::parse(&format!("{base}/t/with space {long}")).map(|id| id.name),
+            Ok(format!("with space {long}"))
+        );
+        assert_eq!(ArmId::new("s", "rg", "Ns", "t", &long).map(|id| id.name), Ok(long));
+    }
+
+    #[test]
+    fn stored_ids_read_back_unchecked() {
+        let old =
+            ArmId::read_stored("/subscriptions/x/resourceGroups/rg/providers/ns/t/n").expect("stored before GUIDs");
+        assert_eq!(old.subscription, "x");
+        assert_eq!(ArmId::read_stored("/subscriptions/x/providers/ns/t"), None);
+        assert_eq!(ArmId::read_stored("/subscriptions/x/resourceGroups/rg/providers/ns/t"), None);
+        assert_eq!(ArmId::read_stored("/subscriptions/x/resourceGroups/rg/providers/ns/t//n"), None);
     }
 
     #[test]
