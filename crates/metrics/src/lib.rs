@@ -1,5 +1,5 @@
 //! Slipway's Prometheus metrics: every family with its name, help and labels, in one place,
-//! so the names an operator alerts on are written once (the README's operator section and
+//! so the names an operator alerts on are written once (docs/operations.md and
 //! `examples/grafana/slipway.json` use them; a test checks the dashboard against this list).
 //!
 //! Each part belongs to the component that counts it — [`HttpMetrics`] the API's middleware,
