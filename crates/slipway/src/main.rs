@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use slipway::app::App;
 use slipway::config::{Config, LogFormat};
+use slipway::plan::{Plan, StorePlan};
 use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_auth::prefix_owner;
 use slipway_domain::{Clock, SystemClock};
@@ -82,25 +83,15 @@ fn main() -> ExitCode {
         }
     };
     init_logging(config.server.log_format);
-    let command = cli.command.unwrap_or(Command::Serve);
-    if let Command::CheckConfig { online } = command {
-        let mut problems = slipway::check::check(&config);
-        if online && problems.is_empty() {
-            match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => problems = rt.block_on(slipway::check::check_online(&config)),
-                Err(e) => problems.push(format!("starting the runtime: {e}")),
-            }
-        }
-        if problems.is_empty() {
-            println!("configuration ok: {} provider(s), {} type(s)", config.providers.len(), config.types.len());
-            return ExitCode::SUCCESS;
-        }
-        for p in &problems {
-            eprintln!("slipway: {p}");
-        }
-        eprintln!("slipway: {} problem(s) in the configuration", problems.len());
-        return ExitCode::from(2);
-    }
+    let work = match cli.command.unwrap_or(Command::Serve) {
+        Command::CheckConfig { online } => return check_config(&config, online),
+        // Refused as `check-config` refuses it, before anything is opened.
+        Command::Serve => match Plan::from_config(&config) {
+            Ok(plan) => Work::Serve(Box::new(plan)),
+            Err(problems) => return refused(problems.iter().map(ToString::to_string).collect()),
+        },
+        Command::ApiToken(t) => Work::ApiToken(t),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -108,9 +99,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match command {
-        Command::ApiToken(t) => runtime.block_on(api_token(config, t)),
-        _ => runtime.block_on(serve(config)).map_err(|e| e.to_string()),
+    let result = match work {
+        Work::Serve(plan) => runtime.block_on(serve(*plan)).map_err(|e| e.to_string()),
+        Work::ApiToken(t) => runtime.block_on(api_token(config, t)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -119,6 +110,37 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What runs on the runtime.
+enum Work {
+    Serve(Box<Plan>),
+    ApiToken(TokenCommand),
+}
+
+/// `check-config`: every problem, then exit 2; or the summary.
+fn check_config(config: &Config, online: bool) -> ExitCode {
+    let mut problems = slipway::check::check(config);
+    if online && problems.is_empty() {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => problems = rt.block_on(slipway::check::check_online(config)),
+            Err(e) => problems.push(format!("starting the runtime: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        println!("configuration ok: {} provider(s), {} type(s)", config.providers.len(), config.types.len());
+        return ExitCode::SUCCESS;
+    }
+    refused(problems)
+}
+
+/// Prints each problem and how many there were; exit 2.
+fn refused(problems: Vec<String>) -> ExitCode {
+    for p in &problems {
+        eprintln!("slipway: {p}");
+    }
+    eprintln!("slipway: {} problem(s) in the configuration", problems.len());
+    ExitCode::from(2)
 }
 
 /// Logs to stderr, filtered by `SLIPWAY_LOG` (default `info`), times as RFC 3339 UTC.
@@ -131,13 +153,15 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn serve(config: Config) -> Result<(), slipway::app::AppError> {
-    let app = App::start(config, Arc::new(SystemClock)).await?;
+async fn serve(plan: Plan) -> Result<(), slipway::app::AppError> {
+    let app = App::start_plan(plan, Arc::new(SystemClock)).await?;
     app.run_until(shutdown_signal()).await
 }
 
 async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> {
-    let store = slipway::app::open_store(&config).await.map_err(|e| e.to_string())?;
+    let store = StorePlan::from_config(&config)
+        .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))?;
+    let store = slipway::app::open_store(&store).await.map_err(|e| e.to_string())?;
     let now = SystemClock.now();
     match command {
         TokenCommand::Create { principal, tenant, groups, description, expires_in_days } => {

@@ -202,3 +202,290 @@ async fn online_checks_ask_the_controller_for_credentials_and_templates() {
     }
     sim.shutdown().await;
 }
+
+/// `text` with `settings` added to its `[table]` (`[server]` or `[store]`, which
+/// [`config`] writes).
+fn with_settings(text: &str, table: &str, settings: &str) -> String {
+    text.replacen(&format!("[{table}]\n"), &format!("[{table}]\n{settings}\n"), 1)
+}
+
+/// Every way `serve` refuses a configuration: building the plan refuses it with the problem
+/// (or, for what loading already checks, loading does), so `serve` refuses it in-process
+/// before it opens anything, and `check-config` refuses it with the same text, exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_of_serve_is_a_problem_of_the_plan_and_of_check_config() {
+    use slipway::config::Config;
+    use slipway::plan::Plan;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let secret_schema = r#"{"type": "object", "properties": {"password": {"type": "string", "writeOnly": true}}}"#;
+    std::fs::write(d.join("secret-schema.json"), secret_schema).unwrap();
+    let referring_schema = r#"{"type": "object", "properties": {"zone": {"type": "string",
+        "x-slipway-reference": "Slipway.Example/dnsZones"}}}"#;
+    std::fs::write(d.join("referring-schema.json"), referring_schema).unwrap();
+    let valid = config(d, "127.0.0.1:0", "", &vnet_type(""));
+    let server = |settings: &str| with_settings(&valid, "server", settings);
+    let store = |settings: &str| with_settings(&valid, "store", settings);
+    let appended = |tables: &str| format!("{valid}\n{tables}\n");
+    let typed = |extra: &str| config(d, "127.0.0.1:0", "", &vnet_type(extra));
+    let aap = |extra: &str| {
+        appended(&format!("[[providers]]\nname = \"aap\"\ntype = \"aap\"\nurl = \"https://aap.example\"\n{extra}"))
+    };
+    let entry = "types[0] (Slipway.Example/virtualNetworks)";
+    let cases: Vec<(&str, String, String)> = vec![
+        // The store, the edge, the listener's TLS, the keys: checked only when serving, before.
+        (
+            "a bad synchronous",
+            store("synchronous = \"extra\""),
+            "store.synchronous = 'extra': use full or normal".into(),
+        ),
+        ("a store url of another database", store("").replace("sqlite:", "mysql://"), "store.url = 'mysql://".into()),
+        (
+            "a bad trusted proxy",
+            server("trusted_proxies = [\"10.0.0.1\", \"10.0.0.0/33\"]"),
+            "server.trusted_proxies[1] = '10.0.0.0/33': not an IP address or CIDR range".into(),
+        ),
+        (
+            "a public base URL without a scheme",
+            server("public_base_url = \"slipway.example.com\""),
+            "server.public_base_url = 'slipway.example.com': use scheme and authority only".into(),
+        ),
+        (
+            "a missing TLS file",
+            server("tls_cert_file = \"missing-cert.pem\"\ntls_key_file = \"missing-key.pem\""),
+            format!("server TLS: tls_cert_file {}: no such file", d.join("missing-cert.pem").display()),
+        ),
+        (
+            "a missing secret key file",
+            appended("[secrets]\nkey_files = [\"missing.key\"]"),
+            format!("secrets.key_files: secret key file {}", d.join("missing.key").display()),
+        ),
+        (
+            "secret properties without keys",
+            typed("schema = \"secret-schema.json\""),
+            format!("{entry}: its schema marks secret properties but [secrets] key_files is not configured"),
+        ),
+        (
+            "a reference to a type that is not configured",
+            typed("schema = \"referring-schema.json\""),
+            format!("{entry}: its schema references the type slipway.example/dnszones, which is not configured"),
+        ),
+        (
+            "a non-loopback listener without [auth]",
+            server("").replace("127.0.0.1:0", "0.0.0.0:0"),
+            "server.listen = 0.0.0.0:0 is not a loopback address and authentication is off".into(),
+        ),
+        // What was quietly raised or lowered into range.
+        (
+            "no leases shorter than 3 s",
+            appended("[engine]\nlease_seconds = 1"),
+            "engine.lease_seconds = 1: must be at least 3".into(),
+        ),
+        (
+            "an engine that drives nothing",
+            appended("[engine]\nmax_concurrent = 0"),
+            "engine.max_concurrent = 0: must be at least 1".into(),
+        ),
+        (
+            "status batches of nothing",
+            appended("[engine]\nstatus_batch = 0"),
+            "engine.status_batch = 0: must be at least 1".into(),
+        ),
+        (
+            "a page size over the most",
+            server("page_size = 5000"),
+            "server.page_size = 5000: must be from 1 to 1000".into(),
+        ),
+        ("an empty page size", server("page_size = 0"), "server.page_size = 0: must be from 1 to 1000".into()),
+        (
+            "no time to read a request head",
+            server("header_read_timeout_seconds = 0"),
+            "server.header_read_timeout_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "no time to read a body",
+            server("body_read_timeout_seconds = 0"),
+            "server.body_read_timeout_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "no idle time",
+            server("idle_timeout_seconds = 0"),
+            "server.idle_timeout_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "TLS files reread without pause",
+            server("tls_cert_file = \"c.pem\"\ntls_key_file = \"k.pem\"\ntls_reload_interval_seconds = 0"),
+            "server.tls_reload_interval_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "an empty PostgreSQL pool",
+            store("pool_size = 0")
+                .replace(&format!("sqlite:{}", d.join("s.db").display()), "postgres://nobody@127.0.0.1:1/x"),
+            "store.pool_size = 0: must be at least 1".into(),
+        ),
+        (
+            "callbacks that time out at once",
+            appended("[notifications]\nrequest_timeout_seconds = 0"),
+            "notifications.request_timeout_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "callbacks that cannot connect",
+            appended("[notifications]\nconnect_timeout_seconds = 0"),
+            "notifications.connect_timeout_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "no callbacks at once",
+            appended("[notifications]\nmax_concurrent = 0"),
+            "notifications.max_concurrent = 0: must be at least 1".into(),
+        ),
+        (
+            "no callbacks to any destination",
+            appended("[notifications]\nmax_per_destination = 0"),
+            "notifications.max_per_destination = 0: must be at least 1".into(),
+        ),
+        (
+            "callbacks never tried",
+            appended("[notifications]\nmax_attempts = 0"),
+            "notifications.max_attempts = 0: must be at least 1".into(),
+        ),
+        (
+            "retries without backoff",
+            appended("[notifications]\nmax_backoff_seconds = 0"),
+            "notifications.max_backoff_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "a local provider that runs no job",
+            config(
+                d,
+                "127.0.0.1:0",
+                &format!("runner = \"{}/bin/ansible-runner\"\nmax_concurrent_jobs = 0", python_tools().display()),
+                &vnet_type(""),
+            ),
+            "providers[0] (ansible): max_concurrent_jobs = 0: must be at least 1".into(),
+        ),
+        (
+            "an AAP request timeout of 0",
+            aap("request_timeout_seconds = 0"),
+            "providers[1] (aap): request_timeout_seconds = 0: must be at least 1".into(),
+        ),
+        (
+            "no AAP request at once",
+            aap("max_concurrent_requests = 0"),
+            "providers[1] (aap): max_concurrent_requests = 0: must be at least 1".into(),
+        ),
+        ("no job history", typed("max_history = 0"), format!("{entry}: max_history = 0: must be at least 1")),
+        // Providers and types.
+        (
+            "an unknown envelope",
+            aap("envelope = \"eda\""),
+            "providers[1] (aap): envelope 'eda': use slipway or osac".into(),
+        ),
+        (
+            "a token from two places",
+            aap("token_file = \"t\"\ntoken_env = \"T\""),
+            "providers[1] (aap): give token_file or token_env, not both".into(),
+        ),
+        (
+            "a provider configured twice",
+            aap("").replace(
+                "name = \"aap\"\ntype = \"aap\"\nurl = \"https://aap.example\"",
+                "name = \"ansible\"\ntype = \"aap\"\nurl = \"https://aap.example\"",
+            ),
+            "providers[1] (ansible): configured twice".into(),
+        ),
+        ("a bad type", typed("").replace("2025-06-01", "v1"), format!("{entry}: api-version 'v1' is not a date")),
+        (
+            "a type configured twice",
+            config(
+                d,
+                "127.0.0.1:0",
+                "",
+                &format!("{}{}", vnet_type(""), vnet_type("").replace("virtualNetworks", "VIRTUALNETWORKS")),
+            ),
+            "types[1] (Slipway.Example/VIRTUALNETWORKS): configured twice".into(),
+        ),
+        // Checked when loading (serve and check-config load alike).
+        (
+            "an issuer without an audience",
+            appended("[auth]\n[[auth.issuers]]\nissuer = \"https://idp.example\"\naudiences = []"),
+            "auth.issuers[0].audiences: at least one audience is required".into(),
+        ),
+        (
+            "a rate limit without a burst",
+            appended("[auth]\napi_tokens = true\n[auth.rate_limits]\nburst = 0"),
+            "auth.rate_limits: requests_per_second must be > 0 and burst >= 1".into(),
+        ),
+    ];
+    let path = d.join("slipway.toml");
+    for (what, text, want) in cases {
+        std::fs::write(&path, &text).unwrap();
+        match Config::load(Some(&path), []) {
+            Ok(config) => {
+                let problems = Plan::from_config(&config).err().unwrap_or_else(|| panic!("{what}: planned"));
+                assert!(
+                    problems.iter().any(|p| p.as_str().contains(&want)),
+                    "{what}: wanted {want:?} in {problems:#?}"
+                );
+                let started = slipway::app::App::start(config, std::sync::Arc::new(slipway_domain::SystemClock)).await;
+                let Err(e) = started else { panic!("{what}: served") };
+                assert!(e.to_string().contains(&want), "{what}: serve said {e}");
+            }
+            Err(e) => assert!(e.to_string().contains(&want), "{what}: loading said {e}"),
+        }
+        let (code, stdout, stderr) = run(d, &text);
+        assert_eq!(code, 2, "{what}: exit code\nstdout: {stdout}\nstderr: {stderr}");
+        assert!(stderr.contains(&format!("slipway: {want}")), "{what}: wanted {want:?} in\n{stderr}");
+    }
+}
+
+/// Every problem is reported, not just the first, by `check-config` and by `serve` alike.
+#[test]
+fn every_problem_is_reported_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = with_settings(
+        &with_settings(&config(d, "127.0.0.1:0", "", &vnet_type("max_history = 0")), "server", "page_size = 0"),
+        "store",
+        "synchronous = \"off\"",
+    ) + "\n[engine]\nlease_seconds = 2\nmax_concurrent = 0\n";
+    let wants = [
+        "slipway: server.page_size = 0: must be from 1 to 1000",
+        "slipway: store.synchronous = 'off': use full or normal",
+        "slipway: engine.lease_seconds = 2: must be at least 3",
+        "slipway: engine.max_concurrent = 0: must be at least 1",
+        "slipway: types[0] (Slipway.Example/virtualNetworks): max_history = 0: must be at least 1",
+        "slipway: 5 problem(s) in the configuration",
+    ];
+    let (code, _, stderr) = run(d, &text);
+    assert_eq!(code, 2, "{stderr}");
+    for want in wants {
+        assert!(stderr.contains(want), "check-config: wanted {want:?} in\n{stderr}");
+    }
+    let path = d.join("slipway.toml");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_slipway"))
+        .arg("--config")
+        .arg(&path)
+        .arg("serve")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            serve.kill().unwrap();
+            panic!("serve started with a refused configuration");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    for want in wants {
+        assert!(stderr.contains(want), "serve: wanted {want:?} in\n{stderr}");
+    }
+}

@@ -249,10 +249,15 @@ pub fn access_options(auth: Option<&AuthConfig>) -> Result<AccessOptions, String
 
 /// Secure by default: without `[auth]` only a loopback address may be served.
 pub fn check_exposure(auth: Option<&AuthConfig>, bound: SocketAddr) -> Result<(), String> {
-    if auth.is_none() && !bound.ip().is_loopback() {
+    exposure(auth.is_some(), bound)
+}
+
+/// [`check_exposure`], by whether authentication is on.
+pub fn exposure(authenticated: bool, bound: SocketAddr) -> Result<(), String> {
+    if !authenticated && !bound.ip().is_loopback() {
         return Err(format!(
             "server.listen = {bound} is not a loopback address and authentication is off: configure [auth] \
-             (README, \"Identity\") or listen on 127.0.0.1"
+             (docs/configuration.md, \"Identity\") or listen on 127.0.0.1"
         ));
     }
     Ok(())

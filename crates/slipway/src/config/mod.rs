@@ -111,7 +111,7 @@ impl Config {
         };
         Ok(Some(TlsOptions {
             client_ca_file: s.tls_client_ca_file.as_ref().map(|p| self.resolve(p)),
-            reload_interval: std::time::Duration::from_secs(s.tls_reload_interval_seconds.max(1)),
+            reload_interval: std::time::Duration::from_secs(s.tls_reload_interval_seconds),
             ..TlsOptions::new(cert, key)
         }))
     }

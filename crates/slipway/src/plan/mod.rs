@@ -1,0 +1,221 @@
+//! The wiring plan: every option `serve` runs with, built from a loaded [`Config`] without
+//! opening a socket or the database (files are read: schemas, keys, certificates,
+//! credentials). It is where a loaded configuration is judged: `serve` runs the plan it
+//! built (`app` only opens, binds and spawns), `check-config` prints the problems building it
+//! found — all of them, each naming its entry (`types[2] (Contoso.Dns/dnsRecords): …`,
+//! `providers[0] (aap): …`, `server.page_size = 5000: …`). A value outside its range is a
+//! problem, never quietly raised or lowered into it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use slipway_api::notify::{CallbackPolicy, NotifierOptions};
+use slipway_api::{AccessOptions, ApiOptions, EdgeOptions, ListenerOptions, RateLimiter, TypeRegistry};
+use slipway_auth::AuthOptions;
+use slipway_domain::{TypeKey, TypePolicy};
+use slipway_engine::EngineOptions;
+use slipway_store::postgres::PostgresOptions;
+use slipway_store::sqlite::{SqliteOptions, Synchronous};
+
+use crate::config::{Config, access_options, rate_limiter};
+
+mod found;
+mod providers;
+mod server;
+mod types;
+
+pub(crate) use found::Found;
+pub use found::Problem;
+pub use providers::{ProviderPlan, explicit_names};
+pub use server::MAX_PAGE_SIZE;
+pub use types::{job_words, missing_playbooks};
+
+/// The shortest lease: the engine renews leases every third of it.
+pub const MIN_LEASE_SECONDS: u64 = 3;
+
+/// Everything `serve` needs, checked.
+pub struct Plan {
+    /// `server.listen`, for `serve` to bind.
+    pub listen: String,
+    pub store: StorePlan,
+    pub engine: EngineOptions,
+    pub api: ApiOptions,
+    pub listener: ListenerOptions,
+    pub edge: EdgeOptions,
+    /// `None`: authentication is off, and only a loopback address may be served.
+    pub auth: Option<AuthOptions>,
+    pub access: AccessOptions,
+    pub rate_limits: Option<RateLimiter>,
+    /// The keys sealing secret properties, when configured.
+    pub keyring: Option<Arc<slipway_secrets::Keyring>>,
+    /// Its `metrics` are the application's, set once the store is open.
+    pub notifier: NotifierOptions,
+    /// In configuration order.
+    pub providers: Vec<ProviderPlan>,
+    /// Webhook tokens by provider name.
+    pub hooks: HashMap<String, String>,
+    pub types: TypeRegistry,
+    pub policies: HashMap<TypeKey, TypePolicy>,
+    /// What `serve` only logs: playbooks a type's jobs need that are missing (a tenant's job
+    /// would fail on one). `check-config` refuses them.
+    pub warnings: Vec<Problem>,
+}
+
+impl Plan {
+    /// Every option built, or every problem found.
+    pub fn from_config(config: &Config) -> Result<Plan, Vec<Problem>> {
+        let mut found = Found::default();
+        let owner = providers::node_name(config);
+        let listen = server::listen(config, &mut found);
+        let callbacks = found.ok(config.notifications.callback_policy());
+        let api = server::api(config, callbacks.clone(), &mut found);
+        let listener = server::listener(config, &mut found);
+        let edge = server::edge(config, &mut found);
+        let store = store(config, &mut found);
+        let engine = engine(config, owner.clone(), &mut found);
+        let notifier = callbacks.map(|c| notifier(config, c, &mut found));
+        let auth = match &config.auth {
+            Some(a) => found.ok(a.options(&config.base_dir)).map(Some),
+            None => Some(None),
+        };
+        let access = found.ok(access_options(config.auth.as_ref()));
+        let rate_limits = found.ok(rate_limiter(config.auth.as_ref()));
+        let providers = providers::providers(config, &owner, &mut found);
+        let types = types::types(config, &mut found);
+        let keyring = types::keyring(config, &mut found);
+        let (
+            Some(api),
+            Some(listener),
+            Some(edge),
+            Some(store),
+            Some(notifier),
+            Some(auth),
+            Some(access),
+            Some(rate_limits),
+            Some((providers, hooks)),
+            Some((types, policies)),
+            Some(keyring),
+        ) = (api, listener, edge, store, notifier, auth, access, rate_limits, providers, types, keyring)
+        else {
+            return found.finish(None);
+        };
+        let plan = Plan {
+            listen,
+            store,
+            engine,
+            api,
+            listener,
+            edge,
+            auth,
+            access,
+            rate_limits,
+            keyring,
+            notifier,
+            providers,
+            hooks,
+            types,
+            policies,
+            warnings: missing_playbooks(config),
+        };
+        found.finish(Some(plan))
+    }
+}
+
+impl TryFrom<&Config> for Plan {
+    type Error = Vec<Problem>;
+
+    fn try_from(config: &Config) -> Result<Plan, Vec<Problem>> {
+        Plan::from_config(config)
+    }
+}
+
+/// The store to open.
+#[derive(Debug)]
+pub enum StorePlan {
+    Sqlite(SqliteOptions),
+    Postgres(PostgresOptions),
+}
+
+impl StorePlan {
+    /// Only `[store]`'s part of the plan (for the subcommands that need only the store).
+    pub fn from_config(config: &Config) -> Result<StorePlan, Vec<Problem>> {
+        let mut found = Found::default();
+        let store = store(config, &mut found);
+        found.finish(store)
+    }
+}
+
+fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
+    let s = &config.store;
+    let url = s.url.as_str();
+    let operation_ttl = Duration::from_secs(s.operation_ttl_seconds);
+    let tls = found.ok(config.store_tls());
+    if is_postgres(url) {
+        let mut options = PostgresOptions::new(url);
+        options.schema = s.schema.clone();
+        options.pool_size = found.at_least("store.pool_size", s.pool_size, 1);
+        options.statement_timeout = Duration::from_secs(s.statement_timeout_seconds);
+        options.operation_ttl = operation_ttl;
+        (options.ssl_mode, options.ssl_root_cert) = tls?;
+        return Some(StorePlan::Postgres(options));
+    }
+    if url.contains("://") && !url.starts_with("sqlite://") {
+        found.add(format!("store.url = '{url}': use sqlite:PATH or postgres://…"));
+        return None;
+    }
+    let synchronous = s.synchronous.parse::<Synchronous>();
+    let synchronous =
+        found.ok(synchronous.map_err(|_| format!("store.synchronous = '{}': use full or normal", s.synchronous)));
+    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
+    let mut options = SqliteOptions::new(config.resolve(&PathBuf::from(path)));
+    options.synchronous = synchronous?;
+    options.operation_ttl = operation_ttl;
+    tls?;
+    Some(StorePlan::Sqlite(options))
+}
+
+fn engine(config: &Config, owner: String, found: &mut Found) -> EngineOptions {
+    let e = &config.engine;
+    let lease_seconds = found.at_least("engine.lease_seconds", e.lease_seconds, MIN_LEASE_SECONDS);
+    EngineOptions {
+        owner,
+        lease_for: Duration::from_secs(lease_seconds),
+        max_concurrent: found.at_least("engine.max_concurrent", e.max_concurrent, 1),
+        shutdown_grace: Duration::from_secs(e.shutdown_grace_seconds),
+        status_batch: found.at_least("engine.status_batch", e.status_batch, 1),
+        ..EngineOptions::default()
+    }
+}
+
+/// The notifier's options, but for its metrics.
+fn notifier(config: &Config, callbacks: CallbackPolicy, found: &mut Found) -> NotifierOptions {
+    let n = &config.notifications;
+    let mut at_least_one = |key: &str, value: u64| found.at_least(&format!("notifications.{key}"), value, 1);
+    let request_timeout = Duration::from_secs(at_least_one("request_timeout_seconds", n.request_timeout_seconds));
+    let connect_timeout = Duration::from_secs(at_least_one("connect_timeout_seconds", n.connect_timeout_seconds));
+    let max_backoff = Duration::from_secs(at_least_one("max_backoff_seconds", n.max_backoff_seconds));
+    let max_attempts = found.at_least("notifications.max_attempts", n.max_attempts, 1);
+    let max_concurrent = found.at_least("notifications.max_concurrent", n.max_concurrent, 1);
+    let max_per_destination = found.at_least("notifications.max_per_destination", n.max_per_destination, 1);
+    NotifierOptions {
+        request_timeout,
+        connect_timeout,
+        max_concurrent,
+        max_per_destination,
+        max_attempts,
+        max_backoff,
+        shutdown_grace: Duration::from_secs(config.engine.shutdown_grace_seconds),
+        location: config.server.location.clone(),
+        callbacks,
+        ..NotifierOptions::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,67 @@
+//! The plan's own checks, without files or processes.
+
+use slipway_store::sqlite::Synchronous;
+
+use super::*;
+
+/// The example configuration, its paths resolved against the repository, its jobs in a
+/// scratch directory.
+fn load(env: &[(&str, &str)]) -> Config {
+    static JOBS: std::sync::LazyLock<tempfile::TempDir> = std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
+    let jobs = ("SLIPWAY_PROVIDERS__0__WORK_DIR".to_string(), JOBS.path().display().to_string());
+    let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).chain([jobs]);
+    let mut config = Config::load(None, env).unwrap();
+    config.base_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    config
+}
+
+#[test]
+fn the_example_and_the_defaults_are_in_range() {
+    // The example's provider needs the repository's `.venv`; whether or not it is there,
+    // nothing else is wrong.
+    let problems = Plan::from_config(&load(&[])).err().unwrap_or_default();
+    assert!(problems.iter().all(|p| p.as_str().starts_with("providers[0] (ansible): ")), "{problems:#?}");
+    let mut found = Found::default();
+    let defaults = Config { server: Default::default(), engine: Default::default(), ..load(&[]) };
+    engine(&defaults, "n".into(), &mut found);
+    server::listener(&defaults, &mut found);
+    notifier(&defaults, Default::default(), &mut found);
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn synchronous_is_full_or_normal_in_any_case() {
+    for (value, want) in [("full", Some(Synchronous::Full)), ("NORMAL", Some(Synchronous::Normal)), ("off", None)] {
+        let plan = StorePlan::from_config(&load(&[("SLIPWAY_STORE__SYNCHRONOUS", value)]));
+        match (plan, want) {
+            (Ok(StorePlan::Sqlite(o)), Some(want)) => assert_eq!(o.synchronous, want),
+            (Err(problems), None) => {
+                assert_eq!(problems, [Problem::new("store.synchronous = 'off': use full or normal")]);
+            }
+            (other, _) => panic!("{value}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn values_out_of_range_are_refused_with_their_range() {
+    let config = load(&[
+        ("SLIPWAY_ENGINE__LEASE_SECONDS", "2"),
+        ("SLIPWAY_ENGINE__MAX_CONCURRENT", "0"),
+        ("SLIPWAY_SERVER__PAGE_SIZE", "1001"),
+        ("SLIPWAY_NOTIFICATIONS__MAX_ATTEMPTS", "0"),
+        ("SLIPWAY_TYPES__0__MAX_HISTORY", "0"),
+    ]);
+    let problems = Plan::from_config(&config).err().unwrap();
+    let problems: Vec<&str> = problems.iter().map(Problem::as_str).filter(|p| !p.starts_with("providers[")).collect();
+    assert_eq!(
+        problems,
+        [
+            "server.page_size = 1001: must be from 1 to 1000",
+            "engine.lease_seconds = 2: must be at least 3",
+            "engine.max_concurrent = 0: must be at least 1",
+            "notifications.max_attempts = 0: must be at least 1",
+            "types[0] (Slipway.Example/virtualNetworks): max_history = 0: must be at least 1",
+        ]
+    );
+}
