@@ -134,7 +134,9 @@ impl Worker {
                     continue;
                 }
                 Advanced::Hold(until) if until.since(now) <= self.shared.options.hold_in_memory => {
-                    self.wait(until.since(now)).await;
+                    // Boxed too: a timer, a poke and a stop signal in one `select!` are most
+                    // of a waiting task otherwise (measured in `size`).
+                    Box::pin(self.wait(until.since(now))).await;
                     continue;
                 }
                 Advanced::Hold(until) => until,
@@ -501,3 +503,6 @@ enum Advanced {
 
 /// Ours, but we cannot be sure for long enough to act: hand it back.
 struct Relinquish;
+
+#[cfg(test)]
+mod size;
