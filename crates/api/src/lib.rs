@@ -29,6 +29,7 @@ use axum::http::{HeaderValue, Request, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use slipway_domain::readiness::Readiness;
 use slipway_domain::time::Clock;
 use slipway_store::Store;
 
@@ -145,8 +146,8 @@ pub struct ApiState {
     pub metrics: slipway_metrics::Metrics,
     /// Reads a job's output and link from its provider.
     pub jobs: Arc<dyn JobReader>,
-    /// Each provider's last readiness check: `(name, None)` before the first answer.
-    pub provider_readiness: Arc<dyn Fn() -> Vec<(String, Option<bool>)> + Send + Sync>,
+    /// Each provider's last readiness check, by name.
+    pub provider_readiness: Arc<dyn Fn() -> Vec<(String, Readiness)> + Send + Sync>,
     /// `/openapi.json`, built once.
     pub openapi: OpenApiCache,
     /// Turns true when the server stops: answers that stream (following a job's output)
@@ -183,9 +184,9 @@ async fn readyz(State(state): State<Arc<ApiState>>) -> Response {
     let mut body = String::from("ready\n");
     for (name, ready) in (state.provider_readiness)() {
         let word = match ready {
-            None => "not checked yet",
-            Some(true) => "ready",
-            Some(false) => "not ready (see the server log)",
+            Readiness::Unknown => "not checked yet",
+            Readiness::Ready => "ready",
+            Readiness::NotReady(_) => "not ready (see the server log)",
         };
         body.push_str(&format!("provider {name}: {word}\n"));
     }

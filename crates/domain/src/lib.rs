@@ -6,7 +6,7 @@
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
 //! (stored resource, transaction snapshot), [`reference`] (references between resources), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
-//! (what the engine does), [`policy`].
+//! (what the engine does), [`policy`], [`readiness`] (a provider's last readiness answer).
 
 pub mod access;
 pub mod admission;
@@ -21,6 +21,7 @@ pub mod job;
 pub mod operation;
 pub mod policy;
 pub mod rate;
+pub mod readiness;
 pub mod reconcile;
 pub mod reference;
 pub mod resource;

@@ -17,15 +17,7 @@ pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(60);
 /// How long one check may take before it counts as not ready.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The last answer of each provider's check.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Readiness {
-    /// Not asked yet (the first check is under way).
-    Unknown,
-    Ready,
-    /// Why not (the provider's words: for the server's log, not for clients).
-    NotReady(String),
-}
+pub use slipway_domain::readiness::Readiness;
 
 #[derive(Default)]
 pub(crate) struct ProviderReadiness {

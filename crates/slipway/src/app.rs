@@ -9,7 +9,7 @@ use std::sync::Arc;
 use slipway_api::notify::{Notifier, NotifierOptions};
 use slipway_api::{ApiState, Authenticator};
 use slipway_domain::time::Clock;
-use slipway_engine::{Engine, Providers, Readiness};
+use slipway_engine::{Engine, Providers};
 use slipway_store::Store;
 use slipway_store::postgres::PostgresStore;
 use slipway_store::sqlite::SqliteStore;
@@ -118,12 +118,7 @@ impl App {
             jobs,
             provider_readiness: {
                 let engine = handle.clone();
-                Arc::new(move || {
-                    let answers = engine.provider_readiness().into_iter();
-                    answers
-                        .map(|(name, r)| (name, (r != Readiness::Unknown).then_some(r == Readiness::Ready)))
-                        .collect()
-                })
+                Arc::new(move || engine.provider_readiness())
             },
             openapi: Default::default(),
             assignment_cache: Default::default(),
