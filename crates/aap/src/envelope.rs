@@ -74,7 +74,7 @@ fn osac_payload(r: &LaunchRequest) -> Value {
     put(ANNOTATION_OPERATION_ID, r.operation_id.as_deref());
     put(ANNOTATION_ACTION, Some(r.action.as_str()));
     put(ANNOTATION_CONFIG_VERSION, Some(&r.config_version));
-    put(ANNOTATION_IDEMPOTENCY_KEY, Some(&r.idempotency_key));
+    put(ANNOTATION_IDEMPOTENCY_KEY, Some(r.idempotency_key.as_str()));
     let mut metadata = Map::new();
     metadata.insert("name".into(), Value::String(r.resource_name.clone()));
     if let Some(rg) = resource_group(&r.resource_id) {

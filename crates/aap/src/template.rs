@@ -25,7 +25,7 @@ impl Template {
     /// The handle of job `id` (of `kind`) this template started: what `parse_handle` reads.
     pub fn handle(&self, kind: JobKind, id: u64) -> JobHandle {
         JobHandle {
-            job_id: id.to_string(),
+            job_id: id.to_string().into(),
             data: json!({ "kind": kind.as_str(), "template_id": self.id, "template": self.name }),
         }
     }

@@ -136,7 +136,7 @@ fn key_jobs(sim: &Sim, key: &str) -> Vec<aap_sim::SimJob> {
 }
 
 fn id(l: &Launched) -> u64 {
-    l.handle.job_id.parse().unwrap()
+    l.handle.job_id.as_str().parse().unwrap()
 }
 
 // ---------------------------------------------------------------------------------------

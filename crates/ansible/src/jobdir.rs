@@ -29,7 +29,7 @@ pub const MAX_DETAILS: usize = 2000;
 /// What we record about a launched runner, written atomically right after spawning.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRecord {
-    pub key: String,
+    pub key: slipway_domain::IdempotencyKey,
     /// The `ansible-runner` process.
     pub pid: i32,
     /// `/proc/<pid>/stat` field 22, so a reused pid is never mistaken for our runner.

@@ -293,23 +293,23 @@ impl Inner {
     }
 
     fn handle(&self, name: &str, job: &JobDir) -> JobHandle {
-        JobHandle { job_id: name.to_owned(), data: json!({ "dir": job.dir.display().to_string() }) }
+        JobHandle { job_id: name.into(), data: json!({ "dir": job.dir.display().to_string() }) }
     }
 
     /// The job directory a handle refers to. `data.dir` is preferred, so jobs stay
     /// reachable if the configured work dir changes.
     fn job_for_handle(&self, h: &JobHandle) -> Result<(String, JobDir), ProviderError> {
-        if !naming::is_job_dir_name(&h.job_id) {
+        if !naming::is_job_dir_name(h.job_id.as_str()) {
             return Err(ProviderError::Permanent(format!("invalid ansible job id {:?}", h.job_id)));
         }
         let dir = match h.data.get("dir").and_then(|d| d.as_str()) {
-            Some(d) if Path::new(d).file_name() == Some(h.job_id.as_ref()) => PathBuf::from(d),
+            Some(d) if Path::new(d).file_name() == Some(std::ffi::OsStr::new(h.job_id.as_str())) => PathBuf::from(d),
             Some(d) => {
                 return Err(ProviderError::Permanent(format!("ansible job {} has a mismatched dir {d}", h.job_id)));
             }
-            None => self.work_dir.join(&h.job_id),
+            None => self.work_dir.join(h.job_id.as_str()),
         };
-        Ok((h.job_id.clone(), JobDir::new(dir)))
+        Ok((h.job_id.to_string(), JobDir::new(dir)))
     }
 
     /// The job already started for this request's key, if any. Blocking.
@@ -398,7 +398,7 @@ impl Provider for AnsibleProvider {
     async fn launch(&self, request: &LaunchRequest) -> Result<Launched, ProviderError> {
         let inner = &self.inner;
         let playbook = inner.resolve_playbook(request)?;
-        let name = Inner::dir_name(&request.idempotency_key)?;
+        let name = Inner::dir_name(request.idempotency_key.as_str())?;
         let job = inner.job_dir(&name);
         let _launching = inner.launch_lock.lock().await;
         let _key = {
@@ -599,7 +599,7 @@ impl Provider for AnsibleProvider {
     /// At most one: the job directory named by the key is the job.
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         // A key that cannot name a directory was never launched.
-        let Some(name) = job_dir_name(&request.idempotency_key) else {
+        let Some(name) = job_dir_name(request.idempotency_key.as_str()) else {
             return Ok(Vec::new());
         };
         let _launching = self.inner.launch_lock.lock().await;

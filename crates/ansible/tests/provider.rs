@@ -339,7 +339,7 @@ async fn work_and_job_files_are_private_to_the_owner() {
     let st = terminal(&p, &launched.handle, RUN_TIMEOUT).await;
     assert_eq!(st.state, JobState::Succeeded, "{st:?}");
 
-    let job = work_dir.join(&launched.handle.job_id);
+    let job = work_dir.join(launched.handle.job_id.as_str());
     assert_eq!(std::fs::metadata(&job).unwrap().permissions().mode() & 0o777, 0o700);
     let mut entries = Vec::new();
     modes_under(&work_dir, &mut entries);

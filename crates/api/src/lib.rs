@@ -31,6 +31,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use slipway_domain::readiness::Readiness;
 use slipway_domain::time::Clock;
+use slipway_domain::{JobId, ProviderName};
 use slipway_store::Store;
 
 pub use access::{AccessOptions, AssignmentCache, report_noncanonical_assignments};
@@ -77,8 +78,8 @@ impl Default for ApiOptions {
 /// A job as its provider knows it: what reading its output needs.
 #[derive(Clone, Debug)]
 pub struct JobRef {
-    pub provider: String,
-    pub job_id: String,
+    pub provider: ProviderName,
+    pub job_id: JobId,
     /// The provider's handle data, as stored with the job.
     pub handle: serde_json::Value,
 }
@@ -147,7 +148,7 @@ pub struct ApiState {
     /// Reads a job's output and link from its provider.
     pub jobs: Arc<dyn JobReader>,
     /// Each provider's last readiness check, by name.
-    pub provider_readiness: Arc<dyn Fn() -> Vec<(String, Readiness)> + Send + Sync>,
+    pub provider_readiness: Arc<dyn Fn() -> Vec<(ProviderName, Readiness)> + Send + Sync>,
     /// `/openapi.json`, built once.
     pub openapi: OpenApiCache,
     /// Turns true when the server stops: answers that stream (following a job's output)

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config_version::ConfigVersion;
 use crate::ids::OperationId;
+use crate::names::{IdempotencyKey, JobId, ProviderName};
 use crate::time::Timestamp;
 
 /// The `set_stats` key under which a job reports the resource's outputs (ansible-runner's
@@ -81,7 +82,7 @@ impl JobState {
 pub struct Job {
     /// The provider's job id; empty while `Launching`.
     #[serde(rename = "jobID")]
-    pub job_id: String,
+    pub job_id: JobId,
     #[serde(rename = "type")]
     pub job_type: JobType,
     pub state: JobState,
@@ -94,10 +95,10 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub block_deletion_on_failure: bool,
     /// Unique per launch attempt; passed to the job so a lost launch can be found again.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub idempotency_key: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub provider: String,
+    #[serde(default, skip_serializing_if = "IdempotencyKey::is_empty")]
+    pub idempotency_key: IdempotencyKey,
+    #[serde(default, skip_serializing_if = "ProviderName::is_empty")]
+    pub provider: ProviderName,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub template: String,
     /// The operation this job was launched for (none for convergence retries).
@@ -149,7 +150,7 @@ fn is_zero(n: &u32) -> bool {
 
 impl Job {
     /// A bare job entry; the remaining fields default to empty.
-    pub fn new(job_id: impl Into<String>, job_type: JobType, state: JobState, timestamp: Timestamp) -> Self {
+    pub fn new(job_id: impl Into<JobId>, job_type: JobType, state: JobState, timestamp: Timestamp) -> Self {
         Job {
             job_id: job_id.into(),
             job_type,
@@ -158,8 +159,8 @@ impl Job {
             timestamp,
             config_version: ConfigVersion::legacy(),
             block_deletion_on_failure: false,
-            idempotency_key: String::new(),
-            provider: String::new(),
+            idempotency_key: IdempotencyKey::default(),
+            provider: ProviderName::default(),
             template: String::new(),
             operation_id: None,
             handle: serde_json::Value::Null,

@@ -1,7 +1,7 @@
 //! Slipway's domain core: resources, operations, jobs and every decision about them, as pure
 //! functions over data. No I/O, no clock, no async: time is passed in, effects are returned.
 //!
-//! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`evaluate`] (OSAC
+//! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`names`] (idempotency keys, job ids, provider names), [`evaluate`] (OSAC
 //! EvaluateAction), [`rate`] (token buckets), [`retry`] (every retry delay: exponential with jitter, and OSAC's
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
@@ -18,6 +18,7 @@ pub mod evaluate;
 pub mod identity;
 pub mod ids;
 pub mod job;
+pub mod names;
 pub mod operation;
 pub mod policy;
 pub mod rate;
@@ -34,6 +35,7 @@ pub use config_version::ConfigVersion;
 pub use identity::{JobContext, Principal, PrincipalKind, RequestedBy, TenantContext};
 pub use ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
 pub use job::{Job, JobState, JobType};
+pub use names::{IdempotencyKey, JobId, ProviderName};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};
 pub use policy::TypePolicy;
 pub use resource::{ResourceRecord, Snapshot, Spec};

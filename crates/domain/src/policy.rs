@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::backoff::BackoffPolicy;
+use crate::names::ProviderName;
 use crate::operation::OperationRequest;
 
 /// The launch-ambiguity window of a remote provider with the default 30 s request timeout:
@@ -15,7 +16,7 @@ pub struct TypePolicy {
     /// the type is, whatever casing a request used.
     pub type_name: String,
     /// Provider instance that runs this type's jobs.
-    pub provider: String,
+    pub provider: ProviderName,
     /// Delay between status polls of a running job.
     pub poll_interval: Duration,
     /// Convergence retries after a failure; `None` switches them off.

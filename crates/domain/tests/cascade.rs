@@ -11,7 +11,7 @@ use slipway_domain::operation::codes;
 use slipway_domain::reconcile::cascade::{self, CHILD_DELETES_PER_STEP};
 use slipway_domain::reconcile::{Effect, Outcome};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
-use slipway_domain::{ArmId, OperationId, ProvisioningState as PS};
+use slipway_domain::{ArmId, IdempotencyKey, OperationId, ProvisioningState as PS};
 
 fn child_id(name: &str) -> ArmId {
     ArmId::parse(&format!("{RESOURCE_ID}/subnets/{name}")).expect("a child id")
@@ -155,7 +155,7 @@ fn ctx_for(op: u32) -> admission::RequestContext {
 }
 
 /// A provisioned child (operation 1), its delete (operation 2) launched as job 2001.
-fn child_deleting(block_deletion_on_failure: bool) -> (World, String) {
+fn child_deleting(block_deletion_on_failure: bool) -> (World, IdempotencyKey) {
     let mut w = World::new();
     w.policy.block_deletion_on_failure = block_deletion_on_failure;
     let mut snap = Snapshot { related: vec![World::provisioned().res().clone()], ..Snapshot::default() };

@@ -8,7 +8,9 @@ use std::time::Duration;
 use common::*;
 use slipway_domain::admission::{Admitted, canceled_by_user};
 use slipway_domain::reconcile::{Effect, FailureKind, Outcome};
-use slipway_domain::{CloudError, ConfigVersion, Job, JobState, JobType, ProvisioningState as PS, Timestamp};
+use slipway_domain::{
+    CloudError, ConfigVersion, IdempotencyKey, Job, JobState, JobType, ProvisioningState as PS, Timestamp,
+};
 
 const POLL: Duration = Duration::from_secs(2);
 
@@ -23,9 +25,9 @@ fn provisioning_failed(message: &str) -> Option<CloudError> {
 }
 
 /// The intent entry `begin_launch` records.
-fn intent(key: &str, job_type: JobType, op: Option<u32>, version: ConfigVersion, now: Timestamp) -> Job {
+fn intent(key: &IdempotencyKey, job_type: JobType, op: Option<u32>, version: ConfigVersion, now: Timestamp) -> Job {
     let mut j = Job::new("", job_type, JobState::Launching, now);
-    j.idempotency_key = key.into();
+    j.idempotency_key = key.clone();
     j.provider = "ansible".into();
     j.operation_id = op.map(op_id);
     j.config_version = version;

@@ -26,7 +26,7 @@ use common::*;
 use serde_json::{Value, json};
 use slipway_domain::admission;
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
-use slipway_domain::{JobState, Timestamp};
+use slipway_domain::{IdempotencyKey, JobId, JobState, Timestamp};
 
 /// SplitMix64: small, deterministic, good enough to explore interleavings.
 struct Rng(u64);
@@ -51,8 +51,8 @@ impl Rng {
 
 /// A job as the provider sees it. Its state is a function of the provider's clock.
 struct SimJob {
-    key: String,
-    id: String,
+    key: IdempotencyKey,
+    id: JobId,
     ends_at: Timestamp,
     final_state: JobState,
     purged: bool,
@@ -81,7 +81,7 @@ struct Stats {
 
 /// A launch request the provider received and will process at `lands_at`.
 struct InFlight {
-    key: String,
+    key: IdempotencyKey,
     lands_at: Timestamp,
 }
 
@@ -98,9 +98,9 @@ struct Sim {
     next_job: u64,
     next_op: u32,
     faults: bool,
-    launched_keys: HashSet<String>,
-    armed: HashSet<String>,
-    known_ids: HashSet<String>,
+    launched_keys: HashSet<IdempotencyKey>,
+    armed: HashSet<IdempotencyKey>,
+    known_ids: HashSet<JobId>,
     stats: Stats,
     trace: Vec<String>,
 }
@@ -190,12 +190,12 @@ impl Sim {
         self.trace.push(format!("[{}] {result}", self.w.now.0 - T0.0));
     }
 
-    fn start_job(&mut self, key: &str) -> JobStart {
-        if self.jobs.iter().any(|j| j.key == key) {
+    fn start_job(&mut self, key: &IdempotencyKey) -> JobStart {
+        if self.jobs.iter().any(|j| j.key == *key) {
             self.fail(&format!("the provider started a second job for key {key}"));
         }
         self.next_job += 1;
-        let id = format!("j{}", self.next_job);
+        let id = JobId::from(format!("j{}", self.next_job));
         // Mostly minutes; some instant (same-millisecond relaunches), some long enough to
         // run into the operation deadlines.
         let max_ms = match self.rng.below(100) {
@@ -214,7 +214,7 @@ impl Sim {
             }
         };
         self.jobs.push(SimJob {
-            key: key.into(),
+            key: key.clone(),
             id: id.clone(),
             ends_at: self.t.add(runtime),
             final_state,

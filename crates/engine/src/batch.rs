@@ -107,7 +107,7 @@ mod tests {
         for i in 0..450 {
             let b = batcher.clone();
             tasks.push(tokio::spawn(async move {
-                b.status(JobHandle { job_id: i.to_string(), data: serde_json::Value::Null }).await
+                b.status(JobHandle { job_id: i.to_string().into(), data: serde_json::Value::Null }).await
             }));
         }
         for (i, t) in tasks.into_iter().enumerate() {

@@ -6,17 +6,17 @@ use std::sync::Arc;
 
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::resource::Snapshot;
-use slipway_domain::{Job, JobType, ResourceRecord, TypeKey, TypePolicy};
+use slipway_domain::{Job, JobType, ProviderName, ResourceRecord, TypeKey, TypePolicy};
 use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider, RelatedResource};
 use slipway_secrets::Keyring;
 
 use crate::batch::StatusBatcher;
 
 /// Provider instances by configured name.
-pub type Providers = HashMap<String, Arc<dyn Provider>>;
+pub type Providers = HashMap<ProviderName, Arc<dyn Provider>>;
 
 /// Status batchers by provider name.
-pub(crate) type Batchers = HashMap<String, StatusBatcher>;
+pub(crate) type Batchers = HashMap<ProviderName, StatusBatcher>;
 
 /// What performing an effect needs besides the snapshot.
 pub(crate) struct Backends<'a> {
@@ -167,7 +167,7 @@ pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &E
     }
     let outcome = perform_io(backends, snap, res, job, io).await;
     let labels = slipway_metrics::JobRequestLabels {
-        provider: job.provider.clone(),
+        provider: job.provider.to_string(),
         request: io.as_str().into(),
         outcome: outcome_word(&outcome).into(),
     };

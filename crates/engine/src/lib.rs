@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use slipway_domain::time::Clock;
-use slipway_domain::{ResourceKey, TypeKey, TypePolicy};
+use slipway_domain::{JobId, ProviderName, ResourceKey, TypeKey, TypePolicy};
 use slipway_store::{ClaimRequest, Store};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
@@ -94,8 +94,8 @@ impl EngineHandle {
     /// polls it now instead of at its next poll time. Only a hint — the status is still
     /// read from the provider. Returns whether a worker was following the job.
     pub fn job_changed(&self, provider: &str, job_id: &str) -> bool {
-        let key =
-            self.shared.watched.lock().expect("watch index").get(&(provider.to_string(), job_id.to_string())).cloned();
+        let job = (ProviderName::from(provider), JobId::from(job_id));
+        let key = self.shared.watched.lock().expect("watch index").get(&job).cloned();
         let Some(key) = key else { return false };
         match self.shared.running.lock().expect("running map").get(&key) {
             Some(slot) => {
@@ -107,7 +107,7 @@ impl EngineHandle {
     }
 
     /// Each provider's last readiness check, by name.
-    pub fn provider_readiness(&self) -> Vec<(String, Readiness)> {
+    pub fn provider_readiness(&self) -> Vec<(ProviderName, Readiness)> {
         self.shared.readiness.snapshot()
     }
 
@@ -131,7 +131,7 @@ pub(crate) struct Shared {
     /// Workers in flight by resource.
     pub running: Mutex<HashMap<ResourceKey, Arc<Slot>>>,
     /// Which resource's worker follows a (provider, job id), for push hints.
-    pub watched: Mutex<HashMap<(String, String), ResourceKey>>,
+    pub watched: Mutex<HashMap<(ProviderName, JobId), ResourceKey>>,
     /// `until` of the last renewal that renewed every lease this node works on (ms). A lease
     /// can only have been taken over after renewals stopped, so no lease of ours is valid past
     /// this (or past its own claim's `until`, whichever is later).

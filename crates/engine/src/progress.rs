@@ -37,7 +37,7 @@ impl Before {
             if was.is_some_and(|w| !w.is_terminal()) && job.state.is_terminal() {
                 let operation = job.operation_id.as_ref().map(|o| o.to_string()).unwrap_or_default();
                 let labels = slipway_metrics::JobEndLabels {
-                    provider: job.provider.clone(),
+                    provider: job.provider.to_string(),
                     r#type: job.job_type.as_str().into(),
                     state: job.state.as_str().into(),
                 };

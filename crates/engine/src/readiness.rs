@@ -17,11 +17,12 @@ pub(crate) const CHECK_INTERVAL: Duration = Duration::from_secs(60);
 /// How long one check may take before it counts as not ready.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 
+use slipway_domain::ProviderName;
 pub use slipway_domain::readiness::Readiness;
 
 #[derive(Default)]
 pub(crate) struct ProviderReadiness {
-    last: Mutex<BTreeMap<String, Readiness>>,
+    last: Mutex<BTreeMap<ProviderName, Readiness>>,
 }
 
 impl ProviderReadiness {
@@ -30,7 +31,7 @@ impl ProviderReadiness {
         ProviderReadiness { last: Mutex::new(last) }
     }
 
-    pub fn snapshot(&self) -> Vec<(String, Readiness)> {
+    pub fn snapshot(&self) -> Vec<(ProviderName, Readiness)> {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 
@@ -49,10 +50,10 @@ impl ProviderReadiness {
         }
     }
 
-    fn record(&self, name: &str, answer: Readiness, metrics: &EngineMetrics) {
+    fn record(&self, name: &ProviderName, answer: Readiness, metrics: &EngineMetrics) {
         let ready = answer == Readiness::Ready;
         metrics.providers_ready.get_or_create(&ProviderLabels { provider: name.to_string() }).set(i64::from(ready));
-        let was = self.last.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), answer.clone());
+        let was = self.last.lock().unwrap_or_else(|e| e.into_inner()).insert(name.clone(), answer.clone());
         if was.as_ref() == Some(&answer) {
             return;
         }

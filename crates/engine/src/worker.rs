@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use slipway_domain::reconcile::{Effect, Outcome, apply};
 use slipway_domain::resource::{Lease, Snapshot};
-use slipway_domain::{ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy};
+use slipway_domain::{
+    IdempotencyKey, JobId, ProviderName, ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy,
+};
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
 use tokio::sync::watch;
 
@@ -31,7 +33,7 @@ pub(crate) struct Worker {
     /// Client-write generation of the state the last decision saw.
     seen_generation: u64,
     /// The (provider, job id) this worker follows, registered for push hints.
-    watching: Option<(String, String)>,
+    watching: Option<(ProviderName, JobId)>,
     /// The resource's state as this worker last committed or read it; `None` once a client
     /// may have changed it.
     settled: Option<Box<Snapshot>>,
@@ -163,7 +165,7 @@ impl Worker {
         if let Some(settled) = self.advance_locally(policy, &performed) {
             return settled;
         }
-        let followed_key = performed.as_ref().and_then(|(effect, _)| effect_key(effect).map(str::to_string));
+        let followed_key = performed.as_ref().and_then(|(effect, _)| effect_key(effect).cloned());
         let context = self.context.clone();
         let advanced = self
             .retrying(|now| {
@@ -281,7 +283,7 @@ impl Worker {
         };
         // Every line a provider logs for this effect names its operation and job (the
         // worker's span already names the resource).
-        let key = effect_key(&effect).unwrap_or_default();
+        let key = effect_key(&effect).map(IdempotencyKey::as_str).unwrap_or_default();
         let job = snap.resource.as_ref().and_then(|r| r.jobs.iter().find(|j| j.idempotency_key == key));
         let operation = job.and_then(|j| j.operation_id.as_ref()).map(|o| o.to_string()).unwrap_or_default();
         let job_id = job.map(|j| j.job_id.as_str()).unwrap_or_default();
@@ -370,7 +372,7 @@ impl Worker {
     }
 
     /// Registers the job this worker now follows (or none) in the push-hint index.
-    fn watch(&mut self, job: Option<(String, String)>) {
+    fn watch(&mut self, job: Option<(ProviderName, JobId)>) {
         if self.watching == job {
             return;
         }
@@ -468,7 +470,7 @@ impl Worker {
     }
 }
 
-fn effect_key(effect: &Effect) -> Option<&str> {
+fn effect_key(effect: &Effect) -> Option<&IdempotencyKey> {
     match effect {
         Effect::Launch { key }
         | Effect::Find { key }

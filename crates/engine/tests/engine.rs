@@ -28,9 +28,9 @@ impl Provider for Double {
         "double"
     }
     async fn launch(&self, r: &LaunchRequest) -> Result<Launched, ProviderError> {
-        self.started.lock().unwrap().entry(r.idempotency_key.clone()).or_insert_with(Instant::now);
+        self.started.lock().unwrap().entry(r.idempotency_key.to_string()).or_insert_with(Instant::now);
         Ok(Launched {
-            handle: JobHandle { job_id: r.idempotency_key.clone(), data: serde_json::Value::Null },
+            handle: JobHandle { job_id: r.idempotency_key.as_str().into(), data: serde_json::Value::Null },
             state: JobState::Running,
             template: "t".into(),
         })
@@ -41,7 +41,7 @@ impl Provider for Double {
         handles
             .iter()
             .map(|h| {
-                let t = started.get(&h.job_id).ok_or_else(|| ProviderError::NotFound(h.job_id.clone()))?;
+                let t = started.get(h.job_id.as_str()).ok_or_else(|| ProviderError::NotFound(h.job_id.to_string()))?;
                 let state = if t.elapsed() >= self.run_for { JobState::Succeeded } else { JobState::Running };
                 Ok(JobStatus::new(state, format!("{state:?}")))
             })
@@ -51,7 +51,7 @@ impl Provider for Double {
         Ok(CancelOutcome::AlreadyFinished)
     }
     async fn find(&self, r: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
-        if self.started.lock().unwrap().contains_key(&r.idempotency_key) {
+        if self.started.lock().unwrap().contains_key(r.idempotency_key.as_str()) {
             self.launch(r).await.map(|l| vec![l])
         } else {
             Ok(Vec::new())

@@ -56,9 +56,9 @@ impl Provider for Gated {
         self.attempts.fetch_add(1, Ordering::SeqCst);
         self.gate.acquire().await.expect("gate").forget();
         dropped.0 = None;
-        self.launched.lock().unwrap().push(r.idempotency_key.clone());
+        self.launched.lock().unwrap().push(r.idempotency_key.to_string());
         Ok(Launched {
-            handle: JobHandle { job_id: r.idempotency_key.clone(), data: serde_json::Value::Null },
+            handle: JobHandle { job_id: r.idempotency_key.as_str().into(), data: serde_json::Value::Null },
             state: JobState::Running,
             template: "t".into(),
         })
@@ -233,7 +233,7 @@ impl Provider for Switched {
     }
     async fn launch(&self, r: &LaunchRequest) -> Result<Launched, ProviderError> {
         Ok(Launched {
-            handle: JobHandle { job_id: r.idempotency_key.clone(), data: serde_json::Value::Null },
+            handle: JobHandle { job_id: r.idempotency_key.as_str().into(), data: serde_json::Value::Null },
             state: JobState::Running,
             template: "t".into(),
         })

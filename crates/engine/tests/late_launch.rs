@@ -21,7 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use common::{Node, create, until, until_async};
 use slipway_domain::time::{Clock, ShiftedClock};
-use slipway_domain::{ArmId, JobState, ProvisioningState, TypePolicy};
+use slipway_domain::{ArmId, IdempotencyKey, JobId, JobState, ProvisioningState, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
 use slipway_store::{ClaimRequest, Store};
@@ -31,8 +31,8 @@ const LEASE: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Debug)]
 struct ControllerJob {
-    id: String,
-    key: String,
+    id: JobId,
+    key: IdempotencyKey,
     state: JobState,
 }
 
@@ -72,8 +72,8 @@ impl Controller {
         }
     }
 
-    fn jobs_of(&self, key: &str) -> Vec<ControllerJob> {
-        self.jobs.lock().unwrap().iter().filter(|j| j.key == key).cloned().collect()
+    fn jobs_of(&self, key: &IdempotencyKey) -> Vec<ControllerJob> {
+        self.jobs.lock().unwrap().iter().filter(|j| j.key == *key).cloned().collect()
     }
 
     fn all_jobs(&self) -> Vec<ControllerJob> {
@@ -105,7 +105,7 @@ impl Provider for Controller {
             }
             let job = {
                 let mut jobs = jobs.lock().unwrap();
-                let job = ControllerJob { id: format!("j{}", jobs.len() + 1), key, state: JobState::Running };
+                let job = ControllerJob { id: format!("j{}", jobs.len() + 1).into(), key, state: JobState::Running };
                 jobs.push(job.clone());
                 job
             };
@@ -123,8 +123,10 @@ impl Provider for Controller {
         handles
             .iter()
             .map(|h| {
-                let job =
-                    jobs.iter().find(|j| j.id == h.job_id).ok_or_else(|| ProviderError::NotFound(h.job_id.clone()))?;
+                let job = jobs
+                    .iter()
+                    .find(|j| j.id == h.job_id)
+                    .ok_or_else(|| ProviderError::NotFound(h.job_id.to_string()))?;
                 let state = match job.state {
                     JobState::Running if finish => JobState::Succeeded,
                     s => s,
@@ -137,7 +139,7 @@ impl Provider for Controller {
     async fn cancel(&self, h: &JobHandle) -> Result<CancelOutcome, ProviderError> {
         let mut jobs = self.jobs.lock().unwrap();
         let job =
-            jobs.iter_mut().find(|j| j.id == h.job_id).ok_or_else(|| ProviderError::NotFound(h.job_id.clone()))?;
+            jobs.iter_mut().find(|j| j.id == h.job_id).ok_or_else(|| ProviderError::NotFound(h.job_id.to_string()))?;
         if job.state.is_terminal() || self.finish.load(Ordering::SeqCst) {
             return Ok(CancelOutcome::AlreadyFinished);
         }

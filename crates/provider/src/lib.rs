@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use slipway_domain::JobState;
 use slipway_domain::reconcile::{Failure, FailureKind};
+use slipway_domain::{IdempotencyKey, JobId, JobState};
 
 /// Everything a job needs to know about the resource it acts on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaunchRequest {
-    pub idempotency_key: String,
+    pub idempotency_key: IdempotencyKey,
     pub action: JobAction,
     /// Resource type kind, e.g. `VirtualNetwork` (names playbooks and templates).
     pub kind: String,
@@ -106,7 +106,7 @@ impl JobAction {
 /// A provider's reference to a job it started.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobHandle {
-    pub job_id: String,
+    pub job_id: JobId,
     /// Provider-specific data kept with the job (e.g. which AAP endpoint it lives under).
     pub data: Value,
 }

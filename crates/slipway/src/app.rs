@@ -209,7 +209,7 @@ fn build_providers(plans: &[ProviderPlan], metrics: &slipway_metrics::ProviderMe
     let mut providers: Providers = HashMap::new();
     for p in plans {
         let provider = p.build(metrics).map_err(|e| AppError::Config(format!("provider '{}': {e}", p.name())))?;
-        providers.insert(p.name().to_string(), provider);
+        providers.insert(p.name().into(), provider);
     }
     Ok(providers)
 }

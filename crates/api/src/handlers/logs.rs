@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
-use slipway_domain::{Job, ResourceKey};
+use slipway_domain::{Job, JobId, ResourceKey};
 use slipway_store::Store;
 
 use super::*;
@@ -92,7 +92,7 @@ pub(crate) async fn job_logs(state: &ApiState, ctx: &Ctx, op: &Operation) -> Res
         let kept = lines[lines.len().saturating_sub(n)..].join("\n");
         text = if kept.is_empty() { kept } else { kept + "\n" };
     }
-    Ok(text_response(text, Some(&job.job_id)))
+    Ok(text_response(text, Some(job.job_id.as_str())))
 }
 
 /// The job the request names (`?job=`), else the operation's latest launched job.
@@ -135,7 +135,7 @@ struct Follower {
     operation: OperationId,
     wanted: Option<String>,
     /// The job being followed, once there is one: a retry's job is not switched to.
-    followed: Option<String>,
+    followed: Option<JobId>,
     offset: u64,
     /// The start of a line the job has not finished printing.
     partial: String,
@@ -183,7 +183,7 @@ impl Follower {
                 return;
             }
         };
-        let following = self.followed.as_deref().or(self.wanted.as_deref());
+        let following = self.followed.as_ref().map(JobId::as_str).or(self.wanted.as_deref());
         let Some(job) = pick_job(&res.jobs, &self.operation, following).cloned() else {
             let subscription = SubscriptionId::new(&res.id.subscription);
             let operation = self.store.get_operation(&subscription, &self.operation, self.clock.now()).await;

@@ -31,6 +31,7 @@ use crate::backoff::retry_at;
 use crate::evaluate::{Action, evaluate_action};
 use crate::ids::OperationId;
 use crate::job::{Job, JobState, JobType, append_job};
+use crate::names::{IdempotencyKey, JobId};
 use crate::operation::{CloudError, Operation, OperationRequest, codes};
 use crate::policy::TypePolicy;
 use crate::resource::{ResourceRecord, Snapshot};
@@ -45,30 +46,30 @@ pub enum Effect {
         until: Option<Timestamp>,
     },
     Launch {
-        key: String,
+        key: IdempotencyKey,
     },
     /// Resolve a `Launching` entry left by a crash or an indeterminate launch.
     Find {
-        key: String,
+        key: IdempotencyKey,
     },
     Poll {
-        key: String,
+        key: IdempotencyKey,
     },
     Cancel {
-        key: String,
+        key: IdempotencyKey,
     },
     /// Stop a job at once (a forced cancel), without the provider's grace.
     Kill {
-        key: String,
+        key: IdempotencyKey,
     },
     /// Cancel a second job the provider started for `key` (see `duplicate_jobs`).
     CancelDuplicate {
-        key: String,
-        job_id: String,
+        key: IdempotencyKey,
+        job_id: JobId,
     },
     PollDuplicate {
-        key: String,
-        job_id: String,
+        key: IdempotencyKey,
+        job_id: JobId,
     },
     /// Admit a delete for each of these children (a parent's cascading delete).
     DeleteChildren {
@@ -93,7 +94,7 @@ pub enum Outcome {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobStart {
-    pub job_id: String,
+    pub job_id: JobId,
     pub handle: Value,
     pub state: JobState,
     pub template: String,
@@ -182,8 +183,8 @@ fn res_mut(snap: &mut Snapshot) -> &mut ResourceRecord {
     snap.resource.as_mut().expect("decide checked the resource exists")
 }
 
-fn job_mut<'a>(snap: &'a mut Snapshot, key: &str) -> Option<&'a mut Job> {
-    snap.resource.as_mut()?.jobs.iter_mut().find(|j| j.idempotency_key == key)
+fn job_mut<'a>(snap: &'a mut Snapshot, key: &IdempotencyKey) -> Option<&'a mut Job> {
+    snap.resource.as_mut()?.jobs.iter_mut().find(|j| j.idempotency_key == *key)
 }
 
 fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
@@ -281,7 +282,7 @@ fn begin_launch(
     let res = res_mut(snap);
     res.job_seq += 1;
     let prefix = op.as_ref().unwrap_or(&res.last_operation_id);
-    let key = format!("{prefix}:{}", res.job_seq);
+    let key = IdempotencyKey::from(format!("{prefix}:{}", res.job_seq));
     // Trigger times order the history (`latest_job_by_type`, ties to the older entry): keep
     // them strictly increasing when the clock stands still or lags another replica's.
     let after_last = res.jobs.iter().map(|j| Timestamp(j.timestamp.0.saturating_add(1))).max();
@@ -319,7 +320,7 @@ fn begin_launch(
 }
 
 /// Asks a running job to cancel once per `cancel_retry`; polls it in between.
-fn cancel_or_poll(snap: &mut Snapshot, key: String, policy: &TypePolicy, now: Timestamp) -> Effect {
+fn cancel_or_poll(snap: &mut Snapshot, key: IdempotencyKey, policy: &TypePolicy, now: Timestamp) -> Effect {
     let job = job_mut(snap, &key).expect("key names an existing job");
     let due = job.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry));
     if due {

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{Effect, Failure, FailureKind, JobStart, Observation, Outcome, job_mut};
 use crate::job::{Job, JobState, JobType, OUTPUTS_STAT};
+use crate::names::IdempotencyKey;
 use crate::policy::TypePolicy;
 use crate::resource::Snapshot;
 use crate::retry::launch_retry;
@@ -55,7 +56,7 @@ pub fn apply(
 /// it reported: a failed check fails its operation.
 fn record_poll(
     snap: &mut Snapshot,
-    key: &str,
+    key: &IdempotencyKey,
     mut outcome: Outcome,
     policy: &TypePolicy,
     now: Timestamp,
@@ -158,13 +159,13 @@ enum JobIo {
 /// is a duplicate.
 fn record_found(
     snap: &mut Snapshot,
-    key: &str,
+    key: &IdempotencyKey,
     mut found: Vec<JobStart>,
     policy: &TypePolicy,
     now: Timestamp,
 ) -> Option<Timestamp> {
     let res = snap.resource.as_mut()?;
-    let i = res.jobs.iter().position(|j| j.idempotency_key == key)?;
+    let i = res.jobs.iter().position(|j| j.idempotency_key == *key)?;
     let job = &mut res.jobs[i];
     let launching = job.state == JobState::Launching;
     let kept = if launching {

@@ -11,8 +11,8 @@ use slipway_domain::admission::{self, Admitted, Rejection, RequestContext};
 use slipway_domain::reconcile::{self, Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::resource::NewNotification;
 use slipway_domain::{
-    ArmId, CloudError, Initiator, Job, JobState, Operation, OperationId, ResourceRecord, Snapshot, Spec, Timestamp,
-    TypePolicy,
+    ArmId, CloudError, IdempotencyKey, Initiator, Job, JobState, Operation, OperationId, ResourceRecord, Snapshot,
+    Spec, Timestamp, TypePolicy,
 };
 
 /// 2023-11-14T22:13:20Z: an arbitrary, realistic epoch for every scenario.
@@ -45,8 +45,8 @@ pub fn op_id(n: u32) -> OperationId {
 }
 
 /// The idempotency key of launch `seq` of operation `n`.
-pub fn key(op: u32, seq: u64) -> String {
-    format!("{}:{seq}", op_id(op))
+pub fn key(op: u32, seq: u64) -> IdempotencyKey {
+    format!("{}:{seq}", op_id(op)).into()
 }
 
 pub fn spec(properties: Value) -> Spec {
@@ -209,8 +209,8 @@ impl World {
         self.snap.operation(&op_id(n)).expect("operation exists")
     }
 
-    pub fn job(&self, key: &str) -> &Job {
-        self.res().jobs.iter().find(|j| j.idempotency_key == key).unwrap_or_else(|| panic!("job {key} in history"))
+    pub fn job(&self, key: &IdempotencyKey) -> &Job {
+        self.res().jobs.iter().find(|j| j.idempotency_key == *key).unwrap_or_else(|| panic!("job {key} in history"))
     }
 
     /// A world whose create operation succeeded with job `1001` (key `op1:1`) at `T0`.
@@ -224,24 +224,24 @@ impl World {
     }
 
     /// Expects `decide` to launch `key`, and reports the launch as accepted with `job_id`.
-    pub fn launch(&mut self, key: &str, job_id: &str) {
+    pub fn launch(&mut self, key: &IdempotencyKey, job_id: &str) {
         let effect = self.decide();
-        assert_eq!(effect, Effect::Launch { key: key.into() }, "expected a launch");
+        assert_eq!(effect, Effect::Launch { key: key.clone() }, "expected a launch");
         let hold = self.apply(&effect, launched(job_id));
         assert_eq!(hold, Some(self.now.add(self.policy.poll_interval)));
     }
 
     /// Expects `decide` to poll `key`, and reports `outcome`; returns `apply`'s hold.
-    pub fn poll(&mut self, key: &str, outcome: Outcome) -> Option<Timestamp> {
+    pub fn poll(&mut self, key: &IdempotencyKey, outcome: Outcome) -> Option<Timestamp> {
         let effect = self.decide();
-        assert_eq!(effect, Effect::Poll { key: key.into() }, "expected a poll");
+        assert_eq!(effect, Effect::Poll { key: key.clone() }, "expected a poll");
         self.apply(&effect, outcome)
     }
 
     /// Expects `decide` to ask for cancellation of `key`, and reports `outcome`.
-    pub fn cancel_job(&mut self, key: &str, outcome: Outcome) -> Option<Timestamp> {
+    pub fn cancel_job(&mut self, key: &IdempotencyKey, outcome: Outcome) -> Option<Timestamp> {
         let effect = self.decide();
-        assert_eq!(effect, Effect::Cancel { key: key.into() }, "expected a cancel");
+        assert_eq!(effect, Effect::Cancel { key: key.clone() }, "expected a cancel");
         self.apply(&effect, outcome)
     }
 }

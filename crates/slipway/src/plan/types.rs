@@ -121,7 +121,7 @@ fn policy(config: &Config, t: &TypeConfig, found: &mut Found) -> Option<TypePoli
     });
     Some(TypePolicy {
         type_name: format!("{}/{}", t.namespace, t.type_name),
-        provider: t.provider.clone(),
+        provider: t.provider.as_str().into(),
         poll_interval: found.ok(poll_interval)?,
         backoff: t.retry_failures.then_some(BackoffPolicy {
             base: Duration::from_secs(t.backoff_base_seconds),
