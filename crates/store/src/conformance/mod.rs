@@ -14,12 +14,16 @@
 //! Cases build their data with the domain's own functions (`admit_put`, `admit_delete`,
 //! `admit_cancel`, `Snapshot::set_operation_status`) so they exercise the shapes the API and
 //! engine really write. Time is always passed in: nothing sleeps.
+//!
+//! [`Faulty`] wraps any store for tests beyond the suite (the engine's, the binary's) that
+//! need a store to fail on cue or to be watched.
 
 mod changes;
 mod claims;
 mod composition;
 mod concurrency;
 mod entries;
+mod faulty;
 mod listing;
 mod metrics;
 mod outbox;
@@ -29,6 +33,7 @@ pub use claims::*;
 pub use composition::*;
 pub use concurrency::*;
 pub use entries::*;
+pub use faulty::{Call, Faulty, Method};
 pub use listing::*;
 pub use metrics::*;
 pub use outbox::*;
