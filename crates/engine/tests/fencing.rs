@@ -16,13 +16,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use common::{Node, create, until};
-use slipway_domain::ids::{OperationId, ResourceKey};
-use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::time::{Clock, ShiftedClock};
-use slipway_domain::{ArmId, JobState, Operation, ProvisioningState, Timestamp, TypePolicy};
+use slipway_domain::{ArmId, JobState, ProvisioningState, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_store::conformance::{Call, Faulty, Method};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
-use slipway_store::{ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError};
+use slipway_store::{ClaimRequest, Store};
 use tokio::sync::Semaphore;
 
 /// A launch that waits at a gate before it "sends" anything; records launches that got past
@@ -74,95 +73,16 @@ impl Provider for Gated {
     }
 }
 
-/// The store, recording every lease renewal as (leases named, leases renewed); `down`
-/// makes changes and renewals fail as if the database were unreachable.
-struct Recording {
-    inner: Arc<dyn Store>,
-    renewals: Mutex<Vec<(usize, u64)>>,
-    down: AtomicBool,
-    refused_changes: AtomicUsize,
-}
-
-impl Recording {
-    fn new(inner: Arc<dyn Store>) -> Recording {
-        Recording {
-            inner,
-            renewals: Mutex::default(),
-            down: AtomicBool::new(false),
-            refused_changes: AtomicUsize::new(0),
-        }
-    }
-
-    fn check_up(&self) -> Result<(), StoreError> {
-        match self.down.load(Ordering::SeqCst) {
-            true => Err(StoreError::Unavailable("down for the test".into())),
-            false => Ok(()),
-        }
-    }
-}
-
-#[async_trait]
-impl Store for Recording {
-    async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
-        self.check_up().inspect_err(|_| {
-            self.refused_changes.fetch_add(1, Ordering::SeqCst);
-        })?;
-        self.inner.change(req, change).await
-    }
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
-        self.inner.get_resource(key).await
-    }
-    async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
-        self.inner.list_resources(query).await
-    }
-    async fn get_operation(
-        &self,
-        subscription: &slipway_domain::SubscriptionId,
-        id: &OperationId,
-        now: Timestamp,
-    ) -> Result<Option<Operation>, StoreError> {
-        self.inner.get_operation(&subscription.into(), id, now).await
-    }
-    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
-        self.inner.claim(req).await
-    }
-    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
-        self.check_up()?;
-        let renewed = self.inner.renew_leases(owner, keys, until).await?;
-        self.renewals.lock().unwrap().push((keys.len(), renewed));
-        Ok(renewed)
-    }
-    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
-        self.inner.release_leases(owner).await
-    }
-    async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
-        self.inner.sweep_operations(now).await
-    }
-    async fn claim_notifications(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        hold: Duration,
-    ) -> Result<Vec<Notification>, StoreError> {
-        self.inner.claim_notifications(now, limit, hold).await
-    }
-    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.inner.finish_notification(id).await
-    }
-    async fn reschedule_notification(
-        &self,
-        id: i64,
-        next_attempt_at: Timestamp,
-        last_error: &str,
-    ) -> Result<(), StoreError> {
-        self.inner.reschedule_notification(id, next_attempt_at, last_error).await
-    }
-    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
-        self.inner.abandon_notification(id, last_error).await
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
+/// The lease renewals the store recorded, as (leases named, leases renewed).
+fn renewals(store: &Faulty) -> Vec<(usize, u64)> {
+    store
+        .recorded()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Renew(named, renewed) => Some((named, renewed)),
+            _ => None,
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,7 +90,7 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
     const LEASE: Duration = Duration::from_secs(3);
     let dir = tempfile::tempdir().unwrap();
     let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
-    let store = Arc::new(Recording::new(sqlite));
+    let store = Arc::new(Faulty::new(sqlite).recording(&[Method::RenewLeases]));
     let gated = Arc::new(Gated {
         gate: Semaphore::new(0),
         attempts: AtomicUsize::new(0),
@@ -201,10 +121,10 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1, "b takes the expired lease over");
-    let renewals_before = store.renewals.lock().unwrap().len();
+    let renewals_before = renewals(&store).len();
     // a renews (what a resumed node does first): the lease it lost is not renewed …
-    until("a renewal after the takeover", || store.renewals.lock().unwrap().len() > renewals_before).await;
-    assert_eq!(store.renewals.lock().unwrap()[renewals_before], (1, 0), "b's lease is not a's to renew");
+    until("a renewal after the takeover", || renewals(&store).len() > renewals_before).await;
+    assert_eq!(renewals(&store)[renewals_before], (1, 0), "b's lease is not a's to renew");
     // … and that renewal must not vouch for it: when the launch could go on, it is dropped.
     gated.gate.add_permits(1);
     until("the launch ended", || gated.abandoned.load(Ordering::SeqCst) + gated.launched.lock().unwrap().len() == 1)
@@ -256,7 +176,7 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     const LEASE: Duration = Duration::from_secs(30);
     let dir = tempfile::tempdir().unwrap();
     let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
-    let store = Arc::new(Recording::new(sqlite));
+    let store = Arc::new(Faulty::new(sqlite).recording(&[Method::RenewLeases]));
     let provider = Arc::new(Switched { done: AtomicBool::new(false) });
     let clock = Arc::new(ShiftedClock::default());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r2").unwrap();
@@ -278,9 +198,9 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
 
     // The database goes away for longer than the lease; when claims work again, the node
     // claims the resource anew (a new epoch) while its worker still retries its write.
-    store.down.store(true, Ordering::SeqCst);
+    store.fail(&[Method::Change, Method::RenewLeases]);
     let start = Instant::now();
-    while store.refused_changes.load(Ordering::SeqCst) == 0 {
+    while store.refused(Method::Change) == 0 {
         assert!(start.elapsed() < Duration::from_secs(10), "the worker never wrote while the database was down");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -291,7 +211,7 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     provider.done.store(true, Ordering::SeqCst);
-    store.down.store(false, Ordering::SeqCst);
+    store.heal();
 
     // The worker is fenced out by that claim, goes on under it and finishes well before the
     // lease could run out.

@@ -15,22 +15,18 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use aap_sim::{Sim, SimConfig};
-use async_trait::async_trait;
 use common::{API, free_port, header, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
 use slipway_api::notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, Notifier, NotifierOptions};
 use slipway_domain::admission::{Rejection, RequestContext};
-use slipway_domain::ids::{OperationId, ResourceKey};
-use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::resource::Snapshot;
 use slipway_domain::time::{Clock, ShiftedClock};
-use slipway_domain::{Operation, ProvisioningState, Timestamp};
-use slipway_store::conformance::{ctx, put, spec, vnet};
+use slipway_domain::{ProvisioningState, Timestamp};
+use slipway_store::conformance::{Call, Faulty, Method, ctx, put, spec, vnet};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
-use slipway_store::{
-    ChangeFn, ChangeRequest, ClaimRequest, ListQuery, Notification, Page, Store, StoreError, StoreStats,
-};
+use slipway_store::{ChangeRequest, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -434,102 +430,10 @@ async fn sigterm_with_a_black_holed_delivery_exits_within_grace_and_the_notifica
 // ---------------------------------------------------------------------------------------
 // The notifier alone, on a store the test watches
 
-#[derive(Clone, Debug, PartialEq)]
-enum Call {
-    Finish(i64),
-    Reschedule(i64, Timestamp, String),
-    Abandon(i64, String),
-    Defer(Vec<(i64, Timestamp)>),
-}
-
-/// A SQLite store that records the notifier's bookkeeping calls.
-struct Recording {
-    inner: SqliteStore,
-    calls: watch::Sender<Vec<Call>>,
-}
-
-impl Recording {
-    fn record(&self, call: Call) {
-        self.calls.send_modify(|c| c.push(call));
-    }
-}
-
-#[async_trait]
-impl Store for Recording {
-    async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
-        self.inner.change(req, change).await
-    }
-    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
-        self.inner.get_resource(key).await
-    }
-    async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
-        self.inner.list_resources(query).await
-    }
-    async fn get_operation(
-        &self,
-        subscription: &slipway_domain::SubscriptionId,
-        id: &OperationId,
-        now: Timestamp,
-    ) -> Result<Option<Operation>, StoreError> {
-        self.inner.get_operation(&subscription.into(), id, now).await
-    }
-    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
-        self.inner.claim(req).await
-    }
-    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
-        self.inner.renew_leases(owner, keys, until).await
-    }
-    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
-        self.inner.release_leases(owner).await
-    }
-    async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
-        self.inner.sweep_operations(now).await
-    }
-    async fn claim_notifications(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        hold: Duration,
-    ) -> Result<Vec<Notification>, StoreError> {
-        self.inner.claim_notifications(now, limit, hold).await
-    }
-    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.inner.finish_notification(id).await?;
-        self.record(Call::Finish(id));
-        Ok(())
-    }
-    async fn reschedule_notification(
-        &self,
-        id: i64,
-        next_attempt_at: Timestamp,
-        last_error: &str,
-    ) -> Result<(), StoreError> {
-        self.inner.reschedule_notification(id, next_attempt_at, last_error).await?;
-        self.record(Call::Reschedule(id, next_attempt_at, last_error.to_string()));
-        Ok(())
-    }
-    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
-        self.inner.abandon_notification(id, last_error).await?;
-        self.record(Call::Abandon(id, last_error.to_string()));
-        Ok(())
-    }
-    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
-        self.inner.defer_notifications(rows).await?;
-        self.record(Call::Defer(rows.to_vec()));
-        Ok(())
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
-    fn stats(&self) -> StoreStats {
-        self.inner.stats()
-    }
-}
-
 /// A notifier running on its own over a recording SQLite store.
 struct Bench {
     _dir: tempfile::TempDir,
-    store: Arc<Recording>,
+    store: Arc<Faulty<SqliteStore>>,
     clock: Arc<ShiftedClock>,
     signal: Arc<Notify>,
     calls: watch::Receiver<Vec<Call>>,
@@ -557,8 +461,14 @@ impl Bench {
         common::init_logging();
         let dir = tempfile::tempdir().unwrap();
         let inner = SqliteStore::open(SqliteOptions::new(dir.path().join("outbox.db"))).unwrap();
-        let (calls_tx, calls) = watch::channel(Vec::new());
-        let store = Arc::new(Recording { inner, calls: calls_tx });
+        let bookkeeping = [
+            Method::FinishNotification,
+            Method::RescheduleNotification,
+            Method::AbandonNotification,
+            Method::DeferNotifications,
+        ];
+        let store = Arc::new(Faulty::new(Arc::new(inner)).recording(&bookkeeping));
+        let calls = store.calls();
         let clock = Arc::new(ShiftedClock::default());
         let signal = Arc::new(Notify::new());
         let notifier = Notifier::new(store.clone(), clock.clone(), signal.clone(), options).unwrap();

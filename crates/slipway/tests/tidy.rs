@@ -58,8 +58,6 @@ const LONG_FILES: &[(&str, &str)] = &[
     ("crates/slipway/tests/arm_api.rs", "the ARM contract black-box, one test per rule of docs/arm-contract.md"),
     ("crates/slipway/tests/notifications.rs", "callbacks end to end, then the notifier alone on a recording store"),
     ("crates/slipway/tests/replica_faults.rs", "replicas under PostgreSQL faults: one shared cluster fixture"),
-    ("crates/store/src/documents/tests.rs", "every document's round trip and its corrupt forms"),
-    ("crates/store/tests/postgres.rs", "the PostgreSQL suite and its replica and fault scenarios"),
 ];
 
 #[test]

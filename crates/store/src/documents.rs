@@ -8,7 +8,7 @@
 //! the Unix epoch) and enums the same strings. Conversions both ways are written by hand with
 //! exhaustive destructuring and struct literals, so a field added to a domain type is a
 //! compile error here — a decision about how it is stored — and never a silent change of what
-//! is on disk. The format is pinned by the golden tests in `documents/tests.rs`.
+//! is on disk. The format is pinned by the golden tests in `documents/tests/`.
 //!
 //! What the conversions decide, beyond field-for-field copies:
 //!

@@ -8,6 +8,8 @@
 //! pure domain function change it, and write back exactly what differs — all in one
 //! transaction. Domain logic never sees SQL; SQL never makes decisions.
 
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -243,6 +245,8 @@ pub struct Notification {
     pub created_at: Timestamp,
 }
 
+/// Every method is required, with no default: a wrapper (a test double, a decorator such as
+/// [`conformance::Faulty`]) that forgot one would silently answer for the store it wraps.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// One transaction: load the snapshot of `req.key` (the resource, its non-terminal
@@ -315,28 +319,15 @@ pub trait Store: Send + Sync + 'static {
     /// attempt or touching its last error: rows the notifier holds back unsent (their
     /// destination is busy) and claims it gives back (shutdown). Unknown, finished and dead
     /// rows are ignored.
-    ///
-    /// Both engines implement it; the default does nothing, which leaves the rows' claims to
-    /// lapse: they come back after the claim hold instead of at the time given.
-    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
-        let _ = rows;
-        Ok(())
-    }
+    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError>;
 
     /// The entry of `kind` with exactly this `id`.
     ///
-    /// Registry entries (API tokens, subscriptions, role assignments; see [`entries`]) are
-    /// kept by both engines. The defaults refuse, for stores that keep none (test doubles).
-    async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError> {
-        let _ = (kind, id);
-        Err(no_entries())
-    }
+    /// Registry entries: API tokens, subscriptions, role assignments; see [`entries`].
+    async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError>;
 
     /// Entries of one kind, ordered by id (byte order); only those of `partition` when given.
-    async fn list_entries(&self, kind: EntryKind, partition: Option<&str>) -> Result<Vec<Entry>, StoreError> {
-        let _ = (kind, partition);
-        Err(no_entries())
-    }
+    async fn list_entries(&self, kind: EntryKind, partition: Option<&str>) -> Result<Vec<Entry>, StoreError>;
 
     /// Inserts or replaces; the stored version becomes 1 on insert, previous+1 on replace.
     /// A mismatch with `expect` — or an entry that lives in another partition — is
@@ -349,41 +340,44 @@ pub trait Store: Send + Sync + 'static {
         body: &str,
         expect: Expect,
         now: Timestamp,
-    ) -> Result<Entry, StoreError> {
-        let _ = (kind, id, partition, body, expect, now);
-        Err(no_entries())
-    }
+    ) -> Result<Entry, StoreError>;
 
     /// Removes; `Ok(false)` when absent (and `expect` allows that). A mismatch with `expect`
     /// is [`StoreError::Precondition`], and nothing is written.
-    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
-        let _ = (kind, id, expect);
-        Err(no_entries())
-    }
+    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError>;
 
     /// Cheap liveness check for readiness probes.
     async fn ping(&self) -> Result<(), StoreError>;
 
     /// Counters since the store was opened (see [`StoreStats`] for what counts).
-    fn stats(&self) -> StoreStats {
-        StoreStats::default()
-    }
+    fn stats(&self) -> StoreStats;
 
-    /// The metrics this store counts into (a store that counts nothing: unexported ones).
-    fn metrics(&self) -> slipway_metrics::StoreMetrics {
-        slipway_metrics::StoreMetrics::default()
-    }
+    /// The metrics this store counts into.
+    fn metrics(&self) -> slipway_metrics::StoreMetrics;
 
     /// What a metrics scrape shows of the store's contents now: operations in flight, due
     /// resources, the notification outbox.
-    async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError> {
-        let _ = now;
-        Ok(StoreReading::default())
+    async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError>;
+}
+
+/// Runs a change function on `snapshot`, for both engines. Change functions are caller code:
+/// a refusal is [`StoreError::Rejected`], and a panic fails only this call as `Internal` —
+/// never the writer thread or the batch it shares with other calls.
+pub(crate) fn run_change(change: ChangeFn, snapshot: &mut Snapshot) -> Result<(), StoreError> {
+    match catch_unwind(AssertUnwindSafe(|| change(snapshot))) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(rejection)) => Err(StoreError::Rejected(rejection)),
+        Err(panic) => Err(StoreError::Internal(format!("change function panicked: {}", panic_text(&*panic)))),
     }
 }
 
-fn no_entries() -> StoreError {
-    StoreError::Internal("this store keeps no registry entries".into())
+/// What a caught panic said.
+pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
 }
 
 /// [`Store::change`] with a typed result computed inside the transaction.

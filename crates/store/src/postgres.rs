@@ -50,7 +50,6 @@ pub(crate) use failure::{Failure, describe, pg_error};
 pub use schema::redact;
 pub use tls::SslMode;
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
@@ -507,12 +506,4 @@ impl Store for PostgresStore {
         let timeouts = Timeouts { wait: Some(limit), create: Some(limit), recycle: Some(limit) };
         inner.run(Some(limit), timeouts, rows::ping).await
     }
-}
-
-pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload")
 }

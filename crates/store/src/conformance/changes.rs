@@ -86,7 +86,7 @@ pub async fn case_noop_change_writes_nothing(h: &Harness) {
     .expect("change");
 
     assert_eq!(store.get_resource(&id.key()).await, Ok(created.resource.clone()));
-    // (Engines also prove no row was touched in their own tests, e.g. SQLite's data_version.)
+    // (`case_a_change_that_alters_nothing_does_not_write` looks at the database itself.)
     assert_eq!(store.get_operation(&"sub-noop".into(), &op.id, at(5 * SECOND)).await, Ok(Some(op.clone())));
 }
 

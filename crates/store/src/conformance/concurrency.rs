@@ -42,6 +42,10 @@ pub async fn case_a_failing_change_undoes_only_its_own_writes(h: &Harness) {
                 continue;
             }
             1 => assert_eq!(result.err(), Some(StoreError::Rejected(Rejection::NotFound))),
+            2 => assert!(
+                matches!(&result, Err(StoreError::Internal(m)) if m == "change function panicked: change function bug"),
+                "{i}: {result:?}"
+            ),
             _ => assert!(matches!(result, Err(StoreError::Internal(_))), "{i}: {result:?}"),
         }
         assert_eq!((stored, op), (None, None), "{i}: a failed change leaves nothing");

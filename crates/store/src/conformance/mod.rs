@@ -7,19 +7,26 @@
 //! ```
 //!
 //! `make_store()` is any async expression that evaluates to a [`Harness`]: a fresh, empty
-//! store as an `Arc<dyn Store>`, plus whatever must outlive it (a temp dir, a throwaway
-//! database) handed to [`Harness::keep`]. The macro expands to one `#[tokio::test]` per case,
-//! so the calling crate needs tokio with `macros` and `rt`.
+//! store as an `Arc<dyn Store>`, the engine's [`EngineHooks`] (how the cases in `hooks` reach
+//! behind the store: reopen it, read and corrupt its rows, rewrite its migrations) handed to
+//! [`Harness::with_hooks`], plus whatever must outlive it (a temp dir, a throwaway database)
+//! handed to [`Harness::keep`]. The macro expands to one `#[tokio::test]` per case, so the
+//! calling crate needs tokio with `macros` and `rt`.
 //!
 //! Cases build their data with the domain's own functions (`admit_put`, `admit_delete`,
 //! `admit_cancel`, `Snapshot::set_operation_status`) so they exercise the shapes the API and
 //! engine really write. Time is always passed in: nothing sleeps.
+//!
+//! [`Faulty`] wraps any store for tests beyond the suite (the engine's, the binary's) that
+//! need a store to fail on cue or to be watched.
 
 mod changes;
 mod claims;
 mod composition;
 mod concurrency;
 mod entries;
+mod faulty;
+mod hooks;
 mod listing;
 mod metrics;
 mod outbox;
@@ -29,6 +36,8 @@ pub use claims::*;
 pub use composition::*;
 pub use concurrency::*;
 pub use entries::*;
+pub use faulty::{Call, Faulty, Method};
+pub use hooks::*;
 pub use listing::*;
 pub use metrics::*;
 pub use outbox::*;
@@ -49,19 +58,27 @@ use slipway_domain::{CloudError, Initiator, Operation, OperationRequest, Provisi
 
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, Fence, ListQuery, Store, StoreError, change_with};
 
-/// A store under test and what must live as long as it.
+/// A store under test, its engine's hooks, and what must live as long as it.
 pub struct Harness {
     // Fields drop in declaration order: the store closes before what it lives in goes away
-    // (a temp dir removed under an open database).
-    store: Arc<dyn Store>,
+    // (a temp dir removed under an open database), and before the hooks' own connection.
+    /// `None` while a case has it closed.
+    store: Option<Arc<dyn Store>>,
     /// The operation TTL the store was opened with.
     pub operation_ttl: Duration,
+    hooks: Option<Box<dyn EngineHooks>>,
     keep: Vec<Box<dyn Any + Send>>,
 }
 
 impl Harness {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Harness { store, operation_ttl: crate::DEFAULT_OPERATION_TTL, keep: Vec::new() }
+        Harness { store: Some(store), operation_ttl: crate::DEFAULT_OPERATION_TTL, hooks: None, keep: Vec::new() }
+    }
+
+    /// The engine's hooks, which the cases in `hooks` need.
+    pub fn with_hooks(mut self, hooks: impl EngineHooks + 'static) -> Self {
+        self.hooks = Some(Box::new(hooks));
+        self
     }
 
     pub fn with_operation_ttl(mut self, ttl: Duration) -> Self {
@@ -76,7 +93,34 @@ impl Harness {
     }
 
     pub fn shared(&self) -> Arc<dyn Store> {
-        Arc::clone(&self.store)
+        Arc::clone(self.store.as_ref().expect("the harness's store is open"))
+    }
+
+    pub fn hooks(&self) -> &dyn EngineHooks {
+        self.hooks.as_deref().expect("this harness has no engine hooks (Harness::with_hooks)")
+    }
+
+    /// Closes the store, as a stopping Slipway does. Nothing else may hold it then.
+    pub fn close(&mut self) {
+        if let Some(store) = self.store.take() {
+            assert_eq!(Arc::strong_count(&store), 1, "the store is closed while something else holds it");
+        }
+    }
+
+    /// Opens the engine's store on the same database again (it must be closed), with
+    /// `operation_ttl`; returns the TTL the store reports it was opened with.
+    pub async fn open(&mut self, operation_ttl: Duration) -> Result<Duration, StoreError> {
+        assert!(self.store.is_none(), "the harness's store is still open");
+        let opened = self.hooks().open(operation_ttl).await?;
+        self.store = Some(opened.store);
+        self.operation_ttl = operation_ttl;
+        Ok(opened.operation_ttl)
+    }
+
+    /// Closes the store and opens it again, as a restarted Slipway does.
+    pub async fn reopen(&mut self) -> Result<(), StoreError> {
+        self.close();
+        self.open(self.operation_ttl).await.map(drop)
     }
 }
 
@@ -84,7 +128,7 @@ impl Deref for Harness {
     type Target = dyn Store;
 
     fn deref(&self) -> &Self::Target {
-        &*self.store
+        self.store.as_deref().expect("the harness's store is open")
     }
 }
 
@@ -144,6 +188,15 @@ macro_rules! conformance_suite {
             case_a_reference_and_its_targets_delete_never_both_win,
             case_a_reference_cycle_is_never_closed_from_both_ends,
         );
+        $crate::conformance_suite!(@hooks $make;
+            case_a_change_that_alters_nothing_does_not_write,
+            case_reopening_keeps_data_and_migrates_once,
+            case_a_version_1_database_gets_the_entries_table,
+            case_a_newer_schema_is_refused,
+            case_corrupt_rows_are_internal_errors_not_panics,
+            case_columns_follow_the_record,
+            case_operation_ttl_is_configurable,
+        );
     };
     (@store $make:expr; $($case:ident),+ $(,)?) => {
         $(
@@ -160,6 +213,15 @@ macro_rules! conformance_suite {
             async fn $case() {
                 let harness: $crate::conformance::Harness = $make.await;
                 $crate::conformance::$case(&harness).await;
+            }
+        )+
+    };
+    (@hooks $make:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let mut harness: $crate::conformance::Harness = $make.await;
+                $crate::conformance::$case(&mut harness).await;
             }
         )+
     };

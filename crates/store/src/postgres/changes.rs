@@ -13,7 +13,6 @@
 //! batch of every replica, so batches never deadlock each other.
 
 use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -25,7 +24,7 @@ use tokio_postgres::types::ToSql;
 
 use super::change_rows::WriteRows;
 use super::writes::commit;
-use super::{Failure, Inner, panic_text, rows};
+use super::{Failure, Inner, rows};
 use crate::columns::{normalize_key, resource_columns};
 use crate::plan::ChangePlan;
 use crate::{ChangeFn, ChangeRequest, StoreError};
@@ -102,12 +101,7 @@ impl Pending {
         }
         let change = self.change.take().ok_or_else(|| StoreError::Internal("the change function was lost".into()))?;
         let mut after = before.clone();
-        // Change functions are caller code; a panic in one fails that call only.
-        let decided = match catch_unwind(AssertUnwindSafe(|| change(&mut after))) {
-            Ok(Ok(())) => Ok(after),
-            Ok(Err(rejection)) => Err(StoreError::Rejected(rejection)),
-            Err(panic) => Err(StoreError::Internal(format!("change function panicked: {}", panic_text(&*panic)))),
-        };
+        let decided = crate::run_change(change, &mut after).map(|()| after);
         self.decided = Some((before.clone(), decided.clone()));
         decided
     }

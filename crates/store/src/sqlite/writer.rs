@@ -1,14 +1,13 @@
 //! The group-commit writer: one thread owns the read-write connection, drains every pending
 //! request, runs them in one transaction (each in its own savepoint) and commits once.
 
-use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::db_error;
-use crate::{StatsCounters, StoreError};
+use crate::{StatsCounters, StoreError, panic_text};
 
 /// One write request, type-erased so requests with different results share a batch.
 pub(super) trait Job: Send {
@@ -39,8 +38,8 @@ where
         let Some(work) = self.work.take() else {
             return false;
         };
-        // Change functions are caller code; a panic in one must not take the writer (and
-        // with it every other request) down.
+        // A change function's panic is caught closer (`run_change`); this catches any other,
+        // so that no request can take the writer (and with it every other request) down.
         let outcome = catch_unwind(AssertUnwindSafe(|| work(conn)))
             .unwrap_or_else(|panic| Err(StoreError::Internal(format!("write panicked: {}", panic_text(&panic)))));
         let ok = outcome.is_ok();
@@ -59,14 +58,6 @@ where
         // The caller may have gone away; the write stands regardless.
         let _ = self.reply.send(answer);
     }
-}
-
-fn panic_text(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload")
 }
 
 /// The writer thread's body; returns when every sender is gone.

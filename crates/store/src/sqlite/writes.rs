@@ -25,7 +25,7 @@ pub(super) fn change(
     req.check_fence(&before)?;
     // One writer: nothing can change the related resources before this commits.
     let mut after = before.clone();
-    change(&mut after)?;
+    crate::run_change(change, &mut after)?;
     execute(conn, &key, &ChangePlan::of(&key, &before, &after, req.now, operation_ttl)?)?;
     Ok(after)
 }

@@ -1,12 +1,18 @@
 //! What the PostgreSQL store tests share: the server (`SLIPWAY_TEST_POSTGRES_URL`), a schema
-//! of a test's own, stores on it, and a plain connection of the test's own.
+//! of a test's own, stores on it, a plain connection of the test's own, the conformance
+//! suite's hooks, and small helpers.
 
 #![allow(dead_code)] // each test file uses its own part of these
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
+use slipway_domain::admission::Rejection;
+use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_store::conformance::{EngineHooks, Harness, Opened, RawResourceRow};
 use slipway_store::postgres::{PostgresOptions, PostgresStore, redact};
-use slipway_store::{Store, StoreError};
+use slipway_store::{ClaimRequest, Store, StoreError};
 use tokio_postgres::NoTls;
 
 const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -95,4 +101,125 @@ pub async fn replicas(schema: &Schema, pool_size: usize) -> (Arc<dyn Store>, Arc
     let a = open(PostgresOptions { pool_size, ..schema.options() }).await;
     let b = open(PostgresOptions { pool_size, ..schema.options() }).await;
     (Arc::new(a), Arc::new(b))
+}
+
+pub const SECOND: i64 = 1_000;
+
+pub fn claim_req(owner: &str, now: slipway_domain::Timestamp) -> ClaimRequest {
+    ClaimRequest { owner: owner.into(), now, lease_for: Duration::from_secs(30), intent_limit: 10, followup_limit: 10 }
+}
+
+/// A change that bumps the resource's job sequence.
+pub fn bump(s: &mut slipway_domain::resource::Snapshot) -> Result<(), Rejection> {
+    s.resource.as_mut().ok_or(Rejection::NotFound)?.job_seq += 1;
+    Ok(())
+}
+
+/// A fresh schema and a store on it, with the conformance hooks.
+pub async fn make() -> Harness {
+    let schema = Schema::fresh();
+    let store = open(schema.options()).await;
+    Harness::new(Arc::new(store)).with_hooks(PgHooks { schema })
+}
+
+/// The conformance hooks: SQL on the harness's schema through the test's own connections.
+/// They own the schema, so it is dropped after the store.
+pub struct PgHooks {
+    pub schema: Schema,
+}
+
+impl PgHooks {
+    async fn execute(&self, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) {
+        spy().await.execute(sql, params).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+#[async_trait]
+impl EngineHooks for PgHooks {
+    async fn open(&self, operation_ttl: Duration) -> Result<Opened, StoreError> {
+        let store = PostgresStore::connect(PostgresOptions { operation_ttl, ..self.schema.options() }).await?;
+        Ok(Opened { operation_ttl: store.operation_ttl(), store: Arc::new(store) })
+    }
+
+    /// Row versions: `xmin` changes whenever a row is rewritten.
+    async fn write_mark(&self) -> Vec<String> {
+        let schema = &self.schema;
+        let sql = format!(
+            "SELECT 'r' || key || xmin::text FROM {} UNION ALL SELECT 'o' || id || xmin::text FROM {}
+             UNION ALL SELECT 'n' || id::text || xmin::text FROM {} ORDER BY 1",
+            schema.table("resources"),
+            schema.table("operations"),
+            schema.table("outbox"),
+        );
+        spy().await.query(&sql, &[]).await.expect("versions").iter().map(|r| r.get(0)).collect()
+    }
+
+    async fn migrations(&self) -> Vec<i64> {
+        let sql = format!("SELECT version FROM {} ORDER BY version", self.schema.table("schema_migrations"));
+        spy().await.query(&sql, &[]).await.expect("migrations").iter().map(|r| r.get(0)).collect()
+    }
+
+    async fn back_to_version_1(&self) {
+        let schema = &self.schema;
+        let downgrade = format!(
+            "DROP TABLE {}; DROP TABLE {}; DELETE FROM {} WHERE version > 1",
+            schema.table("entries"),
+            schema.table("resource_references"),
+            schema.table("schema_migrations")
+        );
+        spy().await.batch_execute(&downgrade).await.expect("back to version 1");
+    }
+
+    async fn record_migration(&self, version: i64) {
+        let sql =
+            format!("INSERT INTO {} (version, applied_at) VALUES ($1, 0)", self.schema.table("schema_migrations"));
+        self.execute(&sql, &[&version]).await;
+    }
+
+    async fn resource_row(&self, key: &ResourceKey) -> RawResourceRow {
+        let sql = format!(
+            "SELECT subscription, resource_group, type_key, next_due, intent, lease_owner, lease_until,
+                    lease_epoch, generation, body FROM {} WHERE key = $1",
+            self.schema.table("resources")
+        );
+        let r = spy().await.query_one(&sql, &[&key.as_str()]).await.expect("row");
+        RawResourceRow {
+            subscription: r.get(0),
+            resource_group: r.get(1),
+            type_key: r.get(2),
+            next_due: r.get(3),
+            intent: r.get(4),
+            lease_owner: r.get(5),
+            lease_until: r.get(6),
+            lease_epoch: r.get(7),
+            generation: r.get(8),
+            body: r.get(9),
+        }
+    }
+
+    async fn set_resource_body(&self, key: &ResourceKey, body: &str) {
+        let sql = format!("UPDATE {} SET body = $2 WHERE key = $1", self.schema.table("resources"));
+        self.execute(&sql, &[&key.as_str(), &body]).await;
+    }
+
+    async fn set_operation_body(&self, id: &OperationId, body: &str) {
+        let sql = format!("UPDATE {} SET body = $2 WHERE id = $1", self.schema.table("operations"));
+        self.execute(&sql, &[&id.as_str(), &body]).await;
+    }
+
+    async fn set_lease(&self, key: &ResourceKey, owner: Option<&str>, until: Option<i64>, epoch: i64) {
+        let sql = format!(
+            "UPDATE {} SET lease_owner = $2, lease_until = $3, lease_epoch = $4 WHERE key = $1",
+            self.schema.table("resources")
+        );
+        self.execute(&sql, &[&key.as_str(), &owner, &until, &epoch]).await;
+    }
+
+    async fn insert_notification(&self, operation_id: &str) {
+        let sql = format!(
+            "INSERT INTO {} (subscription, operation_id, uri, next_attempt_at, created_at) VALUES ('s', $1, 'u', 0, 0)",
+            self.schema.table("outbox")
+        );
+        self.execute(&sql, &[&operation_id]).await;
+    }
 }

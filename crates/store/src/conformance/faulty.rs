@@ -1,0 +1,400 @@
+//! [`Faulty`]: any store, with faults a test turns on and off and a record of what was asked
+//! of it. It delegates every method of [`Store`] — the trait has no defaults, so a method
+//! added to it is a compile error here, never a call silently dropped by a test double.
+//!
+//! ```text
+//! let store = Arc::new(Faulty::new(inner).recording(&[Method::RenewLeases]));
+//! store.fail(&[Method::Change]);          // changes are Unavailable from now on
+//! store.heal();                           // and work again
+//! store.refused(Method::Change);          // how many were refused meanwhile
+//! store.calls().wait_for(|calls| …).await; // await what the code under test did
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::{Operation, Timestamp};
+use tokio::sync::watch;
+
+use crate::{
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, Store, StoreError,
+    StoreReading, StoreStats,
+};
+
+/// The methods of [`Store`] that can fail (`stats` and `metrics` cannot, and are always
+/// delegated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    Change,
+    GetResource,
+    ListResources,
+    GetOperation,
+    Claim,
+    RenewLeases,
+    ReleaseLeases,
+    SweepOperations,
+    ClaimNotifications,
+    FinishNotification,
+    RescheduleNotification,
+    AbandonNotification,
+    DeferNotifications,
+    GetEntry,
+    ListEntries,
+    PutEntry,
+    DeleteEntry,
+    Ping,
+    Reading,
+}
+
+impl Method {
+    pub const ALL: [Method; 19] = [
+        Method::Change,
+        Method::GetResource,
+        Method::ListResources,
+        Method::GetOperation,
+        Method::Claim,
+        Method::RenewLeases,
+        Method::ReleaseLeases,
+        Method::SweepOperations,
+        Method::ClaimNotifications,
+        Method::FinishNotification,
+        Method::RescheduleNotification,
+        Method::AbandonNotification,
+        Method::DeferNotifications,
+        Method::GetEntry,
+        Method::ListEntries,
+        Method::PutEntry,
+        Method::DeleteEntry,
+        Method::Ping,
+        Method::Reading,
+    ];
+}
+
+/// A call the inner store answered successfully, with the arguments tests look at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `renew_leases`: how many keys were named, how many leases were renewed.
+    Renew(usize, u64),
+    /// `finish_notification(id)`.
+    Finish(i64),
+    /// `reschedule_notification(id, next_attempt_at, last_error)`.
+    Reschedule(i64, Timestamp, String),
+    /// `abandon_notification(id, last_error)`.
+    Abandon(i64, String),
+    /// `defer_notifications(rows)`.
+    Defer(Vec<(i64, Timestamp)>),
+    /// Any other method, by name.
+    Other(Method),
+}
+
+impl Call {
+    pub fn method(&self) -> Method {
+        match self {
+            Call::Renew(..) => Method::RenewLeases,
+            Call::Finish(_) => Method::FinishNotification,
+            Call::Reschedule(..) => Method::RescheduleNotification,
+            Call::Abandon(..) => Method::AbandonNotification,
+            Call::Defer(_) => Method::DeferNotifications,
+            Call::Other(method) => *method,
+        }
+    }
+}
+
+/// A store that delegates to `inner`, refuses the methods a test made fail, and records the
+/// calls that succeeded.
+pub struct Faulty<S: ?Sized = dyn Store> {
+    inner: Arc<S>,
+    failing: Mutex<BTreeSet<Method>>,
+    refused: Mutex<BTreeMap<Method, usize>>,
+    recorded: BTreeSet<Method>,
+    calls: watch::Sender<Vec<Call>>,
+}
+
+impl<S: Store + ?Sized> Faulty<S> {
+    /// Fails nothing and records every call.
+    pub fn new(inner: Arc<S>) -> Self {
+        Faulty {
+            inner,
+            failing: Mutex::default(),
+            refused: Mutex::default(),
+            recorded: Method::ALL.into_iter().collect(),
+            calls: watch::Sender::new(Vec::new()),
+        }
+    }
+
+    /// Records only calls of `methods` (the others still run, unrecorded).
+    pub fn recording(mut self, methods: &[Method]) -> Self {
+        self.recorded = methods.iter().copied().collect();
+        self
+    }
+
+    pub fn inner(&self) -> &Arc<S> {
+        &self.inner
+    }
+
+    /// From now on, `methods` fail with [`StoreError::Unavailable`] without reaching the
+    /// inner store (as if the database were unreachable), until [`heal`](Self::heal).
+    pub fn fail(&self, methods: &[Method]) {
+        lock(&self.failing).extend(methods.iter().copied());
+    }
+
+    /// Every method reaches the inner store again.
+    pub fn heal(&self) {
+        lock(&self.failing).clear();
+    }
+
+    /// How many calls of `method` were refused so far.
+    pub fn refused(&self, method: Method) -> usize {
+        lock(&self.refused).get(&method).copied().unwrap_or(0)
+    }
+
+    /// The recorded calls, in the order they were answered; `wait_for` awaits a condition.
+    pub fn calls(&self) -> watch::Receiver<Vec<Call>> {
+        self.calls.subscribe()
+    }
+
+    /// The recorded calls so far.
+    pub fn recorded(&self) -> Vec<Call> {
+        self.calls.borrow().clone()
+    }
+
+    /// `Err` when `method` is made to fail (counted).
+    fn enter(&self, method: Method) -> Result<(), StoreError> {
+        if !lock(&self.failing).contains(&method) {
+            return Ok(());
+        }
+        *lock(&self.refused).entry(method).or_default() += 1;
+        Err(StoreError::Unavailable(format!("{method:?} made to fail by the test")))
+    }
+
+    fn record(&self, call: Call) {
+        if self.recorded.contains(&call.method()) {
+            self.calls.send_modify(|calls| calls.push(call));
+        }
+    }
+
+    /// Runs a call that is recorded by its method name.
+    async fn plain<T>(
+        &self,
+        method: Method,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.enter(method)?;
+        let out = call.await?;
+        self.record(Call::Other(method));
+        Ok(out)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> Store for Faulty<S> {
+    async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
+        self.plain(Method::Change, self.inner.change(req, change)).await
+    }
+
+    async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
+        self.plain(Method::GetResource, self.inner.get_resource(key)).await
+    }
+
+    async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
+        self.plain(Method::ListResources, self.inner.list_resources(query)).await
+    }
+
+    async fn get_operation(
+        &self,
+        subscription: &SubscriptionId,
+        id: &OperationId,
+        now: Timestamp,
+    ) -> Result<Option<Operation>, StoreError> {
+        self.plain(Method::GetOperation, self.inner.get_operation(subscription, id, now)).await
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
+        self.plain(Method::Claim, self.inner.claim(req)).await
+    }
+
+    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
+        self.enter(Method::RenewLeases)?;
+        let renewed = self.inner.renew_leases(owner, keys, until).await?;
+        self.record(Call::Renew(keys.len(), renewed));
+        Ok(renewed)
+    }
+
+    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+        self.plain(Method::ReleaseLeases, self.inner.release_leases(owner)).await
+    }
+
+    async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.plain(Method::SweepOperations, self.inner.sweep_operations(now)).await
+    }
+
+    async fn claim_notifications(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        hold: Duration,
+    ) -> Result<Vec<Notification>, StoreError> {
+        self.plain(Method::ClaimNotifications, self.inner.claim_notifications(now, limit, hold)).await
+    }
+
+    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
+        self.enter(Method::FinishNotification)?;
+        self.inner.finish_notification(id).await?;
+        self.record(Call::Finish(id));
+        Ok(())
+    }
+
+    async fn reschedule_notification(
+        &self,
+        id: i64,
+        next_attempt_at: Timestamp,
+        last_error: &str,
+    ) -> Result<(), StoreError> {
+        self.enter(Method::RescheduleNotification)?;
+        self.inner.reschedule_notification(id, next_attempt_at, last_error).await?;
+        self.record(Call::Reschedule(id, next_attempt_at, last_error.to_string()));
+        Ok(())
+    }
+
+    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
+        self.enter(Method::AbandonNotification)?;
+        self.inner.abandon_notification(id, last_error).await?;
+        self.record(Call::Abandon(id, last_error.to_string()));
+        Ok(())
+    }
+
+    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+        self.enter(Method::DeferNotifications)?;
+        self.inner.defer_notifications(rows).await?;
+        self.record(Call::Defer(rows.to_vec()));
+        Ok(())
+    }
+
+    async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError> {
+        self.plain(Method::GetEntry, self.inner.get_entry(kind, id)).await
+    }
+
+    async fn list_entries(&self, kind: EntryKind, partition: Option<&str>) -> Result<Vec<Entry>, StoreError> {
+        self.plain(Method::ListEntries, self.inner.list_entries(kind, partition)).await
+    }
+
+    async fn put_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        partition: &str,
+        body: &str,
+        expect: Expect,
+        now: Timestamp,
+    ) -> Result<Entry, StoreError> {
+        self.plain(Method::PutEntry, self.inner.put_entry(kind, id, partition, body, expect, now)).await
+    }
+
+    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
+        self.plain(Method::DeleteEntry, self.inner.delete_entry(kind, id, expect)).await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.plain(Method::Ping, self.inner.ping()).await
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.inner.stats()
+    }
+
+    fn metrics(&self) -> slipway_metrics::StoreMetrics {
+        self.inner.metrics()
+    }
+
+    async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError> {
+        self.plain(Method::Reading, self.inner.reading(now)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conformance::{T0, at, ctx, put, spec, vnet};
+    use crate::sqlite::{SqliteOptions, SqliteStore};
+
+    fn sqlite(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+        Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("faulty.db"))).expect("open"))
+    }
+
+    fn unavailable<T: std::fmt::Debug>(result: Result<T, StoreError>) -> bool {
+        matches!(result, Err(StoreError::Unavailable(_)))
+    }
+
+    #[tokio::test]
+    async fn delegates_records_and_refuses_what_it_is_told_to() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Faulty::new(sqlite(&dir));
+        let id = vnet("sub", "rg", "r1");
+        put(&store, &id, spec(1), ctx(1, T0)).await;
+        assert!(store.get_resource(&id.key()).await.expect("get").is_some(), "the change reached the store");
+        assert_eq!(store.renew_leases("nobody", &[id.key()], at(1)).await, Ok(0));
+        store.finish_notification(7).await.expect("finish");
+        store.reschedule_notification(8, at(2), "503").await.expect("reschedule");
+        store.abandon_notification(9, "gone").await.expect("abandon");
+        store.defer_notifications(&[(10, at(3))]).await.expect("defer");
+        assert_eq!(
+            store.recorded(),
+            vec![
+                Call::Other(Method::Change),
+                Call::Other(Method::GetResource),
+                Call::Renew(1, 0),
+                Call::Finish(7),
+                Call::Reschedule(8, at(2), "503".into()),
+                Call::Abandon(9, "gone".into()),
+                Call::Defer(vec![(10, at(3))]),
+            ]
+        );
+        assert_eq!(store.stats(), store.inner().stats(), "stats are the inner store's");
+
+        // Failing methods are refused and counted, and reach nothing; the others still work.
+        store.fail(&[Method::Change, Method::RenewLeases]);
+        let before = store.inner().stats();
+        assert!(unavailable(store.change(ChangeRequest::new(id.key(), at(4)), Box::new(|_| Ok(()))).await));
+        assert!(unavailable(store.change(ChangeRequest::new(id.key(), at(5)), Box::new(|_| Ok(()))).await));
+        assert!(unavailable(store.renew_leases("nobody", &[], at(5)).await));
+        assert_eq!(store.inner().stats(), before, "refused calls never reach the inner store");
+        assert_eq!((store.refused(Method::Change), store.refused(Method::RenewLeases)), (2, 1));
+        assert_eq!(store.refused(Method::Ping), 0);
+        store.ping().await.expect("ping still works");
+        assert_eq!(store.recorded().last(), Some(&Call::Other(Method::Ping)), "refused calls are not recorded");
+
+        store.heal();
+        store.change(ChangeRequest::new(id.key(), at(6)), Box::new(|_| Ok(()))).await.expect("healed");
+        assert_eq!(store.refused(Method::Change), 2, "the count stays");
+        for method in Method::ALL {
+            store.fail(&[method]);
+        }
+        assert!(unavailable(store.reading(at(7)).await));
+        assert!(unavailable(store.get_entry(EntryKind::ApiToken, "t").await));
+        store.heal();
+    }
+
+    #[tokio::test]
+    async fn records_only_what_it_is_asked_to_and_can_be_awaited() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Arc::new(Faulty::new(sqlite(&dir)).recording(&[Method::FinishNotification]));
+        let mut calls = store.calls();
+        let waiter = tokio::spawn(async move {
+            calls.wait_for(|c| c.contains(&Call::Finish(2))).await.expect("sender alive").clone()
+        });
+        store.ping().await.expect("ping");
+        store.finish_notification(1).await.expect("finish");
+        store.abandon_notification(1, "x").await.expect("abandon");
+        store.finish_notification(2).await.expect("finish");
+        let seen = waiter.await.expect("waiter");
+        assert_eq!(seen, vec![Call::Finish(1), Call::Finish(2)]);
+    }
+}
