@@ -16,6 +16,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 use serde_json::json;
+use slipway_test_support::{TestClock, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -160,15 +161,11 @@ async fn healthz(conn: &mut TlsStream<TcpStream>) -> u16 {
 /// Waits (polling new connections) until one is served `leaf`; how long that took.
 async fn wait_served(s: &TestServer, trusted: &[&Ca], leaf: &Leaf) -> Duration {
     let start = Instant::now();
-    loop {
-        if let Ok(conn) = handshake(s, trusted).await
-            && served(&conn) == leaf.der
-        {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < BOUND, "the new certificate was not served within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the new certificate served", BOUND, async || {
+        handshake(s, trusted).await.is_ok_and(|conn| served(&conn) == leaf.der)
+    })
+    .await;
+    start.elapsed()
 }
 
 /// Reads until the server closes the connection; what it sent and when it closed.
@@ -339,7 +336,7 @@ async fn startup_refuses_tls_files_that_do_not_load() {
     );
     std::fs::write(&path, text).unwrap();
     let config = slipway::config::Config::load(Some(&path), []).expect("config");
-    let clock = Arc::new(slipway_domain::time::ShiftedClock::default());
+    let clock = Arc::new(TestClock::new());
     let Err(e) = slipway::app::App::start(config, clock).await else { panic!("started without its key") };
     let m = e.to_string();
     assert!(m.starts_with("server TLS: tls_key_file ") && m.ends_with("missing-key.pem: no such file"), "{m}");
