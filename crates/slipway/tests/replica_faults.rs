@@ -77,14 +77,15 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
     let accepted_in = accepting.elapsed();
 
     // Down for longer than a lease: on its return every lease has expired, so replicas also
-    // take over each other's work.
+    // take over each other's work. Probed all along.
     let jobs_at_stop = sim.handle().jobs();
     let finished_at_stop = jobs_at_stop.iter().filter(|j| j.finished.is_some()).count();
     pg.stop();
     let stopped = Instant::now();
-    let outage = Duration::from_secs(LEASE_SECONDS + 1);
+    let renewals_failed = |r: &Replica| r.log().matches("lease renewal failed").count();
+    let failed_before: Vec<usize> = replicas.iter().map(renewals_failed).collect();
     let mut refused = Vec::new();
-    loop {
+    eventually("every replica without a lease renewal for longer than a lease", T, async || {
         for (i, base) in bases.iter().enumerate() {
             let resp = http.get(format!("{base}/readyz")).send().await.expect("readyz while down");
             assert_eq!(resp.status().as_u16(), 503, "{base}/readyz while PostgreSQL is down");
@@ -95,11 +96,14 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
             expect_unavailable(resp, &format!("GET {} through {base} while PostgreSQL is down", ops[i])).await;
             refused.push(id);
         }
-        if stopped.elapsed() >= outage {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        // A replica renews every third of a lease (and logs each failure): its fourth failed
+        // renewal comes more than a lease after its last good one, and after any claim it
+        // made before the database went away.
+        let failed: Vec<usize> =
+            replicas.iter().zip(&failed_before).map(|(r, before)| renewals_failed(r) - before).collect();
+        if failed.iter().all(|n| *n >= 4) { Ok(()) } else { Err(format!("failed renewals so far: {failed:?}")) }
+    })
+    .await;
     pg.start_again();
     let restarted = Instant::now();
     let down_for = stopped.elapsed();
