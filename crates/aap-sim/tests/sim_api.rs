@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use aap_sim::{Faults, Sim, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use slipway_test_support::eventually;
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -105,16 +106,12 @@ impl T {
 
     /// Polls the job until `done` holds (bounded), returning the last representation.
     async fn job_until(&self, kind: &str, id: u64, what: &str, mut done: impl FnMut(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
+        eventually(&format!("{kind} {id} to be {what}"), Duration::from_secs(15), async || {
             let r = self.get(&format!("{kind}/{id}/")).await;
             assert_eq!(r.status, 200, "{}", r.body);
-            if done(&r.body) {
-                return r.body;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {kind} {id} to be {what}: {}", r.body);
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+            if done(&r.body) { Ok(r.body) } else { Err(r.body.to_string()) }
+        })
+        .await
     }
 
     async fn terminal(&self, kind: &str, id: u64) -> Value {
@@ -757,11 +754,7 @@ async fn a_launch_processed_after_its_client_gave_up_still_creates_the_job() {
         .expect_err("the client gives up first");
     assert!(err.is_timeout(), "{err:?}");
     assert!(h.jobs().is_empty(), "not processed yet when the client gave up");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while h.jobs().is_empty() {
-        assert!(Instant::now() < deadline, "the received launch never created its job");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the received launch to create its job", Duration::from_secs(10), async || !h.jobs().is_empty()).await;
     let landed = sent.elapsed();
     assert!(landed >= Duration::from_millis(400), "processed after the configured delay, took {landed:?}");
     let jobs = h.jobs();
@@ -800,15 +793,11 @@ async fn receiver() -> (String, Received, tokio::task::JoinHandle<()>) {
 }
 
 async fn received_until(got: &Received, n: usize) -> Vec<(BTreeMap<String, String>, Value)> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    eventually(&format!("{n} notifications"), Duration::from_secs(10), async || {
         let now = got.lock().unwrap().clone();
-        if now.len() >= n {
-            return now;
-        }
-        assert!(Instant::now() < deadline, "only {} of {n} notifications arrived: {now:?}", now.len());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        if now.len() >= n { Ok(now) } else { Err(format!("only {}: {now:?}", now.len())) }
+    })
+    .await
 }
 
 #[tokio::test]

@@ -3,7 +3,6 @@
 //! timestamps, and every wait is a bounded poll of a condition.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,10 +10,10 @@ use aap_sim::{Faults, RateLimitBurst, Sim, SimConfig, SimOrganization, SimTempla
 use serde_json::{Value, json};
 use slipway_aap::{AapAuth, AapOptions, AapProvider, Envelope, JobKind, Secret};
 use slipway_domain::JobState;
-use slipway_domain::time::ShiftedClock;
 use slipway_provider::{
     CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
 };
+use slipway_test_support::{TestClock, eventually, jump};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -97,22 +96,6 @@ fn requests(sim: &Sim) -> BTreeMap<String, u64> {
     sim.handle().requests()
 }
 
-/// Polls `f` until it yields `Some`, at most `WAIT`.
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 async fn status1(p: &AapProvider, h: &JobHandle) -> Result<JobStatus, ProviderError> {
     let mut v = p.status(std::slice::from_ref(h)).await;
     assert_eq!(v.len(), 1);
@@ -121,12 +104,10 @@ async fn status1(p: &AapProvider, h: &JobHandle) -> Result<JobStatus, ProviderEr
 
 /// Polls until the job is terminal and answers its status.
 async fn terminal(p: &AapProvider, h: &JobHandle) -> JobStatus {
-    eventually("a terminal status", || async {
-        match status1(p, h).await {
-            Ok(s) if s.state.is_terminal() => Some(s),
-            Ok(_) => None,
-            Err(e) => panic!("status failed: {e}"),
-        }
+    eventually("a terminal status", WAIT, async || match status1(p, h).await {
+        Ok(s) if s.state.is_terminal() => Some(s),
+        Ok(_) => None,
+        Err(e) => panic!("status failed: {e}"),
     })
     .await
 }
@@ -272,7 +253,7 @@ async fn workflow_jobs_use_workflow_endpoints() {
     assert_eq!(count(&sim, "GET /api/v2/job_templates/"), 1);
     assert_eq!(count(&sim, "GET /api/v2/workflow_job_templates/"), 1);
 
-    let s = eventually("running", || async {
+    let s = eventually("running", WAIT, async || {
         let s = status1(&p, &l.handle).await.unwrap();
         (s.state == JobState::Running).then_some(s)
     })
@@ -620,7 +601,7 @@ async fn a_retry_after_holds_every_request_of_the_provider() {
         (s, Instant::now())
     };
     let others = async {
-        let until = eventually("the 429", || async { h.blocked_until(&ua) }).await;
+        let until = eventually("the 429", WAIT, async || h.blocked_until(&ua)).await;
         // Only the first status request reached the simulator so far.
         assert_eq!(h.requests_by_client().get(&ua), Some(&1));
         let launched = p.launch(&create("Subnet", "op-g:2")).await;
@@ -708,7 +689,7 @@ async fn a_503_with_retry_after_closes_the_gate_too() {
     h.reset_requests();
     let started = Instant::now();
     let (a, (launched, b)) = tokio::join!(status1(&p, &l.handle), async {
-        eventually("the 503", || async { h.blocked_until(&ua) }).await;
+        eventually("the 503", WAIT, async || h.blocked_until(&ua)).await;
         // The template is cached: the launch goes straight to the (closed) gate.
         (p.launch(&create("Subnet", "op-m:2")).await, p.find(&create("Subnet", "op-m:1")).await)
     });
@@ -805,12 +786,10 @@ async fn purged_job_is_not_polled_forever() {
     let first_missing = Instant::now();
     let e = status1(&p, &l.handle).await.unwrap_err();
     assert!(matches!(&e, ProviderError::Transient(m) if m.contains("not found")), "{e:?}");
-    let gone = eventually("NotFound", || async {
-        match status1(&p, &l.handle).await {
-            Err(ProviderError::NotFound(m)) => Some(m),
-            Err(ProviderError::Transient(_)) => None,
-            other => panic!("{other:?}"),
-        }
+    let gone = eventually("NotFound", WAIT, async || match status1(&p, &l.handle).await {
+        Err(ProviderError::NotFound(m)) => Some(m),
+        Err(ProviderError::Transient(_)) => None,
+        other => panic!("{other:?}"),
     })
     .await;
     assert!(first_missing.elapsed() >= Duration::from_millis(300));
@@ -1005,13 +984,13 @@ async fn find_within_a_window() {
 #[tokio::test]
 async fn the_find_window_is_measured_on_the_provider_clock() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
-    let clock = Arc::new(ShiftedClock::default());
+    let clock = Arc::new(TestClock::new());
     let p =
         provider(AapOptions { find_window: Some(Duration::from_secs(3600)), clock: clock.clone(), ..options(&sim) });
     let l = p.launch(&create("Subnet", "op-wc:1")).await.unwrap();
     let found = p.find(&create("Subnet", "op-wc:1")).await.unwrap().pop().expect("found");
     assert_eq!(found.handle, l.handle);
-    clock.advance(Duration::from_secs(7200));
+    jump(Duration::from_secs(7200)).await;
     assert_eq!(p.find(&create("Subnet", "op-wc:1")).await.unwrap(), Vec::new());
 }
 

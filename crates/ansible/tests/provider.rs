@@ -123,7 +123,7 @@ async fn cancel_leaves_no_orphans() {
     let busy = p.launch(&request("cancel:2", "NATGateway", json!({}))).await;
     assert!(matches!(busy, Err(ProviderError::RateLimited { .. })), "{busy:?}");
 
-    eventually("the job's sleep to start", RUN_TIMEOUT, || async {
+    eventually("the job's sleep to start", RUN_TIMEOUT, async || {
         (!processes_with_argv(&["sleep", &marker]).is_empty()).then_some(())
     })
     .await;
@@ -135,7 +135,7 @@ async fn cancel_leaves_no_orphans() {
     assert_eq!(p.cancel(&launched.handle).await.unwrap(), CancelOutcome::Requested);
     let st = terminal(&p, &launched.handle, Duration::from_secs(20)).await;
     assert_eq!(st.state, JobState::Canceled, "{st:?}");
-    eventually("no process of the job to remain", Duration::from_secs(10), || async {
+    eventually("no process of the job to remain", Duration::from_secs(10), async || {
         processes_with_argv(&["sleep", &marker]).is_empty().then_some(())
     })
     .await;
@@ -163,7 +163,7 @@ async fn cancel_of_adopted_job_escalates_to_sigkill() {
     let b =
         AnsibleProvider::new(slipway_ansible::AnsibleOptions { cancel_grace: Duration::from_secs(1), ..fx.options() })
             .unwrap();
-    eventually("the job's sleep to start", RUN_TIMEOUT, || async {
+    eventually("the job's sleep to start", RUN_TIMEOUT, async || {
         (!processes_with_argv(&["sleep", &marker]).is_empty()).then_some(())
     })
     .await;
@@ -171,7 +171,7 @@ async fn cancel_of_adopted_job_escalates_to_sigkill() {
     assert_eq!(found.state, JobState::Running);
     assert_eq!(b.cancel(&found.handle).await.unwrap(), CancelOutcome::Requested);
     // No status polls here: the escalation alone must leave nothing behind.
-    eventually("no process of the job to remain", Duration::from_secs(15), || async {
+    eventually("no process of the job to remain", Duration::from_secs(15), async || {
         processes_with_argv(&["sleep", &marker]).is_empty().then_some(())
     })
     .await;
@@ -258,7 +258,7 @@ async fn job_timeout_fails_and_kills_orphans() {
     assert_eq!(st.state, JobState::Failed, "{st:?}");
     assert!(st.message.contains("timeout"), "{st:?}");
     // Runner's own timeout kill leaks ansible's setsid workers; the provider sweeps them.
-    eventually("no process of the job to remain", Duration::from_secs(10), || async {
+    eventually("no process of the job to remain", Duration::from_secs(10), async || {
         processes_with_argv(&["sleep", &marker]).is_empty().then_some(())
     })
     .await;
@@ -378,7 +378,7 @@ async fn output_is_readable_while_the_job_runs_and_gone_after_its_retention() {
         .unwrap();
     let launched = p.launch(&request("output:1", "VirtualNetwork", json!({}))).await.unwrap();
     // Printed while the job still waits at the gate.
-    let early = eventually("the first task's output", RUN_TIMEOUT, || async {
+    let early = eventually("the first task's output", RUN_TIMEOUT, async || {
         let out = p.output(&launched.handle, 0).await.unwrap();
         out.text.contains("first line of output").then_some(out)
     })
@@ -397,10 +397,8 @@ async fn output_is_readable_while_the_job_runs_and_gone_after_its_retention() {
     assert_eq!((end.text.as_str(), end.next_offset), ("", rest.next_offset));
 
     // Past its (zero) retention, once its runner has exited.
-    eventually("the finished job's directory is removed", RUN_TIMEOUT, || async {
-        (p.sweep().await == 1).then_some(())
-    })
-    .await;
+    eventually("the finished job's directory is removed", RUN_TIMEOUT, async || (p.sweep().await == 1).then_some(()))
+        .await;
     assert!(matches!(p.output(&launched.handle, 0).await, Err(ProviderError::NotFound(_))));
     assert!(matches!(p.status(std::slice::from_ref(&launched.handle)).await[0], Err(ProviderError::NotFound(_))));
 }

@@ -1,5 +1,9 @@
 //! JWTs from a real issuer on loopback: discovery, JWKS, ES256 signatures made with keys
 //! generated here. Each case names the one thing wrong with its token.
+//!
+//! On real time: the keys come over loopback HTTP, which a paused clock does not wait for.
+//! Time the authenticator must see pass (expiry, the refresh interval) is a `jump` of
+//! tokio's clock, which the injected clock reads.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,16 +13,16 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_auth::{AuthError, AuthOptions, Authenticator, IssuerOptions, KeySource};
-use slipway_domain::time::ShiftedClock;
 use slipway_domain::{Clock, SystemClock};
 use slipway_store::Store;
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
+use slipway_test_support::{TestClock, jump};
 
 const AUD: &str = "api://slipway";
 
 struct Fixture {
     idp: TestIdp,
-    clock: Arc<ShiftedClock>,
+    clock: Arc<TestClock>,
     auth: Authenticator,
     _dir: tempfile::TempDir,
 }
@@ -31,7 +35,7 @@ async fn fixture_with(keys: impl FnOnce(&TestIdp) -> KeySource) -> Fixture {
     let idp = TestIdp::start().await;
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
-    let clock = Arc::new(ShiftedClock::default());
+    let clock = Arc::new(TestClock::new());
     let mut issuer = IssuerOptions::new(idp.issuer.clone(), vec![AUD.into()], keys(&idp));
     issuer.leeway = Duration::from_secs(30);
     issuer.prefix = String::new(); // the home issuer
@@ -53,8 +57,13 @@ impl Fixture {
         self.auth.authenticate(Some(&bearer(token))).await
     }
 
+    /// The injected clock's time, in seconds.
+    fn now_secs(&self) -> i64 {
+        self.clock.now().as_millis() / 1000
+    }
+
     fn valid_claims(&self) -> Value {
-        self.idp.claims(AUD, "alice", "tenant-a", now_secs())
+        self.idp.claims(AUD, "alice", "tenant-a", self.now_secs())
     }
 }
 
@@ -76,7 +85,7 @@ async fn a_valid_token_names_its_principal() {
 #[tokio::test]
 async fn expired_and_not_yet_valid_tokens_are_refused_after_the_leeway() {
     let f = fixture().await;
-    let now = now_secs();
+    let now = f.now_secs();
     let mut expired = f.valid_claims();
     expired["exp"] = json!(now - 31);
     assert_eq!(f.check(&f.idp.sign("key-1", &expired)).await.unwrap_err(), AuthError::Expired);
@@ -88,7 +97,7 @@ async fn expired_and_not_yet_valid_tokens_are_refused_after_the_leeway() {
     // The injected clock decides, not the machine's: an hour and a bit later the valid token
     // has expired.
     let token = f.idp.sign("key-1", &f.valid_claims());
-    f.clock.advance(Duration::from_secs(3600 + 60));
+    jump(Duration::from_secs(3600 + 60)).await;
     assert_eq!(f.check(&token).await.unwrap_err(), AuthError::Expired);
 }
 
@@ -119,7 +128,7 @@ async fn an_unknown_kid_refreshes_the_keys_at_most_once_per_interval() {
     f.idp.rotate("key-2");
     let rotated = f.idp.sign("key-2", &f.valid_claims());
     assert_eq!(f.check(&rotated).await.unwrap_err(), AuthError::UnknownKey, "still inside the interval");
-    f.clock.advance(IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL);
+    jump(IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL).await;
     assert_eq!(f.check(&rotated).await.unwrap().principal.name, "alice");
     assert_eq!(f.idp.jwks_fetches(), 2);
     for _ in 0..5 {
@@ -188,7 +197,7 @@ async fn keys_from_a_jwks_file_are_read_again_on_an_unknown_kid() {
     assert!(f.check(&f.idp.sign("key-1", &f.valid_claims())).await.is_ok());
     f.idp.rotate("key-2");
     std::fs::write(&path, serde_json::to_vec(&f.idp.jwks()).unwrap()).unwrap();
-    f.clock.advance(IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL);
+    jump(IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL).await;
     assert!(f.check(&f.idp.sign("key-2", &f.valid_claims())).await.is_ok());
     assert_eq!(f.idp.jwks_fetches(), 0, "nothing fetched over HTTP");
 }

@@ -100,7 +100,8 @@ mod tests {
     }
 }
 
-/// Where the edges (API, engine) read the current time. Tests inject [`ShiftedClock`].
+/// Where the edges (API, engine) read the current time. Tests hand them one on tokio's time
+/// (`slipway_test_support::TestClock`), which paused tests move with `tokio::time::advance`.
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Timestamp;
 }
@@ -111,25 +112,5 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         Timestamp::from_system(std::time::SystemTime::now())
-    }
-}
-
-/// System time plus an offset that tests move forward (e.g. past an operation's TTL)
-/// without waiting.
-#[derive(Debug, Default)]
-pub struct ShiftedClock {
-    offset_ms: std::sync::atomic::AtomicI64,
-}
-
-impl ShiftedClock {
-    pub fn advance(&self, d: Duration) {
-        self.offset_ms.fetch_add(d.as_millis() as i64, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Clock for ShiftedClock {
-    fn now(&self) -> Timestamp {
-        let base = SystemClock.now();
-        Timestamp(base.0 + self.offset_ms.load(std::sync::atomic::Ordering::SeqCst))
     }
 }

@@ -1,19 +1,24 @@
 //! The engine against a real SQLite store and an in-test provider double: lanes, batching
-//! of status reads, push hints and shutdown.
+//! of status reads, push hints and shutdown. On paused time (see `common`): the jobs' run
+//! times and the poll grid are tokio time, which passes only when every task waits on it.
+
+mod common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
+use common::WAIT;
 use slipway_domain::admission::{RequestContext, admit_put};
 use slipway_domain::resource::Spec;
-use slipway_domain::time::{Clock, SystemClock};
+use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, Initiator, JobState, OperationId, ProvisioningState, TypePolicy};
 use slipway_engine::{Engine, EngineOptions, Providers};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
-use slipway_store::sqlite::{SqliteOptions, SqliteStore};
 use slipway_store::{ChangeRequest, Store, change_with};
+use slipway_test_support::{TestClock, eventually};
+use tokio::time::Instant;
 
 /// Jobs that finish `run_for` after launch; records every status call's size.
 struct Double {
@@ -62,13 +67,15 @@ impl Provider for Double {
 struct Setup {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
+    clock: Arc<TestClock>,
     double: Arc<Double>,
     engine: Option<Engine>,
 }
 
 fn setup(run_for: Duration, poll: Duration) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
+    let store = common::sqlite(dir.path());
+    let clock = Arc::new(TestClock::new());
     let double = Arc::new(Double { run_for, started: Mutex::default(), status_calls: Mutex::default() });
     let mut providers: Providers = HashMap::new();
     providers.insert("double".into(), double.clone());
@@ -76,16 +83,16 @@ fn setup(run_for: Duration, poll: Duration) -> Setup {
     let policies = HashMap::from([(id(0).type_key(), policy)]);
     let options =
         EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() };
-    let engine = Engine::new(store.clone(), providers, policies, Arc::new(SystemClock), options);
-    Setup { _dir: dir, store, double, engine: Some(engine) }
+    let engine = Engine::new(store.clone(), providers, policies, clock.clone(), options);
+    Setup { _dir: dir, store, clock, double, engine: Some(engine) }
 }
 
 fn id(i: usize) -> ArmId {
     ArmId::new("sub", "rg", "Test.Ns", "things", format!("r{i}")).unwrap()
 }
 
-async fn create(store: &dyn Store, i: usize) -> OperationId {
-    let now = SystemClock.now();
+async fn create(store: &dyn Store, clock: &dyn Clock, i: usize) -> OperationId {
+    let now = clock.now();
     let ctx = RequestContext {
         operation_id: OperationId::parse(&format!("00000000-0000-0000-0000-{i:012}")).unwrap(),
         now,
@@ -104,22 +111,21 @@ async fn create(store: &dyn Store, i: usize) -> OperationId {
     op
 }
 
-async fn wait_succeeded(store: &dyn Store, ops: &[OperationId], timeout: Duration) {
-    let start = Instant::now();
-    for op in ops {
-        loop {
-            let got = store.get_operation(&"sub".into(), op, SystemClock.now()).await.unwrap().unwrap();
-            if got.status == ProvisioningState::Succeeded {
-                break;
+async fn wait_succeeded(store: &dyn Store, clock: &dyn Clock, ops: &[OperationId], timeout: Duration) {
+    eventually("every operation succeeded", timeout, async || {
+        for op in ops {
+            let got = store.get_operation(&"sub".into(), op, clock.now()).await.unwrap().unwrap();
+            if got.status != ProvisioningState::Succeeded {
+                assert!(!got.is_terminal(), "{got:?}");
+                return Err(format!("not done: {got:?}"));
             }
-            assert!(!got.is_terminal(), "{got:?}");
-            assert!(start.elapsed() < timeout, "not done: {got:?}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
+        Ok(())
+    })
+    .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn concurrent_polls_reach_the_provider_in_batches() {
     let mut s = setup(Duration::from_millis(600), Duration::from_millis(200));
     let engine = s.engine.take().unwrap();
@@ -129,9 +135,9 @@ async fn concurrent_polls_reach_the_provider_in_batches() {
     }));
     let mut ops = Vec::new();
     for i in 0..60 {
-        ops.push(create(s.store.as_ref(), i).await);
+        ops.push(create(s.store.as_ref(), s.clock.as_ref(), i).await);
     }
-    wait_succeeded(s.store.as_ref(), &ops, Duration::from_secs(30)).await;
+    wait_succeeded(s.store.as_ref(), s.clock.as_ref(), &ops, Duration::from_secs(30)).await;
     let _ = stop_tx.send(());
     run.await.unwrap().unwrap();
     let calls = s.double.status_calls.lock().unwrap().clone();
@@ -143,7 +149,7 @@ async fn concurrent_polls_reach_the_provider_in_batches() {
     assert_eq!(s.double.started.lock().unwrap().len(), 60, "one launch per operation");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn shutdown_releases_work_that_a_restart_finishes() {
     let mut s = setup(Duration::from_millis(300), Duration::from_millis(100));
     let engine = s.engine.take().unwrap();
@@ -151,13 +157,9 @@ async fn shutdown_releases_work_that_a_restart_finishes() {
     let run = tokio::spawn(engine.run(async move {
         let _ = stop_rx.await;
     }));
-    let op = create(s.store.as_ref(), 1).await;
+    let op = create(s.store.as_ref(), s.clock.as_ref(), 1).await;
     // Stop as soon as the job has launched.
-    let start = Instant::now();
-    while s.double.started.lock().unwrap().is_empty() {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the job launched", WAIT, async || !s.double.started.lock().unwrap().is_empty()).await;
     let _ = stop_tx.send(());
     run.await.unwrap().unwrap();
     let res = s.store.get_resource(&id(1).key()).await.unwrap().unwrap();
@@ -173,24 +175,25 @@ async fn shutdown_releases_work_that_a_restart_finishes() {
         s.store.clone(),
         providers,
         HashMap::from([(id(0).type_key(), policy)]),
-        Arc::new(SystemClock),
+        s.clock.clone(),
         EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() },
     );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(engine.run(async move {
         let _ = stop_rx.await;
     }));
-    wait_succeeded(s.store.as_ref(), &[op], Duration::from_secs(10)).await;
+    wait_succeeded(s.store.as_ref(), s.clock.as_ref(), &[op], Duration::from_secs(10)).await;
     let _ = stop_tx.send(());
     run.await.unwrap().unwrap();
     assert_eq!(s.double.started.lock().unwrap().len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn due_work_is_found_without_a_wake_while_leases_renew_often() {
     // Renewals every 100 ms, the idle look for work every 500 ms: renewals must not starve it.
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
+    let store = common::sqlite(dir.path());
+    let clock = Arc::new(TestClock::new());
     let double = Arc::new(Double {
         run_for: Duration::from_millis(50),
         started: Mutex::default(),
@@ -206,20 +209,15 @@ async fn due_work_is_found_without_a_wake_while_leases_renew_often() {
         idle_interval: Duration::from_millis(500),
         ..EngineOptions::default()
     };
-    let engine = Engine::new(
-        store.clone(),
-        providers,
-        HashMap::from([(id(0).type_key(), policy)]),
-        Arc::new(SystemClock),
-        options,
-    );
+    let engine =
+        Engine::new(store.clone(), providers, HashMap::from([(id(0).type_key(), policy)]), clock.clone(), options);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(engine.run(async move {
         let _ = stop_rx.await;
     }));
     // Written straight to the store: nobody wakes the engine.
-    let op = create(store.as_ref(), 7).await;
-    wait_succeeded(store.as_ref(), &[op], Duration::from_secs(10)).await;
+    let op = create(store.as_ref(), clock.as_ref(), 7).await;
+    wait_succeeded(store.as_ref(), clock.as_ref(), &[op], Duration::from_secs(10)).await;
     let _ = stop_tx.send(());
     run.await.unwrap().unwrap();
 }

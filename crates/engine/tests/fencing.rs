@@ -7,21 +7,24 @@
 //! * a worker fenced out by its own node's newer claim (its lease lapsed while the database
 //!   was down, and its node claimed the resource again first) carries on under that claim
 //!   instead of leaving the resource leased by nobody until the lease runs out.
+//!
+//! On paused time (see `common`): time passes when the test advances tokio's clock, or when
+//! every task waits on a timer, and the node's clock and its timers move together.
 
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{Node, create, until};
-use slipway_domain::time::{Clock, ShiftedClock};
+use common::{Node, WAIT, create};
+use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, JobState, ProvisioningState, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
 use slipway_store::conformance::{Call, Faulty, Method};
-use slipway_store::sqlite::{SqliteOptions, SqliteStore};
 use slipway_store::{ClaimRequest, Store};
+use slipway_test_support::{TestClock, eventually};
 use tokio::sync::Semaphore;
 
 /// A launch that waits at a gate before it "sends" anything; records launches that got past
@@ -85,19 +88,18 @@ fn renewals(store: &Faulty) -> Vec<(usize, u64)> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider() {
     const LEASE: Duration = Duration::from_secs(3);
     let dir = tempfile::tempdir().unwrap();
-    let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
-    let store = Arc::new(Faulty::new(sqlite).recording(&[Method::RenewLeases]));
+    let store = Arc::new(Faulty::new(common::sqlite(dir.path())).recording(&[Method::RenewLeases]));
     let gated = Arc::new(Gated {
         gate: Semaphore::new(0),
         attempts: AtomicUsize::new(0),
         abandoned: Arc::default(),
         launched: Mutex::default(),
     });
-    let clock = Arc::new(ShiftedClock::default());
+    let clock = Arc::new(TestClock::new());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r1").unwrap();
     let policy = TypePolicy { provider: "gated".into(), ..TypePolicy::default() };
     let node = Node::start("a", store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
@@ -106,14 +108,18 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
     create(store.as_ref(), clock.as_ref(), id).await;
 
     // Node a launches: its intent is committed and the launch waits at the gate.
-    until("the launch started", || gated.attempts.load(Ordering::SeqCst) == 1).await;
-    // Then time passes for a as for a process paused past its lease, and node b takes the
-    // resource over (b's clock a little ahead, so that a renewal racing this cannot matter).
-    clock.advance(LEASE * 4);
+    eventually("the launch started", WAIT, async || gated.attempts.load(Ordering::SeqCst) == 1).await;
+    // a renews every third of a lease while it waits; each renewal of all its leases keeps
+    // it sure of them for two thirds of a lease. Right after one, the next is a third of a
+    // lease away: none is under way while b takes over.
+    let waiting = renewals(&store).len();
+    eventually("a renewal while the launch waits", WAIT, async || renewals(&store).len() > waiting).await;
+    // Then the lease passes on, as it does while a is paused: node b, whose clock reads the
+    // time after such a pause, takes the resource over.
     let claimed = store
         .claim(&ClaimRequest {
             owner: "b".into(),
-            now: clock.now().add(LEASE),
+            now: clock.now().add(LEASE * 4).add(LEASE),
             lease_for: LEASE,
             intent_limit: 1,
             followup_limit: 1,
@@ -122,13 +128,18 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
         .unwrap();
     assert_eq!(claimed.len(), 1, "b takes the expired lease over");
     let renewals_before = renewals(&store).len();
-    // a renews (what a resumed node does first): the lease it lost is not renewed …
-    until("a renewal after the takeover", || renewals(&store).len() > renewals_before).await;
+    // a renews at its next tick, still sure of the lease from its last renewal …
+    tokio::time::advance(LEASE / 3).await;
+    eventually("a renewal after the takeover", WAIT, async || renewals(&store).len() > renewals_before).await;
     assert_eq!(renewals(&store)[renewals_before], (1, 0), "b's lease is not a's to renew");
-    // … and that renewal must not vouch for it: when the launch could go on, it is dropped.
+    // … and that renewal must not vouch for it: once the last one that renewed everything no
+    // longer does, the launch is dropped — before or when it could go on.
+    tokio::time::advance(LEASE / 3).await;
     gated.gate.add_permits(1);
-    until("the launch ended", || gated.abandoned.load(Ordering::SeqCst) + gated.launched.lock().unwrap().len() == 1)
-        .await;
+    eventually("the launch ended", WAIT, async || {
+        gated.abandoned.load(Ordering::SeqCst) + gated.launched.lock().unwrap().len() == 1
+    })
+    .await;
     assert_eq!(*gated.launched.lock().unwrap(), Vec::<String>::new(), "a launched after losing its lease");
     assert_eq!(gated.abandoned.load(Ordering::SeqCst), 1, "the launch was abandoned");
 
@@ -170,63 +181,45 @@ impl Provider for Switched {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     // Long enough that waiting for it to run out fails the test.
     const LEASE: Duration = Duration::from_secs(30);
     let dir = tempfile::tempdir().unwrap();
-    let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
-    let store = Arc::new(Faulty::new(sqlite).recording(&[Method::RenewLeases]));
+    let store = Arc::new(Faulty::new(common::sqlite(dir.path())).recording(&[Method::RenewLeases]));
     let provider = Arc::new(Switched { done: AtomicBool::new(false) });
-    let clock = Arc::new(ShiftedClock::default());
+    let clock = Arc::new(TestClock::new());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r2").unwrap();
     let policy =
         TypePolicy { provider: "switched".into(), poll_interval: Duration::from_millis(50), ..TypePolicy::default() };
     let node = Node::start("a", store.clone(), provider.clone(), &id, policy, clock.clone(), LEASE);
     let key = id.key();
     let op = create(store.as_ref(), clock.as_ref(), id).await;
-    let epoch = || async { store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch) };
-    let launched = || async {
+    let epoch = async || store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch);
+    eventually("the job launched", WAIT, async || {
         store.get_resource(&key).await.unwrap().is_some_and(|r| r.jobs.first().is_some_and(|j| !j.job_id.is_empty()))
-    };
-    let start = Instant::now();
-    while !launched().await {
-        assert!(start.elapsed() < Duration::from_secs(10), "the job never launched");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    })
+    .await;
     let first = epoch().await.expect("leased while the job runs");
 
     // The database goes away for longer than the lease; when claims work again, the node
     // claims the resource anew (a new epoch) while its worker still retries its write.
     store.fail(&[Method::Change, Method::RenewLeases]);
-    let start = Instant::now();
-    while store.refused(Method::Change) == 0 {
-        assert!(start.elapsed() < Duration::from_secs(10), "the worker never wrote while the database was down");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    clock.advance(LEASE * 2);
-    let start = Instant::now();
-    while epoch().await == Some(first) {
-        assert!(start.elapsed() < Duration::from_secs(10), "the node never claimed the lapsed lease again");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually("the worker wrote while the database was down", WAIT, async || store.refused(Method::Change) > 0).await;
+    tokio::time::advance(LEASE * 2).await;
+    eventually("the node claimed the lapsed lease again", WAIT, async || epoch().await != Some(first)).await;
     provider.done.store(true, Ordering::SeqCst);
     store.heal();
 
     // The worker is fenced out by that claim, goes on under it and finishes well before the
-    // lease could run out.
-    let back = Instant::now();
-    loop {
+    // lease could run out (measured on the clock the lease runs on).
+    let back = tokio::time::Instant::now();
+    eventually("the operation succeeded after the database came back", WAIT, async || {
         let got = store.get_operation(&"sub".into(), &op, clock.now()).await.unwrap().expect("operation");
-        if got.status == ProvisioningState::Succeeded {
-            break;
-        }
-        assert!(
-            back.elapsed() < Duration::from_secs(10),
-            "not finished {:?} after the database came back",
-            back.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        got.status == ProvisioningState::Succeeded
+    })
+    .await;
+    let took = back.elapsed();
+    assert!(took < Duration::from_secs(10), "not finished {took:?} after the database came back");
     node.stop().await;
 }

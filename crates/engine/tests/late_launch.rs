@@ -9,8 +9,9 @@
 //!   is found when `b`'s job ends, canceled at once and kept in the resource's
 //!   `duplicate_jobs` — it never runs untracked.
 //!
-//! Time that matters to the protocol (leases, the window) is the injected clock, moved by
-//! the test; the engine's own short waits (polls of 50 ms, looks every 2 s) run for real.
+//! On paused time (see `common`): the engines' own waits (polls of 50 ms, looks every 2 s)
+//! take no real time. `a`'s pause is `b`'s clock, which reads the time after it: for `b`,
+//! `a`'s lease has run out, while `a` goes on unaware until its next write is fenced.
 
 mod common;
 
@@ -19,12 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{Node, create, until, until_async};
-use slipway_domain::time::{Clock, ShiftedClock};
+use common::{Node, WAIT, create};
+use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, IdempotencyKey, JobId, JobState, ProvisioningState, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
-use slipway_store::sqlite::{SqliteOptions, SqliteStore};
-use slipway_store::{ClaimRequest, Store};
+use slipway_store::Store;
+use slipway_test_support::{TestClock, eventually};
 use tokio::sync::{oneshot, watch};
 
 const LEASE: Duration = Duration::from_secs(3);
@@ -155,7 +156,7 @@ impl Provider for Controller {
 struct Setup {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
-    clock: Arc<ShiftedClock>,
+    clock: Arc<TestClock>,
     controller: Controller,
     id: ArmId,
     policy: TypePolicy,
@@ -163,7 +164,7 @@ struct Setup {
 
 fn setup(held: usize, launch_ambiguity: Duration) -> Setup {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteOptions::new(dir.path().join("db"))).unwrap());
+    let store = common::sqlite(dir.path());
     let policy = TypePolicy {
         provider: "controller".into(),
         poll_interval: Duration::from_millis(50),
@@ -173,7 +174,7 @@ fn setup(held: usize, launch_ambiguity: Duration) -> Setup {
     Setup {
         _dir: dir,
         store,
-        clock: Arc::new(ShiftedClock::default()),
+        clock: Arc::new(TestClock::new()),
         controller: Controller::new(held, Duration::from_millis(200)),
         id: ArmId::new("sub", "rg", "Test.Ns", "things", "r1").unwrap(),
         policy,
@@ -181,34 +182,26 @@ fn setup(held: usize, launch_ambiguity: Duration) -> Setup {
 }
 
 impl Setup {
-    fn node(&self, owner: &str) -> Node {
+    /// Node `owner`, reading `clock`.
+    fn node(&self, owner: &str, clock: Arc<TestClock>) -> Node {
         let provider = Arc::new(self.controller.clone());
-        Node::start(owner, self.store.clone(), provider, &self.id, self.policy.clone(), self.clock.clone(), LEASE)
+        Node::start(owner, self.store.clone(), provider, &self.id, self.policy.clone(), clock, LEASE)
     }
 
     /// `a` sends the launch, which the controller holds; `a` gives up waiting for the answer
-    /// and its lease lapses (time jumps as for a process paused past it); `b` takes over.
+    /// and its lease lapses, as for a process paused past it; `b`, whose clock reads the
+    /// time after that pause, takes over.
     async fn launch_held_then_lease_passes_to_b(&self) -> (Node, Node) {
-        let a = self.node("a");
+        let a = self.node("a", self.clock.clone());
         create(self.store.as_ref(), self.clock.as_ref(), self.id.clone()).await;
-        until("a sent the launch", || self.controller.received.load(Ordering::SeqCst) == 1).await;
-        self.clock.advance(LEASE * 4);
-        // b claims the lapsed lease ahead of a's engine (b's clock a little ahead).
-        let claimed = self
-            .store
-            .claim(&ClaimRequest {
-                owner: "b".into(),
-                now: self.clock.now().add(LEASE),
-                lease_for: LEASE,
-                intent_limit: 1,
-                followup_limit: 1,
-            })
-            .await
-            .unwrap();
-        assert_eq!(claimed.len(), 1, "b takes the expired lease over");
-        // Handed back so b's engine claims it as its own work right away.
-        self.store.release_leases("b").await.unwrap();
-        (a, self.node("b"))
+        eventually("a sent the launch", WAIT, async || self.controller.received.load(Ordering::SeqCst) == 1).await;
+        let epoch = self.resource().await.lease.expect("a holds the lease").epoch;
+        let b = self.node("b", Arc::new(TestClock::starting_at(self.clock.now().add(LEASE * 4))));
+        eventually("b takes the expired lease over", WAIT, async || {
+            self.resource().await.lease.is_some_and(|l| l.owner == "b" && l.epoch > epoch)
+        })
+        .await;
+        (a, b)
     }
 
     async fn resource(&self) -> slipway_domain::ResourceRecord {
@@ -217,7 +210,7 @@ impl Setup {
 
     async fn wait_succeeded(&self) {
         let op = slipway_domain::OperationId::parse("00000000-0000-0000-0000-000000000001").unwrap();
-        until_async("the operation succeeded", || async {
+        eventually("the operation succeeded", WAIT, async || {
             let got = self.store.get_operation(&"sub".into(), &op, self.clock.now()).await.unwrap().expect("operation");
             assert!(!got.is_terminal() || got.status == ProvisioningState::Succeeded, "{got:?}");
             got.status == ProvisioningState::Succeeded
@@ -226,14 +219,14 @@ impl Setup {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_launch_landing_late_inside_its_window_is_adopted_never_launched_twice() {
     let s = setup(usize::MAX, Duration::from_secs(600));
     let (a, b) = s.launch_held_then_lease_passes_to_b().await;
     let key = s.resource().await.jobs[0].idempotency_key.clone();
 
     // b looks for the job, finds none yet and, inside the window, does not launch.
-    until_async("b looked and found nothing yet", || async {
+    eventually("b looked and found nothing yet", WAIT, async || {
         s.controller.received.load(Ordering::SeqCst) > 1
             || s.resource().await.jobs[0].message.contains("may still be processed until")
     })
@@ -242,7 +235,7 @@ async fn a_launch_landing_late_inside_its_window_is_adopted_never_launched_twice
 
     // The held request is processed: its job appears and b adopts it.
     s.controller.release_held();
-    until_async("b adopted the late job", || async { !s.resource().await.jobs[0].job_id.is_empty() }).await;
+    eventually("b adopted the late job", WAIT, async || !s.resource().await.jobs[0].job_id.is_empty()).await;
     s.controller.finish.store(true, Ordering::SeqCst);
     s.wait_succeeded().await;
 
@@ -256,19 +249,19 @@ async fn a_launch_landing_late_inside_its_window_is_adopted_never_launched_twice
     b.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_launch_landing_after_a_too_short_window_is_canceled_and_recorded() {
     // The first request is held; b's relaunch (the window has passed) is answered at once.
     let s = setup(1, Duration::from_secs(1));
     let (a, b) = s.launch_held_then_lease_passes_to_b().await;
-    until_async("b relaunched the key", || async { !s.resource().await.jobs[0].job_id.is_empty() }).await;
+    eventually("b relaunched the key", WAIT, async || !s.resource().await.jobs[0].job_id.is_empty()).await;
     assert_eq!(s.controller.received.load(Ordering::SeqCst), 2);
     let key = s.resource().await.jobs[0].idempotency_key.clone();
     let tracked = s.resource().await.jobs[0].job_id.clone();
 
     // Then the first request is processed after all: a second job for the key runs.
     s.controller.release_held();
-    until("the late job exists", || s.controller.jobs_of(&key).len() == 2).await;
+    eventually("the late job exists", WAIT, async || s.controller.jobs_of(&key).len() == 2).await;
     let late = s.controller.jobs_of(&key).into_iter().find(|j| j.id != tracked).unwrap();
     // b's job ends; before its operation ends on it, b looks at the key again.
     s.controller.finish.store(false, Ordering::SeqCst);

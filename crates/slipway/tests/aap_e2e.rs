@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
 use slipway_domain::SystemClock;
+use slipway_test_support::{eventually, wait_ready};
 
 const T: Duration = Duration::from_secs(60);
 const HOOK_TOKEN: &str = "e2e-hook-token";
@@ -119,15 +120,11 @@ impl Harness {
     }
 
     async fn wait_op(&self, status_url: &str, want: &str) -> Value {
-        let start = Instant::now();
-        loop {
+        eventually(&format!("the operation {want}"), T, async || {
             let body = self.op(status_url).await;
-            if body["status"] == want {
-                return body;
-            }
-            assert!(start.elapsed() < T, "waiting for {want}: {body}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            if body["status"] == want { Ok(body) } else { Err(body.to_string()) }
+        })
+        .await
     }
 
     async fn stop(mut self) {
@@ -154,15 +151,11 @@ async fn readiness_shows_each_provider_and_a_refused_token() {
     for (token, word, gauge) in [("sim-token", "ready", 1), ("wrong-token", "not ready (see the server log)", 0)] {
         let h = Harness::start_with_token(false, 0.2, token).await;
         let want = format!("provider aap: {word}\n");
-        let start = Instant::now();
-        loop {
+        eventually(&format!("{token}: /readyz saying {want:?}"), T, async || {
             let body = h.http.get(format!("{}/readyz", h.base)).send().await.unwrap().text().await.unwrap();
-            if body.contains(&want) {
-                break;
-            }
-            assert!(start.elapsed() < T, "{token}: {body}");
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+            if body.contains(&want) { Ok(()) } else { Err(body) }
+        })
+        .await;
         let metrics = h.http.get(format!("{}/metrics", h.base)).send().await.unwrap().text().await.unwrap();
         assert!(metrics.contains(&format!("slipway_provider_ready{{provider=\"aap\"}} {gauge}\n")), "{metrics}");
         h.stop().await;
@@ -380,15 +373,8 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
     let spawn = |run: usize| common::spawn_slipway(&config, &dir.path().join(format!("slipway-{run}.log")), "info");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let ready = |http: reqwest::Client, base: String| async move {
-        let start = Instant::now();
-        while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            assert!(start.elapsed() < T);
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    };
     let mut child = spawn(1);
-    ready(http.clone(), base.clone()).await;
+    wait_ready(&http, &base).await;
     let mut ops = Vec::new();
     for i in 0..3 {
         let r = http
@@ -401,29 +387,27 @@ async fn kill_9_between_launch_and_record_leaves_exactly_one_job() {
         ops.push(header(&r, "azure-asyncoperation").unwrap());
     }
     // Wait until AAP has started all three jobs (whose answers were lost), then kill.
-    let start = Instant::now();
-    while sim.handle().jobs().len() < 3 {
-        assert!(start.elapsed() < T, "launches never reached AAP: {:?}", sim.handle().requests());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the launches reached AAP", T, async || {
+        if sim.handle().jobs().len() >= 3 { Ok(()) } else { Err(format!("{:?}", sim.handle().requests())) }
+    })
+    .await;
     child.kill().unwrap();
     child.wait().unwrap();
     sim.handle().set_faults(Faults::default());
 
     let mut child = spawn(2);
-    ready(http.clone(), base.clone()).await;
-    let start = Instant::now();
-    for op in &ops {
-        loop {
+    wait_ready(&http, &base).await;
+    eventually("every operation Succeeded", T, async || {
+        for op in &ops {
             let body: Value = http.get(op).send().await.unwrap().json().await.unwrap();
-            if body["status"] == "Succeeded" {
-                break;
+            if body["status"] != "Succeeded" {
+                assert!(!matches!(body["status"].as_str(), Some("Failed" | "Canceled")), "{body}");
+                return Err(format!("not done: {body}"));
             }
-            assert!(!matches!(body["status"].as_str(), Some("Failed" | "Canceled")), "{body}");
-            assert!(start.elapsed() < T, "not done: {body}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
+        Ok(())
+    })
+    .await;
     let counts = jobs_by_key(&sim);
     assert_eq!(counts.len(), 3, "one key per operation: {counts:?}");
     assert!(counts.values().all(|n| *n == 1), "exactly one AAP job per operation: {counts:?}");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{TestServer, header, rid};
 use serde_json::{Value, json};
+use slipway_test_support::eventually;
 
 const T: Duration = Duration::from_secs(60);
 
@@ -86,15 +87,11 @@ async fn a_child_waits_for_its_parent_and_lives_under_it() {
     let created: Value = r.json().await.unwrap();
     assert_eq!(created["id"], subnet.as_str());
     assert_eq!(created["type"], "Slipway.Example/virtualNetworks/subnets");
-    let deadline = std::time::Instant::now() + T;
-    let waiting = loop {
+    let waiting = eventually("the child showing its wait", T, async || {
         let s = op_status(&server, &child_op).await;
-        if s["properties"]["waitingOn"] == vnet.as_str() {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "the child never showed its wait: {s}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        if s["properties"]["waitingOn"] == vnet.as_str() { Ok(s) } else { Err(s.to_string()) }
+    })
+    .await;
     assert_eq!(waiting["status"], "Accepted", "{waiting}");
     assert_eq!(op_status(&server, &parent_op).await["status"], "Provisioning", "the parent is still running");
     let child_op_id = waiting["name"].as_str().unwrap().to_string();
@@ -188,15 +185,11 @@ async fn a_child_that_cannot_be_deleted_holds_its_parent_and_says_why() {
     create(&server, &stuck, json!({"simulateDeleteFailure": true})).await;
     let r = server.http.delete(server.url(&vnet)).send().await.unwrap();
     let op = header(&r, "azure-asyncoperation").unwrap();
-    let deadline = std::time::Instant::now() + T;
-    let held = loop {
+    let held = eventually("the child's failure showing", T, async || {
         let s = op_status(&server, &op).await;
-        if s["error"]["details"].as_array().is_some_and(|d| !d.is_empty()) {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "the child's failure never showed: {s}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        if s["error"]["details"].as_array().is_some_and(|d| !d.is_empty()) { Ok(s) } else { Err(s.to_string()) }
+    })
+    .await;
     assert_eq!(held["status"], "Deleting", "the parent waits: {held}");
     assert_eq!(held["error"]["details"][0]["target"], stuck.as_str(), "{held}");
     assert!(held["error"]["details"][0]["message"].as_str().unwrap().contains("simulated delete failure"), "{held}");

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{API, TestServer, config_text, free_port, rid};
 use serde_json::{Value, json};
+use slipway_test_support::{eventually, ready_within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -334,11 +335,8 @@ async fn spawn_limited(dir: &Path, ulimit_args: &str) -> (Running, String) {
     let child = Running(child);
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let start = Instant::now();
-    while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        assert!(start.elapsed() < Duration::from_secs(60), "slipway did not become ready; see {}", dir.display());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ready = ready_within(&http, &base, Duration::from_secs(60)).await;
+    ready.unwrap_or_else(|e| panic!("slipway did not become ready ({e}); see {}", dir.display()));
     (child, base)
 }
 
@@ -408,14 +406,14 @@ async fn under_a_low_open_file_limit_the_binary_serves_and_does_not_spin() {
     assert_eq!(r.status().as_u16(), 201);
     let status_url = r.headers()["azure-asyncoperation"].to_str().unwrap().to_string();
     let start = Instant::now();
-    let done = loop {
+    let done = eventually("the operation to end", Duration::from_secs(60), async || {
         let body: Value = http.get(&status_url).send().await.unwrap().json().await.unwrap();
-        if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
-            break body;
+        match body["status"].as_str() {
+            Some("Succeeded" | "Failed" | "Canceled") => Ok(body),
+            _ => Err(body.to_string()),
         }
-        assert!(start.elapsed() < Duration::from_secs(60), "operation not terminal: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    })
+    .await;
     assert_eq!(done["status"], "Succeeded", "{done}");
     while closed_rx.try_recv().is_ok() {
         closed += 1;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{API, config_text, free_port, header, path_of, rid, spawn_slipway};
 use serde_json::{Value, json};
+use slipway_test_support::{eventually, ready_within};
 
 const T: Duration = Duration::from_secs(120);
 
@@ -30,11 +31,8 @@ async fn start_node(dir: &Path, config: &Path, port: u16, run: usize) -> Node {
     let child = spawn_slipway(config, &dir.join(format!("slipway-{run}.log")), "info");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let start = Instant::now();
-    while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        assert!(start.elapsed() < T, "slipway did not become ready; see {}", dir.display());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ready = ready_within(&http, &base, T).await;
+    ready.unwrap_or_else(|e| panic!("slipway did not become ready ({e}); see {}", dir.display()));
     Node { child, base }
 }
 
@@ -57,20 +55,18 @@ async fn status(http: &reqwest::Client, status_url: &str) -> Value {
 }
 
 async fn wait_all_terminal(http: &reqwest::Client, base: &str, paths: &[String]) -> Vec<Value> {
-    let start = Instant::now();
-    let mut done = Vec::new();
-    for p in paths {
-        loop {
+    eventually("every operation to end", T, async || {
+        let mut done = Vec::new();
+        for p in paths {
             let body = status(http, &format!("{base}{p}")).await;
-            if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
-                done.push(body);
-                break;
+            if !matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
+                return Err(format!("not terminal: {body}"));
             }
-            assert!(start.elapsed() < T, "not terminal: {body}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            done.push(body);
         }
-    }
-    done
+        Ok(done)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -94,20 +90,16 @@ async fn kill_9_mid_flight_then_restart_finishes_everything_once() {
         ops.push(path_of(&header(&r, "azure-asyncoperation").unwrap()));
     }
     // Kill while jobs are launching and running (some Accepted, some Provisioning).
-    let start = Instant::now();
-    loop {
+    eventually("two jobs running", T, async || {
         let mut running = 0;
         for p in &ops {
             if status(&http, &format!("{}{p}", node.base)).await["status"] == "Provisioning" {
                 running += 1;
             }
         }
-        if running >= 2 {
-            break;
-        }
-        assert!(start.elapsed() < T, "jobs never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        running >= 2
+    })
+    .await;
     let progress = |base: String| {
         let (http, ops, dir) = (http.clone(), ops.clone(), dir.path().to_path_buf());
         async move {
@@ -125,11 +117,7 @@ async fn kill_9_mid_flight_then_restart_finishes_everything_once() {
     // A second life, killed again as soon as it has recorded some progress (an operation
     // moved on, or a job launched), then a third that finishes the work.
     let mut node = start_node(dir.path(), &config, port, 2).await;
-    let start = Instant::now();
-    while progress(node.base.clone()).await == at_first_kill {
-        assert!(start.elapsed() < T, "the second life made no progress");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("progress in the second life", T, async || progress(node.base.clone()).await != at_first_kill).await;
     node.child.kill().unwrap();
     node.child.wait().unwrap();
     let mut node = start_node(dir.path(), &config, port, 3).await;
@@ -172,10 +160,10 @@ async fn sigterm_drains_and_a_restart_adopts_the_running_job() {
         .unwrap();
     let op = path_of(&header(&r, "azure-asyncoperation").unwrap());
     let start = Instant::now();
-    while status(&http, &format!("{}{op}", node.base)).await["status"] != "Provisioning" {
-        assert!(start.elapsed() < T);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually("the job running", T, async || {
+        status(&http, &format!("{}{op}", node.base)).await["status"] == "Provisioning"
+    })
+    .await;
     // SIGTERM: stop claiming, record in-flight effects, exit 0.
     let pid = node.child.id() as i32;
     assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
@@ -195,15 +183,11 @@ async fn sigterm_drains_and_a_restart_adopts_the_running_job() {
 
 /// Waits until `f` holds for the status document at `path`.
 async fn until_status(http: &reqwest::Client, base: &str, path: &str, what: &str, f: impl Fn(&Value) -> bool) {
-    let start = Instant::now();
-    loop {
+    eventually(what, T, async || {
         let body = status(http, &format!("{base}{path}")).await;
-        if f(&body) {
-            return;
-        }
-        assert!(start.elapsed() < T, "never {what}: {body}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        if f(&body) { Ok(()) } else { Err(body.to_string()) }
+    })
+    .await;
 }
 
 /// SIGKILL while children wait for their parent, and again in the middle of the parent's

@@ -4,10 +4,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{TestServer, header, rid};
 use serde_json::{Value, json};
+use slipway_test_support::eventually;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -24,15 +25,11 @@ async fn a_delete_that_keeps_failing_shows_why_and_can_be_forced() {
     assert_eq!(r.status(), 202);
     let delete = header(&r, "azure-asyncoperation").unwrap();
     // Retried with backoff: the operation stays Deleting and says why.
-    let start = Instant::now();
-    let retrying = loop {
+    let retrying = eventually("an error shown while retrying", WAIT, async || {
         let (_, op) = s.follow(&delete).await;
-        if op["error"].is_object() {
-            break op;
-        }
-        assert!(start.elapsed() < WAIT, "no error shown while retrying: {op}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        if op["error"].is_object() { Ok(op) } else { Err(op.to_string()) }
+    })
+    .await;
     assert_eq!(retrying["status"], "Deleting", "{retrying}");
     assert_eq!(retrying["error"]["code"], "DeprovisioningFailed");
     assert!(retrying["error"]["message"].as_str().unwrap().contains("simulated delete failure"), "{retrying}");
@@ -60,11 +57,7 @@ async fn a_forced_cancel_ends_the_operation_at_once_and_kills_the_job() {
     let body = json!({"location": "local", "properties": {"size": "small", "image": "x", "delaySeconds": 300}});
     let r = s.put(&id, body).await;
     let op = header(&r, "azure-asyncoperation").unwrap();
-    let start = Instant::now();
-    while s.follow(&op).await.1["status"] != "Provisioning" {
-        assert!(start.elapsed() < WAIT, "never started");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the job started", WAIT, async || s.follow(&op).await.1["status"] == "Provisioning").await;
     let cancel = op.replace("?api-version", "/cancel?api-version") + "&force=true";
     let r = s.http.post(&cancel).send().await.unwrap();
     assert_eq!(r.status(), 202);

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};
+use slipway_test_support::{eventually, jump};
 
 const AUD: &str = "api://slipway";
 
@@ -264,14 +265,10 @@ async fn the_api_token_cli_creates_lists_and_revokes() {
     let http = reqwest::Client::new();
     let url =
         format!("{base}/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks?api-version={}", common::API);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        match http.get(&url).bearer_auth(&token).send().await {
-            Ok(r) => break r.status().as_u16(),
-            Err(_) if std::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("slipway did not come up: {e}"),
-        }
-    };
+    let status = eventually("slipway to come up", Duration::from_secs(20), async || {
+        http.get(&url).bearer_auth(&token).send().await.map(|r| r.status().as_u16()).map_err(|e| e.to_string())
+    })
+    .await;
     assert_eq!(status, 200);
     let body = json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}});
     let sub_url = format!("{base}/subscriptions/{SUB}?api-version=2025-06-01");
@@ -334,7 +331,7 @@ async fn each_principal_is_rate_limited_on_the_injected_clock() {
     assert_eq!(code, "TooManyRequests");
     // Another principal has its own bucket.
     assert_eq!(get(&token(&idp, "ci", "tenant-a")).await.unwrap().status().as_u16(), 200);
-    s.clock.advance(Duration::from_secs(1000));
+    jump(Duration::from_secs(1000)).await;
     assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
 }
 
@@ -365,7 +362,7 @@ async fn unauthenticated_floods_and_failed_sign_ins_are_slowed_per_address() {
     for probe in ["/healthz", "/readyz"] {
         assert_eq!(s.http.get(format!("{}{probe}", s.base)).send().await.unwrap().status().as_u16(), 200, "{probe}");
     }
-    s.clock.advance(Duration::from_secs(1000));
+    jump(Duration::from_secs(1000)).await;
     assert_eq!(get(&alice).await.unwrap().status().as_u16(), 200);
     // Signed-in requests take nothing from the address's bucket.
     for _ in 0..10 {
@@ -419,7 +416,7 @@ async fn role_changes_end_cached_authorization_within_the_bound() {
     let alice_grant = "00000000-0000-0000-0000-000000000000";
     assert!(slipway_store::registry::delete_role_assignment(store.as_ref(), alice_grant).await.unwrap());
     assert_eq!(status(&alice).await, 200, "read less than 2 s ago: the bounded staleness");
-    s.clock.advance(Duration::from_millis(2001));
+    jump(Duration::from_millis(2001)).await;
     assert_eq!(status(&alice).await, 403, "the other replica's change is in force after the bound");
 
     // Changes through this replica are in force at once, either way.

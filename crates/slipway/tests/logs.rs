@@ -5,10 +5,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{API, config_text, free_port, header, rid, spawn_slipway, with_server_settings};
 use serde_json::{Value, json};
+use slipway_test_support::{eventually, ready_within};
 
 const T: Duration = Duration::from_secs(60);
 
@@ -28,26 +29,19 @@ async fn json_logs_say_who_asked_what_changed_and_why_a_job_failed() {
     let mut child = spawn_slipway(&config, &log, "info");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
-    let start = Instant::now();
-    while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        assert!(start.elapsed() < T, "not ready: {}", std::fs::read_to_string(&log).unwrap_or_default());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ready = ready_within(&http, &base, T).await;
+    ready.unwrap_or_else(|e| panic!("not ready ({e}): {}", std::fs::read_to_string(&log).unwrap_or_default()));
     let id = rid("virtualNetworks", "logged");
     let body = json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "simulateFailure": true}});
     let r = http.put(format!("{base}{id}?api-version={API}")).json(&body).send().await.unwrap();
     assert_eq!(r.status(), 201);
     let status_url = header(&r, "azure-asyncoperation").unwrap();
     let op_id = status_url.split('?').next().unwrap().rsplit('/').next().unwrap().to_string();
-    let start = Instant::now();
-    loop {
+    eventually("the operation Failed", T, async || {
         let op: Value = http.get(&status_url).send().await.unwrap().json().await.unwrap();
-        if op["status"] == "Failed" {
-            break;
-        }
-        assert!(start.elapsed() < T, "{op}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if op["status"] == "Failed" { Ok(()) } else { Err(op.to_string()) }
+    })
+    .await;
     // The failure's lines are written before the operation's status can be read.
     let logged = lines(&log);
     let _ = child.kill();

@@ -4,10 +4,11 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{TestServer, header, repo, rid};
 use serde_json::json;
+use slipway_test_support::{eventually, jump};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -25,18 +26,15 @@ async fn scrape(s: &TestServer) -> String {
 
 /// Scrapes until `f` holds (a counter moves after the request that caused it answered).
 async fn scrape_until(s: &TestServer, what: &str, f: impl Fn(&str) -> bool) -> String {
-    let start = Instant::now();
-    loop {
+    eventually(what, WAIT, async || {
         let text = scrape(s).await;
-        if f(&text) {
-            return text;
-        }
-        assert!(start.elapsed() < WAIT, "{what}; last scrape:\n{text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        if f(&text) { Ok(text) } else { Err(format!("scrape:\n{text}")) }
+    })
+    .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The current-thread runtime: the test moves the clock with `jump`.
+#[tokio::test]
 async fn counters_and_gauges_follow_operations_and_jobs() {
     let mut s = TestServer::start().await;
     let vnet = "slipway.example/virtualnetworks";
@@ -81,7 +79,7 @@ async fn counters_and_gauges_follow_operations_and_jobs() {
     let compute = "slipway.example/computeinstances";
     let active = format!(r#"slipway_operations_active{{type="{compute}",status="Provisioning"}}"#);
     scrape_until(&s, "the slow create is in flight", |t| sample(t, &active) == Some(1.0)).await;
-    s.clock.advance(Duration::from_secs(1800));
+    jump(Duration::from_secs(1800)).await;
     let oldest = format!(r#"slipway_operation_oldest_active_age_seconds{{type="{compute}"}}"#);
     let text = scrape(&s).await;
     let age = sample(&text, &oldest).unwrap_or_else(|| panic!("no oldest-operation gauge: {text}"));

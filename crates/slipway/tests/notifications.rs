@@ -4,7 +4,9 @@
 //!
 //! The first tests drive the whole Slipway (real API over the AWX-API simulator, the binary
 //! for the SIGTERM case); the last ones run the notifier alone on a SQLite store, with time
-//! moved by the test (`ShiftedClock`) instead of waited for.
+//! moved by the test instead of waited for: a `jump` of tokio's clock, which the notifier's
+//! injected clock reads, on the current-thread runtime that `jump` needs. They stay on real
+//! time otherwise: the notifier sends over loopback HTTP, which paused time does not wait for.
 
 mod common;
 
@@ -22,11 +24,12 @@ use slipway::config::Config;
 use slipway_api::notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, Notifier, NotifierOptions};
 use slipway_domain::admission::{Rejection, RequestContext};
 use slipway_domain::resource::Snapshot;
-use slipway_domain::time::{Clock, ShiftedClock};
+use slipway_domain::time::Clock;
 use slipway_domain::{ProvisioningState, Timestamp};
 use slipway_store::conformance::{Call, Faulty, Method, ctx, put, spec, vnet};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
 use slipway_store::{ChangeRequest, Store};
+use slipway_test_support::{TestClock, eventually, jump, ready_within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -231,7 +234,7 @@ impl Slipway {
         let path = dir.path().join("slipway.toml");
         std::fs::write(&path, config_text(dir.path(), "127.0.0.1:0", &sim, grace, notifications)).unwrap();
         let config = Config::load(Some(&path), []).expect("config");
-        let app = App::start(config, Arc::new(ShiftedClock::default())).await.expect("start slipway");
+        let app = App::start(config, Arc::new(TestClock::new())).await.expect("start slipway");
         let base = format!("http://{}", app.addr);
         Slipway { _dir: dir, _sim: sim, base, app: Some(app), http: reqwest::Client::new() }
     }
@@ -256,15 +259,14 @@ async fn put_notified(http: &reqwest::Client, base: &str, name: &str, callback: 
 }
 
 async fn wait_terminal(http: &reqwest::Client, status_url: &str) -> Value {
-    let start = Instant::now();
-    loop {
+    eventually("the operation to end", T, async || {
         let body: Value = http.get(status_url).send().await.unwrap().json().await.unwrap();
-        if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
-            return body;
+        match body["status"].as_str() {
+            Some("Succeeded" | "Failed" | "Canceled") => Ok(body),
+            _ => Err(body.to_string()),
         }
-        assert!(start.elapsed() < T, "operation not terminal after {T:?}: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 /// `2026-01-01T00:00:00.123Z` (what `Timestamp` writes) back to a `Timestamp`.
@@ -357,11 +359,8 @@ fn spawn(dir: &Path, config: &Path, run: usize) -> Child {
 }
 
 async fn wait_ready(http: &reqwest::Client, base: &str, dir: &Path) {
-    let start = Instant::now();
-    while !http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-        assert!(start.elapsed() < T, "slipway did not become ready; see {}", dir.display());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let ready = ready_within(http, base, T).await;
+    ready.unwrap_or_else(|e| panic!("slipway did not become ready ({e}); see {}", dir.display()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -434,7 +433,7 @@ async fn sigterm_with_a_black_holed_delivery_exits_within_grace_and_the_notifica
 struct Bench {
     _dir: tempfile::TempDir,
     store: Arc<Faulty<SqliteStore>>,
-    clock: Arc<ShiftedClock>,
+    clock: Arc<TestClock>,
     signal: Arc<Notify>,
     calls: watch::Receiver<Vec<Call>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -461,15 +460,18 @@ impl Bench {
         common::init_logging();
         let dir = tempfile::tempdir().unwrap();
         let inner = SqliteStore::open(SqliteOptions::new(dir.path().join("outbox.db"))).unwrap();
-        let bookkeeping = [
+        // The notifier's bookkeeping, and each pass's claim: the time it claimed at and how
+        // many rows it got.
+        let recorded = [
+            Method::ClaimNotifications,
             Method::FinishNotification,
             Method::RescheduleNotification,
             Method::AbandonNotification,
             Method::DeferNotifications,
         ];
-        let store = Arc::new(Faulty::new(Arc::new(inner)).recording(&bookkeeping));
+        let store = Arc::new(Faulty::new(Arc::new(inner)).recording(&recorded));
         let calls = store.calls();
-        let clock = Arc::new(ShiftedClock::default());
+        let clock = Arc::new(TestClock::new());
         let signal = Arc::new(Notify::new());
         let notifier = Notifier::new(store.clone(), clock.clone(), signal.clone(), options).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -504,17 +506,34 @@ impl Bench {
         self.signal.notify_one();
     }
 
-    /// Waits until the recorded calls satisfy `f`.
+    /// Waits until the recorded bookkeeping calls satisfy `f`; returns them.
     async fn wait(&self, what: &str, f: impl Fn(&[Call]) -> bool) -> Vec<Call> {
         let mut rx = self.calls.clone();
-        match tokio::time::timeout(QUICK, rx.wait_for(|c| f(c))).await {
-            Ok(Ok(c)) => c.clone(),
+        match tokio::time::timeout(QUICK, rx.wait_for(|c| f(&bookkeeping(c)))).await {
+            Ok(Ok(c)) => bookkeeping(&c),
             _ => panic!("{what}: not seen within {QUICK:?}; calls: {:#?}", *self.calls.borrow()),
         }
     }
 
-    fn advance(&self, d: Duration) {
-        self.clock.advance(d);
+    /// Waits for a pass of the notifier that claimed at `at` or later; the rows it claimed
+    /// (all that pass can send).
+    async fn pass_at(&self, at: Timestamp) -> usize {
+        let claimed = |calls: &[Call]| {
+            calls.iter().find_map(|c| match c {
+                Call::ClaimNotifications(t, n) if *t >= at => Some(*n),
+                _ => None,
+            })
+        };
+        let mut rx = self.calls.clone();
+        match tokio::time::timeout(QUICK, rx.wait_for(|c| claimed(c).is_some())).await {
+            Ok(Ok(c)) => claimed(&c).unwrap_or_default(),
+            _ => panic!("no pass of the notifier at {at} within {QUICK:?}; calls: {:?}", *self.calls.borrow()),
+        }
+    }
+
+    /// Moves time on by `d` (see the module's doc) and wakes the notifier.
+    async fn advance(&self, d: Duration) {
+        jump(d).await;
         self.signal.notify_one();
     }
 
@@ -522,6 +541,11 @@ impl Bench {
         let _ = self.stop.take().unwrap().send(());
         tokio::time::timeout(QUICK, self.running.take().unwrap()).await.expect("notifier stops").unwrap();
     }
+}
+
+/// The notifier's bookkeeping: every recorded call but its claims.
+fn bookkeeping(calls: &[Call]) -> Vec<Call> {
+    calls.iter().filter(|c| !matches!(c, Call::ClaimNotifications(..))).cloned().collect()
 }
 
 fn reschedules(calls: &[Call], id: i64) -> Vec<(Timestamp, String)> {
@@ -555,7 +579,7 @@ async fn collect(callback: &mut Callback, into: &mut Vec<Arrival>) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn attempts_run_out_and_the_notification_is_kept_as_dead() {
     let mut callback = Callback::start().await;
     callback.status.store(503, Ordering::SeqCst);
@@ -575,7 +599,7 @@ async fn attempts_run_out_and_the_notification_is_kept_as_dead() {
         assert_eq!(error, "callback answered 503 Service Unavailable");
         let wait = at.millis_after(b.clock.now());
         assert!((backoff - 5) * 1000 < wait && wait <= backoff * 1000, "attempt {attempt}: next in {wait} ms");
-        b.advance(Duration::from_secs(backoff as u64 + 1));
+        b.advance(Duration::from_secs(backoff as u64 + 1)).await;
     }
     let a = callback.next(QUICK).await;
     assert_eq!(a.path, "/failing");
@@ -591,7 +615,7 @@ async fn attempts_run_out_and_the_notification_is_kept_as_dead() {
     assert!(callback.arrivals.try_recv().is_err(), "no fourth attempt");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_failing_destination_is_backed_off_as_a_whole() {
     let mut bad = Callback::start().await;
     let mut good = Callback::start().await;
@@ -634,7 +658,7 @@ async fn a_failing_destination_is_backed_off_as_a_whole() {
 
     // The destination recovers. Past its back-off one probe goes; the other two wait for it.
     bad.status.store(200, Ordering::SeqCst);
-    b.advance(Duration::from_secs(61));
+    b.advance(Duration::from_secs(61)).await;
     let probe = bad.next(QUICK).await;
     let calls = b.wait("probe delivered, the rest held", |c| finished(c) == 2 && deferred_ids(c).len() == 2).await;
     collect(&mut bad, &mut seen).await;
@@ -643,7 +667,7 @@ async fn a_failing_destination_is_backed_off_as_a_whole() {
     assert_eq!(held.len(), 2, "the other two held back for the probe's verdict: {calls:#?}");
 
     // Healthy again: the rest go as soon as they are due.
-    b.advance(Duration::from_secs(5));
+    b.advance(Duration::from_secs(5)).await;
     b.wait("all delivered", |c| finished(c) == 4).await;
     seen.push(probe);
     for _ in 0..2 {
@@ -656,7 +680,7 @@ async fn a_failing_destination_is_backed_off_as_a_whole() {
     b.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_callback_the_policy_refuses_at_send_time_is_given_up_at_once() {
     // Rows written while the policy allowed loopback (or before there was one), sent by a
     // notifier whose policy does not: not one connection, no retries, a dead letter saying why.
@@ -676,8 +700,11 @@ async fn a_callback_the_policy_refuses_at_send_time_is_given_up_at_once() {
     errors.sort();
     assert_eq!(errors, ["refused by the callback policy: the host is a loopback address"; 2]);
     assert!(calls.iter().all(|c| matches!(c, Call::Abandon(..))), "no attempt rescheduled: {calls:?}");
-    b.advance(Duration::from_secs(3600));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // An hour later the notifier's next pass finds nothing to send: what was given up never
+    // comes due again, and nothing reaches the callback.
+    let later = b.clock.now().add(Duration::from_secs(3600));
+    b.advance(Duration::from_secs(3600)).await;
+    assert_eq!(b.pass_at(later).await, 0, "a notification given up came due again");
     assert!(callback.arrivals.try_recv().is_err(), "the callback was never called");
     b.stop().await;
 }

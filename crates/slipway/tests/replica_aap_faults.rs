@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use aap_sim::{Faults, RateLimitBurst};
 use common::replica::{Replica, ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema};
 use common::{API, rid};
+use slipway_test_support::eventually;
 
 const OPS: usize = 100;
 const REPLICAS: usize = 3;
@@ -87,11 +88,10 @@ async fn replicas_converge_under_aap_faults_and_honour_retry_after() {
         let phase = Duration::from_nanos((now.duration_since(faults_set).as_nanos() % BURST_EVERY.as_nanos()) as u64);
         phase > BURST_LENGTH + Duration::from_millis(1_200) && phase + Duration::from_millis(1_000) < BURST_EVERY
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !(quiet(Instant::now()) && h.blocked_until(&victim_ua).is_none()) {
-        assert!(Instant::now() < deadline, "no quiet moment to kill {}", replicas[victim].name);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(&format!("a quiet moment to kill {}", replicas[victim].name), Duration::from_secs(20), async || {
+        quiet(Instant::now()) && h.blocked_until(&victim_ua).is_none()
+    })
+    .await;
     let killed_at = faults_set.elapsed();
     replicas[victim].kill();
     replicas[victim].start();
@@ -99,18 +99,10 @@ async fn replicas_converge_under_aap_faults_and_honour_retry_after() {
     // Every operation ends Succeeded; read through whichever replica answers.
     let mut pending: Vec<&(String, String)> = ops.iter().collect();
     let mut rounds = 0;
-    while !pending.is_empty() {
-        assert!(
-            faults_set.elapsed() < T,
-            "{} operations still running after {:?}, e.g. {}; logs in {}",
-            pending.len(),
-            T,
-            pending[0].1,
-            dir.path().display()
-        );
+    eventually("every operation Succeeded", T.saturating_sub(faults_set.elapsed()), async || {
         rounds += 1;
         let mut still = Vec::new();
-        for op in pending {
+        for op in pending.drain(..) {
             match get_any(&http, &replicas, &op.1).await.as_ref().and_then(|b| b["status"].as_str()) {
                 Some("Succeeded") => {}
                 Some(s @ ("Failed" | "Canceled")) => {
@@ -123,10 +115,18 @@ async fn replicas_converge_under_aap_faults_and_honour_retry_after() {
         if keep {
             println!("replica-aap-faults: {} pending at {:.1} s", pending.len(), faults_set.elapsed().as_secs_f64());
         }
-        if !pending.is_empty() {
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        match pending.first() {
+            None => Ok(()),
+            Some(op) => Err(format!(
+                "{} operations still running after {:?}, e.g. {}; logs in {}",
+                pending.len(),
+                T,
+                op.1,
+                dir.path().display()
+            )),
         }
-    }
+    })
+    .await;
     let converged_in = faults_set.elapsed();
     let injected = h.injected();
     let counted = h.requests();

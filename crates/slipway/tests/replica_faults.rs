@@ -19,9 +19,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Faults, Sim, SimConfig};
-use common::replica::{Replica, ReplicaConfig, aap_type, free_port, pg_url, ready, unique_schema};
+use common::replica::{Replica, ReplicaConfig, aap_type, free_port, pg_url, unique_schema};
 use common::{API, rid};
 use serde_json::{Value, json};
+use slipway_test_support::{eventually, ready_within};
 
 /// PostgreSQL restarted mid-run (issue 4, proof 3). The cluster is private to this test: the
 /// machine's shared PostgreSQL, which other test binaries use, is never touched.
@@ -46,7 +47,8 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
         r.start();
     }
     for r in &replicas {
-        assert!(ready(&http, &r.base(), T).await, "{} never became ready; {}", r.name, dir.hint());
+        let up = ready_within(&http, &r.base(), T).await;
+        up.unwrap_or_else(|e| panic!("{} never became ready ({e}); {}", r.name, dir.hint()));
     }
     let bases: Vec<String> = replicas.iter().map(Replica::base).collect();
     let pids: Vec<Option<u32>> = replicas.iter().map(Replica::pid).collect();
@@ -59,7 +61,7 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
     for i in 0..OPS {
         if i == OPS * 2 / 3 {
             let finished = || sim.handle().jobs().iter().filter(|j| j.finished.is_some()).count();
-            eventually(T, "some jobs of the first wave finished", async || finished() >= OPS / 6).await;
+            eventually("some jobs of the first wave finished", T, async || finished() >= OPS / 6).await;
         }
         let base = &bases[i % REPLICAS];
         let resp = put(
@@ -75,14 +77,15 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
     let accepted_in = accepting.elapsed();
 
     // Down for longer than a lease: on its return every lease has expired, so replicas also
-    // take over each other's work.
+    // take over each other's work. Probed all along.
     let jobs_at_stop = sim.handle().jobs();
     let finished_at_stop = jobs_at_stop.iter().filter(|j| j.finished.is_some()).count();
     pg.stop();
     let stopped = Instant::now();
-    let outage = Duration::from_secs(LEASE_SECONDS + 1);
+    let renewals_failed = |r: &Replica| r.log().matches("lease renewal failed").count();
+    let failed_before: Vec<usize> = replicas.iter().map(renewals_failed).collect();
     let mut refused = Vec::new();
-    loop {
+    eventually("every replica without a lease renewal for longer than a lease", T, async || {
         for (i, base) in bases.iter().enumerate() {
             let resp = http.get(format!("{base}/readyz")).send().await.expect("readyz while down");
             assert_eq!(resp.status().as_u16(), 503, "{base}/readyz while PostgreSQL is down");
@@ -93,11 +96,14 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
             expect_unavailable(resp, &format!("GET {} through {base} while PostgreSQL is down", ops[i])).await;
             refused.push(id);
         }
-        if stopped.elapsed() >= outage {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        // A replica renews every third of a lease (and logs each failure): its fourth failed
+        // renewal comes more than a lease after its last good one, and after any claim it
+        // made before the database went away.
+        let failed: Vec<usize> =
+            replicas.iter().zip(&failed_before).map(|(r, before)| renewals_failed(r) - before).collect();
+        if failed.iter().all(|n| *n >= 4) { Ok(()) } else { Err(format!("failed renewals so far: {failed:?}")) }
+    })
+    .await;
     pg.start_again();
     let restarted = Instant::now();
     let down_for = stopped.elapsed();
@@ -105,7 +111,8 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
     // Ready again without being restarted.
     let mut ready_after = Duration::ZERO;
     for r in &replicas {
-        assert!(ready(&http, &r.base(), T).await, "{} not ready again after the restart; {}", r.name, dir.hint());
+        let up = ready_within(&http, &r.base(), T).await;
+        up.unwrap_or_else(|e| panic!("{} not ready again after the restart ({e}); {}", r.name, dir.hint()));
         ready_after = ready_after.max(restarted.elapsed());
     }
     let still: Vec<Option<u32>> = replicas.iter().map(Replica::pid).collect();
@@ -116,10 +123,9 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
 
     // Every accepted operation completes; read through whichever replica answers.
     let mut pending: Vec<&String> = ops.iter().collect();
-    while !pending.is_empty() {
-        assert!(restarted.elapsed() < T, "{} operations not Succeeded; {}", pending.len(), dir.hint());
+    eventually("every accepted operation Succeeded", T.saturating_sub(restarted.elapsed()), async || {
         let mut left = Vec::new();
-        for op in pending {
+        for op in pending.drain(..) {
             match operation_status(&http, &bases, op).await.as_deref() {
                 Some("Succeeded") => {}
                 Some(s @ ("Failed" | "Canceled")) => panic!("operation {op} ended {s}; {}", dir.hint()),
@@ -127,10 +133,12 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
             }
         }
         pending = left;
-        if !pending.is_empty() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        match pending.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} operations not Succeeded; {}", dir.hint())),
         }
-    }
+    })
+    .await;
     let settled_after = restarted.elapsed();
     for r in &replicas {
         let resp = http.get(format!("{}/readyz", r.base())).send().await.expect("readyz");
@@ -191,7 +199,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     let mut a = Replica::with_config(dir.path(), 0, &sim, &config);
     let mut b = Replica::with_config(dir.path(), 1, &sim, &config);
     a.start();
-    assert!(ready(&http, &a.base(), T).await, "A never became ready; {}", dir.hint());
+    ready_within(&http, &a.base(), T).await.unwrap_or_else(|e| panic!("A never became ready ({e}); {}", dir.hint()));
 
     // A launches vm-a's job, which runs for a while.
     let vm = rid("computeInstances", "vm-a");
@@ -199,7 +207,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     assert_eq!(resp.status().as_u16(), 201, "create vm-a");
     let vm_op = operation_path(&resp);
     let base_a = a.base();
-    eventually(T, "A launched vm-a's job", async || {
+    eventually("A launched vm-a's job", T, async || {
         jobs_of(&sim, &vm_op) == 1
             && operation_status(&http, std::slice::from_ref(&base_a), &vm_op).await.as_deref() == Some("Provisioning")
     })
@@ -217,7 +225,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     let resp = put(&http, &a.base(), &vnet, &json!({"location": "local", "properties": {"delaySeconds": 1}})).await;
     assert_eq!(resp.status().as_u16(), 201, "create vnet-a");
     let vnet_op = operation_path(&resp);
-    eventually(T, "A's template lookup for vnet-a", async || lookups() > lookups_before).await;
+    eventually("A's template lookup for vnet-a", T, async || lookups() > lookups_before).await;
     a.signal("STOP");
     let paused = Instant::now();
     sim_handle.set_faults(Faults::default());
@@ -230,15 +238,15 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
 
     // B takes both over once A's lease has expired, and finishes them.
     b.start();
-    assert!(ready(&http, &b.base(), T).await, "B never became ready; {}", dir.hint());
+    ready_within(&http, &b.base(), T).await.unwrap_or_else(|e| panic!("B never became ready ({e}); {}", dir.hint()));
     let base_b = b.base();
     let through_b = std::slice::from_ref(&base_b);
-    eventually(T, "B resolved vnet-a's launch and finished it", async || {
+    eventually("B resolved vnet-a's launch and finished it", T, async || {
         operation_status(&http, through_b, &vnet_op).await.as_deref() == Some("Succeeded")
     })
     .await;
     let vnet_after = paused.elapsed();
-    eventually(T, "B finished vm-a with A's job", async || {
+    eventually("B finished vm-a with A's job", T, async || {
         operation_status(&http, through_b, &vm_op).await.as_deref() == Some("Succeeded")
     })
     .await;
@@ -258,7 +266,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     a.signal("CONT");
     let resumed = Instant::now();
     let vm_key = resource_key(&vm);
-    eventually(T, "A's writes for vm-a and vnet-a fenced", async || {
+    eventually("A's writes for vm-a and vnet-a fenced", T, async || {
         let log = a.log();
         lease_lost(&log, &vm_key) && lease_lost(&log, &vnet_key)
     })
@@ -269,7 +277,7 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
     let resp = put(&http, &a.base(), &vm_c, &json!({"location": "local", "properties": {}})).await;
     assert_eq!(resp.status().as_u16(), 201, "create vm-c through A after the pause");
     let vm_c_op = operation_path(&resp);
-    eventually(T, "vm-c Succeeded after A resumed", async || {
+    eventually("vm-c Succeeded after A resumed", T, async || {
         operation_status(&http, std::slice::from_ref(&base_a), &vm_c_op).await.as_deref() == Some("Succeeded")
     })
     .await;
@@ -587,15 +595,6 @@ fn resource_key(id: &str) -> String {
 /// Whether the log shows a write for `key` refused by the fence.
 fn lease_lost(log: &str, key: &str) -> bool {
     log.lines().any(|l| l.contains("lease lost") && l.contains(key))
-}
-
-/// Polls `check` until it holds; fails the test after `timeout`.
-async fn eventually(timeout: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// Where the replicas' logs go: removed after a passing run unless `SLIPWAY_TEST_KEEP` is

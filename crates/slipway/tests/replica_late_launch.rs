@@ -17,8 +17,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aap_sim::Faults;
-use common::replica::{ReplicaConfig, create_on_any, get_any, quick_sim, ready, start_replicas, unique_schema};
+use common::replica::{ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema};
 use common::rid;
+use slipway_test_support::{eventually, ready_within};
 
 /// `SLIPWAY_TEST_LATE_OPS` runs more (the probe used 300).
 fn ops() -> usize {
@@ -64,29 +65,22 @@ async fn launches_processed_after_their_timeout_and_kills_start_one_job_per_key(
     let launch_requests = || h.requests().iter().filter(|(k, _)| k.ends_with("/launch/")).map(|(_, n)| *n).sum::<u64>();
     let mut kills = 0u64;
     for victim in &mut replicas {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !(launch_requests() > h.job_count() as u64 && launch_requests() >= 5 * (kills + 1)) {
-            assert!(Instant::now() < deadline, "no launch in flight to kill {} under", victim.name);
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(&format!("a launch in flight to kill {} under", victim.name), Duration::from_secs(30), async || {
+            launch_requests() > h.job_count() as u64 && launch_requests() >= 5 * (kills + 1)
+        })
+        .await;
         victim.kill();
         victim.start();
         kills += 1;
-        assert!(ready(&http, &victim.base(), Duration::from_secs(30)).await, "restart of {}", victim.name);
+        let up = ready_within(&http, &victim.base(), Duration::from_secs(30)).await;
+        up.unwrap_or_else(|e| panic!("restart of {} ({e})", victim.name));
     }
     let killed_by = started.elapsed();
 
     let mut pending: Vec<&String> = ops.iter().collect();
-    while !pending.is_empty() {
-        assert!(
-            started.elapsed() < limit,
-            "{} operations still running after {limit:?}, e.g. {}; logs in {}",
-            pending.len(),
-            pending[0],
-            dir.path().display()
-        );
+    eventually("every operation Succeeded", limit.saturating_sub(started.elapsed()), async || {
         let mut still = Vec::new();
-        for op in pending {
+        for op in pending.drain(..) {
             match get_any(&http, &replicas, op).await.as_ref().and_then(|b| b["status"].as_str()) {
                 Some("Succeeded") => {}
                 Some(s @ ("Failed" | "Canceled")) => {
@@ -96,10 +90,16 @@ async fn launches_processed_after_their_timeout_and_kills_start_one_job_per_key(
             }
         }
         pending = still;
-        if !pending.is_empty() {
-            tokio::time::sleep(Duration::from_millis(250)).await;
+        match pending.first() {
+            None => Ok(()),
+            Some(op) => Err(format!(
+                "{} operations still running after {limit:?}, e.g. {op}; logs in {}",
+                pending.len(),
+                dir.path().display()
+            )),
         }
-    }
+    })
+    .await;
     let converged_in = started.elapsed();
 
     let jobs = h.jobs();

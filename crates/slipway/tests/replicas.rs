@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Sim, SimConfig};
-use common::replica::{Lcg, Replica, create_on_any, ready};
+use common::replica::{Lcg, Replica, create_on_any};
 use common::rid;
 use serde_json::Value;
+use slipway_test_support::{eventually, ready_within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
@@ -32,7 +33,8 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
         r.start();
     }
     for r in &replicas {
-        assert!(ready(&http, &r.base(), T).await, "{} never became ready; logs in {}", r.name, dir.path().display());
+        let up = ready_within(&http, &r.base(), T).await;
+        up.unwrap_or_else(|e| panic!("{} never became ready ({e}); logs in {}", r.name, dir.path().display()));
     }
 
     // Spread the creates over every replica's API.
@@ -54,11 +56,11 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
     let mut kills = 0;
     let h = sim.handle();
     for round in 1..=5 {
-        let deadline = Instant::now() + T;
-        while h.job_count() < 40 * round {
-            assert!(Instant::now() < deadline, "only {} jobs started before kill {round}", h.job_count());
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(&format!("{} jobs started before kill {round}", 40 * round), T, async || {
+            let started = h.job_count();
+            if started >= 40 * round { Ok(()) } else { Err(format!("only {started} jobs started")) }
+        })
+        .await;
         let victim = rng.next(replicas.len());
         replicas[victim].kill();
         kills += 1;
@@ -68,15 +70,9 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
 
     // Every operation ends Succeeded; read through whichever replica answers.
     let mut pending: Vec<&String> = ops.iter().collect();
-    while !pending.is_empty() {
-        assert!(
-            last_kill.elapsed() < T,
-            "{} operations still running; logs in {}",
-            pending.len(),
-            dir.path().display()
-        );
+    eventually("every operation Succeeded", T, async || {
         let mut still = Vec::new();
-        for op in pending {
+        for op in pending.drain(..) {
             let mut status = None;
             for r in &replicas {
                 if let Ok(resp) = http.get(format!("{}{op}", r.base())).send().await
@@ -96,10 +92,12 @@ async fn replicas_survive_random_kill_9_without_duplicate_jobs() {
         if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
             println!("replicas: {} pending at {:.1} s", pending.len(), last_kill.elapsed().as_secs_f64());
         }
-        if !pending.is_empty() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        match pending.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} operations still running; logs in {}", dir.path().display())),
         }
-    }
+    })
+    .await;
     let settle = last_kill.elapsed();
 
     let mut by_key: HashMap<String, usize> = HashMap::new();

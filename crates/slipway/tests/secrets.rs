@@ -7,12 +7,13 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{API, SUB};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};
+use slipway_test_support::{eventually, ready_within};
 
 const AUD: &str = "api://slipway";
 
@@ -102,11 +103,8 @@ audiences = ["{AUD}"]
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http.get(format!("{base}/readyz")).send().await.is_err() {
-        assert!(Instant::now() < deadline, "slipway did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let up = ready_within(&http, &base, Duration::from_secs(20)).await;
+    up.unwrap_or_else(|e| panic!("slipway did not come up ({e})"));
     let id = format!("/subscriptions/{SUB}/resourceGroups/rg1/providers/Slipway.Example/secretNetworks/db1");
     let url = |path: &str, v: &str| format!("{base}{path}?api-version={v}");
     let (status, _) = call(
@@ -127,17 +125,14 @@ audiences = ["{AUD}"]
     let (status, refused) = call(&http, &mut seen, http.put(url(&id, API)).bearer_auth(&jwt).json(&short)).await;
     assert_eq!(status, 400, "{refused}");
     let wait = |http: reqwest::Client, u: String, t: String| async move {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
+        eventually("the resource done", Duration::from_secs(120), async || {
             let r: Value = http.get(&u).bearer_auth(&t).send().await.unwrap().json().await.unwrap_or(Value::Null);
-            if let Some(s) = r["properties"]["provisioningState"].as_str()
-                && matches!(s, "Succeeded" | "Failed")
-            {
-                return r;
+            match r["properties"]["provisioningState"].as_str() {
+                Some("Succeeded" | "Failed") => Ok(r),
+                _ => Err(r.to_string()),
             }
-            assert!(Instant::now() < deadline, "not done: {r}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
     };
     let done = wait(http.clone(), url(&id, API), jwt.clone()).await;
     assert_eq!(done["properties"]["provisioningState"], "Succeeded", "{done}");
@@ -154,11 +149,10 @@ audiences = ["{AUD}"]
     }
     let (status, _) = call(&http, &mut seen, http.delete(url(&id, API)).bearer_auth(&jwt)).await;
     assert_eq!(status, 202);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while call(&http, &mut seen, http.get(url(&id, API)).bearer_auth(&jwt)).await.0 != 404 {
-        assert!(Instant::now() < deadline, "delete did not finish");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the delete finished", Duration::from_secs(120), async || {
+        call(&http, &mut seen, http.get(url(&id, API)).bearer_auth(&jwt)).await.0 == 404
+    })
+    .await;
     let _ = child.kill();
     let _ = child.wait();
 
@@ -307,11 +301,8 @@ token_file = "{wrong}"
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http.get(format!("{base}/readyz")).send().await.map(|r| r.status() != 200).unwrap_or(true) {
-        assert!(Instant::now() < deadline, "slipway did not come up: {}", std::fs::read_to_string(&log).unwrap());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let up = ready_within(&http, &base, Duration::from_secs(30)).await;
+    up.unwrap_or_else(|e| panic!("slipway did not come up ({e}): {}", std::fs::read_to_string(&log).unwrap()));
     let url = |id: &str| format!("{base}{id}?api-version={API}");
     let rid =
         |ty: &str, name: &str| format!("/subscriptions/{SUB}/resourceGroups/rg1/providers/Slipway.Example/{ty}/{name}");
@@ -331,31 +322,30 @@ token_file = "{wrong}"
     }
     let mut ends = Vec::new();
     for (id, _) in &bodies {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+        let end = eventually(&format!("{id} done"), Duration::from_secs(60), async || {
             let (_, r) = call(&http, &mut seen, http.get(url(id))).await;
-            if let Some(s) = r["properties"]["provisioningState"].as_str()
-                && matches!(s, "Succeeded" | "Failed")
-            {
-                ends.push(s.to_string());
-                break;
+            match r["properties"]["provisioningState"].as_str() {
+                Some(s @ ("Succeeded" | "Failed")) => Ok(s.to_string()),
+                _ => Err(r.to_string()),
             }
-            assert!(Instant::now() < deadline, "{id} not done: {r}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
+        ends.push(end);
     }
     assert_eq!(ends, ["Succeeded", "Succeeded", "Failed"], "the wrong token fails its resource");
     for (id, _) in &bodies {
         let (status, _) = call(&http, &mut seen, http.delete(url(id))).await;
         assert!(status == 202 || status == 200, "{id}: {status}");
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for (id, _) in &bodies[..2] {
-        while call(&http, &mut seen, http.get(url(id))).await.0 != 404 {
-            assert!(Instant::now() < deadline, "{id}: delete did not finish");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually("the deletes finished", Duration::from_secs(60), async || {
+        for (id, _) in &bodies[..2] {
+            if call(&http, &mut seen, http.get(url(id))).await.0 != 404 {
+                return Err(format!("{id} still there"));
+            }
         }
-    }
+        Ok(())
+    })
+    .await;
     assert!(sim.handle().jobs().len() >= 4, "the jobs ran on the simulator");
     let _ = child.kill();
     let _ = child.wait();

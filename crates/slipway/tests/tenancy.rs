@@ -11,6 +11,7 @@ use common::{API, TestServer, header};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};
+use slipway_test_support::eventually;
 
 const AUD: &str = "api://slipway";
 const PLATFORM_API: &str = "2025-06-01";
@@ -93,15 +94,14 @@ impl World {
 }
 
 async fn wait_done(s: &TestServer, url: &str, token: &str) {
-    let start = std::time::Instant::now();
-    loop {
+    eventually("the operation to end", T, async || {
         let body: Value = s.http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap();
-        if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
-            return;
+        match body["status"].as_str() {
+            Some("Succeeded" | "Failed" | "Canceled") => Ok(()),
+            _ => Err(format!("not terminal: {body}")),
         }
-        assert!(start.elapsed() < T, "not terminal: {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
 }
 
 fn principal(tenant: &str, role: &str) -> String {
@@ -313,15 +313,10 @@ async fn subscription_states_gate_writes() {
     // Deleted: every resource of the subscription gets a delete operation.
     let body = json!({"state": "Deleted", "properties": {"tenantId": "tenant-a"}});
     assert_eq!(w.send("PUT", &format!("/subscriptions/{sub}"), &root, Some(body), PLATFORM_API).await.0, 200);
-    let start = std::time::Instant::now();
-    loop {
-        let (status, _) = w.send("GET", &w.shared[0].0, &root, None, API).await;
-        if status == 404 {
-            break;
-        }
-        assert!(start.elapsed() < T, "the deleted subscription's resource was not deprovisioned");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the deleted subscription's resource deprovisioned", T, async || {
+        w.send("GET", &w.shared[0].0, &root, None, API).await.0 == 404
+    })
+    .await;
     w.s.stop().await;
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{API, TestServer, config_text, rid};
@@ -16,6 +16,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 use serde_json::json;
+use slipway_test_support::{TestClock, eventually};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -160,14 +161,43 @@ async fn healthz(conn: &mut TlsStream<TcpStream>) -> u16 {
 /// Waits (polling new connections) until one is served `leaf`; how long that took.
 async fn wait_served(s: &TestServer, trusted: &[&Ca], leaf: &Leaf) -> Duration {
     let start = Instant::now();
-    loop {
-        if let Ok(conn) = handshake(s, trusted).await
-            && served(&conn) == leaf.der
-        {
-            return start.elapsed();
-        }
-        assert!(start.elapsed() < BOUND, "the new certificate was not served within {BOUND:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    eventually("the new certificate served", BOUND, async || {
+        handshake(s, trusted).await.is_ok_and(|conn| served(&conn) == leaf.der)
+    })
+    .await;
+    start.elapsed()
+}
+
+/// What is logged on this thread from now until the guard is dropped: on the current-thread
+/// runtime, everything an in-process server logs.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn contains(&self, text: &str) -> bool {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).contains(text)
+    }
+}
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -288,21 +318,27 @@ async fn a_rotated_certificate_reaches_new_connections_and_open_ones_keep_theirs
     s.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// The current-thread runtime: the server's certificate watcher logs on this thread.
+#[tokio::test]
 async fn a_bad_replacement_keeps_the_current_certificate() {
+    let (log, _capturing) = Captured::start();
     let ca = Ca::new("server CA");
     let (first, second) = (ca.server(), ca.server());
     let mut s = start(&ca, &first, None, "").await;
     replace(s.dir.path(), "cert.pem", "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n");
-    // Three reload intervals: each new connection still gets the certificate that loaded.
-    let until = Instant::now() + Duration::from_millis(3500);
+    // Until the watcher has looked at the bad file and turned it down, and after: each new
+    // connection gets the certificate that loaded.
     let mut checked = 0;
-    while Instant::now() < until {
+    eventually("the watcher turning the bad file down", BOUND, async || {
         let conn = handshake(&s, &[&ca]).await.expect("still served");
         assert_eq!(served(&conn), first.der);
         checked += 1;
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        log.contains("the TLS files changed but do not load")
+    })
+    .await;
+    let conn = handshake(&s, &[&ca]).await.expect("still served after the bad file was turned down");
+    assert_eq!(served(&conn), first.der);
+    checked += 1;
     // A good pair afterwards is picked up: the watcher went on after the bad file.
     install(s.dir.path(), &second);
     let took = wait_served(&s, &[&ca], &second).await;
@@ -339,7 +375,7 @@ async fn startup_refuses_tls_files_that_do_not_load() {
     );
     std::fs::write(&path, text).unwrap();
     let config = slipway::config::Config::load(Some(&path), []).expect("config");
-    let clock = Arc::new(slipway_domain::time::ShiftedClock::default());
+    let clock = Arc::new(TestClock::new());
     let Err(e) = slipway::app::App::start(config, clock).await else { panic!("started without its key") };
     let m = e.to_string();
     assert!(m.starts_with("server TLS: tls_key_file ") && m.ends_with("missing-key.pem: no such file"), "{m}");

@@ -1,14 +1,14 @@
 //! Shared helpers for the real-ansible tests: the venv, a playbook dir, requests, and
 //! the process table.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_provider::{JobAction, JobHandle, JobStatus, LaunchRequest, Provider};
+pub use slipway_test_support::eventually;
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -86,25 +86,9 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
     }
 }
 
-/// Polls `f` every 100 ms until it returns `Some`, or panics after `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Polls status until the job is terminal.
 pub async fn terminal(p: &impl Provider, h: &JobHandle, timeout: Duration) -> JobStatus {
-    eventually("a terminal job state", timeout, || async {
+    eventually("a terminal job state", timeout, async || {
         let st = p.status(std::slice::from_ref(h)).await.remove(0).unwrap();
         st.state.is_terminal().then_some(st)
     })

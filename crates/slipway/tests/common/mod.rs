@@ -6,12 +6,12 @@ pub mod replica;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use slipway::app::App;
 use slipway::config::Config;
-use slipway_domain::time::ShiftedClock;
+use slipway_test_support::{TestClock, eventually};
 
 pub const API: &str = "2025-06-01";
 
@@ -165,7 +165,9 @@ pub fn with_server_settings(config: &str, server_settings: &str) -> String {
 pub struct TestServer {
     pub dir: tempfile::TempDir,
     pub base: String,
-    pub clock: Arc<ShiftedClock>,
+    /// The clock the server reads: tokio's time, which a test moves with
+    /// [`slipway_test_support::jump`].
+    pub clock: Arc<TestClock>,
     pub app: Option<App>,
     pub http: reqwest::Client,
 }
@@ -204,7 +206,7 @@ impl TestServer {
         text.push_str(tables);
         std::fs::write(&path, text).expect("write config");
         let config = Config::load(Some(&path), []).expect("config");
-        let clock = Arc::new(ShiftedClock::default());
+        let clock = Arc::new(TestClock::new());
         let app = App::start(config, clock.clone()).await.expect("start slipway");
         let base = format!("http://{}", app.addr);
         TestServer { dir, base, clock, app: Some(app), http: reqwest::Client::new() }
@@ -258,29 +260,24 @@ impl TestServer {
 
     /// Polls an operation-status URL until it is terminal.
     pub async fn wait_terminal(&self, status_url: &str, timeout: Duration) -> Value {
-        let start = Instant::now();
-        loop {
+        eventually("the operation to end", timeout, async || {
             let (code, body) = self.follow(status_url).await;
             assert_eq!(code, 200, "status endpoint: {body}");
-            if matches!(body["status"].as_str(), Some("Succeeded" | "Failed" | "Canceled")) {
-                return body;
+            match body["status"].as_str() {
+                Some("Succeeded" | "Failed" | "Canceled") => Ok(body),
+                _ => Err(body.to_string()),
             }
-            assert!(start.elapsed() < timeout, "operation not terminal after {timeout:?}: {body}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     /// Waits until `f` holds for the resource body (or its absence: status 404).
     pub async fn wait_resource(&self, path: &str, timeout: Duration, f: impl Fn(u16, &Value) -> bool) -> (u16, Value) {
-        let start = Instant::now();
-        loop {
+        eventually(&format!("the condition on {path}"), timeout, async || {
             let (code, body) = self.get_json(path).await;
-            if f(code, &body) {
-                return (code, body);
-            }
-            assert!(start.elapsed() < timeout, "condition not met after {timeout:?}: {code} {body}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            if f(code, &body) { Ok((code, body)) } else { Err(format!("{code} {body}")) }
+        })
+        .await
     }
 }
 

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aap_sim::Sim;
+use slipway_test_support::ready_within;
 
 use super::{API, path_of};
 
@@ -169,17 +170,6 @@ impl Drop for Replica {
     }
 }
 
-pub async fn ready(http: &reqwest::Client, base: &str, timeout: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if http.get(format!("{base}/readyz")).send().await.is_ok_and(|r| r.status().is_success()) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    false
-}
-
 /// A tiny deterministic generator: which replica to kill next.
 pub struct Lcg(pub u64);
 impl Lcg {
@@ -244,8 +234,8 @@ pub async fn start_replicas(dir: &Path, sim: &Sim, config: &ReplicaConfig, n: us
         r.start();
     }
     for r in &replicas {
-        let up = ready(&http, &r.base(), Duration::from_secs(60)).await;
-        assert!(up, "{} never became ready; logs in {}", r.name, dir.display());
+        let up = ready_within(&http, &r.base(), Duration::from_secs(60)).await;
+        up.unwrap_or_else(|e| panic!("{} never became ready ({e}); logs in {}", r.name, dir.display()));
     }
     replicas
 }

@@ -79,6 +79,8 @@ impl Method {
 pub enum Call {
     /// `renew_leases`: how many keys were named, how many leases were renewed.
     Renew(usize, u64),
+    /// `claim_notifications`: the time it claimed at, how many rows it got.
+    ClaimNotifications(Timestamp, usize),
     /// `finish_notification(id)`.
     Finish(i64),
     /// `reschedule_notification(id, next_attempt_at, last_error)`.
@@ -95,6 +97,7 @@ impl Call {
     pub fn method(&self) -> Method {
         match self {
             Call::Renew(..) => Method::RenewLeases,
+            Call::ClaimNotifications(..) => Method::ClaimNotifications,
             Call::Finish(_) => Method::FinishNotification,
             Call::Reschedule(..) => Method::RescheduleNotification,
             Call::Abandon(..) => Method::AbandonNotification,
@@ -242,7 +245,10 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.plain(Method::ClaimNotifications, self.inner.claim_notifications(now, limit, hold)).await
+        self.enter(Method::ClaimNotifications)?;
+        let claimed = self.inner.claim_notifications(now, limit, hold).await?;
+        self.record(Call::ClaimNotifications(now, claimed.len()));
+        Ok(claimed)
     }
 
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
