@@ -92,7 +92,7 @@ fn renewals(store: &Faulty) -> Vec<(usize, u64)> {
 async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider() {
     const LEASE: Duration = Duration::from_secs(3);
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Faulty::new(common::sqlite(dir.path())).recording(&[Method::RenewLeases]));
+    let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
     let gated = Arc::new(Gated {
         gate: Semaphore::new(0),
         attempts: AtomicUsize::new(0),
@@ -186,7 +186,7 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     // Long enough that waiting for it to run out fails the test.
     const LEASE: Duration = Duration::from_secs(30);
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Faulty::new(common::sqlite(dir.path())).recording(&[Method::RenewLeases]));
+    let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
     let provider = Arc::new(Switched { done: AtomicBool::new(false) });
     let clock = Arc::new(TestClock::new());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r2").unwrap();

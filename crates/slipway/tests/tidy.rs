@@ -54,7 +54,6 @@ const LONG_FILES: &[(&str, &str)] = &[
     ("crates/aap-sim/tests/sim_api.rs", "the simulator's API walked endpoint by endpoint against one fixture"),
     ("crates/aap/tests/sim.rs", "the AAP provider against the simulator: one scenario per AWX behaviour"),
     ("crates/ansible/src/lib.rs", "the provider's trait impl; spawn, observe, jobdir and retention are split out"),
-    ("crates/domain/tests/reconcile.rs", "OSAC's acceptance scenarios in the order the spec numbers them"),
     ("crates/slipway/tests/arm_api.rs", "the ARM contract black-box, one test per rule of docs/arm-contract.md"),
     ("crates/slipway/tests/notifications.rs", "callbacks end to end, then the notifier alone on a recording store"),
     ("crates/slipway/tests/replica_faults.rs", "replicas under PostgreSQL faults: one shared cluster fixture"),

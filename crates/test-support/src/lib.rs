@@ -7,8 +7,8 @@
 //!   it is real time, and [`jump`] moves it — and every timer with it — forward at once.
 //! * [`eventually`] is the one bounded wait for a condition, [`wait_ready`] the one wait for
 //!   a server's `/readyz`.
-//! * [`holding_time`] keeps paused time still while work the runtime cannot see (another
-//!   thread's) is under way.
+//! * [`hold_time`] and [`holding_time`] keep paused time still while work the runtime cannot
+//!   see (another thread's) is under way.
 //!
 //! Paused time is only sound while everything the test waits for happens on the runtime or
 //! in `spawn_blocking`: tokio auto-advances a paused clock whenever the runtime is idle, and
@@ -63,21 +63,31 @@ pub async fn jump(d: Duration) {
     tokio::time::resume();
 }
 
-/// Awaits `work` with paused time held still, as tokio holds it while a `spawn_blocking`
-/// task runs: for work done on a thread the runtime does not know about. The SQLite store's
+/// Paused time held still, as tokio holds it while a `spawn_blocking` task runs, until this
+/// is dropped: for work done on a thread the runtime does not know about. The SQLite store's
 /// writes are such work (its reads run in `spawn_blocking`, its writes on its own writer
 /// thread): awaited bare on paused time, the idle runtime would move the clock to its next
-/// timer while the write is on its way to disk. Costs a blocking thread while `work` runs.
-pub async fn holding_time<F: Future>(work: F) -> F::Output {
+/// timer while the write is on its way to disk. Costs a blocking thread while it is held.
+#[must_use = "time is held only while the guard lives"]
+pub struct TimeHeld {
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+/// Holds paused time still until the returned guard is dropped (see [`TimeHeld`]). Call it
+/// inside the test's runtime.
+pub fn hold_time() -> TimeHeld {
     let (release, released) = std::sync::mpsc::channel::<()>();
-    // The blocking task holds the clock while it exists; it ends when `release` is dropped,
-    // once `work` is done or dropped.
+    // The blocking task holds the clock while it exists; it ends when `release` is dropped.
     drop(tokio::task::spawn_blocking(move || {
         let _ = released.recv();
     }));
-    let out = work.await;
-    drop(release);
-    out
+    TimeHeld { _release: release }
+}
+
+/// Awaits `work` with paused time held still (see [`TimeHeld`]).
+pub async fn holding_time<F: Future>(work: F) -> F::Output {
+    let _held = hold_time();
+    work.await
 }
 
 /// What a condition polled by [`eventually`] answers.

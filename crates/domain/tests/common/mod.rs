@@ -11,8 +11,8 @@ use slipway_domain::admission::{self, Admitted, Rejection, RequestContext};
 use slipway_domain::reconcile::{self, Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::resource::NewNotification;
 use slipway_domain::{
-    ArmId, CloudError, IdempotencyKey, Initiator, Job, JobState, Operation, OperationId, ResourceRecord, Snapshot,
-    Spec, Timestamp, TypePolicy,
+    ArmId, CloudError, ConfigVersion, IdempotencyKey, Initiator, Job, JobState, JobType, Operation, OperationId,
+    ResourceRecord, Snapshot, Spec, Timestamp, TypePolicy,
 };
 
 /// 2023-11-14T22:13:20Z: an arbitrary, realistic epoch for every scenario.
@@ -244,4 +244,41 @@ impl World {
         assert_eq!(effect, Effect::Cancel { key: key.clone() }, "expected a cancel");
         self.apply(&effect, outcome)
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Steps of the reconcile scenarios (reconcile.rs, exactly_once.rs, cancel_delete.rs)
+// ---------------------------------------------------------------------------------------
+
+pub const POLL: Duration = Duration::from_secs(2);
+
+pub fn sleep_until(t: Timestamp) -> Effect {
+    Effect::Sleep { until: Some(t) }
+}
+
+pub const SLEEP: Effect = Effect::Sleep { until: None };
+
+pub fn provisioning_failed(message: &str) -> Option<CloudError> {
+    Some(err("ProvisioningFailed", message))
+}
+
+/// The intent entry `begin_launch` records.
+pub fn intent(key: &IdempotencyKey, job_type: JobType, op: Option<u32>, version: ConfigVersion, now: Timestamp) -> Job {
+    let mut j = Job::new("", job_type, JobState::Launching, now);
+    j.idempotency_key = key.clone();
+    j.provider = "ansible".into();
+    j.operation_id = op.map(op_id);
+    j.config_version = version;
+    j
+}
+
+pub fn desired(w: &World) -> ConfigVersion {
+    w.res().desired_config_version.clone()
+}
+
+/// `intent` as `decide` leaves it when it hands the launch request to the engine.
+pub fn sent(mut j: Job) -> Job {
+    j.launch_sent_at = Some(j.timestamp);
+    j.launch_sends = 1;
+    j
 }

@@ -9,6 +9,9 @@
 //! store.refused(Method::Change);          // how many were refused meanwhile
 //! store.calls().wait_for(|calls| …).await; // await what the code under test did
 //! ```
+//!
+//! [`Faulty::holding_time`] makes it hold paused time still during every call, for tests on
+//! paused time over a store that works off the runtime (SQLite's writer thread).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,6 +21,7 @@ use async_trait::async_trait;
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
+use slipway_test_support::{TimeHeld, hold_time};
 use tokio::sync::watch;
 
 use crate::{
@@ -115,6 +119,7 @@ pub struct Faulty<S: ?Sized = dyn Store> {
     refused: Mutex<BTreeMap<Method, usize>>,
     recorded: BTreeSet<Method>,
     calls: watch::Sender<Vec<Call>>,
+    hold_time: bool,
 }
 
 impl<S: Store + ?Sized> Faulty<S> {
@@ -126,7 +131,17 @@ impl<S: Store + ?Sized> Faulty<S> {
             refused: Mutex::default(),
             recorded: Method::ALL.into_iter().collect(),
             calls: watch::Sender::new(Vec::new()),
+            hold_time: false,
         }
+    }
+
+    /// Holds paused time still while each call runs ([`slipway_test_support::TimeHeld`]):
+    /// while a write waits for SQLite's writer thread the runtime is idle, and paused time
+    /// would otherwise leap to the next timer — a lease renewal, a deadline — in the middle
+    /// of a transaction.
+    pub fn holding_time(mut self) -> Self {
+        self.hold_time = true;
+        self
     }
 
     /// Records only calls of `methods` (the others still run, unrecorded).
@@ -165,10 +180,11 @@ impl<S: Store + ?Sized> Faulty<S> {
         self.calls.borrow().clone()
     }
 
-    /// `Err` when `method` is made to fail (counted).
-    fn enter(&self, method: Method) -> Result<(), StoreError> {
+    /// `Err` when `method` is made to fail (counted); otherwise what the call holds while it
+    /// runs.
+    fn enter(&self, method: Method) -> Result<Option<TimeHeld>, StoreError> {
         if !lock(&self.failing).contains(&method) {
-            return Ok(());
+            return Ok(self.hold_time.then(hold_time));
         }
         *lock(&self.refused).entry(method).or_default() += 1;
         Err(StoreError::Unavailable(format!("{method:?} made to fail by the test")))
@@ -186,7 +202,7 @@ impl<S: Store + ?Sized> Faulty<S> {
         method: Method,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        self.enter(method)?;
+        let _held = self.enter(method)?;
         let out = call.await?;
         self.record(Call::Other(method));
         Ok(out)
@@ -225,7 +241,7 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
     }
 
     async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
-        self.enter(Method::RenewLeases)?;
+        let _held = self.enter(Method::RenewLeases)?;
         let renewed = self.inner.renew_leases(owner, keys, until).await?;
         self.record(Call::Renew(keys.len(), renewed));
         Ok(renewed)
@@ -245,14 +261,14 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.enter(Method::ClaimNotifications)?;
+        let _held = self.enter(Method::ClaimNotifications)?;
         let claimed = self.inner.claim_notifications(now, limit, hold).await?;
         self.record(Call::ClaimNotifications(now, claimed.len()));
         Ok(claimed)
     }
 
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.enter(Method::FinishNotification)?;
+        let _held = self.enter(Method::FinishNotification)?;
         self.inner.finish_notification(id).await?;
         self.record(Call::Finish(id));
         Ok(())
@@ -264,21 +280,21 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         next_attempt_at: Timestamp,
         last_error: &str,
     ) -> Result<(), StoreError> {
-        self.enter(Method::RescheduleNotification)?;
+        let _held = self.enter(Method::RescheduleNotification)?;
         self.inner.reschedule_notification(id, next_attempt_at, last_error).await?;
         self.record(Call::Reschedule(id, next_attempt_at, last_error.to_string()));
         Ok(())
     }
 
     async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
-        self.enter(Method::AbandonNotification)?;
+        let _held = self.enter(Method::AbandonNotification)?;
         self.inner.abandon_notification(id, last_error).await?;
         self.record(Call::Abandon(id, last_error.to_string()));
         Ok(())
     }
 
     async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
-        self.enter(Method::DeferNotifications)?;
+        let _held = self.enter(Method::DeferNotifications)?;
         self.inner.defer_notifications(rows).await?;
         self.record(Call::Defer(rows.to_vec()));
         Ok(())
