@@ -150,6 +150,7 @@ mod tests {
             tenant: Some("t".into()),
             groups: groups.iter().map(|g| g.to_string()).collect(),
             kind: PrincipalKind::User,
+            confined_to: Vec::new(),
         }
     }
 

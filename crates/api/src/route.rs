@@ -74,6 +74,29 @@ pub enum Route {
     ProviderOperations {
         namespace: String,
     },
+    /// `/subscriptions/{sub}/resourceGroups`: the groups that hold resources.
+    ResourceGroups {
+        subscription: String,
+    },
+    /// `/subscriptions/{sub}/resourceGroups/{name}`.
+    ResourceGroup {
+        subscription: String,
+        name: String,
+    },
+    /// `/subscriptions/{sub}[/resourceGroups/{rg}]/resources`: resources of every type.
+    Resources {
+        subscription: String,
+        resource_group: Option<String>,
+    },
+    /// `/subscriptions/{sub}/operationStatuses`: the subscription's operations (a Slipway
+    /// extension).
+    Operations {
+        subscription: String,
+    },
+    /// `/providers/Slipway.Authorization/apiTokens[/{id}]` (a Slipway extension).
+    ApiTokens {
+        id: Option<String>,
+    },
 }
 
 /// A path as its route's template, ids and names left out (`…/providers/Ns/things/{name}`):
@@ -155,6 +178,13 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
         Ok(Route::Provider { namespace, .. }) => namespace_names(&namespace).map(|ns| format!("/providers/{ns}")),
         Ok(Route::ProviderOperations { namespace }) => {
             namespace_names(&namespace).map(|ns| format!("/providers/{ns}/operations"))
+        }
+        Ok(Route::ResourceGroups { .. }) => Some(format!("{}/resourceGroups", group(false))),
+        Ok(Route::ResourceGroup { .. }) => Some(group(true).into()),
+        Ok(Route::Resources { resource_group, .. }) => Some(format!("{}/resources", group(resource_group.is_some()))),
+        Ok(Route::Operations { .. }) => Some(format!("{}/operationStatuses", group(false))),
+        Ok(Route::ApiTokens { id }) => {
+            Some(format!("/providers/Slipway.Authorization/apiTokens{}", if id.is_some() { "/{tokenId}" } else { "" }))
         }
         Err(_) if ["/healthz", "/readyz", "/openapi.json", "/metrics"].contains(&path) => Some(path.to_string()),
         Err(_) if path.starts_with("/hooks/") => Some("/hooks/{provider}".into()),
@@ -261,7 +291,11 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     let op = |sub: &&str, ns: &&str, loc: &&str, id: &&str| {
         Ok::<_, RouteError>((subscription(sub)?, ns.to_string(), loc.to_string(), id.to_string()))
     };
+    let tokens =
+        |p: &str, ns: &str, t: &str| is(p, "providers") && is(ns, "Slipway.Authorization") && is(t, "apiTokens");
     match segs.as_slice() {
+        [p, ns, t] if tokens(p, ns, t) => Ok(Route::ApiTokens { id: None }),
+        [p, ns, t, id] if tokens(p, ns, t) => Ok(Route::ApiTokens { id: Some(id.to_string()) }),
         [p, ns] if is(p, "providers") => Ok(Route::Provider { subscription: None, namespace: ns.to_string() }),
         [p, ns, o] if is(p, "providers") && is(o, "operations") => {
             Ok(Route::ProviderOperations { namespace: ns.to_string() })
@@ -271,6 +305,25 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
         }
         [s] if is(s, "subscriptions") => Ok(Route::Subscriptions),
         [s, sub] if is(s, "subscriptions") => Ok(Route::Subscription(subscription(sub)?)),
+        [s, sub, r] if is(s, "subscriptions") && is(r, "resourceGroups") => {
+            Ok(Route::ResourceGroups { subscription: subscription(sub)? })
+        }
+        [s, sub, r] if is(s, "subscriptions") && is(r, "resources") => {
+            Ok(Route::Resources { subscription: subscription(sub)?, resource_group: None })
+        }
+        [s, sub, o] if is(s, "subscriptions") && is(o, "operationStatuses") => {
+            Ok(Route::Operations { subscription: subscription(sub)? })
+        }
+        [s, sub, r, rg] if is(s, "subscriptions") && is(r, "resourceGroups") => {
+            let subscription = subscription(sub)?;
+            ids::check_group(rg)?;
+            Ok(Route::ResourceGroup { subscription, name: rg.to_string() })
+        }
+        [s, sub, r, rg, x] if is(s, "subscriptions") && is(r, "resourceGroups") && is(x, "resources") => {
+            let subscription = subscription(sub)?;
+            ids::check_group(rg)?;
+            Ok(Route::Resources { subscription, resource_group: Some(rg.to_string()) })
+        }
         [s, sub, p, ns, l, loc, kind, id] if is(s, "subscriptions") && is(p, "providers") && is(l, "locations") => {
             let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
             if is(kind, "operationStatuses") {

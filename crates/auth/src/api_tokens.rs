@@ -2,13 +2,17 @@
 //! revoking name it); the secret is 256 random bits, shown once at creation, and stored only
 //! as its SHA-256 — enough for a high-entropy secret, which a slow password hash would not
 //! make any stronger. Tokens live in the store, so every replica sees a revocation at once.
+//!
+//! A token may be confined to subscriptions (the tokens a subscription's Owner makes are):
+//! whatever roles its principal holds, it acts only inside them. Its last use is recorded to
+//! the hour ([`LAST_USE_RESOLUTION`]): one write per token per hour, not one per request.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use slipway_domain::{Principal, PrincipalKind, Timestamp};
-use slipway_store::{EntryKind, Expect, Store, StoreError};
+use slipway_domain::{Principal, PrincipalKind, SubscriptionId, Timestamp};
+use slipway_store::{Entry, EntryKind, Expect, Store, StoreError};
 use subtle::ConstantTimeEq;
 
 use crate::error::AuthError;
@@ -34,6 +38,12 @@ pub struct ApiToken {
     pub created_at: Timestamp,
     #[serde(rename = "expiresAt", default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Timestamp>,
+    /// The subscriptions it is confined to (lowercased); empty: none.
+    #[serde(rename = "subscriptions", default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<SubscriptionId>,
+    /// When it last authenticated a request, to [`LAST_USE_RESOLUTION`].
+    #[serde(rename = "lastUsedAt", default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<Timestamp>,
     /// Lowercase hex SHA-256 of the secret part.
     #[serde(rename = "sha256")]
     sha256: String,
@@ -46,9 +56,14 @@ impl ApiToken {
             tenant: self.tenant.clone(),
             groups: self.groups.clone(),
             kind: PrincipalKind::Application,
+            confined_to: self.subscriptions.clone(),
         }
     }
 }
+
+/// How often a token's last use is written: a use within this long of the recorded one is
+/// not recorded again.
+pub const LAST_USE_RESOLUTION: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// What an admin asks for.
 #[derive(Clone, Debug, Default)]
@@ -58,6 +73,8 @@ pub struct NewApiToken {
     pub groups: Vec<String>,
     pub description: String,
     pub expires_at: Option<Timestamp>,
+    /// Confine the token to these subscriptions (empty: do not).
+    pub subscriptions: Vec<SubscriptionId>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -99,6 +116,8 @@ pub async fn create(store: &dyn Store, new: NewApiToken, now: Timestamp) -> Resu
         description: new.description,
         created_at: now,
         expires_at: new.expires_at,
+        subscriptions: new.subscriptions,
+        last_used_at: None,
         sha256: digest(&secret),
     };
     let body = serde_json::to_string(&token).map_err(|e| StoreError::Internal(e.to_string()))?;
@@ -111,6 +130,11 @@ pub async fn list(store: &dyn Store) -> Result<Vec<ApiToken>, StoreError> {
     entries.iter().map(|e| decode(&e.body)).collect()
 }
 
+/// One token, by its id.
+pub async fn get(store: &dyn Store, id: &str) -> Result<Option<ApiToken>, StoreError> {
+    store.get_entry(EntryKind::ApiToken, &id.to_ascii_lowercase()).await?.map(|e| decode(&e.body)).transpose()
+}
+
 /// Removes a token; `false` if there was none with that id.
 pub async fn revoke(store: &dyn Store, id: &str) -> Result<bool, StoreError> {
     store.delete_entry(EntryKind::ApiToken, &id.to_ascii_lowercase(), Expect::Any).await
@@ -120,8 +144,15 @@ fn decode(body: &str) -> Result<ApiToken, StoreError> {
     serde_json::from_str(body).map_err(|e| StoreError::Internal(format!("stored API token unreadable: {e}")))
 }
 
-/// The principal of a presented token.
-pub(crate) async fn verify(store: &dyn Store, token: &str, now: Timestamp) -> Result<Principal, AuthError> {
+/// What a presented token verified as: its principal, and its stored entry when its last use
+/// is due to be recorded ([`record_use`]).
+pub(crate) struct Verified {
+    pub principal: Principal,
+    pub stale_use: Option<Entry>,
+}
+
+/// Checks a presented token.
+pub(crate) async fn verify(store: &dyn Store, token: &str, now: Timestamp) -> Result<Verified, AuthError> {
     let (id, secret) = parse(token).ok_or(AuthError::Malformed)?;
     let entry = store
         .get_entry(EntryKind::ApiToken, &id.to_ascii_lowercase())
@@ -135,7 +166,23 @@ pub(crate) async fn verify(store: &dyn Store, token: &str, now: Timestamp) -> Re
     if stored.expires_at.is_some_and(|at| now >= at) {
         return Err(AuthError::ApiTokenExpired);
     }
-    Ok(stored.principal())
+    let stale = stored.last_used_at.is_none_or(|last| now >= last.add(LAST_USE_RESOLUTION));
+    Ok(Verified { principal: stored.principal(), stale_use: stale.then_some(entry) })
+}
+
+/// Records `now` as the last use of the token stored as `entry`, unless it changed since it
+/// was read (another replica recorded a use, or it was revoked: either way nothing to do).
+pub async fn record_use(store: &dyn Store, entry: Entry, now: Timestamp) -> Result<(), StoreError> {
+    let mut token = decode(&entry.body)?;
+    token.last_used_at = Some(now);
+    let body = serde_json::to_string(&token).map_err(|e| StoreError::Internal(e.to_string()))?;
+    match store
+        .put_entry(EntryKind::ApiToken, &entry.id, &entry.partition, &body, Expect::Version(entry.version), now)
+        .await
+    {
+        Ok(_) | Err(StoreError::Precondition(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +209,8 @@ mod tests {
             description: String::new(),
             created_at: Timestamp::from_millis(5),
             expires_at: None,
+            subscriptions: Vec::new(),
+            last_used_at: None,
             sha256: digest("x"),
         };
         let v: serde_json::Value = serde_json::to_value(&t).unwrap();

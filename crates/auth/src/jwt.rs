@@ -143,7 +143,7 @@ pub(crate) fn principal(claims: &Map<String, Value>, mapping: &ClaimMapping) -> 
     };
     // Entra ID marks application (client-credential) tokens `idtyp: app`.
     let kind = if text("idtyp").as_deref() == Some("app") { PrincipalKind::Application } else { PrincipalKind::User };
-    Ok(Principal { name, tenant, groups, kind })
+    Ok(Principal { name, tenant, groups, kind, confined_to: Vec::new() })
 }
 
 #[cfg(test)]
@@ -194,6 +194,7 @@ mod tests {
             tenant: Some("Contoso".into()),
             groups: vec!["ops".into()],
             kind: PrincipalKind::User,
+            confined_to: Vec::new(),
         };
         let p = issued(alice(), &partner).unwrap();
         assert_eq!((p.name.as_str(), p.groups), ("partner:alice", vec!["partner:ops".to_string()]));

@@ -66,6 +66,12 @@ impl Authenticator {
         })
     }
 
+    /// The issuer whose prefix `name` carries, if any: an API token may not be made for such
+    /// a principal or group, since the name is that issuer's.
+    pub fn prefix_owner(&self, name: &str) -> Option<&str> {
+        self.namespace.owner(name)
+    }
+
     /// Verifies the value of an `Authorization` header (absent: [`AuthError::Missing`]).
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Authenticated, AuthError> {
         let value = authorization.map(str::trim).filter(|v| !v.is_empty()).ok_or(AuthError::Missing)?;
@@ -79,9 +85,18 @@ impl Authenticator {
             if !self.api_tokens {
                 return Err(AuthError::UnknownApiToken);
             }
-            let principal = api_tokens::verify(self.store.as_ref(), token, now).await?;
-            self.namespace.refuse_foreign(&principal, "")?;
-            principal
+            let verified = api_tokens::verify(self.store.as_ref(), token, now).await?;
+            self.namespace.refuse_foreign(&verified.principal, "")?;
+            if let Some(entry) = verified.stale_use {
+                // Off the request's path: a failed record only leaves the last use older.
+                let store = Arc::clone(&self.store);
+                tokio::spawn(async move {
+                    if let Err(e) = api_tokens::record_use(store.as_ref(), entry, now).await {
+                        tracing::debug!(error = %e, "recording an API token's use");
+                    }
+                });
+            }
+            verified.principal
         } else {
             let (principal, issuer) = jwt::verify(&self.issuers, token, now).await?;
             self.namespace.refuse_foreign(&principal, &issuer.prefix)?;

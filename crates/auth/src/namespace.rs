@@ -42,6 +42,11 @@ impl Namespace {
         }
         Ok(())
     }
+
+    /// The issuer whose prefix `name` carries, if any.
+    pub(crate) fn owner(&self, name: &str) -> Option<&str> {
+        self.prefixed.iter().find(|(_, p)| name.starts_with(p.as_str())).map(|(issuer, _)| issuer.as_str())
+    }
 }
 
 /// The issuer whose prefix `name` carries, if any: an API token may not be made for such a
@@ -103,6 +108,7 @@ mod tests {
             tenant: None,
             groups: groups.iter().map(|g| g.to_string()).collect(),
             kind: PrincipalKind::User,
+            confined_to: Vec::new(),
         }
     }
 

@@ -240,10 +240,12 @@ impl RoleAssignment {
 }
 
 /// Whether `who` may do what `permission` covers at `target`, given every assignment whose
-/// scope could contain `target`. The local user (authentication off) may do anything.
+/// scope could contain `target`. The local user (authentication off) may do anything; a
+/// credential confined to subscriptions, nothing outside them.
 pub fn is_allowed(who: &Principal, assignments: &[RoleAssignment], permission: Permission, target: &Scope) -> bool {
     who.kind == PrincipalKind::Local
-        || assignments.iter().any(|a| a.names(who) && a.role.allows(permission) && a.scope.contains(target))
+        || (who.reaches(target)
+            && assignments.iter().any(|a| a.names(who) && a.role.allows(permission) && a.scope.contains(target)))
 }
 
 /// Whether `who` may read something somewhere below `scope` (not necessarily all of it):
@@ -251,6 +253,10 @@ pub fn is_allowed(who: &Principal, assignments: &[RoleAssignment], permission: P
 pub fn may_read_within(who: &Principal, assignments: &[RoleAssignment], scope: &Scope) -> bool {
     who.kind == PrincipalKind::Local
         || assignments.iter().any(|a| {
-            a.names(who) && a.role.allows(Permission::Read) && (a.scope.contains(scope) || scope.contains(&a.scope))
+            let reach = if a.scope.contains(scope) { scope } else { &a.scope };
+            a.names(who)
+                && a.role.allows(Permission::Read)
+                && (a.scope.contains(scope) || scope.contains(&a.scope))
+                && who.reaches(reach)
         })
 }

@@ -32,16 +32,32 @@ pub struct Principal {
     /// Groups (or roles) the credential lists.
     pub groups: Vec<String>,
     pub kind: PrincipalKind,
+    /// The subscriptions the credential is confined to — an API token a subscription's Owner
+    /// made — whatever its roles grant elsewhere; empty: wherever its roles reach.
+    pub confined_to: Vec<crate::ids::SubscriptionId>,
 }
 
 impl Principal {
     /// The principal of a request when authentication is off.
     pub fn local() -> Self {
-        Principal { name: "local".into(), tenant: None, groups: Vec::new(), kind: PrincipalKind::Local }
+        Principal {
+            name: "local".into(),
+            tenant: None,
+            groups: Vec::new(),
+            kind: PrincipalKind::Local,
+            confined_to: Vec::new(),
+        }
     }
 
     pub fn tenant_or_empty(&self) -> &str {
         self.tenant.as_deref().unwrap_or_default()
+    }
+
+    /// Whether the credential may act at `target` at all: anywhere, or within one of the
+    /// subscriptions it is confined to (never at the platform scope, then).
+    pub fn reaches(&self, target: &crate::access::Scope) -> bool {
+        self.confined_to.is_empty()
+            || self.confined_to.iter().any(|s| crate::access::Scope::subscription_scope(s).contains(target))
     }
 }
 

@@ -16,6 +16,7 @@ fn alice() -> Principal {
         tenant: Some("t-a".into()),
         groups: vec!["ops".into()],
         kind: PrincipalKind::User,
+        confined_to: Vec::new(),
     }
 }
 
@@ -202,4 +203,27 @@ fn what_each_subscription_state_admits() {
     assert_eq!(admits(None, Delete, true), Err(Refusal::NotRegistered));
     assert_eq!(admits(None, Read, true), Ok(()));
     assert_eq!(admits(None, Change, false), Ok(()), "the local mode needs no registration");
+}
+
+/// A credential confined to subscriptions (an API token an Owner made) acts only inside them,
+/// even where its name holds a role at the platform or in another subscription.
+#[test]
+fn a_confined_credential_acts_only_inside_its_subscriptions() {
+    let other = "/subscriptions/22222222-2222-2222-2222-222222222222";
+    let confined = Principal { confined_to: vec![SUB.trim_start_matches("/subscriptions/").into()], ..alice() };
+    let admin = [assignment(Role::Admin, "/")];
+    let vnet = scope(&format!("{SUB}/resourceGroups/rg1/providers/Slipway.Example/virtualNetworks/v1"));
+    assert!(is_allowed(&confined, &admin, Permission::Delete, &vnet), "inside: as its roles say");
+    assert!(is_allowed(&confined, &admin, Permission::ManageAccess, &scope(SUB)));
+    assert!(!is_allowed(&confined, &admin, Permission::ManagePlatform, &Scope::platform()), "never the platform's");
+    assert!(!is_allowed(&confined, &admin, Permission::Read, &scope(other)));
+    assert!(!is_allowed(&confined, &[assignment(Role::Owner, other)], Permission::Read, &scope(other)));
+    assert!(is_allowed(&alice(), &[assignment(Role::Owner, other)], Permission::Read, &scope(other)), "unconfined");
+
+    assert!(may_read_within(&confined, &admin, &scope(SUB)));
+    assert!(!may_read_within(&confined, &admin, &scope(other)));
+    let in_group = [assignment(Role::Reader, &format!("{SUB}/resourceGroups/rg1"))];
+    assert!(may_read_within(&confined, &in_group, &scope(SUB)), "a group inside, seen from its subscription");
+    assert!(may_read_within(&confined, &in_group, &Scope::platform()));
+    assert!(!may_read_within(&confined, &[assignment(Role::Reader, other)], &Scope::platform()));
 }

@@ -66,8 +66,12 @@ enum TokenCommand {
         /// Days until the token stops working; without it, it works until revoked.
         #[arg(long)]
         expires_in_days: Option<u64>,
+        /// Confine the token to a subscription (repeatable): it then acts only inside them.
+        #[arg(long = "subscription")]
+        subscriptions: Vec<String>,
     },
-    /// List tokens (ids, principals, expiry; never secrets).
+    /// List tokens (id, principal, tenant, groups, subscriptions, creation, expiry, last use;
+    /// never secrets), tab-separated.
     List,
     /// Revoke a token by its id.
     Revoke { id: String },
@@ -164,9 +168,15 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
     let store = slipway::app::open_store(&store).await.map_err(|e| e.to_string())?;
     let now = SystemClock.now();
     match command {
-        TokenCommand::Create { principal, tenant, groups, description, expires_in_days } => {
+        TokenCommand::Create { principal, tenant, groups, description, expires_in_days, subscriptions } => {
             if principal.trim().is_empty() {
                 return Err("--principal must not be empty".into());
+            }
+            let mut confined = Vec::new();
+            for s in subscriptions {
+                slipway_domain::ids::check_subscription(&s)
+                    .map_err(|_| format!("--subscription '{s}' is not a subscription id (a GUID)"))?;
+                confined.push(slipway_domain::SubscriptionId::new(&s));
             }
             if let Some(auth) = &config.auth {
                 let issuers = auth.options(&config.base_dir)?.issuers;
@@ -179,15 +189,30 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
                 }
             }
             let expires_at = expires_in_days.map(|d| now.add(Duration::from_secs(d.saturating_mul(86_400))));
-            let new = NewApiToken { principal, tenant, groups, description, expires_at };
+            let new = NewApiToken { principal, tenant, groups, description, expires_at, subscriptions: confined };
             let (text, token) = api_tokens::create(store.as_ref(), new, now).await.map_err(|e| e.to_string())?;
             eprintln!("created API token {} for '{}' (shown once; keep it secret)", token.id, token.principal);
             println!("{text}");
         }
         TokenCommand::List => {
+            println!("ID\tPRINCIPAL\tTENANT\tGROUPS\tSUBSCRIPTIONS\tCREATED\tEXPIRES\tLAST USED\tDESCRIPTION");
+            let or = |text: String, none: &str| if text.is_empty() { none.to_string() } else { text };
             for t in api_tokens::list(store.as_ref()).await.map_err(|e| e.to_string())? {
-                let expires = t.expires_at.map(|e| e.to_rfc3339()).unwrap_or_else(|| "never".into());
-                println!("{}\t{}\tcreated {}\texpires {}\t{}", t.id, t.principal, t.created_at, expires, t.description);
+                let time =
+                    |at: Option<slipway_domain::Timestamp>, none: &str| at.map_or(none.to_string(), |a| a.to_rfc3339());
+                let subscriptions: Vec<&str> = t.subscriptions.iter().map(|s| s.as_str()).collect();
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    t.id,
+                    t.principal,
+                    or(t.tenant.clone().unwrap_or_default(), "-"),
+                    or(t.groups.join(","), "-"),
+                    or(subscriptions.join(","), "any"),
+                    t.created_at.to_rfc3339(),
+                    time(t.expires_at, "never"),
+                    time(t.last_used_at, "never"),
+                    t.description
+                );
             }
         }
         TokenCommand::Revoke { id } => {

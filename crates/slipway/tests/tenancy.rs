@@ -137,6 +137,10 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET resource", needs: 'r' },
         Endpoint { name: "GET list by subscription", needs: 'r' },
         Endpoint { name: "GET list by resource group", needs: 'r' },
+        Endpoint { name: "GET list of resource groups", needs: 'r' },
+        Endpoint { name: "GET list of every type by subscription", needs: 'r' },
+        Endpoint { name: "GET list of every type by resource group", needs: 'r' },
+        Endpoint { name: "GET list of operations", needs: 'r' },
         Endpoint { name: "PUT resource", needs: 'w' },
         Endpoint { name: "PATCH resource", needs: 'w' },
         Endpoint { name: "DELETE resource", needs: 'd' },
@@ -179,6 +183,21 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                                 "/subscriptions/{sub}/resourceGroups/rg1/providers/Slipway.Example/virtualNetworks"
                             );
                             w.send("GET", &path, &tok, None, API).await
+                        }
+                        "GET list of resource groups" => {
+                            w.send("GET", &format!("/subscriptions/{sub}/resourceGroups"), &tok, None, PLATFORM_API)
+                                .await
+                        }
+                        "GET list of every type by subscription" => {
+                            w.send("GET", &format!("/subscriptions/{sub}/resources"), &tok, None, PLATFORM_API).await
+                        }
+                        "GET list of every type by resource group" => {
+                            let path = format!("/subscriptions/{sub}/resourceGroups/rg1/resources");
+                            w.send("GET", &path, &tok, None, PLATFORM_API).await
+                        }
+                        "GET list of operations" => {
+                            let path = format!("/subscriptions/{sub}/operationStatuses");
+                            w.send("GET", &path, &tok, None, PLATFORM_API).await
                         }
                         "PUT resource" => {
                             let body = json!({"location": "local", "properties": {"addressSpace": "10.1.0.0/16"}});
@@ -243,6 +262,7 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                         if e.name.starts_with("GET list") {
                             let ids: Vec<&str> =
                                 body["value"].as_array().unwrap().iter().filter_map(|v| v["id"].as_str()).collect();
+                            assert!(!ids.is_empty(), "the shared resource and its operation are listed: {case}");
                             assert!(ids.iter().all(|id| id.to_ascii_lowercase().contains(sub)), "{case}");
                         }
                     } else {

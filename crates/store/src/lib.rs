@@ -17,13 +17,14 @@ use async_trait::async_trait;
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
-use slipway_domain::{Operation, Timestamp};
+use slipway_domain::{Operation, ProvisioningState, Timestamp};
 
 mod columns;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod documents;
 pub mod entries;
+mod groups;
 mod metered;
 mod plan;
 pub mod postgres;
@@ -32,6 +33,7 @@ pub mod sqlite;
 mod walk;
 
 pub use entries::{Entry, EntryKind, Expect};
+pub use groups::{GroupPage, resource_groups};
 pub use metered::{ActiveOperations, StoreReading};
 pub use plan::DEFAULT_OPERATION_TTL;
 pub use walk::reference_walk;
@@ -134,7 +136,8 @@ pub struct ListQuery {
     pub subscription: SubscriptionId,
     /// Lowercased resource group; `None` lists the whole subscription.
     pub resource_group: Option<String>,
-    pub type_key: TypeKey,
+    /// Only resources of this type; `None` lists every type, in key order.
+    pub type_key: Option<TypeKey>,
     /// Only resources nested under this one (a child type's collection under its parent).
     pub under: Option<ResourceKey>,
     /// Continue after this resource key (exclusive).
@@ -148,18 +151,48 @@ pub(crate) fn direct_children(parent: &ResourceKey, records: Vec<ResourceRecord>
 }
 
 impl ListQuery {
-    /// The key range the list reads, `(exclusive lower bound, exclusive upper bound)`: after
-    /// `after`, and within `under`'s subtree (keys starting `under/`; `0` follows `/`).
-    pub(crate) fn key_range(&self) -> (String, Option<String>) {
-        // Every key starts with '/', so '' sorts before all of them.
-        let after = self.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
-        match &self.under {
-            Some(parent) => {
-                let parent = parent.as_str().to_ascii_lowercase();
-                (after.max(format!("{parent}/")), Some(format!("{parent}0")))
+    /// The key range the list reads, `(exclusive lower bound, exclusive upper bound)`: the
+    /// keys under the narrowest of the subscription, the group and `under`
+    /// (`/subscriptions/{s}[/resourcegroups/{g}]/…` or `{under}/…`), after `after`. A key is
+    /// its id lowercased, and `0` follows `/`: `{p}0` bounds every key starting `{p}/`.
+    pub(crate) fn key_range(&self) -> (String, String) {
+        let prefix = match (&self.under, &self.resource_group) {
+            (Some(parent), _) => parent.as_str().to_ascii_lowercase(),
+            (None, Some(group)) => {
+                format!("/subscriptions/{}/resourcegroups/{}", self.subscription.as_str(), group.to_ascii_lowercase())
             }
-            None => (after, None),
-        }
+            (None, None) => format!("/subscriptions/{}", self.subscription.as_str()),
+        };
+        let after = self.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+        (after.max(format!("{prefix}/")), format!("{prefix}0"))
+    }
+}
+
+/// A page of a subscription's operations ([`Store::list_operations`]), newest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationQuery {
+    pub subscription: SubscriptionId,
+    /// Only operations in this state.
+    pub status: Option<ProvisioningState>,
+    /// Continue after this operation (exclusive), in the list's order.
+    pub after: Option<OperationId>,
+    pub limit: usize,
+    /// Operations expired at `now` are left out, as [`Store::get_operation`] leaves them out.
+    pub now: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationPage {
+    pub items: Vec<Operation>,
+    /// The last item's id when more may follow.
+    pub next: Option<OperationId>,
+}
+
+impl OperationQuery {
+    /// The id range the list reads downwards from, exclusive: below `after`, or below every
+    /// id (ids are lowercase hex and dashes; `~` sorts after them all).
+    pub(crate) fn below(&self) -> String {
+        self.after.as_ref().map_or_else(|| "~".to_string(), |id| id.as_str().to_string())
     }
 }
 
@@ -261,8 +294,12 @@ pub trait Store: Send + Sync + 'static {
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError>;
 
-    /// Resources of one type in key order.
+    /// Resources of one type, or of every type, in key order.
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError>;
+
+    /// A subscription's operations in descending id order — newest first, as operation ids
+    /// are time-ordered (UUID version 7) — optionally of one status.
+    async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError>;
 
     /// An operation of the subscription (matched case-insensitively) that has not expired
     /// at `now`.

@@ -64,8 +64,8 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
-    Store, StoreError, StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, OperationPage,
+    OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
 };
 
 #[derive(Clone, PartialEq, Eq)]
@@ -388,6 +388,10 @@ impl Store for PostgresStore {
 
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
         self.read(|c| Box::pin(rows::list_resources(c, query.clone()))).await
+    }
+
+    async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {
+        self.read(|c| Box::pin(rows::list_operations(c, query.clone()))).await
     }
 
     async fn get_operation(

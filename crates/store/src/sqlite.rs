@@ -35,8 +35,8 @@ use slipway_domain::{Operation, Timestamp};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, StatsCounters,
-    Store, StoreError, StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, OperationPage,
+    OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
 };
 
 use checkpointer::Checkpointer;
@@ -210,6 +210,11 @@ impl Store for SqliteStore {
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
         let query = query.clone();
         self.readers.run(move |conn| rows::list_resources(conn, &query)).await
+    }
+
+    async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {
+        let query = query.clone();
+        self.readers.run(move |conn| rows::list_operations(conn, &query)).await
     }
 
     async fn get_operation(

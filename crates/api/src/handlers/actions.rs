@@ -18,10 +18,13 @@ pub(crate) async fn post_action(
     let ty = resource_type(state, &id.namespace, &id.type_name)?;
     check_version(ctx, &ty)?;
     let action = ty.action(name).ok_or_else(|| {
+        let declared: Vec<&str> = ty.actions().map(|a| a.name.as_str()).collect();
+        let declared = if declared.is_empty() { "none".to_string() } else { declared.join(", ") };
         ArmError::not_found(
-            "InvalidResourceType",
-            format!("The resource type '{}' has no action '{}'.", ty.display_name(), echo(name, 64)),
+            "ActionNotFound",
+            format!("The resource type '{}' has no action '{}'; its actions: {declared}.", ty.display_name(), echo(name, 64)),
         )
+        .with_target(echo(name, 64))
     })?;
     let subscription = SubscriptionId::new(&id.subscription);
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;

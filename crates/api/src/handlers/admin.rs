@@ -27,7 +27,7 @@ pub const PLATFORM_API_VERSIONS: &[&str] = &["2025-06-01", "2.0"];
 pub(crate) const AUTHZ: &str = "Slipway.Authorization/roleAssignments";
 pub(crate) const SUBSCRIPTIONS: &str = "Slipway.Admin/subscriptions";
 
-fn check_version(ctx: &Ctx) -> Result<(), ArmError> {
+pub(crate) fn check_version(ctx: &Ctx) -> Result<(), ArmError> {
     let v = ctx.api_version()?;
     if PLATFORM_API_VERSIONS.iter().any(|s| s.eq_ignore_ascii_case(v)) {
         Ok(())
@@ -172,7 +172,7 @@ async fn deprovision(state: &ApiState, ctx: &Ctx, subscription: &Subscription) -
                 .list_resources(&ListQuery {
                     subscription: id.clone(),
                     resource_group: None,
-                    type_key: TypeKey::new(&ty.namespace, &ty.type_name),
+                    type_key: Some(TypeKey::new(&ty.namespace, &ty.type_name)),
                     under: None,
                     after: after.clone(),
                     limit: 500,

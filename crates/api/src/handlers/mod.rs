@@ -34,10 +34,13 @@ mod admin;
 mod audit;
 mod body;
 pub(crate) mod discovery;
+mod filter;
 pub(crate) mod jobs;
 mod logs;
 mod operations;
+mod overview;
 mod resources;
+mod tokens;
 
 use actions::*;
 use body::*;
@@ -256,7 +259,23 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             discovery::provider(state, ctx, subscription.as_deref(), &namespace)
         }
         Route::ProviderOperations { namespace } => discovery::operations(state, ctx, &namespace),
+        Route::ResourceGroups { subscription } => overview::list_groups(state, ctx, path, &subscription).await,
+        Route::ResourceGroup { subscription, name } => overview::get_group(state, ctx, &subscription, &name).await,
+        Route::Resources { subscription, resource_group } => {
+            overview::list_resources(state, ctx, path, &subscription, resource_group.as_deref()).await
+        }
+        Route::Operations { subscription } => overview::list_operations(state, ctx, path, &subscription).await,
+        Route::ApiTokens { id } => tokens::api_tokens(state, ctx, id.as_deref(), body).await,
     }
+}
+
+/// A new operation's id: a UUID of version 7, whose leading bits are `now`'s milliseconds, so
+/// that id order is start order (to the millisecond) and a subscription's operations list
+/// newest first by id alone; the other 74 bits are random.
+pub(crate) fn new_operation_id(now: slipway_domain::Timestamp) -> OperationId {
+    let millis = u64::try_from(now.as_millis()).unwrap_or_default();
+    let at = uuid::Timestamp::from_unix(uuid::NoContext, millis / 1000, (millis % 1000) as u32 * 1_000_000);
+    OperationId::parse(&uuid::Uuid::new_v7(at).to_string()).expect("a UUID is a valid operation id")
 }
 
 /// `?force=true|false` (absent: false); anything else is `400 InvalidParameter`.
@@ -318,10 +337,11 @@ pub(crate) fn request_context(
     let initiator = ctx.initiator();
     let (actor, actor_type) = system_data_actor(ctx, &initiator);
     let job_context = JobContext { requested_by: RequestedBy::from(&ctx.caller.principal), tenant };
+    let now = state.clock.now();
     Ok(RequestContext {
         job_context: Some(job_context),
-        operation_id: OperationId::parse(&uuid::Uuid::new_v4().to_string()).expect("uuid v4 is a valid operation id"),
-        now: state.clock.now(),
+        operation_id: new_operation_id(now),
+        now,
         notification_uri,
         initiator,
         api_version: api_version.to_string(),

@@ -37,17 +37,28 @@ pub(crate) async fn find_operation(
     let subscription = SubscriptionId::new(subscription);
     let op =
         state.store.get_operation(&subscription, &op_id, state.clock.now()).await?.ok_or_else(|| not_found_op(id))?;
-    let initiator_rule = state.access.initiator_only || ctx.caller.principal.kind == PrincipalKind::Local;
-    let asking = ctx.initiator();
-    if initiator_rule && !is_visible_to(&op, &subscription, &asking.tenant_id, &asking.client_id) {
-        return Err(not_found_op(id));
-    }
-    let scope = Scope::stored(&op.resource_id);
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    if op.subscription != subscription || !grants.allows(&ctx.caller, permission, &scope) {
+    if op.subscription != subscription || !may_see_operation(state, ctx, &grants, &op, permission) {
         return Err(not_found_op(id));
     }
     Ok(op)
+}
+
+/// Whether the caller holds `permission` on `op`'s resource and, where the initiator rule
+/// applies (authentication off, or `initiator_only`), is the identity that started it.
+pub(crate) fn may_see_operation(
+    state: &ApiState,
+    ctx: &Ctx,
+    grants: &access::Grants,
+    op: &Operation,
+    permission: Permission,
+) -> bool {
+    let initiator_rule = state.access.initiator_only || ctx.caller.principal.kind == PrincipalKind::Local;
+    let asking = ctx.initiator();
+    if initiator_rule && !is_visible_to(op, &op.subscription, &asking.tenant_id, &asking.client_id) {
+        return false;
+    }
+    grants.allows(&ctx.caller, permission, &Scope::stored(&op.resource_id))
 }
 
 pub(crate) fn status_path(state: &ApiState, op: &Operation) -> String {

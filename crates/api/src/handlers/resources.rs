@@ -276,27 +276,18 @@ pub(crate) async fn list(
     visible: Visible<'_>,
 ) -> Result<Response, ArmError> {
     let ListScope { subscription, resource_group, parent } = within;
-    let after = match ctx.query.get("$skipToken") {
-        Some(token) => Some(
-            decode_token(token)
-                .ok_or_else(|| ArmError::bad_request("InvalidSkipToken", "The $skipToken is not valid."))?,
-        ),
-        None => None,
-    };
-    let limit = match ctx.query.get("$top") {
-        Some(t) => t
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=1000).contains(n))
-            .ok_or_else(|| ArmError::bad_request("InvalidParameter", "$top must be an integer from 1 to 1000."))?,
-        None => state.options.page_size,
-    };
+    let after = ctx
+        .query
+        .get("$skipToken")
+        .map(|token| decode_token(token).ok_or_else(overview::invalid_skip_token))
+        .transpose()?;
+    let limit = overview::page_limit(state, ctx)?;
     let page = state
         .store
         .list_resources(&ListQuery {
             subscription: SubscriptionId::new(subscription),
             resource_group: resource_group.map(str::to_ascii_lowercase),
-            type_key: TypeKey::new(&ty.namespace, &ty.type_name),
+            type_key: Some(TypeKey::new(&ty.namespace, &ty.type_name)),
             under: parent.map(ArmId::key),
             after,
             limit,
@@ -308,16 +299,7 @@ pub(crate) async fn list(
         .filter(|r| visible.whole || visible.grants.allows(&ctx.caller, Permission::Read, &resource_scope(&r.id)))
         .map(|r| wire::resource_body(r, ty))
         .collect();
-    let mut body = json!({ "value": value });
-    if let Some(next) = page.next {
-        body["nextLink"] = json!(format!(
-            "{}{path}?api-version={}&$top={limit}&$skipToken={}",
-            ctx.base,
-            ctx.api_version()?,
-            encode_token(&next)
-        ));
-    }
-    Ok(json_response(StatusCode::OK, body))
+    overview::page_response(ctx, path, limit, value, page.next.as_ref().map(encode_token))
 }
 
 /// Continuation tokens are hex so they survive any URL handling untouched.

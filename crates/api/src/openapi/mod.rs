@@ -7,6 +7,7 @@
 //! authentication, like `/healthz`, so tools can fetch it. Slipway's extensions of ARM (cancel)
 //! are marked `x-slipway-extension`.
 
+mod overview_paths;
 mod paths;
 mod platform_paths;
 mod schemas;
@@ -93,6 +94,9 @@ fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
     schemas::common(&mut schemas);
     let mut paths = Map::new();
     platform_paths::platform_paths(setting, &mut paths);
+    overview_paths::overview_paths(setting, &mut paths);
+    platform_paths::api_token_schemas(&mut schemas);
+    overview_paths::overview_schemas(&types.all().map(|t| t.as_ref()).collect::<Vec<_>>(), &mut schemas);
     for members in namespaces.values_mut() {
         members.sort_by_key(|t| t.type_name.to_ascii_lowercase());
         for ty in members.iter() {

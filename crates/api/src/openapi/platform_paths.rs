@@ -152,6 +152,7 @@ pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
     .errors(&[400, 403, 408, 413, 415, 500, 503]);
     out.insert("/subscriptions/{subscriptionId}".into(), json!({"get": get.build(setting), "put": put.build(setting)}));
 
+    api_token_paths(setting, out);
     role_assignment_paths("", "Platform_RoleAssignments", Vec::new(), setting, out);
     role_assignment_paths(
         "/subscriptions/{subscriptionId}",
@@ -192,4 +193,118 @@ pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
     out.insert("/healthz".into(), json!({"get": healthz}));
     out.insert("/readyz".into(), json!({"get": readyz}));
     out.insert("/openapi.json".into(), json!({"get": openapi}));
+}
+
+/// `/providers/Slipway.Authorization/apiTokens[/{tokenId}]`.
+fn api_token_paths(setting: &Setting, out: &mut Map<String, Value>) {
+    let tag = "Slipway.Authorization/apiTokens";
+    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let extension = |op: Op| {
+        op.with("x-slipway-extension", json!("Not part of ARM's contract.")).with(
+            "description",
+            json!(
+                "The platform Admin manages every token; a subscription's Owner, the tokens confined to \
+                   subscriptions they own (a confined token acts only inside them)."
+            ),
+        )
+    };
+    let list = Op::new(
+        "ApiTokens_List".into(),
+        "The API tokens the caller manages (never a secret).",
+        tag,
+        vec![version.clone()],
+    )
+    .answer(200, json_answer("The tokens, oldest first.", schema_ref("ApiTokenList"), request_id()))
+    .errors(&[400, 403, 500, 503]);
+    let create = Op::new(
+        "ApiTokens_Create".into(),
+        "Makes a token; its text is in this answer only.",
+        tag,
+        vec![version.clone()],
+    )
+    .body(schema_ref("ApiTokenPost"))
+    .answer(
+        201,
+        json_answer("Made; `properties.token` is the secret, shown once.", schema_ref("ApiToken"), request_id()),
+    )
+    .errors(&[400, 403, 408, 413, 415, 500, 503]);
+    out.insert(
+        "/providers/Slipway.Authorization/apiTokens".into(),
+        json!({"get": extension(list).build(setting), "post": extension(create).build(setting)}),
+    );
+    let id = path_param("tokenId", json!({"type": "string", "maxLength": 64}), "The token's public id.");
+    let get = Op::new("ApiTokens_Get".into(), "One token (never its secret).", tag, vec![id.clone(), version.clone()])
+        .answer(200, json_answer("The token.", schema_ref("ApiToken"), request_id()))
+        .errors(&[400, 403, 404, 500, 503]);
+    let revoke =
+        Op::new("ApiTokens_Revoke".into(), "Revokes a token at once, on every replica.", tag, vec![id, version])
+            .answer(200, plain("Revoked."))
+            .errors(&[400, 403, 404, 500, 503]);
+    out.insert(
+        "/providers/Slipway.Authorization/apiTokens/{tokenId}".into(),
+        json!({"get": extension(get).build(setting), "delete": extension(revoke).build(setting)}),
+    );
+}
+
+/// The API token schemas.
+pub(super) fn api_token_schemas(out: &mut Map<String, Value>) {
+    let time = || json!({"type": ["string", "null"], "format": "date-time"});
+    let names =
+        || json!({"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 256}, "maxItems": 64});
+    out.insert(
+        "ApiToken".into(),
+        json!({
+            "type": "object",
+            "required": ["id", "name", "type", "properties"],
+            "properties": {
+                "id": {"type": "string"},
+                "name": {"type": "string"},
+                "type": {"const": "Slipway.Authorization/apiTokens"},
+                "properties": {
+                    "type": "object",
+                    "required": ["principal", "createdAt"],
+                    "properties": {
+                        "principal": {"type": "string"},
+                        "tenant": {"type": ["string", "null"]},
+                        "groups": {"type": "array", "items": {"type": "string"}},
+                        "description": {"type": "string"},
+                        "subscriptions": {"type": "array", "items": {"type": "string"}},
+                        "createdAt": {"type": "string", "format": "date-time"},
+                        "expiresAt": time(),
+                        "lastUsedAt": time(),
+                        "token": {"type": "string", "description": "The secret: only in the answer that made the token."},
+                    },
+                },
+            },
+        }),
+    );
+    out.insert("ApiTokenList".into(), json!({"type": "object", "required": ["value"], "properties": {"value": {"type": "array", "items": schema_ref("ApiToken")}}}));
+    out.insert(
+        "ApiTokenPost".into(),
+        json!({
+            "type": "object",
+            "required": ["properties"],
+            "additionalProperties": false,
+            "properties": {
+                "properties": {
+                    "type": "object",
+                    "required": ["principal"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "principal": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": r"\S"},
+                        "tenant": {"type": "string", "maxLength": 256},
+                        "groups": names(),
+                        "description": {"type": "string", "maxLength": 256},
+                        "expiresInDays": {"type": "integer", "minimum": 0, "maximum": 36500},
+                        "subscriptions": {
+                            "type": "array",
+                            "maxItems": 64,
+                            "items": {"type": "string", "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+                            "description": "Confine the token to these subscriptions (required unless the caller is the platform Admin).",
+                        },
+                    },
+                },
+            },
+        }),
+    );
 }

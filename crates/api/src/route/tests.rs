@@ -119,8 +119,9 @@ fn matches_the_platform_paths() {
 fn rejects_other_paths() {
     for path in [
         "/",
-        "/subscriptions/{S}/resourceGroups/rg",
+        "/subscriptions/{S}/resourceGroups/rg/things",
         "/providers/Slipway.Authorization/roleAssignments/a/b",
+        "/providers/Slipway.Authorization/apiTokens/a/b",
         "/subscriptions//providers/Ns.A/t",
         "/foo/{S}/providers/Ns.A/t",
     ] {
@@ -263,5 +264,39 @@ fn subscriptions_are_guids_in_every_route() {
                 "{path}"
             );
         }
+    }
+}
+
+#[test]
+fn the_overview_lists_and_api_tokens_have_routes_of_their_own() {
+    let sub = || S.to_string();
+    assert_eq!(p("/subscriptions/{S}/RESOURCEGROUPS"), Ok(Route::ResourceGroups { subscription: sub() }));
+    assert_eq!(
+        p("/subscriptions/{S}/resourceGroups/My-RG"),
+        Ok(Route::ResourceGroup { subscription: sub(), name: "My-RG".into() })
+    );
+    assert_eq!(p("/subscriptions/{S}/resources"), Ok(Route::Resources { subscription: sub(), resource_group: None }));
+    assert_eq!(
+        p("/subscriptions/{S}/resourceGroups/rg/Resources"),
+        Ok(Route::Resources { subscription: sub(), resource_group: Some("rg".into()) })
+    );
+    assert_eq!(p("/subscriptions/{S}/operationStatuses"), Ok(Route::Operations { subscription: sub() }));
+    assert_eq!(p("/providers/slipway.authorization/APITOKENS"), Ok(Route::ApiTokens { id: None }));
+    assert_eq!(p("/providers/Slipway.Authorization/apiTokens/0011"), Ok(Route::ApiTokens { id: Some("0011".into()) }));
+    // Each keeps to the id grammar.
+    assert_eq!(p("/subscriptions/not-a-guid/resources"), Err(RouteError::BadSubscription("not-a-guid".into())));
+    assert!(matches!(p("/subscriptions/{S}/resourceGroups/a%2Fb/resources"), Err(RouteError::BadGroupName(_))));
+    assert!(matches!(p("/subscriptions/{S}/resourceGroups/bad name."), Err(RouteError::BadGroupName(_))));
+    for (path, want) in [
+        ("/subscriptions/{S}/resourceGroups", "/subscriptions/{subscriptionId}/resourceGroups"),
+        ("/subscriptions/{S}/resourceGroups/rg", "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}"),
+        (
+            "/subscriptions/{S}/resourceGroups/rg/resources",
+            "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/resources",
+        ),
+        ("/subscriptions/{S}/operationStatuses", "/subscriptions/{subscriptionId}/operationStatuses"),
+        ("/providers/Slipway.Authorization/apiTokens/0011", "/providers/Slipway.Authorization/apiTokens/{tokenId}"),
+    ] {
+        assert_eq!(template(&path.replace("{S}", S)), want);
     }
 }

@@ -26,11 +26,16 @@ pub const CHILD_DELETES_PER_STEP: usize = 16;
 
 /// The operation id of the delete a parent's delete `parent_op` makes for `child`: stable, so
 /// a cascade repeated after a crash names the same operation.
+///
+/// Laid out as a version-7, variant-1 UUID whose 48 time bits are the parent operation's (its
+/// start, when the parent's id is a version 7 like every id the API makes): the children's
+/// deletes list beside their parent's in a subscription's newest-first operations.
 pub fn child_operation_id(parent_op: &OperationId, child: &ArmId) -> OperationId {
     let seed = format!("{}|{}", parent_op.as_str(), child.key().as_str());
     let (a, b) = (fnv1a64(seed.as_bytes()), fnv1a64(format!("{seed}|2").as_bytes()));
-    // Laid out as a version-4, variant-1 UUID (the bits every client's UUID parser expects).
-    let hi = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
+    let parent = parent_op.as_str();
+    let time_bits = u64::from_str_radix(&format!("{}{}", &parent[..8], &parent[9..13]), 16).unwrap_or_default();
+    let hi = (time_bits << 16) | 0x7000 | (a & 0x0fff);
     let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
     let text = format!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",

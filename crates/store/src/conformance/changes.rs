@@ -326,7 +326,7 @@ pub async fn case_delete_completion_removes_resource_keeps_operation(store: &dyn
         .list_resources(&ListQuery {
             subscription: "sub-done".into(),
             resource_group: None,
-            type_key: vnet_type(),
+            type_key: Some(vnet_type()),
             under: None,
             after: None,
             limit: 10,

@@ -108,7 +108,7 @@ pub async fn case_a_child_collection_lists_one_parents_children(store: &dyn Stor
     let query = |after: Option<ResourceKey>, limit: usize| ListQuery {
         subscription: "sub-children".into(),
         resource_group: Some("rg".into()),
-        type_key: subnet(&v1, "a").type_key(),
+        type_key: Some(subnet(&v1, "a").type_key()),
         under: Some(v1.key()),
         after,
         limit,

@@ -25,8 +25,8 @@ use slipway_test_support::{TimeHeld, hold_time};
 use tokio::sync::watch;
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, Page, Store, StoreError,
-    StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, OperationPage,
+    OperationQuery, Page, Store, StoreError, StoreReading, StoreStats,
 };
 
 /// The methods of [`Store`] that can fail (`stats` and `metrics` cannot, and are always
@@ -36,6 +36,7 @@ pub enum Method {
     Change,
     GetResource,
     ListResources,
+    ListOperations,
     GetOperation,
     Claim,
     RenewLeases,
@@ -55,10 +56,11 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 19] = [
+    pub const ALL: [Method; 20] = [
         Method::Change,
         Method::GetResource,
         Method::ListResources,
+        Method::ListOperations,
         Method::GetOperation,
         Method::Claim,
         Method::RenewLeases,
@@ -225,6 +227,10 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
 
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
         self.plain(Method::ListResources, self.inner.list_resources(query)).await
+    }
+
+    async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {
+        self.plain(Method::ListOperations, self.inner.list_operations(query)).await
     }
 
     async fn get_operation(

@@ -56,7 +56,10 @@ use slipway_domain::operation::codes;
 use slipway_domain::resource::{Lease, NewNotification, Schedule, Snapshot, Spec};
 use slipway_domain::{CloudError, Initiator, Operation, OperationRequest, ProvisioningState, Timestamp};
 
-use crate::{ChangeFn, ChangeRequest, ClaimRequest, Fence, ListQuery, Store, StoreError, change_with};
+use crate::{
+    ChangeFn, ChangeRequest, ClaimRequest, Fence, ListQuery, OperationPage, OperationQuery, Store, StoreError,
+    change_with,
+};
 
 /// A store under test, its engine's hooks, and what must live as long as it.
 pub struct Harness {
@@ -166,6 +169,8 @@ macro_rules! conformance_suite {
             case_renew_and_release_leases,
             case_list_by_resource_group,
             case_list_by_subscription,
+            case_list_every_type,
+            case_resource_groups_are_the_groups_that_hold_resources,
             case_ping,
             case_entries_insert_get_list,
             case_entries_replace_bumps_version,
@@ -178,6 +183,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,
             case_operation_ttl,
+            case_list_operations_newest_first,
             case_running_operations_never_expire,
             case_operation_expiry_follows_last_write,
             case_concurrent_changes_lose_no_update,

@@ -7,13 +7,13 @@
 use deadpool_postgres::{GenericClient, Object};
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_domain::resource::ResourceRecord;
-use slipway_domain::{Operation, Timestamp};
+use slipway_domain::{Operation, ProvisioningState, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 use super::{Attempt, Failure};
 use crate::columns::{ResourceRow, corrupt, decode_operation, resource_columns, sql_limit};
-use crate::{ListQuery, Notification, Page, StoreError};
+use crate::{ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row) -> Result<ResourceRow, StoreError> {
@@ -65,35 +65,45 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
     let limit = query.limit.max(1);
     // One row more than asked tells whether another page follows.
     let fetch = sql_limit(limit.saturating_add(1));
-    let type_key = query.type_key.as_str().to_ascii_lowercase();
     let subscription = query.subscription.as_str();
     let (after, before) = query.key_range();
-    let rows = match &query.resource_group {
-        Some(group) => {
+    let rows = match (&query.type_key, &query.resource_group) {
+        (Some(type_key), Some(group)) => {
             let stmt = client
                 .prepare_cached(concat!(
                     "SELECT ",
                     resource_columns!(),
                     " FROM resources
-                     WHERE type_key = $1 AND subscription = $2 AND resource_group = $3 AND key > $4
-                       AND ($6::TEXT IS NULL OR key < $6)
+                     WHERE type_key = $1 AND subscription = $2 AND resource_group = $3 AND key > $4 AND key < $6
                      ORDER BY key LIMIT $5"
                 ))
                 .await?;
-            let group = group.to_ascii_lowercase();
+            let (type_key, group) = (type_key.as_str().to_ascii_lowercase(), group.to_ascii_lowercase());
             client.query(&stmt, &[&type_key, &subscription, &group, &after, &fetch, &before]).await?
         }
-        None => {
+        (Some(type_key), None) => {
             let stmt = client
                 .prepare_cached(concat!(
                     "SELECT ",
                     resource_columns!(),
                     " FROM resources
-                     WHERE type_key = $1 AND subscription = $2 AND key > $3 AND ($5::TEXT IS NULL OR key < $5)
+                     WHERE type_key = $1 AND subscription = $2 AND key > $3 AND key < $5
                      ORDER BY key LIMIT $4"
                 ))
                 .await?;
+            let type_key = type_key.as_str().to_ascii_lowercase();
             client.query(&stmt, &[&type_key, &subscription, &after, &fetch, &before]).await?
+        }
+        // Every type: the primary key's range is the subscription's or the group's.
+        (None, _) => {
+            let stmt = client
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    resource_columns!(),
+                    " FROM resources WHERE key > $1 AND key < $3 ORDER BY key LIMIT $2"
+                ))
+                .await?;
+            client.query(&stmt, &[&after, &fetch, &before]).await?
         }
     };
     let more = rows.len() > limit;
@@ -111,6 +121,27 @@ pub(super) fn read_operation(row: &Row) -> Result<Operation, StoreError> {
     let id: String = column(row, 0, "operation", "?")?;
     let body: String = column(row, 1, "operation", &id)?;
     decode_operation(&id, &body)
+}
+
+pub(super) async fn list_operations(client: &mut Object, query: OperationQuery) -> Result<OperationPage, Failure> {
+    let limit = query.limit.max(1);
+    let fetch = sql_limit(limit.saturating_add(1));
+    let stmt = client
+        .prepare_cached(
+            "SELECT id, body FROM operations
+             WHERE subscription = $1 AND id < $2 AND ($3::TEXT IS NULL OR status = $3)
+               AND (NOT terminal OR expires_at > $4)
+             ORDER BY id DESC LIMIT $5",
+        )
+        .await?;
+    let status = query.status.map(ProvisioningState::as_str);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+        [&query.subscription.as_str(), &query.below(), &status, &query.now.as_millis(), &fetch];
+    let rows = client.query(&stmt, &params).await?;
+    let more = rows.len() > limit;
+    let items = rows.iter().take(limit).map(read_operation).collect::<Result<Vec<_>, StoreError>>()?;
+    let next = if more { items.last().map(|op| op.id.clone()) } else { None };
+    Ok(OperationPage { items, next })
 }
 
 pub(super) async fn get_operation(

@@ -6,11 +6,11 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_domain::resource::ResourceRecord;
-use slipway_domain::{Operation, Timestamp};
+use slipway_domain::{Operation, ProvisioningState, Timestamp};
 
 use super::db_error;
 use crate::columns::{ResourceRow, corrupt, decode_operation, resource_columns, sql_limit};
-use crate::{ListQuery, Notification, Page, StoreError};
+use crate::{ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row<'_>) -> rusqlite::Result<ResourceRow> {
@@ -76,47 +76,77 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
     let limit = query.limit.max(1);
     // One row more than asked tells whether another page follows.
     let fetch = sql_limit(limit.saturating_add(1));
-    let type_key = query.type_key.as_str().to_ascii_lowercase();
     let subscription = query.subscription.as_str();
     let (after, before) = query.key_range();
-    let rows: Vec<ResourceRow> = match &query.resource_group {
-        Some(group) => {
+    let collect = |stmt: &mut rusqlite::CachedStatement<'_>, params: &[&dyn rusqlite::ToSql]| {
+        stmt.query_map(params, read_resource_row).and_then(Iterator::collect::<Result<Vec<_>, _>>).map_err(db_error)
+    };
+    let rows: Vec<ResourceRow> = match (&query.type_key, &query.resource_group) {
+        (Some(type_key), Some(group)) => {
             let mut stmt = conn
                 .prepare_cached(concat!(
                     "SELECT ",
                     resource_columns!(),
                     " FROM resources
-                     WHERE type_key = ?1 AND subscription = ?2 AND resource_group = ?3 AND key > ?4
-                       AND (?6 IS NULL OR key < ?6)
+                     WHERE type_key = ?1 AND subscription = ?2 AND resource_group = ?3 AND key > ?4 AND key < ?6
                      ORDER BY key LIMIT ?5"
                 ))
                 .map_err(db_error)?;
-            stmt.query_map(
-                params![type_key, subscription, group.to_ascii_lowercase(), after, fetch, before],
-                read_resource_row,
-            )
-            .and_then(Iterator::collect)
-            .map_err(db_error)?
+            let (type_key, group) = (type_key.as_str().to_ascii_lowercase(), group.to_ascii_lowercase());
+            collect(&mut stmt, params![type_key, subscription, group, after, fetch, before])?
         }
-        None => {
+        (Some(type_key), None) => {
             let mut stmt = conn
                 .prepare_cached(concat!(
                     "SELECT ",
                     resource_columns!(),
                     " FROM resources
-                     WHERE type_key = ?1 AND subscription = ?2 AND key > ?3 AND (?5 IS NULL OR key < ?5)
+                     WHERE type_key = ?1 AND subscription = ?2 AND key > ?3 AND key < ?5
                      ORDER BY key LIMIT ?4"
                 ))
                 .map_err(db_error)?;
-            stmt.query_map(params![type_key, subscription, after, fetch, before], read_resource_row)
-                .and_then(Iterator::collect)
-                .map_err(db_error)?
+            let type_key = type_key.as_str().to_ascii_lowercase();
+            collect(&mut stmt, params![type_key, subscription, after, fetch, before])?
+        }
+        // Every type: the primary key's range is the subscription's or the group's.
+        (None, _) => {
+            let mut stmt = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    resource_columns!(),
+                    " FROM resources WHERE key > ?1 AND key < ?3 ORDER BY key LIMIT ?2"
+                ))
+                .map_err(db_error)?;
+            collect(&mut stmt, params![after, fetch, before])?
         }
     };
     let more = rows.len() > limit;
     let items = rows.into_iter().take(limit).map(ResourceRow::into_record).collect::<Result<Vec<_>, _>>()?;
     let next = if more { items.last().map(ResourceRecord::key) } else { None };
     Ok(Page { items, next })
+}
+
+pub(super) fn list_operations(conn: &Connection, query: &OperationQuery) -> Result<OperationPage, StoreError> {
+    let limit = query.limit.max(1);
+    let fetch = sql_limit(limit.saturating_add(1));
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, body FROM operations
+             WHERE subscription = ?1 AND id < ?2 AND (?3 IS NULL OR status = ?3) AND (terminal = 0 OR expires_at > ?4)
+             ORDER BY id DESC LIMIT ?5",
+        )
+        .map_err(db_error)?;
+    let status = query.status.map(ProvisioningState::as_str);
+    let rows: Vec<(String, String)> = stmt
+        .query_map(params![query.subscription.as_str(), query.below(), status, query.now.as_millis(), fetch], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    let more = rows.len() > limit;
+    let items = rows.iter().take(limit).map(|(id, body)| decode_operation(id, body)).collect::<Result<Vec<_>, _>>()?;
+    let next = if more { items.last().map(|op| op.id.clone()) } else { None };
+    Ok(OperationPage { items, next })
 }
 
 pub(super) fn get_operation(

@@ -1,0 +1,254 @@
+//! The lists ARM keeps beside each type's own collection: a subscription's resource groups
+//! (a group exists while it holds a resource: Slipway has no group of its own to create),
+//! its or a group's resources of every type, and — a Slipway extension — its operations,
+//! newest first. They take the platform api-version, page like every list, and show only
+//! what the caller may read.
+
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+use slipway_store::OperationQuery;
+
+use super::*;
+
+/// ARM's type name for a resource group.
+const GROUP_TYPE: &str = "Microsoft.Resources/resourceGroups";
+
+/// `GET /subscriptions/{s}/resourceGroups`.
+pub(crate) async fn list_groups(
+    state: &ApiState,
+    ctx: &Ctx,
+    path: &str,
+    subscription: &str,
+) -> Result<Response, ArmError> {
+    let sub = SubscriptionId::new(subscription);
+    let (grants, whole) = readable(state, ctx, &sub, Scope::subscription_scope(&sub), "resourceGroups/read").await?;
+    let limit = page_limit(state, ctx)?;
+    let after = ctx.query.get("$skipToken").map(|token| decode_text(token)).transpose()?;
+    let page = slipway_store::resource_groups(state.store.as_ref(), &sub, after.as_deref(), limit).await?;
+    let value: Vec<Value> = page
+        .items
+        .iter()
+        .filter(|g| whole || grants.may_read_within(&ctx.caller, &Scope::resource_group(subscription, g)))
+        .map(|g| group_body(state, subscription, g))
+        .collect();
+    page_response(ctx, path, limit, value, page.next.as_deref().map(encode_text))
+}
+
+/// `GET /subscriptions/{s}/resourceGroups/{g}`: `404 ResourceGroupNotFound` unless it holds a
+/// resource the caller may read.
+pub(crate) async fn get_group(
+    state: &ApiState,
+    ctx: &Ctx,
+    subscription: &str,
+    group: &str,
+) -> Result<Response, ArmError> {
+    let sub = SubscriptionId::new(subscription);
+    let scope = Scope::resource_group(subscription, group);
+    let (grants, whole) = readable(state, ctx, &sub, scope, "resourceGroups/read").await?;
+    let query = ListQuery {
+        subscription: sub,
+        resource_group: Some(group.to_ascii_lowercase()),
+        type_key: None,
+        under: None,
+        after: None,
+        limit: if whole { 1 } else { state.options.page_size },
+    };
+    let page = state.store.list_resources(&query).await?;
+    let found =
+        page.items.iter().find(|r| whole || grants.allows(&ctx.caller, Permission::Read, &resource_scope(&r.id)));
+    match found {
+        Some(r) => Ok(json_response(StatusCode::OK, group_body(state, subscription, &r.id.resource_group))),
+        None => Err(ArmError::not_found(
+            "ResourceGroupNotFound",
+            format!("Resource group '{}' could not be found.", echo(group, 90)),
+        )),
+    }
+}
+
+fn group_body(state: &ApiState, subscription: &str, group: &str) -> Value {
+    json!({
+        "id": format!("/subscriptions/{subscription}/resourceGroups/{group}"),
+        "name": group,
+        "type": GROUP_TYPE,
+        "location": state.options.location,
+        "properties": {"provisioningState": "Succeeded"},
+    })
+}
+
+/// `GET /subscriptions/{s}/resources` and `GET …/resourceGroups/{g}/resources`: resources of
+/// every configured type in key order, each as its own type's GET shows it. `$filter` takes
+/// `resourceType`, `tagName` (with `tagValue`) and `provisioningState`; a page holds at most
+/// `$top` and fewer when a filter leaves some out, with a `nextLink` while more may follow.
+pub(crate) async fn list_resources(
+    state: &ApiState,
+    ctx: &Ctx,
+    path: &str,
+    subscription: &str,
+    group: Option<&str>,
+) -> Result<Response, ArmError> {
+    let sub = SubscriptionId::new(subscription);
+    let scope = match group {
+        Some(g) => Scope::resource_group(subscription, g),
+        None => Scope::subscription_scope(&sub),
+    };
+    let (grants, whole) = readable(state, ctx, &sub, scope, "resources/read").await?;
+    let [resource_type, tag_name, tag_value, provisioning_state] = filter::fields(
+        ctx.query.get("$filter").map(String::as_str),
+        ["resourceType", "tagName", "tagValue", "provisioningState"],
+    )?;
+    if tag_value.is_some() && tag_name.is_none() {
+        return Err(
+            ArmError::bad_request("InvalidFilter", "A tagValue filter needs a tagName filter.").with_target("$filter")
+        );
+    }
+    let type_key = match resource_type.as_deref() {
+        Some(t) => Some(match t.split_once('/') {
+            Some((namespace, type_name)) => TypeKey::new(namespace, type_name),
+            None => {
+                return Err(ArmError::bad_request(
+                    "InvalidFilter",
+                    format!("The resourceType '{}' is not 'Namespace/type'.", echo(t, 200)),
+                )
+                .with_target("$filter"));
+            }
+        }),
+        None => None,
+    };
+    let state_wanted = match provisioning_state.as_deref() {
+        Some(s) => Some(ProvisioningState::parse(s).ok_or_else(|| {
+            ArmError::bad_request("InvalidFilter", format!("'{}' is not a provisioning state.", echo(s, 40)))
+                .with_target("$filter")
+        })?),
+        None => None,
+    };
+    let limit = page_limit(state, ctx)?;
+    let after =
+        ctx.query.get("$skipToken").map(|token| decode_token(token).ok_or_else(invalid_skip_token)).transpose()?;
+    let query = ListQuery {
+        subscription: sub,
+        resource_group: group.map(str::to_ascii_lowercase),
+        type_key,
+        under: None,
+        after,
+        limit,
+    };
+    let page = state.store.list_resources(&query).await?;
+    let tagged = |r: &slipway_domain::ResourceRecord| match (&tag_name, &tag_value) {
+        (None, _) => true,
+        (Some(name), value) => {
+            r.spec.tags.iter().any(|(k, v)| k.eq_ignore_ascii_case(name) && value.as_ref().is_none_or(|want| v == want))
+        }
+    };
+    let value: Vec<Value> = page
+        .items
+        .iter()
+        .filter(|r| whole || grants.allows(&ctx.caller, Permission::Read, &resource_scope(&r.id)))
+        .filter(|r| tagged(r) && state_wanted.is_none_or(|s| r.provisioning_state == s))
+        // A type no longer configured has no shape to show: its resources are left out.
+        .filter_map(|r| state.types.get(&r.id.namespace, &r.id.type_name).map(|ty| wire::resource_body(r, &ty)))
+        .collect();
+    page_response(ctx, path, limit, value, page.next.as_ref().map(encode_token))
+}
+
+/// `GET /subscriptions/{s}/operationStatuses` (a Slipway extension): the subscription's
+/// operations newest first, as each one's status reads; `$filter` takes `status`.
+pub(crate) async fn list_operations(
+    state: &ApiState,
+    ctx: &Ctx,
+    path: &str,
+    subscription: &str,
+) -> Result<Response, ArmError> {
+    let sub = SubscriptionId::new(subscription);
+    let (grants, _) = readable(state, ctx, &sub, Scope::subscription_scope(&sub), "operationStatuses/read").await?;
+    let [status] = filter::fields(ctx.query.get("$filter").map(String::as_str), ["status"])?;
+    let status = match status.as_deref() {
+        Some(s) => Some(ProvisioningState::parse(s).ok_or_else(|| {
+            ArmError::bad_request("InvalidFilter", format!("'{}' is not an operation status.", echo(s, 40)))
+                .with_target("$filter")
+        })?),
+        None => None,
+    };
+    let limit = page_limit(state, ctx)?;
+    let after = ctx
+        .query
+        .get("$skipToken")
+        .map(|token| OperationId::parse(token).ok_or_else(invalid_skip_token))
+        .transpose()?;
+    let query = OperationQuery { subscription: sub, status, after, limit, now: state.clock.now() };
+    let page = state.store.list_operations(&query).await?;
+    let value: Vec<Value> = page
+        .items
+        .iter()
+        .filter(|op| may_see_operation(state, ctx, &grants, op, Permission::Read))
+        .map(|op| wire::operation_status_body(op, &status_path(state, op)))
+        .collect();
+    page_response(ctx, path, limit, value, page.next.as_ref().map(|id| id.as_str().to_string()))
+}
+
+/// The caller's grants, if they may read anything within `scope` (else `403` naming
+/// `action` under ARM's resources namespace), and whether they may read all of it.
+async fn readable(
+    state: &ApiState,
+    ctx: &Ctx,
+    subscription: &SubscriptionId,
+    scope: Scope,
+    action: &str,
+) -> Result<(access::Grants, bool), ArmError> {
+    if ctx.method != Method::GET {
+        return Err(method_not_allowed(&ctx.method));
+    }
+    admin::check_version(ctx)?;
+    let grants = access::grants(state, &ctx.caller, Some(subscription)).await?;
+    if !grants.may_read_within(&ctx.caller, &scope) {
+        return Err(access::forbidden(&ctx.caller, &format!("Microsoft.Resources/{action}"), &scope));
+    }
+    let whole = grants.allows(&ctx.caller, Permission::Read, &scope);
+    Ok((grants, whole))
+}
+
+/// `$top` (1–1000; default `server.page_size`).
+pub(crate) fn page_limit(state: &ApiState, ctx: &Ctx) -> Result<usize, ArmError> {
+    match ctx.query.get("$top") {
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .ok_or_else(|| ArmError::bad_request("InvalidParameter", "$top must be an integer from 1 to 1000.")),
+        None => Ok(state.options.page_size),
+    }
+}
+
+pub(crate) fn invalid_skip_token() -> ArmError {
+    ArmError::bad_request("InvalidSkipToken", "The $skipToken is not valid.")
+}
+
+fn encode_text(text: &str) -> String {
+    encode_token(&ResourceKey(text.to_string()))
+}
+
+fn decode_text(token: &str) -> Result<String, ArmError> {
+    decode_token(token).map(|k| k.0).ok_or_else(invalid_skip_token)
+}
+
+/// `{"value": …, "nextLink": …}`, the link repeating the request's `api-version`, `$top` and
+/// `$filter`.
+pub(crate) fn page_response(
+    ctx: &Ctx,
+    path: &str,
+    limit: usize,
+    value: Vec<Value>,
+    next: Option<String>,
+) -> Result<Response, ArmError> {
+    let mut body = json!({ "value": value });
+    if let Some(token) = next {
+        let filter = match ctx.query.get("$filter") {
+            Some(f) => format!("&$filter={}", utf8_percent_encode(f, NON_ALPHANUMERIC)),
+            None => String::new(),
+        };
+        body["nextLink"] = json!(format!(
+            "{}{path}?api-version={}&$top={limit}{filter}&$skipToken={token}",
+            ctx.base,
+            ctx.api_version()?
+        ));
+    }
+    Ok(json_response(StatusCode::OK, body))
+}

@@ -1,0 +1,113 @@
+//! The overview lists (`handlers::overview`): a subscription's resource groups, its or a
+//! group's resources of every type, and its operations; their paths and list schemas.
+
+use serde_json::{Map, Value, json};
+
+use super::paths::*;
+use super::schemas::{TypeNames, schema_ref};
+use crate::handlers::discovery::PLATFORM_API_VERSIONS;
+use crate::types::ResourceType;
+
+const TAG: &str = "Overview";
+
+pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
+    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let paging = |filter: Option<&str>| {
+        let mut params = vec![
+            json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),
+            json!({"name": "$skipToken", "in": "query", "required": false, "description": "From a `nextLink`; anything else is `400 InvalidSkipToken`.", "schema": {"type": "string"}}),
+        ];
+        if let Some(description) = filter {
+            params.push(json!({"name": "$filter", "in": "query", "required": false, "description": description, "schema": {"type": "string", "maxLength": 2000}}));
+        }
+        params
+    };
+    let list = |id: &str, summary: &str, mut params: Vec<Value>, filter: Option<&str>, schema: &str| {
+        params.push(version.clone());
+        params.extend(paging(filter));
+        Op::new(id.into(), summary, TAG, params)
+            .answer(200, json_answer("A page; follow `nextLink` while there is one.", schema_ref(schema), request_id()))
+            .errors(&[400, 403, 500, 503])
+            .with("x-ms-pageable", json!({"nextLinkName": "nextLink"}))
+            .build(setting)
+    };
+    let sub = || vec![subscription_id()];
+    let in_group = || vec![subscription_id(), group_name()];
+    out.insert(
+        "/subscriptions/{subscriptionId}/resourceGroups".into(),
+        json!({"get": list("ResourceGroups_List", "The groups that hold a resource the caller may read.", sub(), None, "ResourceGroupList")}),
+    );
+    let get_group = Op::new(
+        "ResourceGroups_Get".into(),
+        "A resource group; `404 ResourceGroupNotFound` unless it holds a resource the caller may read.",
+        TAG,
+        {
+            let mut p = in_group();
+            p.push(version.clone());
+            p
+        },
+    )
+    .answer(200, json_answer("The group.", schema_ref("ResourceGroup"), request_id()))
+    .errors(&[400, 403, 404, 500, 503]);
+    out.insert(
+        "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}".into(),
+        json!({"get": get_group.build(setting)}),
+    );
+    let resources_filter = "Clauses `field eq 'value'` joined by `and`: `resourceType` (`Namespace/type`), \
+                            `tagName` (with an optional `tagValue`), `provisioningState`. Anything else is \
+                            `400 InvalidFilter`. A filtered page may hold fewer than `$top`.";
+    out.insert(
+        "/subscriptions/{subscriptionId}/resources".into(),
+        json!({"get": list("Resources_List", "The subscription's resources of every type, in key order.", sub(), Some(resources_filter), "GenericResourceList")}),
+    );
+    out.insert(
+        "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/resources".into(),
+        json!({"get": list("Resources_ListByResourceGroup", "The group's resources of every type, in key order.", in_group(), Some(resources_filter), "GenericResourceList")}),
+    );
+    let mut operations = list(
+        "OperationStatuses_List",
+        "The subscription's operations, newest first (a Slipway extension of ARM).",
+        sub(),
+        Some(
+            "`status eq 'InProgress'`-style: one `status` clause (a provisioning state); anything else is `400 InvalidFilter`.",
+        ),
+        "OperationStatusList",
+    );
+    operations["x-slipway-extension"] = json!("Not part of ARM's contract: ARM lists no operations.");
+    out.insert("/subscriptions/{subscriptionId}/operationStatuses".into(), json!({"get": operations}));
+}
+
+pub(super) fn overview_schemas(types: &[&ResourceType], out: &mut Map<String, Value>) {
+    let list = |item: Value| {
+        json!({
+            "type": "object",
+            "required": ["value"],
+            "properties": {
+                "value": {"type": "array", "items": item},
+                "nextLink": {"type": "string", "description": "The next page (`$skipToken`), absent on the last."},
+            },
+        })
+    };
+    out.insert(
+        "ResourceGroup".into(),
+        json!({
+            "type": "object",
+            "required": ["id", "name", "type", "location", "properties"],
+            "properties": {
+                "id": {"type": "string"},
+                "name": {"type": "string"},
+                "type": {"const": "Microsoft.Resources/resourceGroups"},
+                "location": {"type": "string"},
+                "properties": {"type": "object", "properties": {"provisioningState": {"const": "Succeeded"}}},
+            },
+        }),
+    );
+    out.insert("ResourceGroupList".into(), list(schema_ref("ResourceGroup")));
+    let mut names: Vec<String> = types.iter().map(|t| TypeNames::of(t).resource).collect();
+    // The document's ETag must not depend on a map's order.
+    names.sort();
+    let resources: Vec<Value> = names.iter().map(|n| schema_ref(n)).collect();
+    let item = if resources.is_empty() { json!({"type": "object"}) } else { json!({"anyOf": resources}) };
+    out.insert("GenericResourceList".into(), list(item));
+    out.insert("OperationStatusList".into(), list(schema_ref("OperationStatus")));
+}
