@@ -1,48 +1,38 @@
-//! `aap-sim --listen 127.0.0.1:PORT [--config FILE]`: runs the AWX API simulator until SIGINT or
+//! `aap-sim [--listen ADDR] [--config FILE]`: runs the AWX API simulator until SIGINT or
 //! SIGTERM. Without `--config`, the built-in default serves Slipway's example templates.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use aap_sim::{Sim, SimConfig};
+use clap::Parser;
 
-const USAGE: &str = "\
-usage: aap-sim [--listen ADDR] [--config FILE]
-
-  --listen ADDR   address to serve on (default 127.0.0.1:8052; port 0 picks a free one)
-  --config FILE   TOML configuration (see crates/aap-sim/examples/aap-sim.toml); without it:
-                  organization Default, job templates slipway-{create,delete}-{virtual-network,
-                  subnet,security-group,compute-instance}, workflow slipway-workflow-demo, no auth
-
-The API is served under the configured prefix (/api/ by default); test hooks under /_sim/.
-AAP_SIM_LOG sets the log filter (default info).";
+/// A simulator of the AWX / AAP controller REST API v2 subset Slipway uses.
+///
+/// Without --config: organization Default, Slipway's example job templates
+/// (slipway-{create,delete}-{virtual-network,subnet,security-group,compute-instance}, the
+/// cluster, node pool, external auth and compute-instance action templates), workflow
+/// slipway-workflow-demo, no authentication. The API is served under the configured prefix
+/// (/api/ by default); test hooks under /_sim/. AAP_SIM_LOG sets the log filter (default info).
+#[derive(Parser)]
+#[command(name = "aap-sim", version)]
+struct Args {
+    /// The address to serve on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8052")]
+    listen: String,
+    /// A TOML configuration (every option: crates/aap-sim/examples/aap-sim.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
 
 fn main() -> ExitCode {
-    let mut listen = "127.0.0.1:8052".to_string();
-    let mut config_path = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--listen" => match args.next() {
-                Some(v) => listen = v,
-                None => return usage("--listen needs an address"),
-            },
-            "--config" => match args.next() {
-                Some(v) => config_path = Some(v),
-                None => return usage("--config needs a file"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => return usage(&format!("unknown argument {other:?}")),
-        }
-    }
+    let Args { listen, config: config_path } = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("AAP_SIM_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let config = match &config_path {
-        Some(p) => match SimConfig::load(std::path::Path::new(p)) {
+        Some(p) => match SimConfig::load(p) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("aap-sim: {e}");
@@ -77,11 +67,6 @@ fn main() -> ExitCode {
         sim.shutdown().await;
         ExitCode::SUCCESS
     })
-}
-
-fn usage(msg: &str) -> ExitCode {
-    eprintln!("aap-sim: {msg}\n\n{USAGE}");
-    ExitCode::from(2)
 }
 
 /// Registers the SIGTERM and SIGINT handlers now; the future ends on the first signal.

@@ -958,11 +958,26 @@ async fn admin_endpoints_mirror_the_handle() {
 #[test]
 fn example_configuration_documents_a_valid_file() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/aap-sim.toml");
-    let cfg = SimConfig::load(&path).expect("the example parses");
-    assert_eq!(cfg.job_templates.len(), 3);
+    let text = std::fs::read_to_string(&path).expect("the example");
+    let cfg = SimConfig::from_toml(&text).expect("the example parses");
+    assert_eq!(cfg.job_templates, SimConfig::default().job_templates, "it serves Slipway's example templates");
     assert_eq!(cfg.users[0].username, "admin");
-    assert_eq!(cfg.notifications[0].headers["X-Slipway-Token"], "change-me", "the header Slipway checks");
-    assert!(cfg.notifications[0].url.ends_with("/hooks/aap"));
+    assert!(cfg.notifications.is_empty(), "no webhooks unless asked for");
+    // Its commented-out lists are valid too, uncommented.
+    let uncommented: String = text
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(rest) if rest.starts_with('[') || rest.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')) => {
+                rest
+            }
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let full = SimConfig::from_toml(&uncommented).expect("the commented examples parse");
+    assert_eq!(full.job_templates.len(), 3);
+    assert_eq!(full.notifications[0].headers["X-Slipway-Token"], "change-me", "the header Slipway checks");
+    assert!(full.notifications[0].url.ends_with("/hooks/aap"));
     assert!(SimConfig::from_toml("tick_ms = 5\nbogus = 1").is_err(), "unknown keys are rejected");
     assert!(SimConfig::from_toml("[[job_templates]]\nid = 1\nname = \"x\"\noutcome = \"meh\"").is_err());
     let dup = "[[job_templates]]\nid = 1\nname = \"a\"\n[[workflow_job_templates]]\nid = 1\nname = \"b\"";
@@ -1014,7 +1029,7 @@ async fn the_binary_serves_until_sigterm() {
     let unauthenticated = http.get(format!("http://{addr}/api/v2/job_templates/")).send().await.unwrap();
     assert_eq!(unauthenticated.status().as_u16(), 401);
     let tpl: Value = http
-        .get(format!("http://{addr}/api/v2/job_templates/?name=always-fails"))
+        .get(format!("http://{addr}/api/v2/job_templates/?name=slipway-validate-cluster"))
         .bearer_auth("slipway-dev-token")
         .send()
         .await
@@ -1022,7 +1037,7 @@ async fn the_binary_serves_until_sigterm() {
         .json()
         .await
         .unwrap();
-    assert_eq!(tpl["results"][0]["summary_fields"]["organization"]["name"], "Platform");
+    assert_eq!(tpl["results"][0]["summary_fields"]["organization"]["name"], "Default");
     sigterm(child).await;
 
     // Without --config: open, with Slipway's example templates.
@@ -1038,6 +1053,17 @@ async fn the_binary_serves_until_sigterm() {
     assert_eq!(tpl["count"], 1);
     assert_eq!(tpl["results"][0]["ask_variables_on_launch"], true);
     sigterm(child).await;
+}
+
+#[test]
+fn the_binary_says_its_version_and_usage() {
+    let run = |arg: &str| std::process::Command::new(env!("CARGO_BIN_EXE_aap-sim")).arg(arg).output().unwrap();
+    let version = run("--version");
+    assert!(version.status.success());
+    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), format!("aap-sim {}", env!("CARGO_PKG_VERSION")));
+    let help = run("--help");
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("--listen"));
+    assert_eq!(run("--bogus").status.code(), Some(2), "a usage error");
 }
 
 #[test]

@@ -130,9 +130,10 @@ pub fn resource_etag(res: &ResourceRecord, ty: &ResourceType) -> String {
     resource_body(res, ty)["etag"].as_str().unwrap_or_default().to_string()
 }
 
-/// `GET {id}/jobs`: every job in the history, newest first, and for a `Failed` resource how
-/// many attempts at its spec failed in a row and when convergence tries again.
-/// The job history; `link` names a job's page in its backend, if it has one.
+/// `GET {id}/jobs`: every job in the history, newest first; for a `Failed` resource how many
+/// attempts at its spec failed in a row and when convergence tries again, and for a
+/// `Deleting` one the same of its delete jobs since the delete was asked for. `link` names a
+/// job's page in its backend, if it has one.
 pub fn job_history_body(res: &ResourceRecord, link: &dyn Fn(&slipway_domain::Job) -> Option<String>) -> Value {
     use slipway_domain::{JobState, JobType, ProvisioningState};
     let mut jobs: Vec<&slipway_domain::Job> = res.jobs.iter().collect();
@@ -144,18 +145,28 @@ pub fn job_history_body(res: &ResourceRecord, link: &dyn Fn(&slipway_domain::Job
     if !res.duplicate_jobs.is_empty() {
         body["duplicateJobs"] = res.duplicate_jobs.iter().map(|j| job_body(j, link)).collect();
     }
-    if res.provisioning_state == ProvisioningState::Failed {
-        let desired = &res.desired_config_version;
-        let failed = jobs
-            .iter()
-            .filter(|j| j.job_type == JobType::Provision && j.config_version == *desired)
-            .take_while(|j| j.state.is_terminal() && j.state != JobState::Succeeded)
-            .count();
-        body["failedAttempts"] = json!(failed);
-        let stopped = res.convergence_stopped_for.as_ref() == Some(desired);
-        if let Some(next) = res.schedule.next_due.filter(|_| !stopped && res.lease.is_none()) {
-            body["nextRetryTime"] = json!(next.to_rfc3339());
+    let desired = &res.desired_config_version;
+    // The attempts in question, and whether a retry can come at all.
+    let (attempts, retried): (Vec<_>, bool) = match (res.provisioning_state, &res.deletion) {
+        (ProvisioningState::Failed, _) => (
+            jobs.iter().filter(|j| j.job_type == JobType::Provision && j.config_version == *desired).collect(),
+            res.convergence_stopped_for.as_ref() != Some(desired),
+        ),
+        // A delete retries only after a failed attempt; a forced one never runs a job.
+        (ProvisioningState::Deleting, Some(deletion)) => {
+            let attempts: Vec<_> = jobs
+                .iter()
+                .filter(|j| j.job_type == JobType::Deprovision && j.timestamp >= deletion.requested_at)
+                .collect();
+            let failed_last = attempts.first().is_some_and(|j| j.state.is_terminal() && j.state != JobState::Succeeded);
+            (attempts, failed_last && !deletion.force)
         }
+        _ => return body,
+    };
+    let failed = attempts.iter().take_while(|j| j.state.is_terminal() && j.state != JobState::Succeeded).count();
+    body["failedAttempts"] = json!(failed);
+    if let Some(next) = res.schedule.next_due.filter(|_| retried && res.lease.is_none()) {
+        body["nextRetryTime"] = json!(next.to_rfc3339());
     }
     body
 }

@@ -216,6 +216,9 @@ pub struct OutboxLabels {
     pub state: String,
 }
 
+/// The statuses an operation in flight can have.
+const ACTIVE_STATUSES: [&str; 5] = ["Accepted", "Provisioning", "Updating", "Deleting", "Canceling"];
+
 /// What a scrape reads from the store, replaced whole on every scrape.
 #[derive(Clone, Debug, Default)]
 pub struct Gauges {
@@ -252,6 +255,9 @@ pub struct Metrics {
     names: Arc<Vec<String>>,
     /// A scrape replaces the gauges and encodes them as one step.
     scrape: Arc<Mutex<()>>,
+    /// The configured types (lowercased `namespace/type`): their gauges read 0, not nothing,
+    /// while none of their operations is in flight.
+    types: Arc<Vec<String>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -372,7 +378,36 @@ impl Metrics {
             registry: Arc::new(f.registry),
             names: Arc::new(f.names),
             scrape: Arc::new(Mutex::new(())),
+            types: Arc::new(Vec::new()),
         }
+    }
+
+    /// Every series a dashboard or alert reads exported from the start, at 0: each type's
+    /// operations accepted, ended and in flight, each provider's requests and throttling.
+    /// Without them a quiet system shows "no data" where it should show zero.
+    pub fn with_series(mut self, types: &[String], providers: &[String]) -> Self {
+        const REQUESTS: [&str; 4] = ["create", "update", "delete", "action"];
+        for r#type in types {
+            for request in REQUESTS {
+                let labels = OperationLabels { r#type: r#type.clone(), request: request.into() };
+                self.store.operations_accepted.get_or_create(&labels).inc_by(0);
+                for status in ["Succeeded", "Failed", "Canceled"] {
+                    let ended =
+                        OperationEndLabels { r#type: r#type.clone(), request: request.into(), status: status.into() };
+                    self.store.operations_ended.get_or_create(&ended).inc_by(0);
+                }
+            }
+        }
+        for provider in providers {
+            for request in ["launch", "find", "poll", "cancel"] {
+                let labels =
+                    JobRequestLabels { provider: provider.clone(), request: request.into(), outcome: "ok".into() };
+                self.engine.job_requests.get_or_create(&labels).inc_by(0);
+            }
+            self.providers.retry_after_waits.get_or_create(&ProviderLabels { provider: provider.clone() }).inc_by(0.0);
+        }
+        self.types = Arc::new(types.to_vec());
+        self
     }
 
     /// The exposition, with the gauges set from `reading`.
@@ -381,6 +416,14 @@ impl Metrics {
         let g = &self.gauges;
         g.operations_active.clear();
         g.oldest_active_age.clear();
+        for r#type in self.types.iter() {
+            for status in ACTIVE_STATUSES {
+                g.operations_active
+                    .get_or_create(&ActiveLabels { r#type: r#type.clone(), status: status.into() })
+                    .set(0);
+            }
+            g.oldest_active_age.get_or_create(&TypeLabels { r#type: r#type.clone() }).set(0.0);
+        }
         for (r#type, status, count, age) in &reading.active {
             g.operations_active
                 .get_or_create(&ActiveLabels { r#type: r#type.clone(), status: status.clone() })
@@ -463,6 +506,27 @@ mod tests {
         // A type with nothing in flight any more disappears instead of freezing at its last value.
         let text = m.render(&Reading::default());
         assert!(!text.contains(r#"slipway_operations_active{type="a/b""#), "{text}");
+    }
+
+    #[test]
+    fn a_quiet_system_exports_its_series_at_zero() {
+        let m = Metrics::default().with_series(&["ns/things".into()], &["aap".into()]);
+        let text = m.render(&Reading::default());
+        for series in [
+            r#"slipway_operations_active{type="ns/things",status="Accepted"} 0"#,
+            r#"slipway_operation_oldest_active_age_seconds{type="ns/things"} 0.0"#,
+            r#"slipway_operations_accepted_total{type="ns/things",request="create"} 0"#,
+            r#"slipway_operations_ended_total{type="ns/things",request="delete",status="Failed"} 0"#,
+            r#"slipway_job_requests_total{provider="aap",request="launch",outcome="ok"} 0"#,
+            r#"slipway_provider_retry_after_wait_seconds_total{provider="aap"} 0.0"#,
+        ] {
+            assert!(text.contains(series), "{series} in\n{text}");
+        }
+        let busy = Reading { active: vec![("ns/things".into(), "Deleting".into(), 3, 2.5)], ..Reading::default() };
+        let text = m.render(&busy);
+        assert!(text.contains(r#"slipway_operations_active{type="ns/things",status="Deleting"} 3"#), "{text}");
+        assert!(text.contains(r#"slipway_operations_active{type="ns/things",status="Accepted"} 0"#), "{text}");
+        assert!(text.contains(r#"slipway_operation_oldest_active_age_seconds{type="ns/things"} 2.5"#), "{text}");
     }
 
     #[test]

@@ -76,7 +76,10 @@ impl App {
             warnings,
         } = plan;
         let store = open_store(&store).await?;
-        let metrics = slipway_metrics::Metrics::new(store.metrics());
+        let type_keys: Vec<String> =
+            types.all().map(|t| slipway_domain::TypeKey::new(&t.namespace, &t.type_name).to_string()).collect();
+        let provider_names: Vec<String> = providers.iter().map(|p| p.name().to_string()).collect();
+        let metrics = slipway_metrics::Metrics::new(store.metrics()).with_series(&type_keys, &provider_names);
         let providers = build_providers(&providers, &metrics.providers)?;
         let hook_providers = providers.clone();
         let jobs = Arc::new(ProviderJobs(providers.clone()));

@@ -94,7 +94,10 @@ async fn bad_action_requests_get_precise_errors() {
     assert_eq!(unknown.status(), 404);
     let e: Value = unknown.json().await.unwrap();
     assert_eq!(e["error"]["code"], "ActionNotFound", "{e}");
-    assert!(e["error"]["message"].as_str().unwrap().contains("has no action 'explode'; its actions: restart, start, stop"), "{e}");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("has no action 'explode'; its actions: restart, start, stop"),
+        "{e}"
+    );
     let invalid = post(&s, &vm, "restart", Some(json!({"force": "yes"}))).await;
     assert_eq!(invalid.status(), 400);
     let e: Value = invalid.json().await.unwrap();

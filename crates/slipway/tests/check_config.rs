@@ -489,3 +489,49 @@ fn every_problem_is_reported_at_once() {
         assert!(stderr.contains(want), "serve: wanted {want:?} in\n{stderr}");
     }
 }
+
+/// A file that does not load says everything wrong with it at once, each problem at its line
+/// and column and named by its entry; and every cross-check of one that loads, not the first.
+#[test]
+fn a_file_that_does_not_load_names_every_problem_and_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let text = config(d, "127.0.0.1:0", "", &vnet_type("poll_interval_seconds = \"fast\""))
+        .replace("[server]\n", "[server]\nlisten_backlog = 5\n");
+    let lines: Vec<&str> = text.lines().collect();
+    let line_of = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap() + 1;
+    let path = d.join("slipway.toml").display().to_string();
+    let (code, _, stderr) = run(d, &text);
+    assert_eq!(code, 2, "{stderr}");
+    for want in [
+        format!("{path}:{}:1: [server]: unknown field `listen_backlog`", line_of("listen_backlog")),
+        format!(
+            "{path}:{}:25: types[0] (Slipway.Example/virtualNetworks): invalid type: string \"fast\", expected f64",
+            line_of("poll_interval_seconds")
+        ),
+    ] {
+        assert!(stderr.contains(&want), "wanted {want:?} in\n{stderr}");
+    }
+
+    // Two types on providers that do not exist: both named.
+    let text = config(
+        d,
+        "127.0.0.1:0",
+        "",
+        &format!(
+            "{}{}",
+            vnet_type("").replace("provider = \"ansible\"", "provider = \"ansibel\""),
+            vnet_type("")
+                .replace("virtualNetworks", "securityGroups")
+                .replace("provider = \"ansible\"", "provider = \"aap\"")
+        ),
+    );
+    let (code, _, stderr) = run(d, &text);
+    assert_eq!(code, 2, "{stderr}");
+    for want in [
+        "types[0] (Slipway.Example/virtualNetworks): type Slipway.Example/virtualNetworks uses provider 'ansibel', which is not configured (configured: ansible)",
+        "types[1] (Slipway.Example/securityGroups): type Slipway.Example/securityGroups uses provider 'aap'",
+    ] {
+        assert!(stderr.contains(want), "wanted {want:?} in\n{stderr}");
+    }
+}

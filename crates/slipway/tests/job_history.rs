@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use common::{TestServer, header, rid};
 use serde_json::{Value, json};
+use slipway_test_support::eventually;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -49,6 +50,27 @@ async fn the_job_history_says_what_ran_and_why_a_resource_is_failed() {
     let next = body["nextRetryTime"].as_str().unwrap_or_else(|| panic!("a retry is scheduled: {body}"));
     assert!(next > newest["endTime"].as_str().unwrap(), "the retry comes after the failure: {body}");
     assert_eq!(body["value"].as_array().unwrap().len(), 2);
+
+    // A delete whose job fails: the resource stays Deleting, and says so like a Failed one.
+    let doomed = rid("virtualNetworks", "hist2");
+    let body =
+        json!({"location": "local", "properties": {"addressSpace": "10.1.0.0/16", "simulateDeleteFailure": true}});
+    let r = s.put(&doomed, body).await;
+    assert_eq!(s.wait_terminal(&header(&r, "azure-asyncoperation").unwrap(), WAIT).await["status"], "Succeeded");
+    let r = s.http.delete(s.url(&doomed)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let body = eventually("the delete job to fail", WAIT, async || {
+        let body = jobs(&s, &doomed).await;
+        if body["failedAttempts"] == 1 { Ok(body) } else { Err(body.to_string()) }
+    })
+    .await;
+    assert_eq!(body["provisioningState"], "Deleting");
+    assert_eq!(
+        (body["value"][0]["type"].as_str(), body["value"][0]["state"].as_str()),
+        (Some("deprovision"), Some("Failed"))
+    );
+    let next = body["nextRetryTime"].as_str().unwrap_or_else(|| panic!("a retry of the delete is scheduled: {body}"));
+    assert!(next > body["value"][0]["endTime"].as_str().unwrap(), "{body}");
 
     // Not for a resource that does not exist; read permission like the resource's.
     let (code, e) = s.get_json(&format!("{}/jobs", rid("virtualNetworks", "nope"))).await;

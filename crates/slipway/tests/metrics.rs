@@ -38,6 +38,16 @@ async fn scrape_until(s: &TestServer, what: &str, f: impl Fn(&str) -> bool) -> S
 async fn counters_and_gauges_follow_operations_and_jobs() {
     let mut s = TestServer::start().await;
     let vnet = "slipway.example/virtualnetworks";
+    // Before any operation, what dashboards and alerts read is there, at zero.
+    let quiet = scrape(&s).await;
+    for series in [
+        format!(r#"slipway_operations_active{{type="{vnet}",status="Accepted"}}"#),
+        format!(r#"slipway_operation_oldest_active_age_seconds{{type="{vnet}"}}"#),
+        format!(r#"slipway_operations_ended_total{{type="{vnet}",request="create",status="Failed"}}"#),
+        r#"slipway_job_requests_total{provider="ansible",request="launch",outcome="ok"}"#.to_string(),
+    ] {
+        assert_eq!(sample(&quiet, &series), Some(0.0), "{series}:\n{quiet}");
+    }
     let id = rid("virtualNetworks", "measured");
     let r = s.put(&id, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
     assert_eq!(r.status(), 201);
@@ -65,9 +75,10 @@ async fn counters_and_gauges_follow_operations_and_jobs() {
     let text = scrape(&s).await;
     assert!(!text.contains("noSuchThings"), "{text}");
     assert!(text.contains(r#"route="unmatched",method="GET",status="404""#), "{text}");
-    assert!(
-        sample(&text, r#"slipway_operation_oldest_active_age_seconds{type="slipway.example/virtualnetworks"}"#)
-            .is_none()
+    assert_eq!(
+        sample(&text, r#"slipway_operation_oldest_active_age_seconds{type="slipway.example/virtualnetworks"}"#),
+        Some(0.0),
+        "nothing in flight: zero, not a frozen age"
     );
 
     // A job that does not finish: its operation stays in flight, and the oldest-operation
@@ -91,10 +102,10 @@ async fn counters_and_gauges_follow_operations_and_jobs() {
     assert_eq!(s.wait_terminal(&stuck, WAIT).await["status"], "Canceled");
     let canceled = format!(r#"slipway_operations_ended_total{{type="{compute}",request="create",status="Canceled"}}"#);
     let text = scrape_until(&s, "the canceled create is counted and nothing is left in flight", |t| {
-        sample(t, &canceled) == Some(1.0) && sample(t, &oldest).is_none()
+        sample(t, &canceled) == Some(1.0) && sample(t, &oldest) == Some(0.0)
     })
     .await;
-    assert!(sample(&text, &active).is_none(), "{text}");
+    assert_eq!(sample(&text, &active), Some(0.0), "{text}");
     s.stop().await;
 }
 

@@ -22,7 +22,11 @@ pub(crate) async fn post_action(
         let declared = if declared.is_empty() { "none".to_string() } else { declared.join(", ") };
         ArmError::not_found(
             "ActionNotFound",
-            format!("The resource type '{}' has no action '{}'; its actions: {declared}.", ty.display_name(), echo(name, 64)),
+            format!(
+                "The resource type '{}' has no action '{}'; its actions: {declared}.",
+                ty.display_name(),
+                echo(name, 64)
+            ),
         )
         .with_target(echo(name, 64))
     })?;

@@ -10,6 +10,7 @@ use slipway_api::TlsOptions;
 use slipway_store::postgres::SslMode;
 
 mod auth;
+mod diagnose;
 mod providers;
 mod sections;
 #[cfg(test)]
@@ -74,7 +75,10 @@ impl Config {
             }
             None => (DEFAULT_CONFIG.to_string(), PathBuf::new()),
         };
-        let mut value: toml::Value = toml::from_str(&text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        let origin = path.map_or_else(|| "the built-in configuration".to_string(), |p| p.display().to_string());
+        // Every problem of the file at once, each where it is, rather than the first alone.
+        let located = || ConfigError::Parse(diagnose::problems(&text, &origin).join("\n"));
+        let mut value: toml::Value = toml::from_str(&text).map_err(|_| located())?;
         for (k, v) in env {
             if let Some(rest) = k.strip_prefix("SLIPWAY_")
                 && rest.contains("__")
@@ -82,9 +86,20 @@ impl Config {
                 apply_override(&mut value, rest, &v).map_err(|e| ConfigError::Env(k.clone(), e))?;
             }
         }
-        let mut config: Config = value.try_into().map_err(|e: toml::de::Error| ConfigError::Parse(e.to_string()))?;
+        let mut config: Config = value.try_into().map_err(|e: toml::de::Error| {
+            let in_file = diagnose::problems(&text, &origin);
+            // Nothing wrong with the file as written: an environment override broke it.
+            if in_file.is_empty() {
+                ConfigError::Parse(format!("{e} (after the SLIPWAY_* overrides)"))
+            } else {
+                located()
+            }
+        })?;
         config.base_dir = base_dir;
-        config.validate()?;
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid(problems.join("\n")));
+        }
         Ok(config)
     }
 
@@ -129,69 +144,89 @@ impl Config {
         Ok((mode, s.ssl_root_cert.as_ref().map(|p| self.resolve(p))))
     }
 
-    fn validate(&self) -> Result<(), ConfigError> {
+    /// Every problem the sections have together, all at once (a misspelled provider must not
+    /// hide the next type's problem).
+    fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |result: Result<(), ConfigError>| {
+            if let Err(e) = result {
+                out.push(e.to_string());
+            }
+        };
         for p in &self.providers {
             if let ProviderConfig::Aap(a) = p
                 && a.launch_ambiguity_seconds() < a.request_timeout_seconds
             {
-                return Err(ConfigError::Invalid(format!(
+                check(Err(ConfigError::Invalid(format!(
                     "provider '{}': launch_ambiguity_seconds ({}) is shorter than request_timeout_seconds ({}): a \
                      launch request that timed out could still create its job after Slipway launched the key again",
                     a.name,
                     a.launch_ambiguity_seconds(),
                     a.request_timeout_seconds
-                )));
+                ))));
             }
         }
-        for t in &self.types {
-            if !self.providers.iter().any(|p| p.name() == t.provider) {
-                return Err(ConfigError::Invalid(format!(
-                    "type {}/{} uses provider '{}', which is not configured",
-                    t.namespace, t.type_name, t.provider
-                )));
-            }
-            if !t.poll_interval_seconds.is_finite() || t.poll_interval_seconds <= 0.0 {
-                return Err(ConfigError::Invalid(format!(
-                    "type {}/{}: poll_interval_seconds must be positive",
-                    t.namespace, t.type_name
-                )));
-            }
-            t.name_rule()?;
-            if let Some(parent) = t.parent_type() {
-                let declared = self.types.iter().any(|p| {
-                    p.namespace.eq_ignore_ascii_case(&t.namespace) && p.type_name.eq_ignore_ascii_case(parent)
-                });
-                if !declared {
-                    return Err(ConfigError::Invalid(format!(
-                        "type {}/{}: its parent type {}/{parent} is not configured",
-                        t.namespace, t.type_name, t.namespace
-                    )));
-                }
-            }
-            if t.parent_type().is_some() && t.type_name.rsplit('/').next() == Some(slipway_api::JOBS_SEGMENT) {
-                return Err(ConfigError::Invalid(format!(
-                    "type {}/{}: `{{id}}/jobs` is a resource's job history; a child type cannot be named jobs",
-                    t.namespace, t.type_name
-                )));
-            }
-            let children: Vec<&TypeConfig> = self.types.iter().filter(|c| t.is_parent_of(c)).collect();
-            t.check_actions(&children)?;
-            if !t.type_name.split('/').all(slipway_domain::ids::type_segment_ok) {
-                return Err(ConfigError::Invalid(format!(
-                    "type {}/{}: a type name is letters and digits, a child type's segments joined by '/' \
-                     (virtualNetworks/subnets)",
-                    t.namespace, t.type_name
-                )));
-            }
+        for (i, t) in self.types.iter().enumerate() {
+            let entry = format!("types[{i}] ({}/{})", t.namespace, t.type_name);
+            check(self.type_problem(t).map_err(|e| ConfigError::Invalid(format!("{entry}: {e}"))));
         }
         if let Some(auth) = &self.auth {
-            auth.options(&self.base_dir).map_err(ConfigError::Invalid)?;
-            access_options(Some(auth)).map_err(ConfigError::Invalid)?;
-            rate_limiter(Some(auth)).map_err(ConfigError::Invalid)?;
+            check(auth.options(&self.base_dir).map(drop).map_err(ConfigError::Invalid));
+            check(access_options(Some(auth)).map(drop).map_err(ConfigError::Invalid));
+            check(rate_limiter(Some(auth)).map(drop).map_err(ConfigError::Invalid));
         }
-        self.notifications.callback_policy()?;
-        self.tls_options()?;
-        self.store_tls()?;
+        check(self.notifications.callback_policy().map(drop));
+        check(self.tls_options().map(drop));
+        check(self.store_tls().map(drop));
+        out
+    }
+
+    /// The first problem of one type's entry (its checks build on each other).
+    fn type_problem(&self, t: &TypeConfig) -> Result<(), ConfigError> {
+        if !self.providers.iter().any(|p| p.name() == t.provider) {
+            let known: Vec<&str> = self.providers.iter().map(|p| p.name()).collect();
+            return Err(ConfigError::Invalid(format!(
+                "type {}/{} uses provider '{}', which is not configured (configured: {})",
+                t.namespace,
+                t.type_name,
+                t.provider,
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            )));
+        }
+        if !t.poll_interval_seconds.is_finite() || t.poll_interval_seconds <= 0.0 {
+            return Err(ConfigError::Invalid(format!(
+                "type {}/{}: poll_interval_seconds must be positive",
+                t.namespace, t.type_name
+            )));
+        }
+        t.name_rule()?;
+        if let Some(parent) = t.parent_type() {
+            let declared = self
+                .types
+                .iter()
+                .any(|p| p.namespace.eq_ignore_ascii_case(&t.namespace) && p.type_name.eq_ignore_ascii_case(parent));
+            if !declared {
+                return Err(ConfigError::Invalid(format!(
+                    "type {}/{}: its parent type {}/{parent} is not configured",
+                    t.namespace, t.type_name, t.namespace
+                )));
+            }
+        }
+        if t.parent_type().is_some() && t.type_name.rsplit('/').next() == Some(slipway_api::JOBS_SEGMENT) {
+            return Err(ConfigError::Invalid(format!(
+                "type {}/{}: `{{id}}/jobs` is a resource's job history; a child type cannot be named jobs",
+                t.namespace, t.type_name
+            )));
+        }
+        let children: Vec<&TypeConfig> = self.types.iter().filter(|c| t.is_parent_of(c)).collect();
+        t.check_actions(&children)?;
+        if !t.type_name.split('/').all(slipway_domain::ids::type_segment_ok) {
+            return Err(ConfigError::Invalid(format!(
+                "type {}/{}: a type name is letters and digits, a child type's segments joined by '/' \
+                 (virtualNetworks/subnets)",
+                t.namespace, t.type_name
+            )));
+        }
         Ok(())
     }
 }

@@ -154,7 +154,7 @@ fn type_name_rules_are_checked_at_load() {
     {
         match Config::load(None, env(pattern, max)) {
             Err(ConfigError::Invalid(m)) => {
-                assert!(m.starts_with(&format!("resource {named}")) && m.contains(says), "{m}");
+                assert!(m.contains(&format!("): resource {named}")) && m.contains(says), "{m}");
             }
             other => panic!("{pattern} / {max} accepted: {other:?}"),
         }
