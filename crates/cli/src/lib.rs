@@ -38,7 +38,7 @@ pub struct GlobalArgs {
     /// The default subscription (else SLIPWAY_SUBSCRIPTION, else the profile's).
     // Its id is `api-token create`'s: that offline command keeps its own repeatable
     // `--subscription`, which a global of another id would collide with.
-    #[arg(id = "subscriptions", long = "subscription", short = 's', global = true)]
+    #[arg(id = "subscriptions", long = "subscription", short = 's', global = true, value_name = "ID")]
     pub subscription: Option<String>,
     /// The default resource group (else SLIPWAY_RESOURCE_GROUP, else the profile's).
     #[arg(long, short = 'g', global = true)]
