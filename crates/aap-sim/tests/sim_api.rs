@@ -966,10 +966,9 @@ fn example_configuration_documents_a_valid_file() {
     // Its commented-out lists are valid too, uncommented.
     let uncommented: String = text
         .lines()
-        .map(|l| match l.strip_prefix("# ") {
-            Some(rest) if rest.starts_with('[') || rest.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')) => {
-                rest
-            }
+        // Commented-out keys have `#` right before them; prose has `# `.
+        .map(|l| match l.strip_prefix('#') {
+            Some(rest) if !rest.is_empty() && !rest.starts_with([' ', '#']) => rest,
             _ => l,
         })
         .collect::<Vec<_>>()

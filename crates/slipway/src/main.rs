@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use slipway::app::App;
 use slipway::config::{Config, LogFormat};
 use slipway::plan::{Plan, StorePlan};
@@ -17,24 +17,39 @@ use slipway_domain::{Clock, SystemClock};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// A declarative ARM-style API over Ansible automation.
+/// A declarative ARM-style API over Ansible automation: the server (`serve`) and its client.
 ///
-/// Without --config, the built-in default is used (examples/slipway.toml): SQLite in
-/// ./slipway.db, the local Ansible provider and the example resource types. Every key can be
-/// overridden with SLIPWAY_<SECTION>__<KEY> environment variables.
+/// Server commands (serve, check-config, api-token): without --config, the built-in default
+/// is used (examples/slipway.toml): SQLite in ./slipway.db, the local Ansible provider and
+/// the example resource types. Every key can be overridden with SLIPWAY_<SECTION>__<KEY>
+/// environment variables.
+///
+/// Client commands (resource, op, jobs, describe, token, subscription, role-assignment,
+/// config) speak to a running server, chosen by flag, SLIPWAY_URL/SLIPWAY_TOKEN/… or a
+/// profile (docs/cli.md).
 #[derive(Parser)]
-#[command(name = "slipway", version)]
+#[command(name = "slipway", version, after_help = slipway_cli::EXIT_CODES_HELP)]
 struct Cli {
-    /// The configuration file.
+    /// The server's configuration file.
     #[arg(long, short, global = true)]
     config: Option<PathBuf>,
+    #[command(flatten)]
+    client: slipway_cli::GlobalArgs,
     #[command(subcommand)]
     command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the API, engine and notifier (the default).
+    #[command(flatten)]
+    Server(ServerCommand),
+    #[command(flatten)]
+    Client(slipway_cli::ClientCommand),
+}
+
+#[derive(Subcommand)]
+enum ServerCommand {
+    /// Run the API, engine and notifier.
     Serve,
     /// Load and check the configuration, then exit.
     CheckConfig {
@@ -79,22 +94,31 @@ enum TokenCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let command = match cli.command {
+        Some(Command::Client(command)) => {
+            return ExitCode::from(slipway_cli::run(cli.client, command, Cli::command).code());
+        }
+        // Serving is never a surprise: a bare `slipway` explains itself, as a usage error.
+        None => {
+            let _ = Cli::command().print_help();
+            return ExitCode::from(slipway_cli::Exit::Usage.code());
+        }
+        Some(Command::Server(command)) => command,
+    };
     let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("slipway: {e}");
-            return ExitCode::from(2);
-        }
+        // One problem per line, each said by slipway (a file that does not load has several).
+        Err(e) => return refused(e.to_string().lines().map(str::to_string).collect()),
     };
     init_logging(config.server.log_format);
-    let work = match cli.command.unwrap_or(Command::Serve) {
-        Command::CheckConfig { online } => return check_config(&config, online),
+    let work = match command {
+        ServerCommand::CheckConfig { online } => return check_config(&config, online),
         // Refused as `check-config` refuses it, before anything is opened.
-        Command::Serve => match Plan::from_config(&config) {
+        ServerCommand::Serve => match Plan::from_config(&config) {
             Ok(plan) => Work::Serve(Box::new(plan)),
             Err(problems) => return refused(problems.iter().map(ToString::to_string).collect()),
         },
-        Command::ApiToken(t) => Work::ApiToken(t),
+        ServerCommand::ApiToken(t) => Work::ApiToken(t),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,

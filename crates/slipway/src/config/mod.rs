@@ -30,7 +30,8 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../../../examples/slipway.toml
 pub enum ConfigError {
     #[error("reading {0}: {1}")]
     Read(PathBuf, std::io::Error),
-    #[error("parsing configuration: {0}")]
+    /// The file does not load: one problem per line, each saying where it is.
+    #[error("{0}")]
     Parse(String),
     #[error("environment override {0}: {1}")]
     Env(String, String),
@@ -90,7 +91,7 @@ impl Config {
             let in_file = diagnose::problems(&text, &origin);
             // Nothing wrong with the file as written: an environment override broke it.
             if in_file.is_empty() {
-                ConfigError::Parse(format!("{e} (after the SLIPWAY_* overrides)"))
+                ConfigError::Parse(format!("the configuration after the SLIPWAY_* overrides: {e}"))
             } else {
                 located()
             }

@@ -1,0 +1,72 @@
+//! The client subcommands, one module per noun; `run` dispatches.
+
+pub mod body;
+pub mod generate;
+pub mod inspect;
+pub mod op;
+pub mod platform;
+pub mod profiles;
+pub mod resource;
+
+use clap::Subcommand;
+
+use crate::Context;
+use crate::address::ResourceArgs;
+use crate::error::CliError;
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum ClientCommand {
+    /// Create, change, read, list, delete resources and run their actions.
+    #[command(subcommand)]
+    Resource(resource::ResourceCommand),
+    /// Follow, cancel and read the output of operations.
+    #[command(subcommand)]
+    Op(op::OpCommand),
+    /// A resource's job history: what ran for it and why it is where it is.
+    Jobs {
+        #[command(flatten)]
+        resource: ResourceArgs,
+    },
+    /// A resource at a glance: spec, outputs, state, its latest jobs and errors, its children.
+    Describe {
+        #[command(flatten)]
+        resource: ResourceArgs,
+    },
+    /// API tokens over the API (`api-token` manages them offline, in the store).
+    #[command(subcommand)]
+    Token(platform::TokenCommand),
+    /// The subscription registry.
+    #[command(subcommand)]
+    Subscription(platform::SubscriptionCommand),
+    /// Role assignments at a scope.
+    #[command(subcommand)]
+    RoleAssignment(platform::RoleAssignmentCommand),
+    /// Connection profiles (server URL, token, default subscription and resource group).
+    #[command(subcommand, name = "config")]
+    Profiles(profiles::ProfileCommand),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages, one per command, into a directory.
+    Man {
+        #[arg(long, default_value = ".")]
+        dir: std::path::PathBuf,
+    },
+}
+
+pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Command) -> Result<(), CliError> {
+    match command {
+        ClientCommand::Resource(c) => resource::run(&ctx, c).await,
+        ClientCommand::Op(c) => op::run(&ctx, c).await,
+        ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,
+        ClientCommand::Describe { resource } => inspect::describe(&ctx, &resource).await,
+        ClientCommand::Token(c) => platform::token(&ctx, c).await,
+        ClientCommand::Subscription(c) => platform::subscription(&ctx, c).await,
+        ClientCommand::RoleAssignment(c) => platform::role_assignment(&ctx, c).await,
+        ClientCommand::Profiles(c) => profiles::run(&mut ctx, c),
+        ClientCommand::Completions { shell } => generate::completions(shell, cli()),
+        ClientCommand::Man { dir } => generate::man(&dir, cli()),
+    }
+}

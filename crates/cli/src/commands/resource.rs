@@ -1,0 +1,192 @@
+//! `slipway resource …`: PUT, PATCH, GET, list, DELETE and POST actions, waiting for the
+//! operation each mutation starts unless `--no-wait`.
+
+use clap::{Args, Subcommand};
+use reqwest::Method;
+use serde_json::Value;
+
+use super::body::BodyArgs;
+use crate::Context;
+use crate::address::{self, Address, ResourceArgs};
+use crate::client::{PLATFORM_API, Reply, segment};
+use crate::error::CliError;
+use crate::output::Column;
+use crate::wait::{self, WaitArgs};
+
+pub const RESOURCE_COLUMNS: &[Column] =
+    &[("NAME", "name"), ("TYPE", "type"), ("LOCATION", "location"), ("STATE", "properties.provisioningState")];
+pub const OPERATION_COLUMNS: &[Column] = &[
+    ("OPERATION", "name"),
+    ("STATUS", "status"),
+    ("STARTED", "startTime"),
+    ("ENDED", "endTime"),
+    ("ERROR", "error.code"),
+];
+
+#[derive(Subcommand, Clone, Debug)]
+pub enum ResourceCommand {
+    /// Create or replace a resource (PUT) and wait for its operation.
+    Put(MutateArgs),
+    /// Change a resource's tags and properties (PATCH, a JSON merge patch) and wait.
+    Patch(MutateArgs),
+    /// Read a resource.
+    Get {
+        #[command(flatten)]
+        resource: ResourceArgs,
+    },
+    /// List resources: one type's collection with --type, else every type's.
+    List(ListArgs),
+    /// Delete a resource and wait until it is gone.
+    Delete {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Run one of the type's declared actions (POST {id}/{action}) and wait.
+    Action {
+        /// The action's name (e.g. `restart`).
+        #[arg(long, short = 'a')]
+        action: String,
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        body: BodyArgs,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct MutateArgs {
+    #[command(flatten)]
+    pub resource: ResourceArgs,
+    #[command(flatten)]
+    pub body: BodyArgs,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct ListArgs {
+    /// One type, `Namespace/type`: its collection in the resource group (or the whole
+    /// subscription without one).
+    #[arg(long = "type", short = 't')]
+    pub resource_type: Option<String>,
+    /// ARM's `$filter` for the every-type list (`resourceType eq 'Ns/type'`, `tagName eq 'k'`,
+    /// `provisioningState eq 'Failed'`, joined by `and`).
+    #[arg(long, conflicts_with = "resource_type")]
+    pub filter: Option<String>,
+    /// The api-version for --type instead of the type's newest.
+    #[arg(long, requires = "resource_type")]
+    pub api_version: Option<String>,
+}
+
+pub async fn run(ctx: &Context, command: ResourceCommand) -> Result<(), CliError> {
+    match command {
+        ResourceCommand::Put(args) => mutate(ctx, Method::PUT, args).await,
+        ResourceCommand::Patch(args) => mutate(ctx, Method::PATCH, args).await,
+        ResourceCommand::Get { resource } => {
+            let at = resource.resolve(&ctx.settings, &ctx.client).await?;
+            let body = ctx.client.get(&at.resource.id, &at.api_version).await?;
+            ctx.out.print(&body, RESOURCE_COLUMNS)
+        }
+        ResourceCommand::List(args) => list(ctx, args).await,
+        ResourceCommand::Delete { resource, wait } => {
+            let at = resource.resolve(&ctx.settings, &ctx.client).await?;
+            let reply = ctx.client.call(Method::DELETE, &at.resource.id, &at.api_version, None).await?;
+            if reply.status == 204 {
+                eprintln!("{} does not exist", at.resource.id);
+                return Ok(());
+            }
+            finish(ctx, &reply, &wait, None).await
+        }
+        ResourceCommand::Action { action, resource, body, wait } => {
+            let at = resource.resolve(&ctx.settings, &ctx.client).await?;
+            let body = body.build_action()?;
+            let target = format!("{}/{}", at.resource.id, segment(&action));
+            let reply = ctx.client.call(Method::POST, &target, &at.api_version, Some(&body)).await?;
+            finish(ctx, &reply, &wait, None).await
+        }
+    }
+}
+
+async fn mutate(ctx: &Context, method: Method, args: MutateArgs) -> Result<(), CliError> {
+    let at = args.resource.resolve(&ctx.settings, &ctx.client).await?;
+    let mut body = args.body.build()?;
+    if method == Method::PUT && body.get("location").is_none() {
+        body["location"] = Value::String(default_location(ctx, &at).await?);
+    }
+    let reply = ctx.client.call(method, &at.resource.id, &at.api_version, Some(&body)).await?;
+    finish(ctx, &reply, &args.wait, Some(&at)).await
+}
+
+/// The first location discovery lists for the type; ARM requires one on every PUT.
+async fn default_location(ctx: &Context, at: &Address) -> Result<String, CliError> {
+    let doc = address::discovery(&ctx.client, &at.resource.namespace).await?;
+    address::type_entry(&doc, &at.resource.type_path)
+        .and_then(|t| t["locations"].as_array()?.first()?.as_str().map(str::to_string))
+        .ok_or_else(|| CliError::Usage("the type names no location: pass --location".into()))
+}
+
+/// After a mutating request: no operation (nothing changed) prints what came back; with
+/// `--no-wait` the operation as it is now; else the operation is followed to its end and,
+/// for a resource that still exists, the resource is printed as it ended.
+async fn finish(ctx: &Context, reply: &Reply, wait: &WaitArgs, resource: Option<&Address>) -> Result<(), CliError> {
+    let Some(status_url) = reply.header("azure-asyncoperation") else {
+        if reply.body.is_null() {
+            return Ok(());
+        }
+        return ctx.out.print(&reply.body, RESOURCE_COLUMNS);
+    };
+    if wait.no_wait {
+        let doc = ctx.client.get(&status_url, PLATFORM_API).await?;
+        return ctx.out.print(&with_status_url(doc, &status_url), OPERATION_COLUMNS);
+    }
+    let doc = wait::outcome(wait::follow(&ctx.client, &status_url, wait.timeout.duration()?).await?)?;
+    match resource {
+        Some(at) => {
+            let body = ctx.client.get(&at.resource.id, &at.api_version).await?;
+            ctx.out.print(&body, RESOURCE_COLUMNS)
+        }
+        None => ctx.out.print(&with_status_url(doc, &status_url), OPERATION_COLUMNS),
+    }
+}
+
+/// The status document with the URL it was read from, so a script can pass it to `op`.
+pub fn with_status_url(mut doc: Value, status_url: &str) -> Value {
+    if let Some(fields) = doc.as_object_mut() {
+        fields.insert("statusUrl".into(), Value::String(status_url.to_string()));
+    }
+    doc
+}
+
+async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
+    let subscription = segment(ctx.settings.subscription()?);
+    let scope = match &ctx.settings.resource_group {
+        Some(group) => format!("/subscriptions/{subscription}/resourceGroups/{}", segment(group)),
+        None => format!("/subscriptions/{subscription}"),
+    };
+    let items = match &args.resource_type {
+        Some(resource_type) => {
+            let (namespace, type_path) = resource_type
+                .split_once('/')
+                .filter(|(_, t)| !t.contains('/'))
+                .ok_or_else(|| CliError::Usage(format!("--type '{resource_type}': a top-level Namespace/type")))?;
+            let api_version = match &args.api_version {
+                Some(v) => v.clone(),
+                None => address::api_version_of(&ctx.client, namespace, type_path).await?,
+            };
+            let target = format!("{scope}/providers/{}/{}", segment(namespace), segment(type_path));
+            ctx.client.list_all(&target, &api_version).await?
+        }
+        None => {
+            let mut target = format!("{scope}/resources");
+            if let Some(filter) = &args.filter {
+                target.push_str(&format!("?$filter={}", segment(filter)));
+            }
+            ctx.client.list_all(&target, PLATFORM_API).await?
+        }
+    };
+    ctx.out.print(&Value::Array(items), RESOURCE_COLUMNS)
+}

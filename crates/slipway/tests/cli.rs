@@ -1,0 +1,294 @@
+//! The client CLI end to end: the built `slipway` binary against a real server on loopback
+//! (the example playbooks), with its profile file in a temp dir. Each test checks what a
+//! script relies on: the exit code per outcome, `-o json` that parses, and no terminal
+//! escapes unless stderr is a terminal.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{SUB, TestServer, composite_types, free_port, rid};
+use serde_json::Value;
+
+/// How a run of the binary ended.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+
+    fn expect(self, code: i32) -> Run {
+        assert_eq!(self.code, code, "exit code\nstdout: {}\nstderr: {}", self.stdout, self.stderr);
+        assert!(!self.stderr.contains("\x1b["), "escape codes without a terminal: {:?}", self.stderr);
+        self
+    }
+}
+
+/// The binary with a private profile file and, by default, the server and defaults from
+/// the environment (as a CI job would set them).
+struct Cli {
+    dir: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Cli {
+    fn new(base: &str) -> Cli {
+        let mut cli = Cli::bare();
+        for (k, v) in [("SLIPWAY_URL", base), ("SLIPWAY_SUBSCRIPTION", SUB), ("SLIPWAY_RESOURCE_GROUP", "rg1")] {
+            cli.env.push((k.into(), v.into()));
+        }
+        cli
+    }
+
+    /// Nothing but the profile file's path.
+    fn bare() -> Cli {
+        let dir = tempfile::tempdir().unwrap();
+        let env = vec![("SLIPWAY_CONFIG".to_string(), dir.path().join("config.toml").display().to_string())];
+        Cli { dir, env }
+    }
+
+    fn command(&self, program: &str, args: &[&str]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(program);
+        c.args(args).stdin(std::process::Stdio::null());
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("SLIPWAY_")) {
+            c.env_remove(k);
+        }
+        c.envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        let out = self.command(env!("CARGO_BIN_EXE_slipway"), args).output().await.expect("run slipway");
+        Run {
+            code: out.status.code().expect("exit code"),
+            stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        }
+    }
+
+    async fn run_owned(&self, args: &[String]) -> Run {
+        self.run(&args.iter().map(String::as_str).collect::<Vec<_>>()).await
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+const VNET: &str = "Slipway.Example/virtualNetworks";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resource_lives_and_dies_through_the_cli() {
+    let s = TestServer::start().await;
+    let cli = Cli::new(&s.base);
+    let put = ["resource", "put", "-t", VNET, "-n", "net1", "--set", "addressSpace=10.0.0.0/16", "--tag", "env=dev"];
+    let created = cli.run(&[&put[..], &["-o", "json"]].concat()).await.expect(0).json();
+    assert_eq!(created["properties"]["provisioningState"], "Succeeded", "{created}");
+    assert_eq!((created["tags"]["env"].as_str(), created["location"].as_str()), (Some("dev"), Some("local")));
+    assert!(cli.run(&put).await.expect(0).stdout.contains("Succeeded"), "the default table shows the state");
+
+    let id = rid("virtualNetworks", "net1");
+    let yaml = cli.run(&["resource", "get", &id, "-o", "yaml"]).await.expect(0).stdout;
+    assert!(yaml.lines().any(|l| l == "name: net1"), "{yaml}");
+    let listed = cli.run(&["resource", "list", "-t", VNET, "-o", "json"]).await.expect(0).json();
+    assert_eq!(listed[0]["id"], id.as_str());
+    let names =
+        cli.run(&["resource", "list", "--filter", "tagName eq 'env'", "--query", "[].name", "-o", "json"]).await;
+    assert_eq!(names.expect(0).json(), serde_json::json!(["net1"]));
+
+    let patched = cli.run(&["resource", "patch", &id, "--set", "dnsServers=[\"10.0.0.2\"]", "-o", "json"]).await;
+    assert_eq!(patched.expect(0).json()["properties"]["dnsServers"][0], "10.0.0.2");
+
+    let history = cli.run(&["jobs", &id, "-o", "json"]).await.expect(0).json();
+    assert_eq!(history["value"].as_array().map(Vec::len), Some(2), "{history}");
+    let described = cli.run(&["describe", &id, "-o", "json"]).await.expect(0).json();
+    assert_eq!(described["provisioningState"], "Succeeded");
+    assert_eq!(described["spec"]["addressSpace"], "10.0.0.0/16");
+    assert_eq!(described["children"]["subnets"], serde_json::json!([]), "{described}");
+    assert_eq!(described["recentOperations"][0]["status"], "Succeeded", "{described}");
+    assert!(cli.run(&["describe", &id]).await.expect(0).stdout.contains("children:"));
+
+    let ops = cli.run(&["op", "list", "--status", "Succeeded", "-o", "json"]).await.expect(0).json();
+    let newest = ops[0]["name"].as_str().expect("an operation").to_string();
+    assert_eq!(ops.as_array().map(Vec::len), Some(2), "{ops}");
+    let shown = cli.run(&["op", "show", &newest, "-o", "json"]).await.expect(0).json();
+    assert_eq!(shown["status"], "Succeeded");
+    let by_url = cli.run(&["op", "wait", shown["statusUrl"].as_str().unwrap(), "-o", "json"]).await;
+    assert_eq!(by_url.expect(0).json()["name"], newest.as_str());
+    let logs = cli.run(&["op", "logs", &newest]).await.expect(0);
+    assert!(logs.stdout.contains("PLAY"), "{}", logs.stdout);
+    assert_eq!(cli.run(&["op", "logs", &newest, "--tail", "1"]).await.expect(0).stdout.trim().lines().count(), 1);
+    let streamed = cli.run(&["op", "logs", "-f", &newest]).await.expect(0);
+    assert!(streamed.stdout.contains("PLAY RECAP"), "{}", streamed.stdout);
+
+    cli.run(&["resource", "delete", &id]).await.expect(0);
+    let gone = cli.run(&["resource", "get", &id]).await.expect(7);
+    assert!(gone.stderr.contains("404") && gone.stderr.contains("ResourceNotFound"), "{}", gone.stderr);
+    let missing = cli.run(&["op", "show", "0190a0a0-0000-7000-8000-000000000000"]).await.expect(7);
+    assert!(missing.stderr.contains("ResourceNotFound"), "{}", missing.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_tell_how_an_operation_ended() {
+    let s = TestServer::start().await;
+    let cli = Cli::new(&s.base);
+    let vnet = |name: &str, extra: &str| {
+        let mut args: Vec<String> =
+            ["resource", "put", "-t", VNET, "-n", name, "--set", "addressSpace=10.0.0.0/16"].map(String::from).to_vec();
+        if !extra.is_empty() {
+            args.extend(["--set".to_string(), extra.to_string()]);
+        }
+        args
+    };
+    let failed = cli.run_owned(&vnet("bad", "simulateFailure=true")).await.expect(1);
+    assert!(failed.stderr.contains("failed") && failed.stderr.contains("ProvisioningFailed"), "{}", failed.stderr);
+
+    let mut slow = vnet("slow", "delaySeconds=60");
+    slow.extend(["--no-wait", "-o", "json"].map(String::from));
+    let started = cli.run_owned(&slow).await.expect(0).json();
+    let op = started["name"].as_str().expect("the operation's id").to_string();
+    assert!(["Accepted", "Provisioning"].contains(&started["status"].as_str().unwrap()), "{started}");
+    let waited = cli.run(&["op", "wait", &op, "--timeout", "0.5"]).await.expect(4);
+    assert!(waited.stderr.contains("still"), "{}", waited.stderr);
+    let canceled = cli.run(&["op", "cancel", &op, "-o", "json"]).await.expect(3);
+    assert_eq!(canceled.json()["status"], "Canceled");
+
+    // Under a terminal the progress line shows the status as it changes; `script` gives one.
+    let quoted: Vec<String> = vnet("shown", "delaySeconds=1").iter().map(|a| format!("'{a}'")).collect();
+    let shell = format!("{} {}", env!("CARGO_BIN_EXE_slipway"), quoted.join(" "));
+    let out = cli.command("script", &["-qec", &shell, "/dev/null"]).output().await.expect("run script");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    let live = regex::Regex::new(r"(Accepted|Provisioning)  \d+s").unwrap();
+    assert!(live.is_match(&screen) && screen.contains("Succeeded after"), "{screen:?}");
+    assert!(screen.contains("\x1b["), "a terminal gets the live line's escapes: {screen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn actions_run_and_wait() {
+    let s = TestServer::start_full("", "", &composite_types(), |_| {}).await;
+    let cli = Cli::new(&s.base);
+    let body = cli.path("machine.json");
+    std::fs::write(&body, r#"{"properties": {"size": "small"}}"#).unwrap();
+    let machine = ["-t", "Slipway.Example/machines", "-n", "m1"];
+    let put = [&["resource", "put", "-f", body.to_str().unwrap(), "--set", "image=rhel"][..], &machine].concat();
+    cli.run(&put).await.expect(0);
+    let done = cli
+        .run(&[&["resource", "action", "-a", "restart", "--set", "force=true", "-o", "json"][..], &machine].concat())
+        .await;
+    let done = done.expect(0).json();
+    assert_eq!(
+        (done["status"].as_str(), done["properties"]["action"].as_str()),
+        (Some("Succeeded"), Some("restart")),
+        "{done}"
+    );
+    let unknown = cli.run(&[&["resource", "action", "-a", "explode"][..], &machine].concat()).await.expect(7);
+    assert!(unknown.stderr.contains("404"), "{}", unknown.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_platform_is_managed_with_a_token_and_refuses_a_bad_one() {
+    let tables = "\n[auth]\napi_tokens = true\nadmins = [\"root\"]\n";
+    // The offline command makes the first Admin token, before the server holds the store.
+    let mut root = String::new();
+    let s = TestServer::start_full("", "", tables, |dir| {
+        let config = dir.join("offline.toml");
+        std::fs::write(&config, common::config_text(dir, "") + tables).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_slipway"))
+            .args(["api-token", "create", "--principal", "root", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        root = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    })
+    .await;
+
+    let mut cli = Cli::new(&s.base);
+    cli.env.push(("SLIPWAY_TOKEN".into(), "not-a-token".into()));
+    let refused = cli.run(&["resource", "list"]).await.expect(6);
+    assert!(refused.stderr.contains("401"), "{}", refused.stderr);
+    cli.env.pop();
+    cli.env.push(("SLIPWAY_TOKEN".into(), root.clone()));
+
+    let sub = cli.run(&["subscription", "register", SUB, "--tenant", "t1", "-o", "json"]).await.expect(0).json();
+    assert_eq!(sub["state"], "Registered");
+    assert_eq!(cli.run(&["subscription", "show", "-o", "json"]).await.expect(0).json()["properties"]["tenantId"], "t1");
+    let warned = cli.run(&["subscription", "set-state", SUB, "Warned", "-o", "json"]).await.expect(0).json();
+    assert_eq!((warned["state"].as_str(), warned["properties"]["tenantId"].as_str()), (Some("Warned"), Some("t1")));
+    assert_eq!(
+        cli.run(&["subscription", "list", "--query", "[].subscriptionId", "-o", "json"]).await.expect(0).json()[0],
+        SUB
+    );
+
+    let create = ["role-assignment", "create", "--role", "Reader", "--principal", "alice", "-o", "json"];
+    let assignment = cli.run(&create).await.expect(0).json();
+    let assignment_id = assignment["name"].as_str().unwrap().to_string();
+    let listed = cli.run(&["role-assignment", "list", "--query", "[].properties.principalId", "-o", "json"]).await;
+    assert_eq!(listed.expect(0).json(), serde_json::json!(["alice"]));
+    cli.run(&["role-assignment", "delete", &assignment_id]).await.expect(0);
+
+    let token = cli.run(&["token", "create", "--principal", "bot", "--description", "ci"]).await.expect(0);
+    assert!(token.stdout.trim().len() > 20 && !token.stderr.contains(token.stdout.trim()), "printed once, on stdout");
+    let tokens = cli.run(&["token", "list", "-o", "json"]).await.expect(0);
+    assert!(!tokens.stdout.contains(token.stdout.trim()), "a list never shows a secret");
+    let bot =
+        tokens.json().as_array().unwrap().iter().find(|t| t["properties"]["principal"] == "bot").cloned().unwrap();
+    cli.run(&["token", "revoke", bot["name"].as_str().unwrap()]).await.expect(0);
+    cli.run(&["token", "revoke", bot["name"].as_str().unwrap()]).await.expect(7);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn profiles_supply_defaults_and_flags_and_the_environment_override_them() {
+    let s = TestServer::start().await;
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let mut cli = Cli::bare();
+    cli.env.push(("SLIPWAY_TOKEN".into(), "secret-in-profile".into()));
+    let set = ["config", "set-profile", "lab", "--server", &s.base, "--token-from-env", "--default-subscription", SUB];
+    cli.run(&set).await.expect(0);
+    cli.run(&["config", "set-profile", "lab", "--default-resource-group", "rg1"]).await.expect(0);
+    cli.run(&["config", "set-profile", "elsewhere", "--server", &closed]).await.expect(0);
+    cli.env.pop();
+    let file = std::fs::read_to_string(cli.path("config.toml")).unwrap();
+    assert!(file.contains("secret-in-profile") && file.contains("current = \"lab\""), "{file}");
+
+    let shown = cli.run(&["config", "show", "-o", "json"]).await.expect(0);
+    assert!(!shown.stdout.contains("secret-in-profile"), "a token is never shown: {}", shown.stdout);
+    let shown = shown.json();
+    assert_eq!((shown["url"].as_str(), shown["resourceGroup"].as_str()), (Some(s.base.as_str()), Some("rg1")));
+    assert_eq!(shown["token"], "(set)");
+
+    cli.run(&["resource", "list", "-o", "json"]).await.expect(0);
+    let unreachable = cli.run(&["resource", "list", "--url", &closed]).await.expect(5);
+    assert!(unreachable.stderr.contains("cannot connect"), "{}", unreachable.stderr);
+    cli.run(&["config", "use", "elsewhere"]).await.expect(0);
+    cli.run(&["resource", "list", "-s", SUB]).await.expect(5);
+    cli.run(&["resource", "list", "--profile", "lab", "-o", "json"]).await.expect(0);
+    cli.env.push(("SLIPWAY_PROFILE".into(), "lab".into()));
+    cli.run(&["resource", "list", "-o", "json"]).await.expect(0);
+    cli.env.push(("SLIPWAY_URL".into(), closed.clone()));
+    cli.run(&["resource", "list"]).await.expect(5);
+    cli.run(&["resource", "list", "--url", &s.base, "-o", "json"]).await.expect(0);
+    cli.run(&["config", "use", "nobody"]).await.expect(2);
+}
+
+#[tokio::test]
+async fn help_completions_and_man_pages_need_no_server() {
+    let cli = Cli::bare();
+    let bare = cli.run(&[]).await.expect(2);
+    assert!(bare.stdout.contains("Exit codes: 0 succeeded"), "{}", bare.stdout);
+    cli.run(&["resource", "put", "--no-such-flag"]).await.expect(2);
+    let bash = cli.run(&["completions", "bash"]).await.expect(0);
+    assert!(bash.stdout.contains("slipway__resource__put") || bash.stdout.contains("resource"), "{}", bash.stdout);
+    let dir = cli.path("man");
+    cli.run(&["man", "--dir", dir.to_str().unwrap()]).await.expect(0);
+    for page in ["slipway.1", "slipway-resource-put.1", "slipway-op-logs.1"] {
+        assert!(dir.join(page).is_file(), "{page}");
+    }
+}
