@@ -96,30 +96,18 @@ pub(crate) async fn list_resources(
         ["resourceType", "tagName", "tagValue", "provisioningState"],
     )?;
     if tag_value.is_some() && tag_name.is_none() {
-        return Err(
-            ArmError::bad_request("InvalidFilter", "A tagValue filter needs a tagName filter.").with_target("$filter")
-        );
+        return Err(invalid_filter("A tagValue filter needs a tagName filter.".into()));
     }
     let type_key = match resource_type.as_deref() {
         Some(t) => Some(match t.split_once('/') {
             Some((namespace, type_name)) => TypeKey::new(namespace, type_name),
             None => {
-                return Err(ArmError::bad_request(
-                    "InvalidFilter",
-                    format!("The resourceType '{}' is not 'Namespace/type'.", echo(t, 200)),
-                )
-                .with_target("$filter"));
+                return Err(invalid_filter(format!("The resourceType '{}' is not 'Namespace/type'.", echo(t, 200))));
             }
         }),
         None => None,
     };
-    let state_wanted = match provisioning_state.as_deref() {
-        Some(s) => Some(ProvisioningState::parse(s).ok_or_else(|| {
-            ArmError::bad_request("InvalidFilter", format!("'{}' is not a provisioning state.", echo(s, 40)))
-                .with_target("$filter")
-        })?),
-        None => None,
-    };
+    let state_wanted = state_filter(provisioning_state.as_deref())?;
     let limit = page_limit(state, ctx)?;
     let after =
         ctx.query.get("$skipToken").map(|token| decode_token(token).ok_or_else(invalid_skip_token)).transpose()?;
@@ -160,13 +148,7 @@ pub(crate) async fn list_operations(
     let sub = SubscriptionId::new(subscription);
     let (grants, _) = readable(state, ctx, &sub, Scope::subscription_scope(&sub), "operationStatuses/read").await?;
     let [status] = filter::fields(ctx.query.get("$filter").map(String::as_str), ["status"])?;
-    let status = match status.as_deref() {
-        Some(s) => Some(ProvisioningState::parse(s).ok_or_else(|| {
-            ArmError::bad_request("InvalidFilter", format!("'{}' is not an operation status.", echo(s, 40)))
-                .with_target("$filter")
-        })?),
-        None => None,
-    };
+    let status = state_filter(status.as_deref())?;
     let limit = page_limit(state, ctx)?;
     let after = ctx
         .query
@@ -182,6 +164,20 @@ pub(crate) async fn list_operations(
         .map(|op| wire::operation_status_body(op, &status_path(state, op)))
         .collect();
     page_response(ctx, path, limit, value, page.next.as_ref().map(|id| id.as_str().to_string()))
+}
+
+/// A `provisioningState` or `status` clause's state.
+fn state_filter(value: Option<&str>) -> Result<Option<ProvisioningState>, ArmError> {
+    value
+        .map(|s| {
+            ProvisioningState::parse(s)
+                .ok_or_else(|| invalid_filter(format!("'{}' is not a provisioning state.", echo(s, 40))))
+        })
+        .transpose()
+}
+
+fn invalid_filter(message: String) -> ArmError {
+    ArmError::bad_request("InvalidFilter", message).with_target("$filter")
 }
 
 /// The caller's grants, if they may read anything within `scope` (else `403` naming
