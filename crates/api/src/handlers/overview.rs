@@ -34,7 +34,7 @@ pub(crate) async fn list_groups(
 }
 
 /// `GET /subscriptions/{s}/resourceGroups/{g}`: `404 ResourceGroupNotFound` unless it holds a
-/// resource the caller may read.
+/// resource and the caller may read within it — the list's rule for each group.
 pub(crate) async fn get_group(
     state: &ApiState,
     ctx: &Ctx,
@@ -43,19 +43,16 @@ pub(crate) async fn get_group(
 ) -> Result<Response, ArmError> {
     let sub = SubscriptionId::new(subscription);
     let scope = Scope::resource_group(subscription, group);
-    let (grants, whole) = readable(state, ctx, &sub, scope, "resourceGroups/read").await?;
+    readable(state, ctx, &sub, scope, "resourceGroups/read").await?;
     let query = ListQuery {
         subscription: sub,
         resource_group: Some(group.to_ascii_lowercase()),
         type_key: None,
         under: None,
         after: None,
-        limit: if whole { 1 } else { state.options.page_size },
+        limit: 1,
     };
-    let page = state.store.list_resources(&query).await?;
-    let found =
-        page.items.iter().find(|r| whole || grants.allows(&ctx.caller, Permission::Read, &resource_scope(&r.id)));
-    match found {
+    match state.store.list_resources(&query).await?.items.first() {
         Some(r) => Ok(json_response(StatusCode::OK, group_body(state, subscription, &r.id.resource_group))),
         None => Err(ArmError::not_found(
             "ResourceGroupNotFound",

@@ -88,34 +88,27 @@ pub(crate) async fn api_tokens(
     body: Body,
 ) -> Result<Response, ArmError> {
     admin::check_version(ctx)?;
-    let write = !matches!(ctx.method, Method::GET | Method::HEAD);
-    match (&ctx.method, id) {
-        (&Method::GET, None) | (&Method::POST, None) | (&Method::GET, Some(_)) | (&Method::DELETE, Some(_)) => {}
+    let write = match (&ctx.method, id) {
+        (&Method::GET, _) => false,
+        (&Method::POST, None) | (&Method::DELETE, Some(_)) => true,
         _ => return Err(method_not_allowed(&ctx.method)),
-    }
+    };
     let authority = Authority::of(state, ctx, write).await?;
-    match (ctx.method.clone(), id) {
-        (Method::GET, None) => {
-            let mut value: Vec<Value> = api_tokens::list(state.store.as_ref())
-                .await?
-                .iter()
-                .filter(|t| authority.manages(t))
-                .map(|t| token_body(t, None))
-                .collect();
-            value.sort_by(|a, b| a["properties"]["createdAt"].as_str().cmp(&b["properties"]["createdAt"].as_str()));
+    match id {
+        None if write => create(state, ctx, &authority, json_body(state, ctx, body).await?).await,
+        None => {
+            let mut tokens: Vec<ApiToken> =
+                api_tokens::list(state.store.as_ref()).await?.into_iter().filter(|t| authority.manages(t)).collect();
+            tokens.sort_by_key(|t| t.created_at);
+            let value: Vec<Value> = tokens.iter().map(|t| token_body(t, None)).collect();
             Ok(json_response(StatusCode::OK, json!({ "value": value })))
         }
-        (Method::POST, None) => create(state, ctx, &authority, json_body(state, ctx, body).await?).await,
-        (Method::GET, Some(id)) => {
-            let token = managed(state, &authority, id).await?;
-            Ok(json_response(StatusCode::OK, token_body(&token, None)))
-        }
-        (_, Some(id)) => {
+        Some(id) if write => {
             managed(state, &authority, id).await?;
             api_tokens::revoke(state.store.as_ref(), id).await?;
             Ok(StatusCode::OK.into_response())
         }
-        _ => Err(method_not_allowed(&ctx.method)),
+        Some(id) => Ok(json_response(StatusCode::OK, token_body(&managed(state, &authority, id).await?, None))),
     }
 }
 

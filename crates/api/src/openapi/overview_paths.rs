@@ -5,13 +5,12 @@ use serde_json::{Map, Value, json};
 
 use super::paths::*;
 use super::schemas::{TypeNames, schema_ref};
-use crate::handlers::discovery::PLATFORM_API_VERSIONS;
 use crate::types::ResourceType;
 
 const TAG: &str = "Overview";
 
 pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
-    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let version = platform_api_version();
     let paging = |filter: Option<&str>| {
         let mut params = vec![
             json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),
@@ -39,7 +38,7 @@ pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
     );
     let get_group = Op::new(
         "ResourceGroups_Get".into(),
-        "A resource group; `404 ResourceGroupNotFound` unless it holds a resource the caller may read.",
+        "A resource group; `404 ResourceGroupNotFound` unless it holds a resource (`403` to a caller who may read nothing in it).",
         TAG,
         {
             let mut p = in_group();

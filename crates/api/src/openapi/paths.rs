@@ -225,6 +225,12 @@ pub(super) fn api_version(versions: &[String]) -> Value {
     })
 }
 
+/// The `api-version` parameter of the platform's own paths (subscriptions, role
+/// assignments, API tokens, the overview lists).
+pub(super) fn platform_api_version() -> Value {
+    api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>())
+}
+
 pub(super) fn subscription_id() -> Value {
     path_param("subscriptionId", schemas::guid(), "A GUID; anything else is `400 InvalidSubscriptionId`.")
 }
@@ -454,7 +460,7 @@ pub(super) fn role_assignment_paths(
     out: &mut Map<String, Value>,
 ) {
     let tag = "Slipway.Authorization/roleAssignments";
-    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let version = platform_api_version();
     let mut params = scope_params.clone();
     params.push(version.clone());
     let list =

@@ -5,7 +5,6 @@ use serde_json::{Map, Value, json};
 
 use super::paths::*;
 use super::schemas::{self, TypeNames, schema_ref};
-use crate::handlers::discovery::PLATFORM_API_VERSIONS;
 use crate::types::ResourceType;
 
 /// A namespace's operation endpoints and discovery.
@@ -125,7 +124,7 @@ pub(super) fn namespace_paths(
 /// and the unauthenticated probes.
 pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
     let tag = "Slipway.Admin/subscriptions";
-    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let version = platform_api_version();
     let list = Op::new(
         "Subscriptions_List".into(),
         "The registered subscriptions the caller holds a role in (all for an Admin).",
@@ -198,7 +197,7 @@ pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
 /// `/providers/Slipway.Authorization/apiTokens[/{tokenId}]`.
 fn api_token_paths(setting: &Setting, out: &mut Map<String, Value>) {
     let tag = "Slipway.Authorization/apiTokens";
-    let version = api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>());
+    let version = platform_api_version();
     let extension = |op: Op| {
         op.with("x-slipway-extension", json!("Not part of ARM's contract.")).with(
             "description",
