@@ -254,13 +254,14 @@ async fn correlation(State(state): State<Arc<ApiState>>, mut req: Request<Body>,
     resp
 }
 
-/// Serves until `shutdown` resolves, then stops accepting, closes idle connections and lets
-/// in-flight requests finish. Connections are capped and timed per `options`.
+/// Serves `router` (the API's, with whatever the binary adds beside it) until `shutdown`
+/// resolves, then stops accepting, closes idle connections and lets in-flight requests
+/// finish. Connections are capped and timed per `options`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: Arc<ApiState>,
+    router: Router,
     options: ListenerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    listener::serve(listener, router(state), options, shutdown).await
+    listener::serve(listener, router, options, shutdown).await
 }

@@ -64,6 +64,11 @@ pub enum Route {
         scope: Scope,
         id: Option<String>,
     },
+    /// `{scope}/providers/Slipway.Authorization/permissions`: what the caller may do there
+    /// (ARM's permissions list).
+    Permissions {
+        scope: Scope,
+    },
     /// `/providers/{namespace}` or `/subscriptions/{sub}/providers/{namespace}`: the resource
     /// provider's registration (ARM's provider shape).
     Provider {
@@ -175,6 +180,7 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
             let tail = if id.is_some() { "/{roleAssignmentName}" } else { "" };
             Some(format!("{{scope}}/providers/Slipway.Authorization/roleAssignments{tail}"))
         }
+        Ok(Route::Permissions { .. }) => Some("{scope}/providers/Slipway.Authorization/permissions".into()),
         Ok(Route::Provider { namespace, .. }) => namespace_names(&namespace).map(|ns| format!("/providers/{ns}")),
         Ok(Route::ProviderOperations { namespace }) => {
             namespace_names(&namespace).map(|ns| format!("/providers/{ns}/operations"))
@@ -252,14 +258,18 @@ fn decode(seg: &str) -> Cow<'_, str> {
     String::from_utf8(out).map_or(Cow::Borrowed(seg), Cow::Owned)
 }
 
-/// `{scope}/providers/Slipway.Authorization/roleAssignments[/{id}]`, if `segs` is one.
-fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
-    let at = segs
-        .windows(3)
-        .rposition(|w| is(w[0], "providers") && is(w[1], "Slipway.Authorization") && is(w[2], "roleAssignments"))?;
+/// `{scope}/providers/Slipway.Authorization/roleAssignments[/{id}]` or
+/// `{scope}/providers/Slipway.Authorization/permissions`, if `segs` is one.
+fn scoped_authorization(segs: &[&str]) -> Option<Result<Route, RouteError>> {
+    let at = segs.windows(3).rposition(|w| {
+        is(w[0], "providers")
+            && is(w[1], "Slipway.Authorization")
+            && (is(w[2], "roleAssignments") || is(w[2], "permissions"))
+    })?;
+    let permissions = is(segs[at + 2], "permissions");
     let id = match &segs[at + 3..] {
         [] => None,
-        [id] => Some(id.to_string()),
+        [id] if !permissions => Some(id.to_string()),
         _ => return None,
     };
     let prefix = &segs[..at];
@@ -273,6 +283,7 @@ fn role_assignments(segs: &[&str]) -> Option<Result<Route, RouteError>> {
         return Some(Err(e));
     }
     Some(match Scope::parse(&format!("/{}", prefix.join("/"))) {
+        Ok(scope) if permissions => Ok(Route::Permissions { scope }),
         Ok(scope) => Ok(Route::RoleAssignments { scope, id }),
         Err(why) => Err(RouteError::BadScope(why.to_string())),
     })
@@ -285,7 +296,7 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     }
     let decoded: Vec<Cow<str>> = raw.iter().map(|s| decode(s)).collect();
     let segs: Vec<&str> = decoded.iter().map(|s| s.as_ref()).collect();
-    if let Some(route) = role_assignments(&segs) {
+    if let Some(route) = scoped_authorization(&segs) {
         return route;
     }
     let op = |sub: &&str, ns: &&str, loc: &&str, id: &&str| {

@@ -147,8 +147,16 @@ impl App {
             }
         };
         let mut tasks = tokio::task::JoinSet::new();
+        let api_router = slipway_api::router(state.clone());
+        let console = slipway_console::ConsoleOptions {
+            types: state.types.clone(),
+            location: state.options.location.clone(),
+            authentication: authenticated,
+            secure_cookies: state.edge.tls,
+        };
+        let router = api_router.clone().merge(slipway_console::router(api_router, console));
         let api_stop = until_stopped();
-        tasks.spawn(async move { slipway_api::serve(tcp, state, listener, api_stop).await.map_err(AppError::Serve) });
+        tasks.spawn(async move { slipway_api::serve(tcp, router, listener, api_stop).await.map_err(AppError::Serve) });
         let engine_stop = until_stopped();
         tasks.spawn(async move { engine.run(engine_stop).await.map_err(AppError::from) });
         let notifier_stop = until_stopped();

@@ -113,3 +113,38 @@ async fn a_stored_non_canonical_scope_is_reported() {
     registry::put_role_assignment(store.as_ref(), &old, SystemClock.now()).await.unwrap();
     assert_eq!(slipway_api::report_noncanonical_assignments(store.as_ref()).await.unwrap(), 1);
 }
+
+/// What `GET {scope}/providers/Slipway.Authorization/permissions` lists for the caller.
+async fn actions(s: &TestServer, bearer: &str, scope: &str) -> (u16, Vec<String>) {
+    let url = format!("{}{scope}/providers/Slipway.Authorization/permissions?api-version={API}", s.base);
+    let r = s.http.get(url).bearer_auth(bearer).send().await.unwrap();
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.unwrap_or(Value::Null);
+    let actions = body["value"][0]["actions"].as_array().into_iter().flatten();
+    (status, actions.filter_map(Value::as_str).map(str::to_string).collect())
+}
+
+#[tokio::test]
+async fn the_permissions_list_says_what_the_caller_may_do_at_a_scope() {
+    let idp = TestIdp::start().await;
+    let s = start(&idp).await;
+    let root = token(&idp, "root");
+    let reader = json!({"properties": {"roleDefinitionId": "Reader", "principalId": "b-reader"}});
+    let path = format!("/subscriptions/{B}/resourceGroups/rg/{AUTHZ}/00000000-0000-0000-0000-0000000000b1");
+    assert_eq!(put(&s, &root, &path, reader).await.0, 201);
+
+    let owner = token(&idp, "b-owner");
+    let (status, own) = actions(&s, &owner, &format!("/subscriptions/{B}/resourceGroups/rg")).await;
+    assert_eq!(status, 200);
+    for granted in ["*/read", "*/write", "*/delete", "Slipway.Authorization/roleAssignments/write"] {
+        assert!(own.iter().any(|a| a == granted), "the Owner may {granted}: {own:?}");
+    }
+    assert!(!own.iter().any(|a| a.starts_with("Slipway.Admin")), "{own:?}");
+    // A Reader of one group reads there, and nowhere else; nobody is refused the question.
+    let reader = token(&idp, "b-reader");
+    let read = vec!["*/read".to_string(), "Slipway.Authorization/roleAssignments/read".into()];
+    assert_eq!(actions(&s, &reader, &format!("/subscriptions/{B}/resourceGroups/rg")).await, (200, read));
+    assert_eq!(actions(&s, &reader, &format!("/subscriptions/{B}/resourceGroups/other")).await, (200, vec![]));
+    assert_eq!(actions(&s, &owner, &format!("/subscriptions/{A}")).await, (200, vec![]));
+    assert!(actions(&s, &root, "").await.1.iter().any(|a| a == "Slipway.Admin/*"), "the platform Admin");
+}

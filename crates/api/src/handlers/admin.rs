@@ -273,6 +273,39 @@ pub(crate) async fn list_assignments(state: &ApiState, ctx: &Ctx, scope: &Scope)
     Ok(json_response(StatusCode::OK, json!({ "value": value })))
 }
 
+/// The ARM actions each permission grants, as ARM's permissions list spells them.
+fn granted_actions(permission: Permission) -> &'static [&'static str] {
+    match permission {
+        Permission::Read => &["*/read"],
+        Permission::Write => &["*/write", "*/action"],
+        Permission::Delete => &["*/delete"],
+        Permission::Cancel => &["*/locations/operationStatuses/cancel/action"],
+        Permission::ReadAccess => &["Slipway.Authorization/roleAssignments/read"],
+        Permission::ManageAccess => {
+            &["Slipway.Authorization/roleAssignments/write", "Slipway.Authorization/roleAssignments/delete"]
+        }
+        Permission::ManagePlatform => &["Slipway.Admin/*", "Slipway.Authorization/apiTokens/*"],
+    }
+}
+
+/// `GET {scope}/providers/Slipway.Authorization/permissions`: the actions the caller may take
+/// at the scope (ARM's shape, one entry). Any authenticated caller may ask about itself; what
+/// a client shows or offers (the console's buttons) follows from it, while every request is
+/// still authorized on its own.
+pub(crate) async fn permissions(state: &ApiState, ctx: &Ctx, scope: &Scope) -> Result<Response, ArmError> {
+    check_version(ctx)?;
+    if ctx.method != Method::GET {
+        return Err(method_not_allowed(&ctx.method));
+    }
+    let grants = scope_grants(state, ctx, scope).await?;
+    let actions: Vec<&str> = Permission::ALL
+        .into_iter()
+        .filter(|p| grants.allows(&ctx.caller, *p, scope))
+        .flat_map(|p| granted_actions(p).iter().copied())
+        .collect();
+    Ok(json_response(StatusCode::OK, json!({"value": [{"actions": actions, "notActions": []}]})))
+}
+
 /// `GET|PUT|DELETE {scope}/providers/Slipway.Authorization/roleAssignments/{id}`.
 pub(crate) async fn assignment(
     state: &ApiState,

@@ -255,6 +255,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         Route::Subscription(id) => admin::subscription(state, ctx, &id, body).await,
         Route::RoleAssignments { scope, id: None } => admin::list_assignments(state, ctx, &scope).await,
         Route::RoleAssignments { scope, id: Some(id) } => admin::assignment(state, ctx, &scope, &id, body).await,
+        Route::Permissions { scope } => admin::permissions(state, ctx, &scope).await,
         Route::Provider { subscription, namespace } => {
             discovery::provider(state, ctx, subscription.as_deref(), &namespace)
         }

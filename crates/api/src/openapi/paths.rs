@@ -463,12 +463,28 @@ pub(super) fn role_assignment_paths(
     let version = platform_api_version();
     let mut params = scope_params.clone();
     params.push(version.clone());
-    let list =
-        Op::new(format!("{prefix}_List"), "Lists the role assignments at, above and below the scope.", tag, params)
-            .answer(200, json_answer("The assignments.", schema_ref("RoleAssignmentList"), request_id()))
-            .errors(&[400, 403, 500, 503]);
+    let list = Op::new(
+        format!("{prefix}_List"),
+        "Lists the role assignments at, above and below the scope.",
+        tag,
+        params.clone(),
+    )
+    .answer(200, json_answer("The assignments.", schema_ref("RoleAssignmentList"), request_id()))
+    .errors(&[400, 403, 500, 503]);
     let collection = format!("{scope_path}/providers/Slipway.Authorization/roleAssignments");
     out.insert(collection.clone(), json!({"get": list.build(setting)}));
+    let permissions = Op::new(
+        format!("{prefix}_ListPermissions"),
+        "Lists the actions the caller may take at the scope (any authenticated caller, about itself).",
+        "Slipway.Authorization/permissions",
+        params,
+    )
+    .answer(200, json_answer("The caller's actions.", schema_ref("PermissionList"), request_id()))
+    .errors(&[400, 500, 503]);
+    out.insert(
+        format!("{scope_path}/providers/Slipway.Authorization/permissions"),
+        json!({"get": permissions.build(setting)}),
+    );
 
     let mut params = scope_params;
     params.push(path_param(

@@ -478,6 +478,22 @@ pub(super) fn common(out: &mut Map<String, Value>) {
             json!({"type": "object", "required": ["value"], "properties": {"value": {"type": "array", "items": schema_ref("RoleAssignment")}}}),
         ),
         (
+            "PermissionList",
+            json!({
+                "type": "object",
+                "description": "ARM's permissions list: the actions the caller may take at the scope.",
+                "required": ["value"],
+                "properties": {"value": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["actions", "notActions"],
+                    "properties": {
+                        "actions": {"type": "array", "items": {"type": "string"}},
+                        "notActions": {"type": "array", "items": {"type": "string"}},
+                    },
+                }}},
+            }),
+        ),
+        (
             "Provider",
             json!({
                 "type": "object",

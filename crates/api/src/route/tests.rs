@@ -113,6 +113,15 @@ fn matches_the_platform_paths() {
         p("/subscriptions/bad/providers/Slipway.Authorization/roleAssignments"),
         Err(RouteError::BadSubscription(_))
     ));
+    let permissions = |path: &str| match p(path) {
+        Ok(Route::Permissions { scope }) => scope.as_str().to_string(),
+        other => panic!("{path}: {other:?}"),
+    };
+    assert_eq!(permissions("/providers/Slipway.Authorization/permissions"), "/");
+    assert!(
+        permissions("/subscriptions/{S}/resourceGroups/RG/providers/Slipway.Authorization/Permissions")
+            .ends_with("/resourcegroups/rg")
+    );
 }
 
 #[test]
@@ -121,6 +130,7 @@ fn rejects_other_paths() {
         "/",
         "/subscriptions/{S}/resourceGroups/rg/things",
         "/providers/Slipway.Authorization/roleAssignments/a/b",
+        "/providers/Slipway.Authorization/permissions/a",
         "/providers/Slipway.Authorization/apiTokens/a/b",
         "/subscriptions//providers/Ns.A/t",
         "/foo/{S}/providers/Ns.A/t",

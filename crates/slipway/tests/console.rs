@@ -1,0 +1,198 @@
+//! The web console in a real browser (headless Chromium over WebDriver) against a whole
+//! Slipway: pages load without a console error under the strict CSP, navigation works, a
+//! resource created from a generated form reaches Succeeded, a running job's output appears
+//! live and the job can be canceled; with authentication, a Reader signs in and sees no
+//! create, delete or action controls, and another tenant's resources never appear.
+//! Screenshots land in `target/tmp/console-screenshots/`.
+
+#[path = "common/browser.rs"]
+mod browser;
+mod common;
+
+use std::time::Duration;
+
+use browser::Browser;
+use common::{SUB, TestServer};
+use serde_json::{Value, json};
+use slipway_auth::test_idp::TestIdp;
+use slipway_domain::{Clock, SystemClock};
+
+const VNETS: &str = "Slipway.Example/virtualNetworks";
+
+fn group_url(s: &TestServer, group: &str) -> String {
+    format!("{}/ui/subscriptions/{SUB}/resourceGroups/{group}", s.base)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_output() {
+    let s = TestServer::start().await;
+    let b = Browser::start("local").await;
+
+    // Home → open a subscription by id → its (empty) page.
+    b.goto(&format!("{}/ui", s.base)).await;
+    assert_eq!(b.text("h1").await, "Subscriptions");
+    assert!(b.text(".who").await.contains("local mode"));
+    b.assert_clean("home").await;
+    b.submit("#open-subscription", &[("subscription", SUB)]).await;
+    assert!(b.text("#no-resources").await.contains("No resources"));
+    b.assert_clean("empty subscription").await;
+
+    // The create form is generated from the type's schema; the API's refusal comes back on it.
+    b.submit("#create", &[("group", "web"), ("type", VNETS)]).await;
+    assert_eq!(b.text("h1").await, "Create virtualNetworks");
+    assert!(b.has("input[name='p.addressSpace']").await && b.has("input[name='p.simulateFailure']").await);
+    b.submit("#create-form", &[("name", "net1"), ("p.addressSpace", "nope")]).await;
+    let problem = b.text(".problem").await;
+    assert!(problem.contains("InvalidRequestContent") && problem.contains("properties.addressSpace"), "{problem}");
+    b.assert_clean("create form with the API's error").await;
+    b.submit("#create-form", &[("name", "net1"), ("p.addressSpace", "10.0.0.0/16"), ("tags", "team=net")]).await;
+    // The operation page follows the operation until it ends.
+    b.wait_text("#status .badge", "the create operation succeeds", |t| t == "Succeeded").await;
+    b.wait_text("#output", "the job's output is shown", |t| t.contains("PLAY [")).await;
+    b.assert_clean("operation page").await;
+    b.screenshot("operation-succeeded").await;
+
+    // The group lists it; its page shows state, spec, tags, timeline and job history.
+    b.goto(&group_url(&s, "web")).await;
+    b.click("#resources a").await;
+    assert_eq!(b.text(".summary .badge").await, "Succeeded");
+    assert!(b.text("#spec").await.contains("10.0.0.0/16"));
+    assert!(b.text(".summary").await.contains("team=net"));
+    assert!(b.text("#timeline").await.contains("provision job"));
+    assert!(b.has("#delete").await);
+    b.assert_clean("resource page").await;
+    b.screenshot("resource").await;
+
+    // Filters are ARM's $filter: a state nothing is in lists nothing.
+    b.goto(&format!("{}/ui/subscriptions/{SUB}?state=Failed", s.base)).await;
+    assert!(b.text("#no-resources").await.contains("match"));
+    b.goto(&format!("{}/ui/subscriptions/{SUB}?type={VNETS}&tag=team%3Dnet", s.base)).await;
+    assert!(b.text("#resources").await.contains("net1"));
+    b.assert_clean("filtered lists").await;
+
+    // A long job: its output appears while it runs; cancel ends it Canceled.
+    let create = format!("{}/ui/create?subscription={SUB}&group=web&type=Slipway.Example/computeInstances", s.base);
+    b.goto(&create).await;
+    b.submit("#create-form", &[("name", "vm1"), ("p.size", "small"), ("p.image", "debian"), ("p.delaySeconds", "120")])
+        .await;
+    b.wait_text("#output", "output while the job runs", |t| t.contains("TASK [")).await;
+    let status = b.text("#status .badge").await;
+    assert!(["Accepted", "Provisioning"].contains(&status.as_str()), "still running: {status}");
+    b.screenshot("live-output").await;
+    b.click("#cancel").await;
+    b.wait_text("#status .badge", "the canceled operation", |t| t == "Canceled").await;
+    b.assert_clean("canceled operation").await;
+
+    // Delete from the resource page (after the browser's confirm).
+    b.goto(&group_url(&s, "web")).await;
+    b.screenshot("group").await;
+    b.goto(&format!("{}/ui/resource?id=/subscriptions/{SUB}/resourceGroups/web/providers/{VNETS}/net1", s.base)).await;
+    b.click("#delete").await;
+    b.client.accept_alert().await.unwrap();
+    b.wait_text("#status .badge", "the delete operation succeeds", |t| t == "Succeeded").await;
+    let (status, _) = s.get_json(&format!("/subscriptions/{SUB}/resourceGroups/web/providers/{VNETS}/net1")).await;
+    assert_eq!(status, 404);
+    b.assert_clean("delete").await;
+    b.close().await;
+}
+
+const AUD: &str = "api://slipway";
+const SUB_A: &str = "aaaaaaaa-0000-0000-0000-000000000001";
+const SUB_B: &str = "bbbbbbbb-0000-0000-0000-000000000002";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_signs_in_sees_no_controls_and_never_another_tenants_resources() {
+    let idp = TestIdp::start().await;
+    let tables = format!(
+        "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n",
+        idp.issuer
+    );
+    let s = TestServer::start_full("", "", &tables, |_| {}).await;
+    let jwt = |who: &str, tenant: &str| {
+        idp.sign("key-1", &idp.claims(AUD, who, tenant, SystemClock.now().as_millis() / 1000))
+    };
+    let send = async |method: &str, path: &str, token: &str, body: Value| {
+        let url = format!("{}{path}?api-version=2025-06-01", s.base);
+        let resp = s.http.request(method.parse().unwrap(), url).bearer_auth(token).json(&body).send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json::<Value>().await.unwrap_or_default())
+    };
+    let root = jwt("root", "platform");
+    for (sub, tenant) in [(SUB_A, "tenant-a"), (SUB_B, "tenant-b")] {
+        let body = json!({"state": "Registered", "properties": {"tenantId": tenant}});
+        assert_eq!(send("PUT", &format!("/subscriptions/{sub}"), &root, body).await.0, 201);
+    }
+    for (i, (sub, role, who)) in
+        [(SUB_A, "Owner", "a-owner"), (SUB_A, "Reader", "a-reader"), (SUB_B, "Owner", "b-owner")]
+            .into_iter()
+            .enumerate()
+    {
+        let path = format!(
+            "/subscriptions/{sub}/providers/Slipway.Authorization/roleAssignments/00000000-0000-0000-0000-00000000000{i}"
+        );
+        let body = json!({"properties": {"roleDefinitionId": role, "principalId": who}});
+        assert_eq!(send("PUT", &path, &root, body).await.0, 201);
+    }
+    let vnet = |sub: &str, name: &str| format!("/subscriptions/{sub}/resourceGroups/rg/providers/{VNETS}/{name}");
+    let body = json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}});
+    assert_eq!(send("PUT", &vnet(SUB_A, "a-net"), &jwt("a-owner", "tenant-a"), body.clone()).await.0, 201);
+    assert_eq!(send("PUT", &vnet(SUB_B, "b-secret-net"), &jwt("b-owner", "tenant-b"), body).await.0, 201);
+
+    let b = Browser::start("reader").await;
+    // Without a session the console asks for one; a credential the API refuses is not kept.
+    b.goto(&format!("{}/ui/", s.base)).await;
+    assert_eq!(b.text("h1").await, "Sign in");
+    b.submit("#sign-in", &[("token", "not-a-token")]).await;
+    assert!(b.text(".problem").await.len() > 3);
+    b.assert_clean("sign-in refused").await;
+    // (the refused sign-in answers 401, which the browser logs as a failed load)
+    let _ = b.console_errors().await;
+    b.goto(&format!("{}/ui/sign-in", s.base)).await;
+    b.submit("#sign-in", &[("token", &jwt("a-reader", "tenant-a"))]).await;
+
+    // The Reader's subscriptions: A only.
+    let subs = b.text("#subscriptions").await;
+    assert!(subs.contains(SUB_A) && !subs.contains(SUB_B), "{subs}");
+    b.click("#subscriptions a").await;
+    assert!(b.text("#resources").await.contains("a-net"));
+    assert!(!b.has("#create").await, "a Reader is offered no create form");
+    b.assert_clean("reader's subscription").await;
+    b.screenshot("reader-subscription").await;
+    b.goto(&format!("{}/ui/resource?id={}", s.base, vnet(SUB_A, "a-net"))).await;
+    assert!(!b.text(".summary .badge").await.is_empty());
+    assert!(!b.has("#delete").await && !b.has("form.action").await, "a Reader is offered no delete or action");
+    b.assert_clean("reader's resource").await;
+
+    // Another tenant's subscription and resource never show, however they are asked for.
+    for url in [
+        format!("{}/ui/subscriptions/{SUB_B}", s.base),
+        format!("{}/ui/resource?id={}", s.base, vnet(SUB_B, "b-secret-net")),
+    ] {
+        b.goto(&url).await;
+        let page = b.client.source().await.unwrap();
+        assert!(!page.contains("b-secret-net") || page.contains("AuthorizationFailed"), "{url}: {page}");
+        assert!(page.contains("AuthorizationFailed"), "{url} is refused: {page}");
+    }
+    let _ = b.console_errors().await; // the refusals' 403s
+
+    // A form posted from elsewhere (no CSRF value) changes nothing.
+    let forged = s
+        .http
+        .post(format!("{}/ui/resource/delete", s.base))
+        .form(&[("id", vnet(SUB_A, "a-net")), ("csrf", "guess".into())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+
+    // The Owner of A signs in and is offered the controls.
+    b.click("#sign-out").await;
+    assert_eq!(b.text("h1").await, "Sign in");
+    b.submit("#sign-in", &[("token", &jwt("a-owner", "tenant-a"))]).await;
+    b.goto(&format!("{}/ui/resource?id={}", s.base, vnet(SUB_A, "a-net"))).await;
+    assert!(b.has("#delete").await, "the Owner may delete");
+    b.goto(&format!("{}/ui/subscriptions/{SUB_A}", s.base)).await;
+    assert!(b.has("#create").await, "the Owner may create");
+    b.assert_clean("owner's pages").await;
+    tokio::time::timeout(Duration::from_secs(30), b.close()).await.unwrap();
+}
