@@ -1,14 +1,19 @@
 //! A real OpenID Connect issuer for tests (feature `test-idp`, a dev-dependency only): keys
 //! generated in the process, discovery and JWKS served over HTTP on loopback, tokens signed
-//! with the private keys. Not part of the binary.
+//! with the private keys; and the authorization-code flow with PKCE (`/authorize` approves
+//! whoever the test names, `/token` checks the code verifier). Not part of the binary.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::extract::State;
-use axum::routing::get;
+use axum::extract::{Form, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use base64::Engine;
 use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use ring::rand::SystemRandom;
@@ -21,11 +26,22 @@ struct SigningKey {
     jwk: Jwk,
 }
 
+/// A code `/authorize` handed out, and what `/token` must see to redeem it.
+struct Grant {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    claims: Value,
+}
+
 #[derive(Default)]
 struct Shared {
     keys: Mutex<Vec<SigningKey>>,
     jwks_fetches: AtomicUsize,
     issuer: Mutex<String>,
+    /// Who `/authorize` signs in, as `(subject, tenant, audience)`.
+    approves: Mutex<Option<(String, String, String)>>,
+    grants: Mutex<HashMap<String, Grant>>,
 }
 
 pub struct TestIdp {
@@ -63,11 +79,19 @@ impl TestIdp {
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
             .route("/jwks", get(jwks))
+            .route("/authorize", get(authorize))
+            .route("/token", post(token))
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         TestIdp { issuer, addr, shared, server }
+    }
+
+    /// From now on `/authorize` signs in `subject` of `tenant`, with an access token for
+    /// `audience`.
+    pub fn approve_as(&self, subject: &str, tenant: &str, audience: &str) {
+        *self.shared.approves.lock().unwrap() = Some((subject.into(), tenant.into(), audience.into()));
     }
 
     /// Replaces the published keys with one new key named `kid`.
@@ -112,7 +136,67 @@ impl TestIdp {
 async fn discovery(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
     let issuer = shared.issuer.lock().unwrap().clone();
     axum::Json(json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
+        "authorization_endpoint": format!("{issuer}/authorize"), "token_endpoint": format!("{issuer}/token"),
+        "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
         "id_token_signing_alg_values_supported": ["ES256"]}))
+}
+
+fn bad(error: &str) -> Response {
+    (StatusCode::BAD_REQUEST, axum::Json(json!({"error": error}))).into_response()
+}
+
+fn param<'a>(q: &'a HashMap<String, String>, name: &str) -> &'a str {
+    q.get(name).map(String::as_str).unwrap_or_default()
+}
+
+/// Approves at once (no login page) whoever [`TestIdp::approve_as`] named, and sends the
+/// browser back with a code; only S256 challenges are taken.
+async fn authorize(State(shared): State<Arc<Shared>>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let Some((subject, tenant, audience)) = shared.approves.lock().unwrap().clone() else {
+        return bad("access_denied");
+    };
+    if param(&q, "response_type") != "code" || param(&q, "code_challenge_method") != "S256" {
+        return bad("invalid_request");
+    }
+    let now = jsonwebtoken::get_current_timestamp() as i64;
+    let issuer = shared.issuer.lock().unwrap().clone();
+    let claims = json!({"iss": issuer, "aud": audience, "sub": subject, "tid": tenant,
+        "iat": now, "nbf": now, "exp": now + 3600});
+    let code = format!("code-{}", shared.grants.lock().unwrap().len() + 1);
+    let grant = Grant {
+        client_id: param(&q, "client_id").into(),
+        redirect_uri: param(&q, "redirect_uri").into(),
+        challenge: param(&q, "code_challenge").into(),
+        claims,
+    };
+    let back = format!("{}?code={code}&state={}", grant.redirect_uri, param(&q, "state"));
+    shared.grants.lock().unwrap().insert(code, grant);
+    Redirect::to(&back).into_response()
+}
+
+/// Redeems a code once, for the client and redirect it was issued to, with the verifier whose
+/// SHA-256 is the challenge.
+async fn token(State(shared): State<Arc<Shared>>, Form(f): Form<HashMap<String, String>>) -> Response {
+    if param(&f, "grant_type") != "authorization_code" {
+        return bad("unsupported_grant_type");
+    }
+    let Some(grant) = shared.grants.lock().unwrap().remove(param(&f, "code")) else {
+        return bad("invalid_grant");
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, param(&f, "code_verifier").as_bytes());
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref());
+    if grant.client_id != param(&f, "client_id")
+        || grant.redirect_uri != param(&f, "redirect_uri")
+        || grant.challenge != challenge
+    {
+        return bad("invalid_grant");
+    }
+    let keys = shared.keys.lock().unwrap();
+    let k = keys.first().expect("a published key");
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(k.kid.clone());
+    let access = jsonwebtoken::encode(&header, &grant.claims, &k.key).expect("sign");
+    axum::Json(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600})).into_response()
 }
 
 async fn jwks(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {

@@ -8,6 +8,7 @@
 mod api;
 mod assets;
 mod form;
+mod oidc;
 mod pages;
 mod render;
 mod session;
@@ -22,6 +23,7 @@ use minijinja::Environment;
 use slipway_api::{ResourceType, TypeRegistry};
 
 use crate::api::ApiClient;
+pub use crate::oidc::OidcClient;
 
 /// The api-version of the platform endpoints (subscriptions, groups, the overview lists).
 pub(crate) const PLATFORM_API_VERSION: &str = "2025-06-01";
@@ -36,6 +38,11 @@ pub struct ConsoleOptions {
     pub authentication: bool,
     /// Cookies only over HTTPS (the listener serves TLS).
     pub secure_cookies: bool,
+    /// Where the identity provider sends the browser back (`server.public_base_url`); else
+    /// the request's own host.
+    pub public_base_url: Option<String>,
+    /// Issuers whose sign-in page the console may use.
+    pub oidc: Vec<OidcClient>,
 }
 
 pub(crate) struct Console {
@@ -44,6 +51,8 @@ pub(crate) struct Console {
     location: String,
     authentication: bool,
     secure_cookies: bool,
+    public_base_url: Option<String>,
+    oidc: oidc::Oidc,
     templates: Environment<'static>,
 }
 
@@ -74,12 +83,16 @@ pub fn router(api: Router, options: ConsoleOptions) -> Router {
         location: options.location,
         authentication: options.authentication,
         secure_cookies: options.secure_cookies,
+        public_base_url: options.public_base_url,
+        oidc: oidc::Oidc::new(options.oidc),
         templates: render::environment(),
     });
     Router::new()
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route("/ui/", get(pages::home))
         .route("/ui/sign-in", get(session::sign_in_page).post(session::sign_in))
+        .route("/ui/sign-in/oidc", get(oidc::start))
+        .route("/ui/sign-in/callback", get(oidc::callback))
         .route("/ui/sign-out", post(session::sign_out))
         .route("/ui/open", get(pages::open))
         .route("/ui/subscriptions/{subscription}", get(pages::subscription))

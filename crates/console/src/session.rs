@@ -12,6 +12,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
+use base64::Engine;
 use cookie::{Cookie, SameSite};
 use serde::Deserialize;
 use serde_json::json;
@@ -36,7 +37,7 @@ pub(crate) struct Visit {
     pub signed_in: bool,
 }
 
-fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -55,10 +56,17 @@ fn set_cookie(name: &'static str, value: String, secure: bool, remove: bool) -> 
     HeaderValue::from_str(&c.build().to_string()).ok()
 }
 
+/// A random URL-safe text of `bytes` random bytes from the system's source.
+pub(crate) fn random(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    getrandom::fill(&mut buf).expect("the system's random source");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(buf)
+}
+
 /// Gives a visitor without a CSRF cookie one (a random 128-bit value).
 pub(crate) async fn csrf_cookie(State(console): State<Arc<Console>>, mut req: Request, next: Next) -> Response {
     let existing = cookie_value(req.headers(), CSRF_COOKIE);
-    let token = existing.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    let token = existing.clone().unwrap_or_else(|| random(16));
     req.extensions_mut().insert(CsrfToken(token.clone()));
     let mut resp = next.run(req).await;
     if existing.is_none()
@@ -120,11 +128,38 @@ pub(crate) struct SignInForm {
 }
 
 pub(crate) async fn sign_in_page(State(console): State<Arc<Console>>, visit: Visit) -> Response {
-    console.render(&visit, Page::new("sign_in.html", "Sign in"), json!({}))
+    sign_in_again(&console, &visit, "")
 }
 
-/// Checks the credential against the API (anything but `401` means it authenticated), then
-/// keeps it in the session cookie.
+/// The sign-in page, saying `why` the last attempt did not sign in (a 200: the page itself
+/// loaded fine).
+pub(crate) fn sign_in_again(console: &Console, visit: &Visit, why: &str) -> Response {
+    let data = json!({ "error": why, "providers": console.oidc.offers() });
+    console.render(visit, Page::new("sign_in.html", "Sign in"), data)
+}
+
+/// Signs in with `token` if the API takes it (anything but `401` means it authenticated):
+/// the credential is kept in the session cookie.
+pub(crate) async fn accept(console: &Console, visit: &Visit, token: String) -> Response {
+    if token.is_empty() {
+        return sign_in_again(console, visit, "Paste an API token or an access token.");
+    }
+    let mut trial = visit.visitor.clone();
+    trial.token = Some(token.clone());
+    let query = [("api-version", crate::PLATFORM_API_VERSION)];
+    let answer = console.api.call(&trial, Method::GET, "/subscriptions", &query, None).await;
+    if answer.status == StatusCode::UNAUTHORIZED {
+        let why = answer.ok().err().map(|r| r.problem.message).unwrap_or_default();
+        return sign_in_again(console, visit, &why);
+    }
+    let mut resp = Redirect::to("/ui/").into_response();
+    if let Some(v) = set_cookie(SESSION_COOKIE, token, console.secure_cookies, false) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// The pasted-token form.
 pub(crate) async fn sign_in(
     State(console): State<Arc<Console>>,
     headers: HeaderMap,
@@ -134,26 +169,7 @@ pub(crate) async fn sign_in(
     if !form_is_ours(&visit, &headers, &form.csrf) {
         return forged(&console, &visit);
     }
-    let token = form.token.trim().to_string();
-    let mut trial = visit.visitor.clone();
-    trial.token = Some(token.clone());
-    let answer = console
-        .api
-        .call(&trial, Method::GET, "/subscriptions", &[("api-version", crate::PLATFORM_API_VERSION)], None)
-        .await;
-    if token.is_empty() || answer.status == StatusCode::UNAUTHORIZED {
-        let why = match answer.ok() {
-            Err(refusal) if !token.is_empty() => refusal.problem.message,
-            _ => "Paste an API token or an access token.".into(),
-        };
-        // The form again, with why (a 200: the page itself loaded fine).
-        return console.render(&visit, Page::new("sign_in.html", "Sign in"), json!({ "error": why }));
-    }
-    let mut resp = Redirect::to("/ui/").into_response();
-    if let Some(v) = set_cookie(SESSION_COOKIE, token, console.secure_cookies, false) {
-        resp.headers_mut().append(header::SET_COOKIE, v);
-    }
-    resp
+    accept(&console, &visit, form.token.trim().to_string()).await
 }
 
 #[derive(Deserialize)]

@@ -65,6 +65,7 @@ impl App {
             listener,
             edge,
             auth,
+            console_sign_in,
             access,
             rate_limits,
             keyring: secrets,
@@ -153,6 +154,8 @@ impl App {
             location: state.options.location.clone(),
             authentication: authenticated,
             secure_cookies: state.edge.tls,
+            public_base_url: state.edge.public_base_url.clone(),
+            oidc: console_sign_in,
         };
         let router = api_router.clone().merge(slipway_console::router(api_router, console));
         let api_stop = until_stopped();

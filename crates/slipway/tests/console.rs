@@ -104,7 +104,8 @@ const SUB_B: &str = "bbbbbbbb-0000-0000-0000-000000000002";
 async fn a_reader_signs_in_sees_no_controls_and_never_another_tenants_resources() {
     let idp = TestIdp::start().await;
     let tables = format!(
-        "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n",
+        "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n\
+         console_client_id = \"slipway-console\"\n",
         idp.issuer
     );
     let s = TestServer::start_full("", "", &tables, |_| {}).await;
@@ -194,5 +195,13 @@ async fn a_reader_signs_in_sees_no_controls_and_never_another_tenants_resources(
     b.goto(&format!("{}/ui/subscriptions/{SUB_A}", s.base)).await;
     assert!(b.has("#create").await, "the Owner may create");
     b.assert_clean("owner's pages").await;
+
+    // Signing in on the identity provider's own page (authorization code with PKCE).
+    b.click("#sign-out").await;
+    idp.approve_as("a-reader", "tenant-a", AUD);
+    b.click("#providers a").await;
+    let subs = b.text("#subscriptions").await;
+    assert!(subs.contains(SUB_A) && !subs.contains(SUB_B), "signed in through the issuer as the Reader: {subs}");
+    b.assert_clean("signed in through the issuer").await;
     tokio::time::timeout(Duration::from_secs(30), b.close()).await.unwrap();
 }

@@ -160,6 +160,21 @@ pub struct IssuerConfig {
     pub tenants: Vec<String>,
     pub leeway_seconds: u64,
     pub key_refresh_min_interval_seconds: u64,
+    /// The web console's client id at this issuer (a public client with PKCE): the console's
+    /// sign-in page then offers this issuer's own login. `None`: tokens are pasted.
+    pub console_client_id: Option<String>,
+    /// The scopes the console asks for; they must get an access token for one of
+    /// `audiences` (e.g. `openid api://slipway/.default`).
+    pub console_scopes: Vec<String>,
+}
+
+impl IssuerConfig {
+    /// The console's sign-in at this issuer, if it has a client id.
+    pub fn console_client(&self) -> Option<slipway_console::OidcClient> {
+        let client_id = self.console_client_id.clone().filter(|id| !id.is_empty())?;
+        let scopes = if self.console_scopes.is_empty() { "openid".to_string() } else { self.console_scopes.join(" ") };
+        Some(slipway_console::OidcClient { issuer: self.issuer.clone(), client_id, scopes })
+    }
 }
 
 impl Default for IssuerConfig {
@@ -177,6 +192,8 @@ impl Default for IssuerConfig {
             tenants: Vec::new(),
             leeway_seconds: IssuerOptions::DEFAULT_LEEWAY.as_secs(),
             key_refresh_min_interval_seconds: IssuerOptions::DEFAULT_REFRESH_MIN_INTERVAL.as_secs(),
+            console_client_id: None,
+            console_scopes: Vec::new(),
         }
     }
 }

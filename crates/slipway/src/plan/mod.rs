@@ -46,6 +46,8 @@ pub struct Plan {
     pub edge: EdgeOptions,
     /// `None`: authentication is off, and only a loopback address may be served.
     pub auth: Option<AuthOptions>,
+    /// The issuers whose own login the web console offers.
+    pub console_sign_in: Vec<slipway_console::OidcClient>,
     pub access: AccessOptions,
     pub rate_limits: Option<RateLimiter>,
     /// The keys sealing secret properties, when configured.
@@ -109,6 +111,7 @@ impl Plan {
             listener,
             edge,
             auth,
+            console_sign_in: config.auth.iter().flat_map(|a| &a.issuers).filter_map(|i| i.console_client()).collect(),
             access,
             rate_limits,
             keyring,
