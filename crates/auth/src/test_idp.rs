@@ -1,7 +1,9 @@
 //! A real OpenID Connect issuer for tests (feature `test-idp`, a dev-dependency only): keys
 //! generated in the process, discovery and JWKS served over HTTP on loopback, tokens signed
-//! with the private keys; and the authorization-code flow with PKCE (`/authorize` approves
-//! whoever the test names, `/token` checks the code verifier). Not part of the binary.
+//! with the private keys; the authorization-code flow with PKCE (`/authorize` approves
+//! whoever the test names, `/token` checks the code verifier), the client-credentials grant
+//! for registered clients, and the device flow (`/device`; the first poll of each device code
+//! is `authorization_pending`). Not part of the binary.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -42,6 +44,10 @@ struct Shared {
     /// Who `/authorize` signs in, as `(subject, tenant, audience)`.
     approves: Mutex<Option<(String, String, String)>>,
     grants: Mutex<HashMap<String, Grant>>,
+    /// Confidential clients: id → (secret, tenant, audience).
+    clients: Mutex<HashMap<String, (String, String, String)>>,
+    /// Device codes handed out → whether one poll has been told to wait.
+    devices: Mutex<HashMap<String, bool>>,
 }
 
 pub struct TestIdp {
@@ -81,6 +87,7 @@ impl TestIdp {
             .route("/jwks", get(jwks))
             .route("/authorize", get(authorize))
             .route("/token", post(token))
+            .route("/device", post(device))
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -92,6 +99,13 @@ impl TestIdp {
     /// `audience`.
     pub fn approve_as(&self, subject: &str, tenant: &str, audience: &str) {
         *self.shared.approves.lock().unwrap() = Some((subject.into(), tenant.into(), audience.into()));
+    }
+
+    /// A confidential client: the client-credentials grant gives it a token whose subject is
+    /// `client_id`.
+    pub fn register_client(&self, client_id: &str, secret: &str, tenant: &str, audience: &str) {
+        let entry = (secret.to_string(), tenant.to_string(), audience.to_string());
+        self.shared.clients.lock().unwrap().insert(client_id.into(), entry);
     }
 
     /// Replaces the published keys with one new key named `kid`.
@@ -137,6 +151,7 @@ async fn discovery(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
     let issuer = shared.issuer.lock().unwrap().clone();
     axum::Json(json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
         "authorization_endpoint": format!("{issuer}/authorize"), "token_endpoint": format!("{issuer}/token"),
+        "device_authorization_endpoint": format!("{issuer}/device"),
         "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
         "id_token_signing_alg_values_supported": ["ES256"]}))
 }
@@ -158,10 +173,7 @@ async fn authorize(State(shared): State<Arc<Shared>>, Query(q): Query<HashMap<St
     if param(&q, "response_type") != "code" || param(&q, "code_challenge_method") != "S256" {
         return bad("invalid_request");
     }
-    let now = jsonwebtoken::get_current_timestamp() as i64;
-    let issuer = shared.issuer.lock().unwrap().clone();
-    let claims = json!({"iss": issuer, "aud": audience, "sub": subject, "tid": tenant,
-        "iat": now, "nbf": now, "exp": now + 3600});
+    let claims = claims_for(&shared, &subject, &tenant, &audience);
     let code = format!("code-{}", shared.grants.lock().unwrap().len() + 1);
     let grant = Grant {
         client_id: param(&q, "client_id").into(),
@@ -176,9 +188,60 @@ async fn authorize(State(shared): State<Arc<Shared>>, Query(q): Query<HashMap<St
 
 /// Redeems a code once, for the client and redirect it was issued to, with the verifier whose
 /// SHA-256 is the challenge.
+fn claims_for(shared: &Shared, subject: &str, tenant: &str, audience: &str) -> Value {
+    let now = jsonwebtoken::get_current_timestamp() as i64;
+    let issuer = shared.issuer.lock().unwrap().clone();
+    json!({"iss": issuer, "aud": audience, "sub": subject, "tid": tenant, "iat": now, "nbf": now, "exp": now + 3600})
+}
+
+fn access_token(shared: &Shared, claims: &Value) -> Response {
+    let keys = shared.keys.lock().unwrap();
+    let k = keys.first().expect("a published key");
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some(k.kid.clone());
+    let access = jsonwebtoken::encode(&header, claims, &k.key).expect("sign");
+    axum::Json(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600})).into_response()
+}
+
+/// RFC 8628's device authorization: a code for the device, one for the person.
+async fn device(State(shared): State<Arc<Shared>>, Form(f): Form<HashMap<String, String>>) -> Response {
+    if param(&f, "client_id").is_empty() {
+        return bad("invalid_client");
+    }
+    let mut devices = shared.devices.lock().unwrap();
+    let n = devices.len() + 1;
+    devices.insert(format!("device-{n}"), false);
+    let issuer = shared.issuer.lock().unwrap().clone();
+    axum::Json(json!({"device_code": format!("device-{n}"), "user_code": format!("ABCD-{n:04}"),
+        "verification_uri": format!("{issuer}/activate"), "expires_in": 600, "interval": 1}))
+    .into_response()
+}
+
 async fn token(State(shared): State<Arc<Shared>>, Form(f): Form<HashMap<String, String>>) -> Response {
-    if param(&f, "grant_type") != "authorization_code" {
-        return bad("unsupported_grant_type");
+    match param(&f, "grant_type") {
+        "authorization_code" => {}
+        "client_credentials" => {
+            let id = param(&f, "client_id");
+            let Some((secret, tenant, audience)) = shared.clients.lock().unwrap().get(id).cloned() else {
+                return bad("invalid_client");
+            };
+            if secret != param(&f, "client_secret") {
+                return bad("invalid_client");
+            }
+            return access_token(&shared, &claims_for(&shared, id, &tenant, &audience));
+        }
+        "urn:ietf:params:oauth:grant-type:device_code" => {
+            let waited = shared.devices.lock().unwrap().insert(param(&f, "device_code").into(), true);
+            let Some((subject, tenant, audience)) = shared.approves.lock().unwrap().clone() else {
+                return bad("access_denied");
+            };
+            return match waited {
+                None => bad("expired_token"),
+                Some(false) => bad("authorization_pending"),
+                Some(true) => access_token(&shared, &claims_for(&shared, &subject, &tenant, &audience)),
+            };
+        }
+        _ => return bad("unsupported_grant_type"),
     }
     let Some(grant) = shared.grants.lock().unwrap().remove(param(&f, "code")) else {
         return bad("invalid_grant");
@@ -191,12 +254,7 @@ async fn token(State(shared): State<Arc<Shared>>, Form(f): Form<HashMap<String, 
     {
         return bad("invalid_grant");
     }
-    let keys = shared.keys.lock().unwrap();
-    let k = keys.first().expect("a published key");
-    let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some(k.kid.clone());
-    let access = jsonwebtoken::encode(&header, &grant.claims, &k.key).expect("sign");
-    axum::Json(json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600})).into_response()
+    access_token(&shared, &grant.claims)
 }
 
 async fn jwks(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {

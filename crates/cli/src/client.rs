@@ -159,6 +159,7 @@ mod tests {
             token: None,
             subscription: None,
             resource_group: None,
+            oidc: None,
         };
         Client::new(&settings).unwrap()
     }

@@ -8,6 +8,7 @@ pub mod client;
 pub mod commands;
 pub mod error;
 pub mod exit;
+pub mod oidc;
 pub mod output;
 pub mod profile;
 pub mod wait;
@@ -78,12 +79,19 @@ fn run_inner(global: GlobalArgs, command: ClientCommand, cli: fn() -> clap::Comm
         subscription: global.subscription,
         resource_group: global.resource_group,
     };
-    let settings = Settings::resolve(&overrides, &env, &profiles)?;
-    let client = Client::new(&settings)?;
-    let ctx = Context { settings, client, out: global.output, profile_path, profiles };
+    let mut settings = Settings::resolve(&overrides, &env, &profiles)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Local(format!("starting the runtime: {e}")))?;
+    if settings.token.is_none()
+        && command.speaks_to_a_server()
+        && let Some(provider) = &settings.oidc
+    {
+        let secret = env("SLIPWAY_CLIENT_SECRET").filter(|s| !s.is_empty());
+        settings.token = Some(runtime.block_on(oidc::bearer(&settings.profile, provider, secret))?);
+    }
+    let client = Client::new(&settings)?;
+    let ctx = Context { settings, client, out: global.output, profile_path, profiles };
     runtime.block_on(commands::run(ctx, command, cli))
 }

@@ -25,6 +25,22 @@ pub struct Profile {
     pub subscription: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_group: Option<String>,
+    /// Get the token from an identity provider instead (when no token is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcProfile>,
+}
+
+/// Where a profile's token comes from when it names no token: the issuer, the CLI's client id
+/// there and the scopes to ask for (ones that yield an access token for Slipway's audience).
+/// The client secret, for the client-credentials grant, is only ever read from
+/// `SLIPWAY_CLIENT_SECRET`; without it the device flow asks a person.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OidcProfile {
+    pub issuer: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 /// The whole file.
@@ -95,6 +111,8 @@ pub struct Settings {
     pub token: Option<String>,
     pub subscription: Option<String>,
     pub resource_group: Option<String>,
+    /// The profile's identity provider, used when no token is set.
+    pub oidc: Option<OidcProfile>,
 }
 
 impl Settings {
@@ -120,6 +138,7 @@ impl Settings {
             token: pick(&flags.token, "SLIPWAY_TOKEN", &profile.token),
             subscription: pick(&flags.subscription, "SLIPWAY_SUBSCRIPTION", &profile.subscription),
             resource_group: pick(&flags.resource_group, "SLIPWAY_RESOURCE_GROUP", &profile.resource_group),
+            oidc: profile.oidc,
             profile: profile_name,
         })
     }

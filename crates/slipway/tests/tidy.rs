@@ -120,6 +120,7 @@ const WALL_CLOCK_READERS: &[(&str, &str)] = &[
     ("crates/aap-sim/src/util.rs", "the simulator keeps AWX's own clock"),
     ("crates/bench/src/steady.rs", "the benchmark's wall-clock stamps"),
     ("crates/bench/src/harness.rs", "a unique name for a benchmark run"),
+    ("crates/cli/src/oidc.rs", "the client's own token cache: when a cached token expires"),
 ];
 
 #[test]

@@ -56,6 +56,14 @@ pub enum ClientCommand {
     },
 }
 
+impl ClientCommand {
+    /// Whether it sends requests (and so needs a credential); profiles, completions and man
+    /// pages are local.
+    pub fn speaks_to_a_server(&self) -> bool {
+        !matches!(self, ClientCommand::Profiles(_) | ClientCommand::Completions { .. } | ClientCommand::Man { .. })
+    }
+}
+
 pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Command) -> Result<(), CliError> {
     match command {
         ClientCommand::Resource(c) => resource::run(&ctx, c).await,
