@@ -113,10 +113,21 @@ async fn a_resource_lives_and_dies_through_the_cli() {
     assert_eq!(described["children"]["subnets"], serde_json::json!([]), "{described}");
     assert_eq!(described["recentOperations"][0]["status"], "Succeeded", "{described}");
     assert!(cli.run(&["describe", &id]).await.expect(0).stdout.contains("children:"));
+    // A child collection: by the parent's name in the group, or its id.
+    let subnets = format!("{VNET}/subnets");
+    cli.run(&["resource", "put", "-t", &subnets, "-n", "net1/web", "--set", "addressPrefix=10.0.1.0/24"])
+        .await
+        .expect(0);
+    for parent in ["net1", id.as_str()] {
+        let args = ["resource", "list", "-t", &subnets, "--parent", parent, "--query", "[].name", "-o", "json"];
+        assert_eq!(cli.run(&args).await.expect(0).json(), serde_json::json!(["web"]), "--parent {parent}");
+    }
+    let orphan = cli.run(&["resource", "list", "-t", &subnets]).await.expect(2);
+    assert!(orphan.stderr.contains("--parent"), "{}", orphan.stderr);
 
     let ops = cli.run(&["op", "list", "--status", "Succeeded", "-o", "json"]).await.expect(0).json();
     let newest = ops[0]["name"].as_str().expect("an operation").to_string();
-    assert_eq!(ops.as_array().map(Vec::len), Some(2), "{ops}");
+    assert_eq!(ops.as_array().map(Vec::len), Some(3), "the network's two and the subnet's: {ops}");
     let shown = cli.run(&["op", "show", &newest, "-o", "json"]).await.expect(0).json();
     assert_eq!(shown["status"], "Succeeded");
     let by_url = cli.run(&["op", "wait", shown["statusUrl"].as_str().unwrap(), "-o", "json"]).await;

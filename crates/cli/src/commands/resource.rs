@@ -70,9 +70,13 @@ pub struct MutateArgs {
 #[derive(Args, Clone, Debug)]
 pub struct ListArgs {
     /// One type, `Namespace/type`: its collection in the resource group (or the whole
-    /// subscription without one).
+    /// subscription without one); a child type, `Namespace/parent/child`, with --parent.
     #[arg(long = "type", short = 't')]
     pub resource_type: Option<String>,
+    /// For a child type: the parent's full id, or its name (`a/b` for a grandparent's child)
+    /// in the resource group.
+    #[arg(long, requires = "resource_type")]
+    pub parent: Option<String>,
     /// ARM's `$filter` for the every-type list (`resourceType eq 'Ns/type'`, `tagName eq 'k'`,
     /// `provisioningState eq 'Failed'`, joined by `and`).
     #[arg(long, conflicts_with = "resource_type")]
@@ -114,19 +118,25 @@ pub async fn run(ctx: &Context, command: ResourceCommand) -> Result<(), CliError
 async fn mutate(ctx: &Context, method: Method, args: MutateArgs) -> Result<(), CliError> {
     let at = args.resource.resolve(&ctx.settings, &ctx.client).await?;
     let mut body = args.body.build()?;
-    if method == Method::PUT && body.get("location").is_none() {
-        body["location"] = Value::String(default_location(ctx, &at).await?);
+    if method == Method::PUT
+        && body.get("location").is_none()
+        && let Some(location) = default_location(ctx, &at).await?
+    {
+        body["location"] = Value::String(location);
     }
     let reply = ctx.client.call(method, &at.resource.id, &at.api_version, Some(&body)).await?;
     finish(ctx, &reply, &args.wait, Some(&at)).await
 }
 
-/// The first location discovery lists for the type; ARM requires one on every PUT.
-async fn default_location(ctx: &Context, at: &Address) -> Result<String, CliError> {
+/// The first location discovery lists for the type (ARM requires one on a tracked
+/// resource's PUT); `None` for a type that lists none (a proxy resource, such as a child,
+/// takes no location).
+async fn default_location(ctx: &Context, at: &Address) -> Result<Option<String>, CliError> {
     let doc = address::discovery(&ctx.client, &at.resource.namespace).await?;
-    address::type_entry(&doc, &at.resource.type_path)
-        .and_then(|t| t["locations"].as_array()?.first()?.as_str().map(str::to_string))
-        .ok_or_else(|| CliError::Usage("the type names no location: pass --location".into()))
+    let entry = address::type_entry(&doc, &at.resource.type_path).ok_or_else(|| {
+        CliError::Usage(format!("discovery does not list the type {}: pass --location", at.resource.type_path))
+    })?;
+    Ok(entry["locations"].as_array().and_then(|l| l.first()).and_then(Value::as_str).map(str::to_string))
 }
 
 /// After a mutating request: no operation (nothing changed) prints what came back; with
@@ -171,13 +181,33 @@ async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
         Some(resource_type) => {
             let (namespace, type_path) = resource_type
                 .split_once('/')
-                .filter(|(_, t)| !t.contains('/'))
-                .ok_or_else(|| CliError::Usage(format!("--type '{resource_type}': a top-level Namespace/type")))?;
+                .filter(|(_, t)| !t.is_empty())
+                .ok_or_else(|| CliError::Usage(format!("--type '{resource_type}' is not Namespace/type")))?;
             let api_version = match &args.api_version {
                 Some(v) => v.clone(),
                 None => address::api_version_of(&ctx.client, namespace, type_path).await?,
             };
-            let target = format!("{scope}/providers/{}/{}", segment(namespace), segment(type_path));
+            let target = match (type_path.rsplit_once('/'), &args.parent) {
+                (None, None) => format!("{scope}/providers/{}/{}", segment(namespace), segment(type_path)),
+                (Some((parent_type, leaf)), Some(parent)) => {
+                    let parent = if parent.starts_with('/') {
+                        address::ResourceId::parse(parent)?
+                    } else {
+                        let group = ctx.settings.resource_group()?;
+                        let parent_type = format!("{namespace}/{parent_type}");
+                        address::ResourceId::build(ctx.settings.subscription()?, group, &parent_type, parent)?
+                    };
+                    format!("{}/{}", parent.id, segment(leaf))
+                }
+                (Some(_), None) => {
+                    return Err(CliError::Usage(format!(
+                        "--type '{resource_type}' is a child type: name its --parent"
+                    )));
+                }
+                (None, Some(_)) => {
+                    return Err(CliError::Usage(format!("--type '{resource_type}' is top-level: it has no --parent")));
+                }
+            };
             ctx.client.list_all(&target, &api_version).await?
         }
         None => {
