@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every test: formatting and lints, then the whole workspace test suite (domain tables,
 # store conformance on SQLite, real ansible-playbook runs, black-box HTTP tests, the Azure
-# SDK poller, crash tests). Installs what it needs (Python venv) idempotently, and uses the
-# machine's PostgreSQL or starts a throwaway one (scripts/postgres-for-tests.sh).
+# SDK poller, crash tests). Installs what it needs idempotently (the Python venv with the
+# test tools: scripts/setup-python.sh --test), and uses the machine's PostgreSQL or starts a
+# throwaway one (scripts/postgres-for-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-python.sh
+scripts/setup-python.sh --test
 . scripts/postgres-for-tests.sh
 # A fresh clone builds once: incremental caches would only take disk (CI's is limited).
 if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL=0; fi
