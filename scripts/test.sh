@@ -7,6 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-python.sh --test
+# The CLI's terminal test runs it in a tmux pane; the systemd unit is checked by systemd-analyze.
+missing=()
+command -v tmux >/dev/null 2>&1 || missing+=(tmux)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+if ((${#missing[@]})); then
+  echo "test: installing ${missing[*]} (Debian packages)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
 . scripts/postgres-for-tests.sh
 # A fresh clone builds once: incremental caches would only take disk (CI's is limited).
 if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL=0; fi
