@@ -84,3 +84,21 @@ fn the_database_goes_under_the_data_dir_unless_its_path_is_absolute() {
     config.server.data_dir = Some("".into());
     assert_eq!(config.data_dir(), Err("server.data_dir is empty".to_string()));
 }
+
+#[test]
+fn the_built_in_default_without_its_checkout_is_one_problem_naming_the_way_out() {
+    let mut config = load(&[]);
+    config.base_dir = std::path::PathBuf::from("/nonexistent/checkout/examples");
+    let problems = Plan::from_config(&config).err().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].as_str().starts_with(
+            "the built-in configuration reads its schemas and playbooks from /nonexistent/checkout/examples"
+        )
+    );
+    assert!(problems[0].as_str().contains("give --config a copy of examples/slipway.toml"));
+    assert_eq!(crate::check::check(&config), [problems[0].to_string()]);
+    // A file of one's own at a missing place is judged entry by entry as ever.
+    config.built_in = false;
+    assert!(Plan::from_config(&config).err().unwrap().len() > 1);
+}
