@@ -1,42 +1,53 @@
 #!/usr/bin/env bash
-# Creates ./.venv with ansible-core, ansible-runner and the Azure LRO client, once, adds the
-# OpenAPI validator and fuzzer (openapi-spec-validator, schemathesis), and puts the awx.awx
-# collection (the conformance client of crates/aap-sim) into .venv/collections.
-# Idempotent: reinstalls only when scripts/requirements.txt changes; fetches the collection only
-# when it is missing. Reruns are instant.
+# Creates ./.venv (or $SLIPWAY_VENV) with what running Slipway needs: ansible-core and
+# ansible-runner (scripts/requirements.txt). With --test, also what only the tests need: the
+# Azure LRO client, the OpenAPI validator and fuzzer (scripts/requirements-test.txt), and the
+# awx.awx collection (the conformance client of crates/aap-sim) in .venv/collections.
+# Idempotent: each list is installed again only when its file changes (a stamp in the venv
+# holds the installed copy); the collection is fetched only when it is missing. Reruns are
+# instant. Test binaries run this concurrently: one installs, the others wait on a lock.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="${SLIPWAY_VENV:-$root/.venv}"
-req="$root/scripts/requirements.txt"
-stamp="$venv/.slipway-requirements"
-if ! { [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$req" "$stamp"; }; then
+test_tools=false
+case "${1:-}" in
+  "") ;;
+  --test) test_tools=true ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
+
+# Installs requirements file $1 when the venv's copy of it (stamp $2) differs.
+install_once() {
+  local req="$1" stamp="$venv/$2"
+  cmp -s "$req" "$stamp" 2>/dev/null && return 0
+  exec 8>"$venv/.slipway-pip.lock"
+  flock 8
+  if ! cmp -s "$req" "$stamp" 2>/dev/null; then
+    echo "setup-python: installing $(basename "$req") into $venv" >&2
+    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+    cp "$req" "$stamp"
+  fi
+  exec 8>&-
+}
+
+if [ ! -x "$venv/bin/python" ]; then
   python=${PYTHON:-python3}
   if ! command -v "$python" >/dev/null 2>&1; then
     echo "setup-python: $python not found; install python3 (Debian: apt-get install -y python3 python3-venv)" >&2
     exit 1
   fi
-  echo "setup-python: creating $venv" >&2
-  "$python" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
-  cp "$req" "$stamp"
-fi
-
-# The OpenAPI validator and the API fuzzer that crates/slipway/tests/openapi.rs runs against
-# Slipway's own /openapi.json. Pinned; installed again only when this list changes.
-contract_tools="openapi-spec-validator==0.9.0 schemathesis==4.32.5"
-contract_stamp="$venv/.slipway-contract-tools"
-if [ "$(cat "$contract_stamp" 2>/dev/null)" != "$contract_tools" ]; then
-  # Test binaries run this script concurrently; one of them installs, the others wait for it.
-  exec 8>"$venv/.slipway-contract-tools.lock"
-  flock 8
-  if [ "$(cat "$contract_stamp" 2>/dev/null)" != "$contract_tools" ]; then
-    echo "setup-python: installing $contract_tools" >&2
-    # shellcheck disable=SC2086 # one argument per requirement
-    "$venv/bin/pip" install --quiet --disable-pip-version-check $contract_tools
-    echo "$contract_tools" >"$contract_stamp"
+  mkdir -p "$venv"
+  exec 7>"$venv/.slipway-venv.lock"
+  flock 7
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "setup-python: creating $venv" >&2
+    "$python" -m venv "$venv"
   fi
-  exec 8>&-
+  exec 7>&-
 fi
+install_once "$root/scripts/requirements.txt" .slipway-requirements
+if ! "$test_tools"; then exit 0; fi
+install_once "$root/scripts/requirements-test.txt" .slipway-test-requirements
 
 # awx.awx 24.6.1 is not installed from Galaxy (unreachable here) but taken from the PyPI `ansible`
 # bundle, which ships it: download the wheel once (about 54 MB, kept in .venv/cache, which is

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Runs every test: formatting and lints, then the whole workspace test suite (domain tables,
 # store conformance on SQLite, real ansible-playbook runs, black-box HTTP tests, the Azure
-# SDK poller, crash tests, the console in headless Chromium). Installs what it needs (Python
-# venv, Debian's chromium and chromium-driver) idempotently, and uses the
-# machine's PostgreSQL or starts a throwaway one (scripts/postgres-for-tests.sh).
+# SDK poller, crash tests, the CLI under a terminal, the console in headless Chromium).
+# Installs what it needs idempotently (the Python venv with the test tools:
+# scripts/setup-python.sh --test; Debian's chromium, chromium-driver, tmux and systemd:
+# scripts/setup-test-packages.sh), and uses the machine's PostgreSQL or starts a throwaway
+# one (scripts/postgres-for-tests.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-python.sh
-scripts/setup-browser.sh
+scripts/setup-python.sh --test
+scripts/setup-test-packages.sh
 . scripts/postgres-for-tests.sh
 # A fresh clone builds once: incremental caches would only take disk (CI's is limited).
 if [[ -n "${CI:-}" ]]; then export CARGO_INCREMENTAL=0; fi

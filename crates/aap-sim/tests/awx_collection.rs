@@ -15,13 +15,14 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
 }
 
-/// The project venv with the collection, set up once per test binary (idempotent and instant
+/// The project venv with the collection (a test tool: `--test`), set up once per test binary (idempotent and instant
 /// when already done; serialized across processes by the script's lock).
 fn venv() -> PathBuf {
     static READY: OnceLock<PathBuf> = OnceLock::new();
     READY
         .get_or_init(|| {
             let status = std::process::Command::new(repo().join("scripts/setup-python.sh"))
+                .arg("--test")
                 .status()
                 .expect("run setup-python.sh");
             assert!(status.success(), "setup-python.sh failed");

@@ -8,6 +8,9 @@ use crate::plan::{Plan, job_words, missing_playbooks};
 /// Every problem found; empty when `serve` would start with this configuration and every
 /// job the types need has its playbook.
 pub fn check(config: &Config) -> Vec<String> {
+    if let Some(problem) = config.origin_problem() {
+        return vec![problem];
+    }
     let problems = Plan::from_config(config).err().unwrap_or_default();
     problems.iter().chain(&missing_playbooks(config)).map(ToString::to_string).collect()
 }

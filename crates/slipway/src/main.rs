@@ -13,6 +13,9 @@ use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_auth::prefix_owner;
 use slipway_domain::{Clock, SystemClock};
 
+/// The override `--data-dir` stands for.
+const DATA_DIR_ENV: &str = "SLIPWAY_SERVER__DATA_DIR";
+
 // glibc malloc took a fifth of the CPU in the burn-down profile (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -20,9 +23,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// A declarative ARM-style API over Ansible automation: the server (`serve`) and its client.
 ///
 /// Server commands (serve, check-config, api-token): without --config, the built-in default
-/// is used (examples/slipway.toml): SQLite in ./slipway.db, the local Ansible provider and
-/// the example resource types. Every key can be overridden with SLIPWAY_<SECTION>__<KEY>
-/// environment variables.
+/// is used (examples/slipway.toml, its paths in the checkout the binary was built from):
+/// SQLite in the data directory, the local Ansible provider and the example resource types.
+/// Every key can be overridden with SLIPWAY_<SECTION>__<KEY> environment variables.
 ///
 /// Client commands (resource, op, jobs, describe, token, subscription, role-assignment,
 /// config) speak to a running server, chosen by flag, SLIPWAY_URL/SLIPWAY_TOKEN/… or a
@@ -33,6 +36,10 @@ struct Cli {
     /// The server's configuration file.
     #[arg(long, short, global = true)]
     config: Option<PathBuf>,
+    /// The server's data directory: its database, job directories and the examples' state
+    /// files (server.data_dir; default: the platform's, ~/.local/share/slipway).
+    #[arg(long, global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     #[command(flatten)]
     client: slipway_cli::GlobalArgs,
     #[command(subcommand)]
@@ -105,7 +112,10 @@ fn main() -> ExitCode {
         }
         Some(Command::Server(command)) => command,
     };
-    let config = match Config::load(cli.config.as_deref(), std::env::vars()) {
+    // The flag wins over the environment and the file; relative to the working directory.
+    let data_dir = cli.data_dir.map(|d| std::path::absolute(&d).unwrap_or(d));
+    let env = std::env::vars().chain(data_dir.map(|d| (DATA_DIR_ENV.to_string(), d.display().to_string())));
+    let config = match Config::load(cli.config.as_deref(), env) {
         Ok(c) => c,
         // One problem per line, each said by slipway (a file that does not load has several).
         Err(e) => return refused(e.to_string().lines().map(str::to_string).collect()),
@@ -120,6 +130,10 @@ fn main() -> ExitCode {
         },
         ServerCommand::ApiToken(t) => Work::ApiToken(t),
     };
+    if let Err(e) = config.create_data_dir() {
+        eprintln!("slipway: {e}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

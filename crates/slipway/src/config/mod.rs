@@ -1,8 +1,11 @@
 //! `slipway.toml`: one file, every key overridable by `SLIPWAY_*` environment variables
 //! (`SLIPWAY_SERVER__LISTEN=0.0.0.0:8080`, `SLIPWAY_TYPES__0__POLL_INTERVAL_SECONDS=5`).
-//! Relative paths are resolved against the config file's directory (the working directory
-//! for the built-in default).
+//! Relative paths are resolved against the config file's directory (for the built-in
+//! default, the `examples/` directory of the source tree the binary was built from), except
+//! Slipway's own files — the SQLite database, job directories — which go under the data
+//! directory (`server.data_dir`).
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -22,9 +25,27 @@ pub use providers::*;
 pub use sections::*;
 pub use types::*;
 
-/// The configuration used when no file is given: SQLite in the working directory, the local
+/// The configuration used when no file is given: SQLite in the data directory, the local
 /// Ansible provider, and the example resource types under `examples/`.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../../examples/slipway.toml");
+
+/// Where the built-in default's relative paths point: the `examples/` directory it was
+/// embedded from. A binary used where that checkout is gone needs `--config`.
+pub fn built_in_dir() -> PathBuf {
+    let mut dir = PathBuf::new();
+    for part in Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples")).components() {
+        match part {
+            std::path::Component::ParentDir => {
+                dir.pop();
+            }
+            other => dir.push(other),
+        }
+    }
+    dir
+}
+
+/// The data directory's name under the platform's data directory.
+const DATA_DIR_NAME: &str = "slipway";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -63,6 +84,9 @@ pub struct Config {
     /// Directory of the config file; base for relative paths.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// Loaded from the built-in default rather than a file.
+    #[serde(skip)]
+    pub built_in: bool,
 }
 
 impl Config {
@@ -74,7 +98,7 @@ impl Config {
                 let dir = p.parent().map(Path::to_path_buf).unwrap_or_default();
                 (text, dir)
             }
-            None => (DEFAULT_CONFIG.to_string(), PathBuf::new()),
+            None => (DEFAULT_CONFIG.to_string(), built_in_dir()),
         };
         let origin = path.map_or_else(|| "the built-in configuration".to_string(), |p| p.display().to_string());
         // Every problem of the file at once, each where it is, rather than the first alone.
@@ -97,6 +121,7 @@ impl Config {
             }
         })?;
         config.base_dir = base_dir;
+        config.built_in = path.is_none();
         let problems = config.problems();
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems.join("\n")));
@@ -106,6 +131,60 @@ impl Config {
 
     pub fn resolve(&self, p: &Path) -> PathBuf {
         if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
+    }
+
+    /// The data directory, absolute: `server.data_dir` (relative: against the config's
+    /// directory), else the platform's data directory + `slipway`.
+    pub fn data_dir(&self) -> Result<PathBuf, String> {
+        let dir = match &self.server.data_dir {
+            Some(d) if d.as_os_str().is_empty() => return Err("server.data_dir is empty".into()),
+            Some(d) => self.resolve(d),
+            None => dirs::data_dir().map(|d| d.join(DATA_DIR_NAME)).ok_or(
+                "server.data_dir is not set and there is no platform data directory (neither $XDG_DATA_HOME nor \
+                 a home directory): set server.data_dir",
+            )?,
+        };
+        std::path::absolute(&dir).map_err(|e| format!("server.data_dir {}: {e}", dir.display()))
+    }
+
+    /// One of Slipway's own files or directories: a relative path goes under the data
+    /// directory.
+    pub fn in_data_dir(&self, p: &Path) -> Result<PathBuf, String> {
+        if p.is_absolute() { Ok(p.to_path_buf()) } else { Ok(self.data_dir()?.join(p)) }
+    }
+
+    /// Creates the data directory (owner-only) when something configured lives in it; it
+    /// then holds the database, the job directories and the examples' state files.
+    pub fn create_data_dir(&self) -> Result<(), String> {
+        if !self.uses_data_dir() {
+            return Ok(());
+        }
+        let dir = self.data_dir()?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("creating the data directory {}: {e}", dir.display()))
+    }
+
+    /// Whether a relative path puts something in the data directory: the SQLite database or
+    /// a local provider's job directories.
+    pub fn uses_data_dir(&self) -> bool {
+        let database = self.store.sqlite_path().is_some_and(|p| Path::new(p).is_relative());
+        let jobs = self.providers.iter().any(|p| matches!(p, ProviderConfig::Ansible(a) if a.work_dir.is_relative()));
+        database || jobs
+    }
+
+    /// Why the built-in default cannot work here: its schemas and playbooks are read from the
+    /// checkout it was built from, which is gone. One problem instead of one per file.
+    pub fn origin_problem(&self) -> Option<String> {
+        (self.built_in && !self.base_dir.is_dir()).then(|| {
+            format!(
+                "the built-in configuration reads its schemas and playbooks from {}, where this binary was built, \
+                 and that directory is gone: give --config a copy of examples/slipway.toml (docs/install.md)",
+                self.base_dir.display()
+            )
+        })
     }
 
     /// `[server]`'s TLS files, resolved; `None`: plain HTTP.

@@ -30,12 +30,17 @@ impl ProviderConfig {
 pub struct AnsibleConfig {
     pub name: String,
     pub playbook_dir: PathBuf,
+    /// The job directories; relative: in the data directory (`server.data_dir`).
     #[serde(default = "default_work_dir")]
     pub work_dir: PathBuf,
+    /// A path (with a `/`; relative: against the config's directory), or a bare name looked
+    /// for in a `.venv/bin` beside the config (or above it), then on `PATH`.
     #[serde(default = "default_runner")]
     pub runner: PathBuf,
-    #[serde(default = "default_python")]
-    pub python: PathBuf,
+    /// The jobs' `ansible_python_interpreter`, found as `runner` is; unset: the `python`
+    /// beside the runner (its venv's).
+    #[serde(default)]
+    pub python: Option<PathBuf>,
     #[serde(default)]
     pub playbook_prefix: Option<String>,
     #[serde(default)]
@@ -137,13 +142,10 @@ fn default_purge_grace() -> u64 {
     AapOptions::default().purge_grace.as_secs()
 }
 fn default_work_dir() -> PathBuf {
-    ".slipway/jobs".into()
+    "jobs".into()
 }
 fn default_runner() -> PathBuf {
-    ".venv/bin/ansible-runner".into()
-}
-fn default_python() -> PathBuf {
-    ".venv/bin/python".into()
+    "ansible-runner".into()
 }
 fn default_job_retention() -> u64 {
     AnsibleOptions::default().job_retention.as_secs()

@@ -14,6 +14,11 @@ use super::*;
 #[serde(deny_unknown_fields, default)]
 pub struct Server {
     pub listen: String,
+    /// Where Slipway keeps its own files: the SQLite database, the local provider's job
+    /// directories, and (for the example playbooks) their state files. Relative: against the
+    /// config file's directory. Unset: the platform's data directory + `slipway`
+    /// (`$XDG_DATA_HOME/slipway`, else `~/.local/share/slipway`).
+    pub data_dir: Option<PathBuf>,
     /// RP location in operation URLs.
     pub location: String,
     pub retry_after_seconds: u64,
@@ -98,6 +103,7 @@ impl Default for Server {
         let listener = ListenerOptions::default();
         Server {
             listen: "127.0.0.1:8080".into(),
+            data_dir: None,
             location: api.location,
             retry_after_seconds: api.retry_after_secs,
             max_body_bytes: api.max_body_bytes,
@@ -122,7 +128,8 @@ impl Default for Server {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// `sqlite:PATH` (or a bare path), or `postgres://user@host:port/database`.
+    /// `sqlite:PATH` (or a bare path; relative: in the data directory), or
+    /// `postgres://user@host:port/database`.
     pub url: String,
     /// SQLite: `full` (default: an accepted operation survives power loss) or `normal`.
     pub synchronous: String,
@@ -153,6 +160,18 @@ impl Default for StoreConfig {
             sslmode: None,
             ssl_root_cert: None,
         }
+    }
+}
+
+impl StoreConfig {
+    /// The SQLite database's path as written (`sqlite:PATH`, `sqlite://PATH` or a bare
+    /// path); `None` for PostgreSQL or another scheme.
+    pub fn sqlite_path(&self) -> Option<&str> {
+        let url = self.url.as_str();
+        if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+            return Some(path);
+        }
+        (!url.contains("://")).then_some(url)
     }
 }
 

@@ -7,7 +7,7 @@
 //! problem, never quietly raised or lowered into it.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +21,7 @@ use slipway_store::sqlite::{SqliteOptions, Synchronous};
 
 use crate::config::{Config, access_options, rate_limiter};
 
+mod executables;
 mod found;
 mod providers;
 mod server;
@@ -28,7 +29,7 @@ mod types;
 
 pub(crate) use found::Found;
 pub use found::Problem;
-pub use providers::{ProviderPlan, explicit_names};
+pub use providers::{DATA_DIR_VAR, ProviderPlan, explicit_names};
 pub use server::MAX_PAGE_SIZE;
 pub use types::{job_words, missing_playbooks};
 
@@ -69,6 +70,10 @@ impl Plan {
     /// Every option built, or every problem found.
     pub fn from_config(config: &Config) -> Result<Plan, Vec<Problem>> {
         let mut found = Found::default();
+        if let Some(problem) = config.origin_problem() {
+            found.add(problem);
+            return found.finish(None);
+        }
         let owner = providers::node_name(config);
         let listen = server::listen(config, &mut found);
         let callbacks = found.ok(config.notifications.callback_policy());
@@ -175,8 +180,9 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
     let synchronous = s.synchronous.parse::<Synchronous>();
     let synchronous =
         found.ok(synchronous.map_err(|_| format!("store.synchronous = '{}': use full or normal", s.synchronous)));
-    let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).unwrap_or(url);
-    let mut options = SqliteOptions::new(config.resolve(&PathBuf::from(path)));
+    let path = s.sqlite_path().unwrap_or(url);
+    let path = found.ok(config.in_data_dir(Path::new(path)).map_err(|e| format!("store.url = '{url}': {e}")));
+    let mut options = SqliteOptions::new(path?);
     options.synchronous = synchronous?;
     options.operation_ttl = operation_ttl;
     tls?;

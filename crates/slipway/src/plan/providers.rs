@@ -13,8 +13,11 @@ use slipway_ansible::{AnsibleOptions, AnsibleProvider};
 use slipway_metrics::ProviderMetrics;
 use slipway_provider::Provider;
 
-use super::Found;
+use super::{Found, executables};
 use crate::config::{AapConfig, AnsibleConfig, Config, ProviderConfig};
+
+/// The extra var that tells a local job the data directory (`server.data_dir`).
+pub const DATA_DIR_VAR: &str = "slipway_data_dir";
 
 /// One provider, ready to build.
 #[derive(Clone)]
@@ -81,19 +84,34 @@ pub(super) fn providers(
 }
 
 fn ansible(config: &Config, p: &AnsibleConfig, found: &mut Found) -> Option<AnsibleOptions> {
+    let path_var = std::env::var_os("PATH");
+    let runner = found.ok(executables::find("runner", &p.runner, &config.base_dir, path_var.as_deref()));
+    let python = match &p.python {
+        Some(python) => found.ok(executables::find("python", python, &config.base_dir, path_var.as_deref())),
+        // The provider takes the `python` beside the runner.
+        None => Some(PathBuf::new()),
+    };
+    let work_dir = found.ok(config.in_data_dir(&p.work_dir).map_err(|e| format!("work_dir: {e}")));
+    let mut extra_vars: serde_json::Map<String, serde_json::Value> =
+        serde_json::to_value(&p.extra_vars).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default();
+    // Where a job on this machine may keep files of its own (the example playbooks' state
+    // files go to its `state/`); a configured value wins.
+    if let Ok(dir) = config.data_dir() {
+        extra_vars.entry(DATA_DIR_VAR).or_insert_with(|| dir.display().to_string().into());
+    }
     Some(AnsibleOptions {
         name: p.name.clone(),
         playbook_dir: absolute(config.resolve(&p.playbook_dir)),
-        work_dir: absolute(config.resolve(&p.work_dir)),
-        runner: absolute(config.resolve(&p.runner)),
-        python_interpreter: absolute(config.resolve(&p.python)),
+        work_dir: work_dir?,
+        runner: runner?,
+        python_interpreter: python?,
         playbook_prefix: p.playbook_prefix.clone(),
         playbooks: explicit_names(config, &p.name),
         job_timeout: p.job_timeout_seconds.map(Duration::from_secs),
         cancel_grace: Duration::from_secs(p.cancel_grace_seconds),
         job_retention: Duration::from_secs(p.job_retention_seconds),
         max_concurrent: found.at_least("max_concurrent_jobs", p.max_concurrent_jobs, 1),
-        extra_vars: serde_json::to_value(&p.extra_vars).ok().and_then(|v| v.as_object().cloned()).unwrap_or_default(),
+        extra_vars,
     })
 }
 

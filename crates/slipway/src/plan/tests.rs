@@ -4,15 +4,13 @@ use slipway_store::sqlite::Synchronous;
 
 use super::*;
 
-/// The example configuration, its paths resolved against the repository, its jobs in a
-/// scratch directory.
+/// The example configuration (its paths resolved against the repository's `examples/`), its
+/// data in a scratch directory.
 fn load(env: &[(&str, &str)]) -> Config {
-    static JOBS: std::sync::LazyLock<tempfile::TempDir> = std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
-    let jobs = ("SLIPWAY_PROVIDERS__0__WORK_DIR".to_string(), JOBS.path().display().to_string());
-    let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).chain([jobs]);
-    let mut config = Config::load(None, env).unwrap();
-    config.base_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    config
+    static DATA: std::sync::LazyLock<tempfile::TempDir> = std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
+    let data = ("SLIPWAY_SERVER__DATA_DIR".to_string(), DATA.path().display().to_string());
+    let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).chain([data]);
+    Config::load(None, env).unwrap()
 }
 
 #[test]
@@ -64,4 +62,43 @@ fn values_out_of_range_are_refused_with_their_range() {
             "types[0] (Slipway.Example/virtualNetworks): max_history = 0: must be at least 1",
         ]
     );
+}
+
+#[test]
+fn the_database_goes_under_the_data_dir_unless_its_path_is_absolute() {
+    let config = load(&[]);
+    let data = config.data_dir().unwrap();
+    assert!(data.is_absolute());
+    let path = |config: &Config| match StorePlan::from_config(config) {
+        Ok(StorePlan::Sqlite(o)) => o.path,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(path(&config), data.join("slipway.db"));
+    assert_eq!(path(&load(&[("SLIPWAY_STORE__URL", "sqlite:/srv/s.db")])), std::path::Path::new("/srv/s.db"));
+    // Unset: the platform's data directory; relative: against the configuration's directory.
+    let mut config = load(&[]);
+    config.server.data_dir = None;
+    assert_eq!(config.data_dir(), Ok(dirs::data_dir().unwrap().join("slipway")));
+    config.server.data_dir = Some("state".into());
+    assert_eq!(config.data_dir(), Ok(config.base_dir.join("state")));
+    config.server.data_dir = Some("".into());
+    assert_eq!(config.data_dir(), Err("server.data_dir is empty".to_string()));
+}
+
+#[test]
+fn the_built_in_default_without_its_checkout_is_one_problem_naming_the_way_out() {
+    let mut config = load(&[]);
+    config.base_dir = std::path::PathBuf::from("/nonexistent/checkout/examples");
+    let problems = Plan::from_config(&config).err().unwrap();
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].as_str().starts_with(
+            "the built-in configuration reads its schemas and playbooks from /nonexistent/checkout/examples"
+        )
+    );
+    assert!(problems[0].as_str().contains("give --config a copy of examples/slipway.toml"));
+    assert_eq!(crate::check::check(&config), [problems[0].to_string()]);
+    // A file of one's own at a missing place is judged entry by entry as ever.
+    config.built_in = false;
+    assert!(Plan::from_config(&config).err().unwrap().len() > 1);
 }

@@ -1,6 +1,6 @@
 //! A real browser for the console's tests: Debian's Chromium, headless, driven over WebDriver
 //! by its chromedriver on a loopback port. `scripts/test.sh` installs both
-//! (`scripts/setup-browser.sh`).
+//! (`scripts/setup-test-packages.sh`).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -85,12 +85,14 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
 }
 
-/// Installs the Python tools once (idempotent; fast when already there).
+/// Installs the Python tools once, the test tools with them (idempotent; fast when already
+/// there).
 pub fn python_tools() -> PathBuf {
     static READY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     READY
         .get_or_init(|| {
             let status = std::process::Command::new(repo().join("scripts/setup-python.sh"))
+                .arg("--test")
                 .status()
                 .expect("run setup-python.sh");
             assert!(status.success(), "setup-python.sh failed");
