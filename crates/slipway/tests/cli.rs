@@ -111,6 +111,7 @@ async fn a_resource_lives_and_dies_through_the_cli() {
     assert_eq!(described["provisioningState"], "Succeeded");
     assert_eq!(described["spec"]["addressSpace"], "10.0.0.0/16");
     assert_eq!(described["children"]["subnets"], serde_json::json!([]), "{described}");
+    assert_eq!(described["referencedBy"], serde_json::json!([]), "{described}");
     assert_eq!(described["recentOperations"][0]["status"], "Succeeded", "{described}");
     assert!(cli.run(&["describe", &id]).await.expect(0).stdout.contains("children:"));
     // A child collection: by the parent's name in the group, or its id.

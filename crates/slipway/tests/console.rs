@@ -70,11 +70,22 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     assert!(b.text("#resources").await.contains("net1"));
     b.assert_clean("filtered lists").await;
 
-    // A long job: its output appears while it runs; cancel ends it Canceled.
+    // A long job: its output appears while it runs; cancel ends it Canceled. Its security
+    // group goes in as JSON, and the group's page then says who references it.
+    let sg = format!("/subscriptions/{SUB}/resourceGroups/web/providers/Slipway.Example/securityGroups/sg1");
+    let accepted = s.put(&sg, json!({"location": "local", "properties": {}})).await;
+    s.wait_terminal(&common::header(&accepted, "azure-asyncoperation").unwrap(), Duration::from_secs(60)).await;
     let create = format!("{}/ui/create?subscription={SUB}&group=web&type=Slipway.Example/computeInstances", s.base);
     b.goto(&create).await;
-    b.submit("#create-form", &[("name", "vm1"), ("p.size", "small"), ("p.image", "debian"), ("p.delaySeconds", "120")])
-        .await;
+    let groups = format!("[\"{sg}\"]");
+    let fields = [
+        ("name", "vm1"),
+        ("p.size", "small"),
+        ("p.image", "debian"),
+        ("p.delaySeconds", "120"),
+        ("p.securityGroupIds", &groups),
+    ];
+    b.submit("#create-form", &fields).await;
     b.wait_text("#output", "output while the job runs", |t| t.contains("TASK [")).await;
     let status = b.text("#status .badge").await;
     assert!(["Accepted", "Provisioning"].contains(&status.as_str()), "still running: {status}");
@@ -82,6 +93,8 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     b.click("#cancel").await;
     b.wait_text("#status .badge", "the canceled operation", |t| t == "Canceled").await;
     b.assert_clean("canceled operation").await;
+    b.goto(&format!("{}/ui/resource?id={sg}", s.base)).await;
+    assert!(b.text("#referenced-by").await.contains("vm1"));
 
     // Delete from the resource page (after the browser's confirm).
     b.goto(&group_url(&s, "web")).await;

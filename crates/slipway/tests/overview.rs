@@ -131,3 +131,40 @@ async fn a_subscription_lists_its_groups_resources_of_every_type_and_operations(
     assert_eq!(error_code(&s, &list("&$skipToken=not-an-id")).await, (400, "InvalidSkipToken".into()));
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resources_list_says_what_references_a_resource() {
+    let s = TestServer::start().await;
+    let sg = id("rg1", "securityGroups", "sg1");
+    let vm = id("rg2", "computeInstances", "vm1");
+    let other = id("rg1", "securityGroups", "sg2");
+    let mut operations = Vec::new();
+    for (path, body) in [
+        (&sg, json!({"location": "local", "properties": {}})),
+        (&other, json!({"location": "local", "properties": {}})),
+        (
+            &vm,
+            json!({"location": "local", "properties": {"size": "small", "image": "debian", "securityGroupIds": [sg]}}),
+        ),
+    ] {
+        let r = s.put(path, body).await;
+        assert_eq!(r.status().as_u16(), 201);
+        operations.push(header(&r, "azure-asyncoperation").unwrap());
+    }
+    for url in &operations {
+        s.wait_terminal(url, WAIT).await;
+    }
+    let referring = |scope: &str, target: &str| {
+        format!("{scope}/resources?{PLATFORM}&$filter=referencedResourceId eq '{}'", target.to_uppercase())
+    };
+    let whole = format!("/subscriptions/{SUB}");
+    let (items, _) = every_page(&s, &referring(&whole, &sg)).await;
+    assert_eq!(field(&items, "name"), ["vm1"], "any spelling of the id");
+    assert!(every_page(&s, &referring(&whole, &other)).await.0.is_empty());
+    assert!(
+        every_page(&s, &referring(&format!("{whole}/resourceGroups/rg1"), &sg)).await.0.is_empty(),
+        "vm1 is in rg2"
+    );
+    let elsewhere = sg.replace(SUB, "99999999-9999-9999-9999-999999999999");
+    assert_eq!(error_code(&s, &referring(&whole, &elsewhere)).await, (400, "InvalidFilter".into()));
+}

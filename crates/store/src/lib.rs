@@ -297,6 +297,10 @@ pub trait Store: Send + Sync + 'static {
     /// Resources of one type, or of every type, in key order.
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError>;
 
+    /// The resources that reference `key` itself (not its children), in key order, at most
+    /// `limit`: "what uses this", for clients.
+    async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError>;
+
     /// A subscription's operations in descending id order — newest first, as operation ids
     /// are time-ordered (UUID version 7) — optionally of one status.
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError>;

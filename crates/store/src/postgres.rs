@@ -390,6 +390,11 @@ impl Store for PostgresStore {
         self.read(|c| Box::pin(rows::list_resources(c, query.clone()))).await
     }
 
+    async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
+        let key = crate::columns::normalize_key(key);
+        self.read(|c| Box::pin(rows::referrers_of(c, key.clone(), limit))).await
+    }
+
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {
         self.read(|c| Box::pin(rows::list_operations(c, query.clone()))).await
     }

@@ -212,6 +212,11 @@ impl Store for SqliteStore {
         self.readers.run(move |conn| rows::list_resources(conn, &query)).await
     }
 
+    async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
+        let key = crate::columns::normalize_key(key);
+        self.readers.run(move |conn| rows::referrers_of(conn, &key, limit)).await
+    }
+
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {
         let query = query.clone();
         self.readers.run(move |conn| rows::list_operations(conn, &query)).await

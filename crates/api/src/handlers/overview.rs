@@ -75,6 +75,8 @@ fn group_body(state: &ApiState, subscription: &str, group: &str) -> Value {
 /// every configured type in key order, each as its own type's GET shows it. `$filter` takes
 /// `resourceType`, `tagName` (with `tagValue`) and `provisioningState`; a page holds at most
 /// `$top` and fewer when a filter leaves some out, with a `nextLink` while more may follow.
+/// `referencedResourceId eq '{id}'` (a Slipway extension) lists what references that
+/// resource: at most `$top`, in one page.
 pub(crate) async fn list_resources(
     state: &ApiState,
     ctx: &Ctx,
@@ -88,9 +90,9 @@ pub(crate) async fn list_resources(
         None => Scope::subscription_scope(&sub),
     };
     let (grants, whole) = readable(state, ctx, &sub, scope, "resources/read").await?;
-    let [resource_type, tag_name, tag_value, provisioning_state] = filter::fields(
+    let [resource_type, tag_name, tag_value, provisioning_state, referenced] = filter::fields(
         ctx.query.get("$filter").map(String::as_str),
-        ["resourceType", "tagName", "tagValue", "provisioningState"],
+        ["resourceType", "tagName", "tagValue", "provisioningState", "referencedResourceId"],
     )?;
     if tag_value.is_some() && tag_name.is_none() {
         return Err(invalid_filter("A tagValue filter needs a tagName filter.".into()));
@@ -116,7 +118,21 @@ pub(crate) async fn list_resources(
         after,
         limit,
     };
-    let page = state.store.list_resources(&query).await?;
+    let page = match referenced {
+        None => state.store.list_resources(&query).await?,
+        Some(text) => {
+            let target =
+                ArmId::parse(&text).ok().filter(|id| id.subscription.eq_ignore_ascii_case(subscription)).ok_or_else(
+                    || invalid_filter(format!("'{}' is not a resource id in this subscription.", echo(&text, 200))),
+                )?;
+            let in_scope = |r: &slipway_domain::ResourceRecord| {
+                query.resource_group.as_deref().is_none_or(|g| r.id.resource_group.eq_ignore_ascii_case(g))
+                    && query.type_key.as_ref().is_none_or(|t| r.id.type_key() == *t)
+            };
+            let items = state.store.list_referrers(&target.key(), limit).await?.into_iter().filter(in_scope).collect();
+            slipway_store::Page { items, next: None }
+        }
+    };
     let tagged = |r: &slipway_domain::ResourceRecord| match (&tag_name, &tag_value) {
         (None, _) => true,
         (Some(name), value) => {

@@ -53,8 +53,10 @@ pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
         json!({"get": get_group.build(setting)}),
     );
     let resources_filter = "Clauses `field eq 'value'` joined by `and`: `resourceType` (`Namespace/type`), \
-                            `tagName` (with an optional `tagValue`), `provisioningState`. Anything else is \
-                            `400 InvalidFilter`. A filtered page may hold fewer than `$top`.";
+                            `tagName` (with an optional `tagValue`), `provisioningState`, and \
+                            `referencedResourceId` (what references that resource: at most `$top`, one \
+                            page). Anything else is `400 InvalidFilter`. A filtered page may hold fewer \
+                            than `$top`.";
     out.insert(
         "/subscriptions/{subscriptionId}/resources".into(),
         json!({"get": list("Resources_List", "The subscription's resources of every type, in key order.", sub(), Some(resources_filter), "GenericResourceList")}),

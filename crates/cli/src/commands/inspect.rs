@@ -48,6 +48,7 @@ pub async fn describe(ctx: &Context, resource: &ResourceArgs) -> Result<(), CliE
         history["value"].as_array().map(|jobs| jobs.iter().take(RECENT_JOBS).cloned().collect()).unwrap_or_default();
     let operations = operations_of(ctx, &at, &body, &recent).await;
     let children = children_of(ctx, &at).await?;
+    let referrers = referrers_of(ctx, &at).await?;
     let mut properties = body["properties"].as_object().cloned().unwrap_or_default();
     let state = properties.remove("provisioningState").unwrap_or(Value::Null);
     let outputs = properties.remove("outputs").unwrap_or(Value::Null);
@@ -65,14 +66,26 @@ pub async fn describe(ctx: &Context, resource: &ResourceArgs) -> Result<(), CliE
         "recentJobs": recent,
         "recentOperations": operations,
         "children": children,
-        // What the API cannot tell yet, said rather than left out silently.
-        "notAvailable": ["referrers: the API has no list of what references a resource"],
+        "referencedBy": referrers,
     });
     if ctx.out.output != Format::Table || ctx.out.query.is_some() {
         return ctx.out.print(&summary, &[]);
     }
     print!("{}", human(&summary));
     Ok(())
+}
+
+/// The ids of the resources that reference this one (the overview list's
+/// `referencedResourceId` filter; at most a page of them).
+async fn referrers_of(ctx: &Context, at: &Address) -> Result<Vec<Value>, CliError> {
+    let filter = format!("referencedResourceId eq '{}'", at.resource.id.replace('\'', "''"));
+    let target = format!(
+        "/subscriptions/{}/resources?$top=1000&$filter={}",
+        segment(&at.resource.subscription),
+        segment(&filter)
+    );
+    let listed = ctx.client.get(&target, PLATFORM_API).await?;
+    Ok(listed["value"].as_array().into_iter().flatten().map(|r| r["id"].clone()).collect())
 }
 
 /// The status documents of the operations the recent jobs ran for: the status path needs
@@ -166,6 +179,9 @@ fn human(s: &Value) -> String {
             names.as_array().map(|n| n.iter().map(text).collect::<Vec<_>>().join(", ")).unwrap_or_default()
         ));
     }
-    out.push_str("not available from the API: what references this resource\n");
+    out.push_str("referenced by:\n");
+    for id in s["referencedBy"].as_array().into_iter().flatten() {
+        out.push_str(&format!("  {}\n", text(id)));
+    }
     out
 }

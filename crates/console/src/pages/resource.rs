@@ -127,6 +127,16 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         children.push(json!({"type": leaf, "items": items, "create": create}));
     }
 
+    let filter = format!("referencedResourceId eq '{}'", path.replace('\'', "''"));
+    let query = [("api-version", crate::PLATFORM_API_VERSION), ("$top", "100"), ("$filter", filter.as_str())];
+    let referring = format!("/subscriptions/{}/resources", id.subscription);
+    let referrers = console.api.get_with(&visit.visitor, &referring, &query).await.unwrap_or_default();
+    let referenced_by: Vec<Value> = referrers["value"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| json!({"name": r["name"], "type": r["type"], "href": resource_href(r["id"].as_str().unwrap_or_default())}))
+        .collect();
     let mut properties = res["properties"].as_object().cloned().unwrap_or_default();
     let state = properties.remove("provisioningState").unwrap_or(Value::Null);
     let (outputs, spec): (Map<String, Value>, Map<String, Value>) =
@@ -144,6 +154,7 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         "spec": pretty(&Value::Object(spec)),
         "outputs": outputs.iter().map(|(k, v)| json!({"name": k, "value": if v.is_string() { v.as_str().unwrap_or_default().to_string() } else { v.to_string() }})).collect::<Vec<_>>(),
         "references": references(&properties),
+        "referencedBy": referenced_by,
         "children": children,
         "jobs": jobs.iter().map(|j| job_row(j)).collect::<Vec<_>>(),
         "failedAttempts": history["failedAttempts"],

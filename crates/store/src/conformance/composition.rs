@@ -281,6 +281,11 @@ pub async fn case_references_are_indexed_for_deletes_and_wake_ups(store: &dyn St
     assert_eq!(referrers(store, &group).await, vec![vm1.clone()]);
     assert_eq!(referrers(store, &vnet_id).await, vec![vm1.clone(), vm2.clone()], "a subtree's referrers count");
     assert_eq!(referrers(store, &vm1).await, Vec::<ArmId>::new());
+    // The read clients use: direct referrers only, in key order, at most the limit.
+    let listed = |records: Vec<slipway_domain::ResourceRecord>| records.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(listed(store.list_referrers(&subnet_id.key(), 10).await.unwrap()), vec![vm1.clone(), vm2.clone()]);
+    assert_eq!(listed(store.list_referrers(&subnet_id.key(), 1).await.unwrap()), vec![vm1.clone()]);
+    assert!(store.list_referrers(&vnet_id.key(), 10).await.unwrap().is_empty(), "a child's referrers are its own");
     // A reference from inside the subtree does not hold it.
     let inner = subnet(&vnet_id, "s2");
     seed_referrer(store, &inner, 12, std::slice::from_ref(&subnet_id)).await.expect("inner");

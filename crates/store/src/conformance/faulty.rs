@@ -37,6 +37,7 @@ pub enum Method {
     GetResource,
     ListResources,
     ListOperations,
+    ListReferrers,
     GetOperation,
     Claim,
     RenewLeases,
@@ -56,11 +57,12 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 20] = [
+    pub const ALL: [Method; 21] = [
         Method::Change,
         Method::GetResource,
         Method::ListResources,
         Method::ListOperations,
+        Method::ListReferrers,
         Method::GetOperation,
         Method::Claim,
         Method::RenewLeases,
@@ -227,6 +229,10 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
 
     async fn list_resources(&self, query: &ListQuery) -> Result<Page, StoreError> {
         self.plain(Method::ListResources, self.inner.list_resources(query)).await
+    }
+
+    async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
+        self.plain(Method::ListReferrers, self.inner.list_referrers(key, limit)).await
     }
 
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {

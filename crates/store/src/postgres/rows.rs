@@ -123,6 +123,24 @@ pub(super) fn read_operation(row: &Row) -> Result<Operation, StoreError> {
     decode_operation(&id, &body)
 }
 
+/// Resources that reference `key` itself, in key order, at most `limit`.
+pub(super) async fn referrers_of(
+    client: &mut Object,
+    key: ResourceKey,
+    limit: usize,
+) -> Result<Vec<ResourceRecord>, Failure> {
+    let stmt = client
+        .prepare_cached(concat!(
+            "SELECT ",
+            resource_columns!(),
+            " FROM resources WHERE key IN (SELECT from_key FROM resource_references WHERE to_key = $1)
+             ORDER BY key LIMIT $2"
+        ))
+        .await?;
+    let rows = client.query(&stmt, &[&key.as_str(), &sql_limit(limit.max(1))]).await?;
+    Ok(rows.iter().map(|row| read_resource_row(row)?.into_record()).collect::<Result<Vec<_>, StoreError>>()?)
+}
+
 pub(super) async fn list_operations(client: &mut Object, query: OperationQuery) -> Result<OperationPage, Failure> {
     let limit = query.limit.max(1);
     let fetch = sql_limit(limit.saturating_add(1));

@@ -71,6 +71,27 @@ pub(super) fn referrers_of_subtree(conn: &Connection, key: &ResourceKey) -> Resu
     rows.into_iter().map(ResourceRow::into_record).collect()
 }
 
+/// Resources that reference `key` itself, in key order, at most `limit`.
+pub(super) fn referrers_of(
+    conn: &Connection,
+    key: &ResourceKey,
+    limit: usize,
+) -> Result<Vec<ResourceRecord>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            resource_columns!(),
+            " FROM resources WHERE key IN (SELECT from_key FROM resource_references WHERE to_key = ?1)
+             ORDER BY key LIMIT ?2"
+        ))
+        .map_err(db_error)?;
+    let rows: Vec<ResourceRow> = stmt
+        .query_map(params![key.as_str(), sql_limit(limit.max(1))], read_resource_row)
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    rows.into_iter().map(ResourceRow::into_record).collect()
+}
+
 pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Page, StoreError> {
     // A zero limit could never make progress; treat it as the smallest page.
     let limit = query.limit.max(1);
