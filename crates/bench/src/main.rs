@@ -19,6 +19,9 @@
 //!   as the seed design would (30 s polls, one status request per job, no webhooks).
 //! * `all [--ops N] [--resources N] [steady options]` — everything above, then each goal of
 //!   the benchmark issue as met or missed.
+//! * `compare BASE NEW [--rounds R] [--scenarios LIST] [-- OPTIONS]` — an A/B of two
+//!   `slipway-bench` builds: the scenarios alternated for both, R rounds (default 3), each
+//!   metric's median, every run, the ratio and a verdict (better / worse / within noise).
 //!
 //! `LIST` is comma-separated from `sqlite-full,sqlite-normal,postgres`; PostgreSQL is at
 //! `SLIPWAY_BENCH_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`).
@@ -26,6 +29,7 @@
 mod aap_requests;
 mod all;
 mod burn_down;
+mod compare;
 mod harness;
 mod memory;
 mod scale;
@@ -40,7 +44,7 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: slipway-bench \
-    store-ceiling|burn-down|aap-requests|steady|memory|scale|seed-design|all [options] (see the crate docs)";
+    store-ceiling|burn-down|aap-requests|steady|memory|scale|seed-design|all|compare [options] (see the crate docs)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         "scale" => runtime.block_on(scale::run(rest)),
         "seed-design" => runtime.block_on(seed_design::run(rest)),
         "all" => runtime.block_on(all::run(rest)),
+        "compare" => runtime.block_on(compare::run_compare(rest)),
         other => Err(format!("unknown scenario '{other}'\n{USAGE}")),
     };
     match result {

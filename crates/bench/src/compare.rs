@@ -1,0 +1,184 @@
+//! `compare BASE NEW [--rounds R] [--scenarios LIST] [-- OPTIONS]`: an A/B in one command.
+//! BASE and NEW are two `slipway-bench` binaries (each built with its own Slipway, with the
+//! `slipway` binary beside it for the scenarios that start one as a child). Each round runs
+//! every scenario with BASE, then with NEW, so both see the same machine at the same time;
+//! every number a scenario prints in its JSON line becomes a metric. The table gives each
+//! metric's median and every run, the ratio NEW ÷ BASE of the medians, and a verdict: `better`
+//! or `worse` only when the two sides' ranges do not overlap, else `within noise`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Runs of one metric, per side.
+type Runs = BTreeMap<String, [Vec<f64>; 2]>;
+
+/// Whether a larger value of a metric is better (`Some(true)`), worse, or neither is known.
+fn higher_is_better(metric: &str) -> Option<bool> {
+    let name = metric.rsplit('/').next().unwrap_or(metric);
+    // Requests to the controller are load Slipway puts on it, whatever the unit.
+    if name.starts_with("aap_") {
+        return Some(false);
+    }
+    if name.ends_with("per_second") || name.starts_with("ratio") {
+        return Some(true);
+    }
+    let costs = ["_ms", "bytes", "seconds", "per_op", "rss"];
+    costs.iter().any(|c| name.contains(c)).then_some(false)
+}
+
+/// The JSON line a scenario prints last, flattened to `label/metric → value`; a record's
+/// `setup` and `store` name it.
+fn metrics(scenario: &str, stdout: &str) -> Result<BTreeMap<String, f64>, String> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('[') || l.starts_with('{'))
+        .ok_or_else(|| format!("{scenario} printed no JSON line"))?;
+    let parsed: Value = serde_json::from_str(line).map_err(|e| format!("{scenario}'s JSON line: {e}"))?;
+    let records = match parsed {
+        Value::Array(items) => items,
+        one => vec![one],
+    };
+    let mut out = BTreeMap::new();
+    for r in &records {
+        let label: Vec<&str> = ["setup", "store"].iter().filter_map(|k| r[*k].as_str()).collect();
+        let prefix = if label.is_empty() { scenario.to_string() } else { format!("{scenario}/{}", label.join("/")) };
+        for (k, v) in r.as_object().into_iter().flatten() {
+            // Settings the run was given (`ops`, `in_flight`, rates) are not results.
+            if let Some(x) = v.as_f64().filter(|_| !is_setting(k)) {
+                out.insert(format!("{prefix}/{k}"), x);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn is_setting(key: &str) -> bool {
+    ["ops", "in_flight", "put_rate", "get_rate", "job_seconds", "poll_seconds", "resources", "payload_bytes"]
+        .contains(&key)
+}
+
+fn run(bench: &PathBuf, scenario: &str, extra: &[String]) -> Result<BTreeMap<String, f64>, String> {
+    let out = Command::new(bench)
+        .arg(scenario)
+        .args(extra)
+        .output()
+        .map_err(|e| format!("running {}: {e}", bench.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("{} {scenario} failed: {}", bench.display(), err.trim()));
+    }
+    metrics(scenario, &String::from_utf8_lossy(&out.stdout))
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+}
+
+fn verdict(metric: &str, base: &[f64], new: &[f64]) -> &'static str {
+    let (bmin, bmax) = (base.iter().copied().fold(f64::MAX, f64::min), base.iter().copied().fold(f64::MIN, f64::max));
+    let (nmin, nmax) = (new.iter().copied().fold(f64::MAX, f64::min), new.iter().copied().fold(f64::MIN, f64::max));
+    let above = nmin > bmax;
+    let below = nmax < bmin;
+    match (higher_is_better(metric), above, below) {
+        (_, false, false) => "within noise",
+        (Some(true), true, _) | (Some(false), _, true) => "better",
+        (Some(_), _, _) => "worse",
+        (None, true, _) => "higher",
+        (None, _, _) => "lower",
+    }
+}
+
+fn short(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+pub async fn run_compare(args: &[String]) -> Result<(), String> {
+    let (own, extra) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => (args, &[][..]),
+    };
+    let [base, new] = [own.first(), own.get(1)].map(|p| p.filter(|p| !p.starts_with("--")).map(PathBuf::from));
+    let (Some(base), Some(new)) = (base, new) else {
+        return Err("compare needs two slipway-bench binaries: compare BASE NEW [--rounds R] [--scenarios LIST]".into());
+    };
+    let rounds: usize = crate::arg(own, "--rounds", 3)?;
+    let scenarios: String = crate::arg(own, "--scenarios", "burn-down,steady,memory".to_string())?;
+    let mut runs = Runs::new();
+    for round in 1..=rounds {
+        for scenario in scenarios.split(',').filter(|s| !s.is_empty()) {
+            for (side, bench) in [&base, &new].into_iter().enumerate() {
+                eprintln!("round {round}/{rounds}: {scenario} with {}", bench.display());
+                let bench = bench.clone();
+                let (scenario_name, extra) = (scenario.to_string(), extra.to_vec());
+                let measured = tokio::task::spawn_blocking(move || run(&bench, &scenario_name, &extra))
+                    .await
+                    .map_err(|e| e.to_string())??;
+                for (metric, value) in measured {
+                    runs.entry(metric).or_default()[side].push(value);
+                }
+            }
+        }
+    }
+    println!("{:<62} {:>10} {:>10} {:>6}  verdict", "metric", "base", "new", "ratio");
+    let mut json = Vec::new();
+    for (metric, [b, n]) in &runs {
+        if b.is_empty() || n.is_empty() {
+            continue;
+        }
+        let (mb, mn) = (median(b), median(n));
+        let ratio = if mb == 0.0 { f64::NAN } else { mn / mb };
+        let word = verdict(metric, b, n);
+        println!("{metric:<62} {:>10} {:>10} {ratio:>6.2}  {word}", short(mb), short(mn));
+        let list = |v: &[f64]| v.iter().map(|x| short(*x)).collect::<Vec<_>>().join(" · ");
+        println!("{:<62} {:>21}", "", format!("[{}] vs [{}]", list(b), list(n)));
+        json.push(serde_json::json!({"metric": metric, "base": b, "new": n, "ratio": ratio, "verdict": word}));
+    }
+    println!("{}", Value::Array(json));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_needs_the_ranges_apart_and_knows_which_way_is_better() {
+        assert_eq!(
+            verdict("burn-down/slipway/sqlite-full/ops_per_second", &[900.0, 1000.0], &[1100.0, 1200.0]),
+            "better"
+        );
+        assert_eq!(
+            verdict("burn-down/slipway/sqlite-full/ops_per_second", &[900.0, 1000.0], &[950.0, 1200.0]),
+            "within noise"
+        );
+        assert_eq!(verdict("steady/webhooks/accept_p99_ms", &[100.0, 120.0], &[130.0, 140.0]), "worse");
+        assert_eq!(verdict("memory/bytes_per_in_flight_op", &[9000.0], &[8000.0]), "better");
+        assert_eq!(verdict("x/unknown", &[1.0], &[2.0]), "higher");
+        assert_eq!(verdict("steady/polling/aap_requests_per_second", &[100.0], &[50.0]), "better");
+    }
+
+    #[test]
+    fn a_scenarios_json_line_becomes_labelled_metrics() {
+        let out = "table\n[{\"setup\":\"slipway\",\"store\":\"postgres\",\"ops\":10,\"ops_per_second\":5.5}]\n";
+        let m = metrics("burn-down", out).unwrap();
+        assert_eq!(m.get("burn-down/slipway/postgres/ops_per_second"), Some(&5.5));
+        assert!(!m.contains_key("burn-down/slipway/postgres/ops"), "a setting, not a result");
+        let m = metrics("memory", "{\"bytes_per_in_flight_op\": 8000}").unwrap();
+        assert_eq!(m.get("memory/bytes_per_in_flight_op"), Some(&8000.0));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert!(metrics("x", "no json").is_err());
+    }
+}
