@@ -20,6 +20,9 @@ pub struct BurnDown {
     pub write_calls: u64,
     pub aap: BTreeMap<String, u64>,
     pub ceiling: Ceiling,
+    /// CPU seconds this process (Slipway, the simulator and the client together) spent on
+    /// the run.
+    pub cpu_seconds: Option<f64>,
 }
 
 impl BurnDown {
@@ -41,7 +44,8 @@ impl BurnDown {
                "seconds": self.seconds, "ops_per_second": self.ops_per_second(),
                "commits_per_op": self.per_op(self.commits), "write_calls_per_op": self.per_op(self.write_calls),
                "aap_requests_per_op": self.per_op(total(&self.aap)), "aap_by_endpoint": self.aap,
-               "ceiling_commits_per_second": self.ceiling.commits_per_second, "ratio_to_ceiling_over_3": self.ratio()})
+               "ceiling_commits_per_second": self.ceiling.commits_per_second, "ratio_to_ceiling_over_3": self.ratio(),
+               "cpu_ms_per_op": self.cpu_seconds.map(|s| s * 1000.0 / self.ops.max(1) as f64)})
     }
 }
 
@@ -73,11 +77,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
 pub async fn measure(label: &str, setup: &Setup, ops: usize, ceiling: Ceiling) -> Result<BurnDown, String> {
     let rig = Rig::start(setup, 0.0).await?;
     let before = rig.app.store_stats();
+    let cpu_before = crate::harness::process_cpu_seconds();
     let start = Instant::now();
     let accepted = rig.client.put_all(names("vm", ops), None).await?;
     let urls: Vec<String> = accepted.into_iter().map(|a| a.status_url).collect();
     rig.client.wait_succeeded(&urls, Duration::from_millis(20), Duration::from_secs(900)).await?;
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = crate::harness::process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let after = rig.app.store_stats();
     let aap = rig.sim.handle().requests();
     rig.stop().await?;
@@ -90,18 +96,29 @@ pub async fn measure(label: &str, setup: &Setup, ops: usize, ceiling: Ceiling) -
         write_calls: after.write_calls - before.write_calls,
         aap,
         ceiling,
+        cpu_seconds,
     })
 }
 
 pub fn print(rows: &[BurnDown]) {
     println!("burn-down: N creates at once, zero-duration AAP-simulator jobs, accepted → Succeeded");
     println!(
-        "{:<10} {:<14} {:>7} {:>8} {:>9} {:>10} {:>10} {:>9} {:>11} {:>7}",
-        "setup", "store", "ops", "seconds", "ops/s", "commits/op", "writes/op", "aap/op", "ceiling/s", "ratio"
+        "{:<10} {:<14} {:>7} {:>8} {:>9} {:>10} {:>10} {:>9} {:>11} {:>7} {:>10}",
+        "setup",
+        "store",
+        "ops",
+        "seconds",
+        "ops/s",
+        "commits/op",
+        "writes/op",
+        "aap/op",
+        "ceiling/s",
+        "ratio",
+        "cpu ms/op"
     );
     for r in rows {
         println!(
-            "{:<10} {:<14} {:>7} {:>8.2} {:>9.0} {:>10.2} {:>10.2} {:>9.3} {:>11.0} {:>7.2}",
+            "{:<10} {:<14} {:>7} {:>8.2} {:>9.0} {:>10.2} {:>10.2} {:>9.3} {:>11.0} {:>7.2} {:>10}",
             r.label,
             r.store.name(),
             r.ops,
@@ -111,7 +128,8 @@ pub fn print(rows: &[BurnDown]) {
             r.per_op(r.write_calls),
             r.per_op(total(&r.aap)),
             r.ceiling.commits_per_second,
-            r.ratio()
+            r.ratio(),
+            r.cpu_seconds.map_or("-".to_string(), |s| format!("{:.3}", s * 1000.0 / r.ops.max(1) as f64))
         );
         for (endpoint, n) in &r.aap {
             println!("    {endpoint:<60} {n:>8}");

@@ -481,3 +481,15 @@ impl Drop for ChildSlipway {
         let _ = self.child.wait();
     }
 }
+
+/// CPU time (user + system, every thread) this process has used so far, from
+/// `/proc/self/stat`: steadier than wall-clock rates on a shared machine, since time spent
+/// waiting for a core does not count. `/proc` reports in USER_HZ, 100 per second on Linux.
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at the state, field 3.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
+    Some((ticks(14)? + ticks(15)?) / 100.0)
+}

@@ -7,7 +7,9 @@
 //!   commits per second and commit latency of SQLite (synchronous FULL, NORMAL) and PostgreSQL.
 //! * `burn-down [--stores LIST] [--ops N] [--poll-seconds P] [--auth off|on|both]` — N
 //!   creates of zero-duration simulator jobs: ops/s, store commits and AAP requests per op,
-//!   ratio to ceiling ÷ 3; with `--auth`, every request signed in with an API token.
+//!   ratio to ceiling ÷ 3, and CPU milliseconds per op (this process's user + system time:
+//!   Slipway, simulator and client together); with `--auth`, every request signed in with an
+//!   API token.
 //! * `aap-requests [--ops N] [--job-seconds S] [--poll-seconds P]` — AAP requests per
 //!   completed operation, polling only vs with webhooks.
 //! * `steady [--store S] [--in-flight N] [--put-rate R] [--seconds D] [--job-seconds J]
