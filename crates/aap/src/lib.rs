@@ -109,6 +109,14 @@ pub struct AapProvider {
     missing: Mutex<Bounded<(JobKind, u64), Instant>>,
 }
 
+impl AapProvider {
+    /// How long this provider still holds every request for AAP's `Retry-After`; `None`
+    /// while it sends. Observable, so a caller can tell a refused launch from a slow one.
+    pub fn throttled_for(&self) -> Option<Duration> {
+        self.http.throttled_for()
+    }
+}
+
 /// Appends context to an error's message.
 fn append(e: &mut ProviderError, text: &str) {
     match e {

@@ -602,6 +602,9 @@ async fn a_retry_after_holds_every_request_of_the_provider() {
     };
     let others = async {
         let until = eventually("the 429", WAIT, async || h.blocked_until(&ua)).await;
+        // The simulator records the 429 as it answers; the provider closes its gate once
+        // the answer arrives.
+        eventually("the provider's gate", WAIT, async || p.throttled_for()).await;
         // Only the first status request reached the simulator so far.
         assert_eq!(h.requests_by_client().get(&ua), Some(&1));
         let launched = p.launch(&create("Subnet", "op-g:2")).await;
@@ -690,6 +693,9 @@ async fn a_503_with_retry_after_closes_the_gate_too() {
     let started = Instant::now();
     let (a, (launched, b)) = tokio::join!(status1(&p, &l.handle), async {
         eventually("the 503", WAIT, async || h.blocked_until(&ua)).await;
+        // The simulator records the 503 as it answers; the provider closes its gate once
+        // the answer arrives (the launch would otherwise go out and meet the 503 itself).
+        eventually("the provider's gate", WAIT, async || p.throttled_for()).await;
         // The template is cached: the launch goes straight to the (closed) gate.
         (p.launch(&create("Subnet", "op-m:2")).await, p.find(&create("Subnet", "op-m:1")).await)
     });
