@@ -316,7 +316,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Leases due resources (`next_due <= now`) that are unleased, whose lease expired, or
     /// that the owner holds and a client touched since (`intent`). Intent lane first, then
-    /// by due time. Clears `intent`; keeps the epoch when the owner already held a live
+    /// by when each became claimable (a lapsed lease's end, else `next_due`). Clears `intent`; keeps the epoch when the owner already held a live
     /// lease, else increments it. Returns the records with their new lease.
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError>;
 

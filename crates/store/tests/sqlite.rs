@@ -78,7 +78,10 @@ impl EngineHooks for SqliteHooks {
     async fn back_to_version_1(&self) {
         self.with(|c| {
             c.execute_batch(
-                "DROP TABLE entries; DROP TABLE resource_references; DELETE FROM schema_migrations WHERE version > 1",
+                "DROP TABLE entries; DROP TABLE resource_references;
+                 DROP INDEX resources_claimable; ALTER TABLE resources DROP COLUMN claimable_at;
+                 CREATE INDEX resources_due ON resources (intent, next_due) WHERE next_due IS NOT NULL;
+                 DELETE FROM schema_migrations WHERE version > 1",
             )
         });
     }

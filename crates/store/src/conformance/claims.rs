@@ -222,3 +222,27 @@ pub async fn case_renew_and_release_leases(store: &dyn Store) {
     assert_eq!(keys(&got), all[..2].to_vec());
     assert!(got.iter().all(|r| r.lease == lease("engine-c", at(32 * SECOND), 2)), "{got:?}");
 }
+
+/// A held resource's `next_due` stays at its admission time; what makes it claimable by
+/// another owner is its lease ending, and takeovers go in the order leases ended.
+pub async fn case_held_resources_are_taken_over_as_their_leases_end(store: &dyn Store) {
+    let mut all = Vec::new();
+    for i in 0..3 {
+        all.push(seed(store, &vnet("sub-takeover", "rg", &format!("r{i}")), 1 + i as u64, Schedule::now(at(i))).await);
+    }
+    assert_eq!(keys(&store.claim(&claim_req("engine-a", at(SECOND), 3, 0)).await.expect("claim")), all);
+    // r0 renewed far ahead, r1 a little; r2's lease ends first (31 s).
+    assert_eq!(store.renew_leases("engine-a", &all[..1], at(90 * SECOND)).await, Ok(1));
+    assert_eq!(store.renew_leases("engine-a", &all[1..2], at(40 * SECOND)).await, Ok(1));
+    assert_eq!(resource(store, &all[2]).await.schedule.next_due, Some(at(2)), "due long ago");
+
+    assert_eq!(store.claim(&claim_req("engine-b", at(30 * SECOND), 10, 10)).await, Ok(vec![]), "all still held");
+    let got = store.claim(&claim_req("engine-b", at(41 * SECOND), 0, 1)).await.expect("claim");
+    assert_eq!(keys(&got), vec![all[2].clone()], "the lease that ended first, not the earliest due");
+    let got = store.claim(&claim_req("engine-b", at(41 * SECOND), 0, 10)).await.expect("claim");
+    assert_eq!(keys(&got), vec![all[1].clone()], "r0 is still held until 90 s");
+    assert_eq!(store.claim(&claim_req("engine-c", at(70 * SECOND), 0, 10)).await, Ok(vec![]), "all held again");
+    // r1 and r2 (engine-b's) ended together at 71 s, in insertion order; r0 at 90 s.
+    let got = store.claim(&claim_req("engine-c", at(91 * SECOND), 0, 10)).await.expect("claim");
+    assert_eq!(keys(&got), vec![all[1].clone(), all[2].clone(), all[0].clone()]);
+}

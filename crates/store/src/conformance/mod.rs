@@ -167,6 +167,7 @@ macro_rules! conformance_suite {
             case_claim_epochs,
             case_fencing,
             case_renew_and_release_leases,
+            case_held_resources_are_taken_over_as_their_leases_end,
             case_list_by_resource_group,
             case_list_by_subscription,
             case_list_every_type,

@@ -202,7 +202,7 @@ pub(super) fn reading(client: &mut Object, now: Timestamp) -> Attempt<'_, crate:
         let stmt = client
             .prepare_cached(
                 "SELECT intent, count(*) FROM resources
-                 WHERE next_due IS NOT NULL AND next_due <= $1 AND (lease_until IS NULL OR lease_until < $1)
+                 WHERE next_due IS NOT NULL AND claimable_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
                  GROUP BY intent",
             )
             .await?;

@@ -22,10 +22,10 @@ const CLAIMABLE: &str = concat!(
     "SELECT ",
     resource_columns!(),
     " FROM resources
-     WHERE intent = $1 AND next_due IS NOT NULL AND next_due <= $2
+     WHERE intent = $1 AND next_due IS NOT NULL AND claimable_at <= $2
        AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < $2
             OR (lease_owner = $3 AND intent))
-     ORDER BY next_due, seq LIMIT $4
+     ORDER BY claimable_at, seq LIMIT $4
      FOR UPDATE SKIP LOCKED"
 );
 

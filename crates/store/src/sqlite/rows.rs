@@ -236,7 +236,7 @@ pub(super) fn reading(conn: &Connection, now: Timestamp) -> Result<crate::StoreR
     let mut due = conn
         .prepare_cached(
             "SELECT intent, count(*) FROM resources
-             WHERE next_due IS NOT NULL AND next_due <= ?1 AND (lease_until IS NULL OR lease_until < ?1)
+             WHERE next_due IS NOT NULL AND claimable_at <= ?1 AND (lease_until IS NULL OR lease_until < ?1)
              GROUP BY intent",
         )
         .map_err(db_error)?;

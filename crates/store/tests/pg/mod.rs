@@ -162,10 +162,14 @@ impl EngineHooks for PgHooks {
     async fn back_to_version_1(&self) {
         let schema = &self.schema;
         let downgrade = format!(
-            "DROP TABLE {}; DROP TABLE {}; DELETE FROM {} WHERE version > 1",
-            schema.table("entries"),
-            schema.table("resource_references"),
-            schema.table("schema_migrations")
+            "DROP TABLE {entries}; DROP TABLE {references};
+             ALTER TABLE {resources} DROP COLUMN claimable_at;
+             CREATE INDEX resources_due ON {resources} (intent, next_due, seq) WHERE next_due IS NOT NULL;
+             DELETE FROM {migrations} WHERE version > 1",
+            entries = schema.table("entries"),
+            references = schema.table("resource_references"),
+            resources = schema.table("resources"),
+            migrations = schema.table("schema_migrations")
         );
         spy().await.batch_execute(&downgrade).await.expect("back to version 1");
     }
