@@ -22,13 +22,23 @@ impl Outcome {
     }
 }
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let ops: usize = crate::arg(args, "--ops", 1000)?;
-    let job_seconds: f64 = crate::arg(args, "--job-seconds", 2.0)?;
-    let poll_seconds: f64 = crate::arg(args, "--poll-seconds", 1.0)?;
+#[derive(clap::Args)]
+pub struct Args {
+    /// Concurrent create operations.
+    #[arg(long, default_value_t = 1000)]
+    pub ops: usize,
+    /// How long each simulator job runs.
+    #[arg(long, default_value_t = 2.0)]
+    pub job_seconds: f64,
+    /// The type's poll interval.
+    #[arg(long, default_value_t = 1.0)]
+    pub poll_seconds: f64,
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
     let mut outcomes = Vec::new();
     for webhooks in [false, true] {
-        outcomes.push(measure(ops, job_seconds, poll_seconds, webhooks).await?);
+        outcomes.push(measure(args.ops, args.job_seconds, args.poll_seconds, webhooks).await?);
     }
     print(&outcomes);
     Ok(())

@@ -8,10 +8,20 @@ use serde_json::json;
 use crate::harness::{Setup, StoreKind};
 use crate::{aap_requests, burn_down, memory, scale, seed_design, steady, store_ceiling};
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let ops: usize = crate::arg(args, "--ops", 10_000)?;
-    let resources: usize = crate::arg(args, "--resources", 100_000)?;
-    let options = steady::Options::parse(args)?;
+#[derive(clap::Args)]
+pub struct Args {
+    /// Creates in each burn-down.
+    #[arg(long, default_value_t = 10_000)]
+    pub ops: usize,
+    /// Resources stored for the scale run.
+    #[arg(long, default_value_t = 100_000)]
+    pub resources: usize,
+    #[command(flatten)]
+    pub steady: steady::Options,
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
+    let Args { ops, resources, steady: options } = args;
     let started = Instant::now();
     println!("machine: {} cores; {}", cores(), os());
     println!();

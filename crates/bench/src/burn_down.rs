@@ -20,8 +20,8 @@ pub struct BurnDown {
     pub write_calls: u64,
     pub aap: BTreeMap<String, u64>,
     pub ceiling: Ceiling,
-    /// CPU seconds this process (Slipway, the simulator and the client together) spent on
-    /// the run.
+    /// CPU seconds Slipway's own threads spent on the run (not the simulator's or the
+    /// client's, which share the process).
     pub cpu_seconds: Option<f64>,
 }
 
@@ -39,35 +39,56 @@ impl BurnDown {
         n as f64 / self.ops as f64
     }
 
+    /// Slipway's CPU milliseconds per operation.
+    pub fn cpu_ms_per_op(&self) -> Option<f64> {
+        self.cpu_seconds.map(|s| s * 1000.0 / self.ops.max(1) as f64)
+    }
+
     pub fn json(&self) -> Value {
         json!({"scenario": "burn-down", "setup": self.label, "store": self.store.name(), "ops": self.ops,
                "seconds": self.seconds, "ops_per_second": self.ops_per_second(),
                "commits_per_op": self.per_op(self.commits), "write_calls_per_op": self.per_op(self.write_calls),
                "aap_requests_per_op": self.per_op(total(&self.aap)), "aap_by_endpoint": self.aap,
                "ceiling_commits_per_second": self.ceiling.commits_per_second, "ratio_to_ceiling_over_3": self.ratio(),
-               "cpu_ms_per_op": self.cpu_seconds.map(|s| s * 1000.0 / self.ops.max(1) as f64)})
+               "cpu_ms_per_op": self.cpu_ms_per_op()})
     }
 }
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let stores =
-        StoreKind::parse_list(&crate::arg(args, "--stores", "sqlite-full,sqlite-normal,postgres".to_string())?)?;
-    let ops: usize = crate::arg(args, "--ops", 10_000)?;
-    let poll: f64 = crate::arg(args, "--poll-seconds", 0.5)?;
-    // `--auth off|on|both`: without `[auth]`, with it (API tokens), or each in turn.
-    let auth = crate::arg(args, "--auth", "off".to_string())?;
-    let modes: &[bool] = match auth.as_str() {
-        "off" => &[false],
-        "on" => &[true],
-        "both" => &[false, true],
-        other => return Err(format!("--auth {other}: use off, on or both")),
+#[derive(clap::Args)]
+pub struct Args {
+    /// The stores to run on, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite-full,sqlite-normal,postgres")]
+    pub stores: Vec<StoreKind>,
+    /// Creates per run.
+    #[arg(long, default_value_t = 10_000)]
+    pub ops: usize,
+    /// The type's poll interval.
+    #[arg(long, default_value_t = 0.5)]
+    pub poll_seconds: f64,
+    /// Without `[auth]`, with it (every request signed in with an API token), or each in turn.
+    #[arg(long, value_enum, default_value = "off")]
+    pub auth: Auth,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Auth {
+    Off,
+    On,
+    Both,
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
+    let modes: &[bool] = match args.auth {
+        Auth::Off => &[false],
+        Auth::On => &[true],
+        Auth::Both => &[false, true],
     };
     let mut rows = Vec::new();
-    for store in stores {
+    for store in args.stores {
         let ceiling = store_ceiling::measure(store, Duration::from_secs(2)).await?;
         for &on in modes {
-            let setup = Setup { auth: on, ..Setup::new(store, poll) };
-            rows.push(measure(if on { "slipway+auth" } else { "slipway" }, &setup, ops, ceiling.clone()).await?);
+            let setup = Setup { auth: on, ..Setup::new(store, args.poll_seconds) };
+            rows.push(measure(if on { "slipway+auth" } else { "slipway" }, &setup, args.ops, ceiling.clone()).await?);
         }
     }
     print(&rows);
@@ -77,13 +98,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
 pub async fn measure(label: &str, setup: &Setup, ops: usize, ceiling: Ceiling) -> Result<BurnDown, String> {
     let rig = Rig::start(setup, 0.0).await?;
     let before = rig.app.store_stats();
-    let cpu_before = crate::harness::process_cpu_seconds();
+    let cpu_before = crate::harness::slipway_cpu_seconds();
     let start = Instant::now();
     let accepted = rig.client.put_all(names("vm", ops), None).await?;
     let urls: Vec<String> = accepted.into_iter().map(|a| a.status_url).collect();
     rig.client.wait_succeeded(&urls, Duration::from_millis(20), Duration::from_secs(900)).await?;
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = crate::harness::process_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
+    let cpu_seconds = crate::harness::slipway_cpu_seconds().zip(cpu_before).map(|(a, b)| a - b);
     let after = rig.app.store_stats();
     let aap = rig.sim.handle().requests();
     rig.stop().await?;
@@ -129,7 +150,7 @@ pub fn print(rows: &[BurnDown]) {
             r.per_op(total(&r.aap)),
             r.ceiling.commits_per_second,
             r.ratio(),
-            r.cpu_seconds.map_or("-".to_string(), |s| format!("{:.3}", s * 1000.0 / r.ops.max(1) as f64))
+            r.cpu_ms_per_op().map_or("-".to_string(), |ms| format!("{ms:.3}"))
         );
         for (endpoint, n) in &r.aap {
             println!("    {endpoint:<60} {n:>8}");

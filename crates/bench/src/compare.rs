@@ -1,16 +1,64 @@
-//! `compare BASE NEW [--rounds R] [--scenarios LIST] [-- OPTIONS]`: an A/B in one command.
+//! `compare BASE NEW [--rounds R] [--scenario 'NAME OPTIONS']...`: an A/B in one command.
 //! BASE and NEW are two `slipway-bench` binaries (each built with its own Slipway, with the
-//! `slipway` binary beside it for the scenarios that start one as a child). Each round runs
-//! every scenario with BASE, then with NEW, so both see the same machine at the same time;
+//! `slipway` binary beside it for the scenarios that start one as a child). Each
+//! `--scenario` is a scenario with its own options (`--scenario 'burn-down --ops 5000'`), all
+//! checked before anything runs. Each round runs every scenario with BASE, then with NEW, so
+//! both see the same machine at the same time;
 //! every number a scenario prints in its JSON line becomes a metric. The table gives each
 //! metric's median and every run, the ratio NEW ÷ BASE of the medians, and a verdict: `better`
-//! or `worse` only when the two sides' ranges do not overlap, else `within noise`.
+//! or `worse` only when the two sides' ranges do not overlap and the medians differ by at
+//! least [`SMALLEST_CHANGE`], else `within noise`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
+use clap::Parser;
 use serde_json::Value;
+
+use crate::harness::median;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The `slipway-bench` binary of the build to compare against.
+    pub base: PathBuf,
+    /// The `slipway-bench` binary of the build under test.
+    pub new: PathBuf,
+    /// Rounds; each runs every scenario with BASE, then NEW.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// A scenario to run, with its own options; repeat for more.
+    #[arg(long = "scenario", default_values = ["burn-down", "steady", "memory"])]
+    pub scenarios: Vec<String>,
+}
+
+/// One scenario of the comparison: its name and the arguments it is run with.
+struct Planned {
+    name: String,
+    args: Vec<String>,
+}
+
+/// The scenarios, each checked against this binary's own argument parser (both builds are
+/// expected to take the same options).
+fn plan(items: &[String]) -> Result<Vec<Planned>, String> {
+    let mut out = Vec::new();
+    for item in items {
+        let args: Vec<String> = item.split_whitespace().map(str::to_string).collect();
+        if args.is_empty() {
+            continue;
+        }
+        crate::Cli::try_parse_from(std::iter::once("slipway-bench".to_string()).chain(args.iter().cloned()))
+            .map_err(|e| format!("--scenario '{item}': {e}"))?;
+        if args[0] == "compare" {
+            return Err("compare cannot compare itself".into());
+        }
+        out.push(Planned { name: args[0].clone(), args });
+    }
+    if out.is_empty() {
+        return Err("no --scenario to run".into());
+    }
+    Ok(out)
+}
 
 /// Runs of one metric, per side.
 type Runs = BTreeMap<String, [Vec<f64>; 2]>;
@@ -25,7 +73,7 @@ fn higher_is_better(metric: &str) -> Option<bool> {
     if name.ends_with("per_second") || name.starts_with("ratio") {
         return Some(true);
     }
-    let costs = ["_ms", "bytes", "seconds", "per_op", "rss"];
+    let costs = ["_ms", "bytes", "seconds", "per_op", "rss", "cores"];
     costs.iter().any(|c| name.contains(c)).then_some(false)
 }
 
@@ -61,12 +109,8 @@ fn is_setting(key: &str) -> bool {
         .contains(&key)
 }
 
-fn run(bench: &PathBuf, scenario: &str, extra: &[String]) -> Result<BTreeMap<String, f64>, String> {
-    let out = Command::new(bench)
-        .arg(scenario)
-        .args(extra)
-        .output()
-        .map_err(|e| format!("running {}: {e}", bench.display()))?;
+fn run(bench: &PathBuf, scenario: &str, args: &[String]) -> Result<BTreeMap<String, f64>, String> {
+    let out = Command::new(bench).args(args).output().map_err(|e| format!("running {}: {e}", bench.display()))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         return Err(format!("{} {scenario} failed: {}", bench.display(), err.trim()));
@@ -74,18 +118,17 @@ fn run(bench: &PathBuf, scenario: &str, extra: &[String]) -> Result<BTreeMap<Str
     metrics(scenario, &String::from_utf8_lossy(&out.stdout))
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
-}
+/// A difference of medians below this share is no change, however tight the ranges (4.03
+/// against 4.04 store writes per operation is rounding, not a regression).
+const SMALLEST_CHANGE: f64 = 0.02;
 
 fn verdict(metric: &str, base: &[f64], new: &[f64]) -> &'static str {
     let (bmin, bmax) = (base.iter().copied().fold(f64::MAX, f64::min), base.iter().copied().fold(f64::MIN, f64::max));
     let (nmin, nmax) = (new.iter().copied().fold(f64::MAX, f64::min), new.iter().copied().fold(f64::MIN, f64::max));
-    let above = nmin > bmax;
-    let below = nmax < bmin;
+    let (mb, mn) = (median(base), median(new));
+    let changed = (mn - mb).abs() > SMALLEST_CHANGE * mb.abs().max(f64::MIN_POSITIVE);
+    let above = changed && nmin > bmax;
+    let below = changed && nmax < bmin;
     match (higher_is_better(metric), above, below) {
         (_, false, false) => "within noise",
         (Some(true), true, _) | (Some(false), _, true) => "better",
@@ -105,25 +148,22 @@ fn short(x: f64) -> String {
     }
 }
 
-pub async fn run_compare(args: &[String]) -> Result<(), String> {
-    let (own, extra) = match args.iter().position(|a| a == "--") {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (args, &[][..]),
-    };
-    let [base, new] = [own.first(), own.get(1)].map(|p| p.filter(|p| !p.starts_with("--")).map(PathBuf::from));
-    let (Some(base), Some(new)) = (base, new) else {
-        return Err("compare needs two slipway-bench binaries: compare BASE NEW [--rounds R] [--scenarios LIST]".into());
-    };
-    let rounds: usize = crate::arg(own, "--rounds", 3)?;
-    let scenarios: String = crate::arg(own, "--scenarios", "burn-down,steady,memory".to_string())?;
+pub async fn run_compare(a: Args) -> Result<(), String> {
+    let scenarios = plan(&a.scenarios)?;
+    for bench in [&a.base, &a.new] {
+        if !bench.is_file() {
+            return Err(format!("{}: no such slipway-bench binary", bench.display()));
+        }
+    }
+    let rounds = a.rounds.max(1);
     let mut runs = Runs::new();
     for round in 1..=rounds {
-        for scenario in scenarios.split(',').filter(|s| !s.is_empty()) {
-            for (side, bench) in [&base, &new].into_iter().enumerate() {
-                eprintln!("round {round}/{rounds}: {scenario} with {}", bench.display());
+        for scenario in &scenarios {
+            for (side, bench) in [&a.base, &a.new].into_iter().enumerate() {
+                eprintln!("round {round}/{rounds}: {} with {}", scenario.args.join(" "), bench.display());
                 let bench = bench.clone();
-                let (scenario_name, extra) = (scenario.to_string(), extra.to_vec());
-                let measured = tokio::task::spawn_blocking(move || run(&bench, &scenario_name, &extra))
+                let (scenario_name, args) = (scenario.name.clone(), scenario.args.clone());
+                let measured = tokio::task::spawn_blocking(move || run(&bench, &scenario_name, &args))
                     .await
                     .map_err(|e| e.to_string())??;
                 for (metric, value) in measured {
@@ -168,6 +208,7 @@ mod tests {
         assert_eq!(verdict("memory/bytes_per_in_flight_op", &[9000.0], &[8000.0]), "better");
         assert_eq!(verdict("x/unknown", &[1.0], &[2.0]), "higher");
         assert_eq!(verdict("steady/polling/aap_requests_per_second", &[100.0], &[50.0]), "better");
+        assert_eq!(verdict("burn-down/x/write_calls_per_op", &[4.03, 4.03], &[4.04, 4.04]), "within noise");
     }
 
     #[test]
@@ -180,5 +221,18 @@ mod tests {
         assert_eq!(m.get("memory/bytes_per_in_flight_op"), Some(&8000.0));
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert!(metrics("x", "no json").is_err());
+    }
+
+    #[test]
+    fn each_scenario_of_the_list_is_checked_with_its_own_options() {
+        let items = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let planned = plan(&items(&["burn-down --ops 500 --stores sqlite-full,postgres", "memory"])).unwrap();
+        assert_eq!(planned.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), vec!["burn-down", "memory"]);
+        assert_eq!(planned[0].args, vec!["burn-down", "--ops", "500", "--stores", "sqlite-full,postgres"]);
+        assert!(plan(&items(&["steady --ops 5"])).is_err(), "steady takes no --ops");
+        assert!(plan(&items(&["burn-down --stores mysql"])).is_err());
+        assert!(plan(&items(&["nonsense"])).is_err());
+        assert!(plan(&items(&["compare a b"])).is_err());
+        assert!(plan(&items(&[" "])).is_err());
     }
 }

@@ -23,7 +23,7 @@ pub fn free_port() -> Result<u16, String> {
 }
 
 /// The stores a scenario can run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StoreKind {
     SqliteFull,
     SqliteNormal,
@@ -39,14 +39,6 @@ impl StoreKind {
             StoreKind::SqliteNormal => "sqlite-normal",
             StoreKind::Postgres => "postgres",
         }
-    }
-
-    pub fn parse_list(text: &str) -> Result<Vec<StoreKind>, String> {
-        text.split(',')
-            .map(|name| {
-                StoreKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| format!("unknown store '{name}'"))
-            })
-            .collect()
     }
 
     /// The `[store]` section for a fresh database of this kind under `dir`.
@@ -210,12 +202,40 @@ pub fn sim_tick_ms(job_seconds: f64) -> u64 {
     if job_seconds >= 1.0 { 50 } else { 10 }
 }
 
-/// Starts Slipway in this process from a config text written into `dir`.
-pub async fn start_slipway(dir: &std::path::Path, config_text: &str) -> Result<App, String> {
-    let path = dir.join("slipway.toml");
-    std::fs::write(&path, config_text).map_err(|e| e.to_string())?;
-    let config = Config::load(Some(&path), []).map_err(|e| e.to_string())?;
-    App::start(config, Arc::new(SystemClock)).await.map_err(|e| e.to_string())
+/// The name of every thread of an in-process Slipway's runtime; the store's own threads are
+/// `slipway-sqlite-*`. [`slipway_cpu_seconds`] adds up the threads named `slipway-`.
+const SLIPWAY_THREADS: &str = "slipway-rt";
+
+/// A tokio runtime of Slipway's own, so its CPU time can be told from the simulator's and
+/// the client's (which stay on the scenario's runtime) by thread name. Shut down without
+/// blocking when dropped, which may happen inside the scenario's runtime.
+struct SlipwayRuntime(Option<tokio::runtime::Runtime>);
+
+impl SlipwayRuntime {
+    fn new() -> Result<SlipwayRuntime, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name(SLIPWAY_THREADS)
+            // Blocking threads that exit take their CPU time out of /proc/self/task.
+            .thread_keep_alive(Duration::from_secs(24 * 3600))
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(SlipwayRuntime(Some(runtime)))
+    }
+
+    /// Runs `work` on Slipway's runtime (where whatever it spawns stays) and awaits it.
+    async fn run<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
+        let runtime = self.0.as_ref().ok_or("Slipway's runtime is gone")?;
+        runtime.spawn(work).await.map_err(|e| e.to_string())
+    }
+}
+
+impl Drop for SlipwayRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// A simulator and an in-process Slipway wired to it.
@@ -223,6 +243,7 @@ pub struct Rig {
     pub sim: Sim,
     pub app: App,
     pub client: Client,
+    runtime: SlipwayRuntime,
     /// The temporary directory the rig made for itself (removed with it), if any.
     own_dir: Option<tempfile::TempDir>,
 }
@@ -240,9 +261,13 @@ impl Rig {
         let port = free_port()?;
         let base = format!("http://127.0.0.1:{port}");
         let sim = start_sim(job_seconds, sim_tick_ms(job_seconds), setup.webhooks.then_some(base.as_str())).await?;
-        let app = start_slipway(dir, &setup.config(port, dir, &sim.base_url())?).await?;
+        let path = dir.join("slipway.toml");
+        std::fs::write(&path, setup.config(port, dir, &sim.base_url())?).map_err(|e| e.to_string())?;
+        let config = Config::load(Some(&path), []).map_err(|e| e.to_string())?;
+        let runtime = SlipwayRuntime::new()?;
+        let app = runtime.run(App::start(config, Arc::new(SystemClock))).await?.map_err(|e| e.to_string())?;
         let client = if setup.auth { Client::signed_in(base, &sign_in(&app).await?)? } else { Client::new(base) };
-        Ok(Rig { sim, app, client, own_dir: None })
+        Ok(Rig { sim, app, client, runtime, own_dir: None })
     }
 
     pub async fn stop(self) -> Result<(), String> {
@@ -252,8 +277,9 @@ impl Rig {
 
     /// Stops Slipway and hands back the simulator, still running.
     pub async fn stop_app(self) -> Result<Sim, String> {
-        self.app.shutdown().await.map_err(|e| e.to_string())?;
-        Ok(self.sim)
+        let Rig { sim, app, runtime, .. } = self;
+        runtime.run(app.shutdown()).await?.map_err(|e| e.to_string())?;
+        Ok(sim)
     }
 }
 
@@ -395,6 +421,18 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
+/// The median (the mean of the middle two of an even count); NaN when empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => s[n / 2],
+        _ => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
 /// p50 and p99 in milliseconds.
 pub fn p50_p99_ms(mut samples: Vec<Duration>) -> (f64, f64) {
     let mut ms: Vec<f64> = samples.drain(..).map(|d| d.as_secs_f64() * 1000.0).collect();
@@ -466,6 +504,11 @@ impl ChildSlipway {
         Ok(kb * 1024)
     }
 
+    /// CPU time the child has used so far.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        cpu_seconds_of(&std::path::PathBuf::from(format!("/proc/{}/stat", self.child.id()))).map(|(_, s)| s)
+    }
+
     /// SIGTERM, then waits for the graceful exit.
     pub fn stop(mut self) -> Result<(), String> {
         let pid = self.child.id().to_string();
@@ -482,14 +525,36 @@ impl Drop for ChildSlipway {
     }
 }
 
-/// CPU time (user + system, every thread) this process has used so far, from
-/// `/proc/self/stat`: steadier than wall-clock rates on a shared machine, since time spent
+/// CPU time (user + system) of the process or thread whose `/proc/…/stat` is `path`, with
+/// its command name: steadier than wall-clock rates on a shared machine, since time spent
 /// waiting for a core does not count. `/proc` reports in USER_HZ, 100 per second on Linux.
-pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces) start at the state, field 3.
-    let rest = stat.rsplit_once(')')?.1;
+fn cpu_seconds_of(path: &std::path::Path) -> Option<(String, f64)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The command name is in parentheses and may hold spaces; the fields after it start at
+    // the state, field 3.
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(')?.1.to_string();
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
-    Some((ticks(14)? + ticks(15)?) / 100.0)
+    Some((name, (ticks(14)? + ticks(15)?) / 100.0))
+}
+
+/// CPU time an in-process Slipway has used so far: its runtime's threads and the store's.
+pub fn slipway_cpu_seconds() -> Option<f64> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut total = 0.0;
+    for task in tasks.flatten() {
+        // A thread may end between the listing and the read: it no longer counts either way.
+        if let Some((name, seconds)) = cpu_seconds_of(&task.path().join("stat"))
+            && name.starts_with("slipway-")
+        {
+            total += seconds;
+        }
+    }
+    Some(total)
+}
+
+/// Milliseconds of CPU per operation between two readings, if both were taken.
+pub fn cpu_ms_per_op(before: Option<f64>, after: Option<f64>, ops: usize) -> Option<f64> {
+    Some((after? - before?) * 1000.0 / ops.max(1) as f64)
 }

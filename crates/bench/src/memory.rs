@@ -13,6 +13,10 @@ pub struct Memory {
     pub poll_seconds: f64,
     pub idle_bytes: u64,
     pub loaded_bytes: u64,
+    /// Slipway's CPU milliseconds per operation from the first PUT to the last launch.
+    pub cpu_ms_per_op: Option<f64>,
+    /// Cores Slipway keeps busy while the operations wait (their polls, timers, leases).
+    pub waiting_cores: Option<f64>,
 }
 
 impl Memory {
@@ -23,26 +27,43 @@ impl Memory {
     pub fn json(&self) -> Value {
         json!({"scenario": "memory", "in_flight": self.in_flight, "poll_seconds": self.poll_seconds,
                "idle_rss_bytes": self.idle_bytes,
-               "loaded_rss_bytes": self.loaded_bytes, "bytes_per_in_flight_op": self.per_op_bytes()})
+               "loaded_rss_bytes": self.loaded_bytes, "bytes_per_in_flight_op": self.per_op_bytes(),
+               "cpu_ms_per_op": self.cpu_ms_per_op, "waiting_cores": self.waiting_cores})
     }
 
     pub fn print(&self) {
         println!("memory: slipway RSS (child process, SQLite FULL, poll {} s)", self.poll_seconds);
-        println!("{:>10} {:>12} {:>12} {:>14}", "in flight", "idle MiB", "loaded MiB", "bytes per op");
-        let mib = |b: u64| b as f64 / 1048576.0;
         println!(
-            "{:>10} {:>12.1} {:>12.1} {:>14.0}",
+            "{:>10} {:>12} {:>12} {:>14} {:>11} {:>13}",
+            "in flight", "idle MiB", "loaded MiB", "bytes per op", "cpu ms/op", "waiting cores"
+        );
+        let mib = |b: u64| b as f64 / 1048576.0;
+        let or_dash = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
+        println!(
+            "{:>10} {:>12.1} {:>12.1} {:>14.0} {:>11} {:>13}",
             self.in_flight,
             mib(self.idle_bytes),
             mib(self.loaded_bytes),
-            self.per_op_bytes()
+            self.per_op_bytes(),
+            or_dash(self.cpu_ms_per_op, 3),
+            or_dash(self.waiting_cores, 3)
         );
         println!("{}", self.json());
     }
 }
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    measure(crate::arg(args, "--in-flight", 10_000)?, crate::arg(args, "--poll-seconds", 5.0)?).await?.print();
+#[derive(clap::Args)]
+pub struct Args {
+    /// Operations held in flight.
+    #[arg(long, default_value_t = 10_000)]
+    pub in_flight: usize,
+    /// The type's poll interval.
+    #[arg(long, default_value_t = 5.0)]
+    pub poll_seconds: f64,
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
+    measure(args.in_flight, args.poll_seconds).await?.print();
     Ok(())
 }
 
@@ -58,6 +79,7 @@ pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, Stri
     slipway.client.wait_succeeded(&urls, Duration::from_millis(20), Duration::from_secs(120)).await?;
     settle(&slipway.client).await;
     let idle_bytes = slipway.rss()?;
+    let cpu_before = slipway.cpu_seconds();
     slipway.client.put_all(names("held", in_flight), Some(86_400.0)).await?;
     let start = Instant::now();
     while sim.handle().job_count() < 256 + in_flight {
@@ -66,12 +88,16 @@ pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, Stri
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let launched = slipway.cpu_seconds();
+    let cpu_ms_per_op = crate::harness::cpu_ms_per_op(cpu_before, launched, in_flight);
     // Past a poll or two, so every worker is in its steady waiting state.
-    tokio::time::sleep(Duration::from_secs_f64(poll_seconds.min(60.0) + 1.0)).await;
+    let waiting = Duration::from_secs_f64(poll_seconds.min(60.0) + 1.0);
+    tokio::time::sleep(waiting).await;
+    let waiting_cores = slipway.cpu_seconds().zip(launched).map(|(a, b)| (a - b) / waiting.as_secs_f64());
     let loaded_bytes = slipway.rss()?;
     slipway.stop()?;
     sim.shutdown().await;
-    Ok(Memory { in_flight, poll_seconds, idle_bytes, loaded_bytes })
+    Ok(Memory { in_flight, poll_seconds, idle_bytes, loaded_bytes, cpu_ms_per_op, waiting_cores })
 }
 
 /// Lets the server finish what the last requests started.

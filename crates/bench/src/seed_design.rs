@@ -9,10 +9,17 @@ use crate::harness::{Setup, StoreKind};
 use crate::steady::{self, Steady};
 use crate::store_ceiling;
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let ops: usize = crate::arg(args, "--ops", 10_000)?;
-    let options = steady::Options::parse(args)?;
-    let (burn, steady) = compare(StoreKind::SqliteFull, ops, &options).await?;
+#[derive(clap::Args)]
+pub struct Args {
+    /// Creates in the burn-down.
+    #[arg(long, default_value_t = 10_000)]
+    pub ops: usize,
+    #[command(flatten)]
+    pub steady: steady::Options,
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
+    let (burn, steady) = compare(StoreKind::SqliteFull, args.ops, &args.steady).await?;
     burn_down::print(&burn);
     steady::print(&steady);
     Ok(())

@@ -4,34 +4,46 @@
 //! operation reading terminal (finish-to-visible).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::harness::{Client, Rig, Setup, StoreKind, names, p50_p99_ms};
 
-#[derive(Clone, Debug)]
+/// The load of a steady run.
+#[derive(Clone, Debug, clap::Args)]
 pub struct Options {
+    /// Operations already in flight (jobs that outlive the run) before the PUTs start.
+    #[arg(long, default_value_t = 10_000)]
     pub in_flight: usize,
+    /// New PUTs per second, open loop.
+    #[arg(long, default_value_t = 200.0)]
     pub put_rate: f64,
+    /// How long the PUTs go on.
+    #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// How long each new operation's job runs.
+    #[arg(long, default_value_t = 10.0)]
     pub job_seconds: f64,
+    /// Status GETs per second over the in-flight operations, open loop.
+    #[arg(long = "get-rate", default_value_t = 2000.0)]
     pub readers_rate: f64,
+    /// The type's poll interval.
+    #[arg(long, default_value_t = 1.0)]
     pub poll_seconds: f64,
 }
 
-impl Options {
-    pub fn parse(args: &[String]) -> Result<Options, String> {
-        Ok(Options {
-            in_flight: crate::arg(args, "--in-flight", 10_000)?,
-            put_rate: crate::arg(args, "--put-rate", 200.0)?,
-            seconds: crate::arg(args, "--seconds", 10.0)?,
-            job_seconds: crate::arg(args, "--job-seconds", 10.0)?,
-            readers_rate: crate::arg(args, "--get-rate", 2000.0)?,
-            poll_seconds: crate::arg(args, "--poll-seconds", 1.0)?,
-        })
-    }
+#[derive(clap::Args)]
+pub struct Args {
+    /// The store to run on.
+    #[arg(long, value_enum, default_value = "sqlite-full")]
+    pub store: StoreKind,
+    /// The setups to run, comma-separated, from `polling,webhooks,hooks+10s`.
+    #[arg(long, value_delimiter = ',', default_value = "polling,webhooks,hooks+10s")]
+    pub setups: Vec<String>,
+    #[command(flatten)]
+    pub options: Options,
 }
 
 #[derive(Clone, Debug)]
@@ -47,6 +59,8 @@ pub struct Steady {
     pub visible_samples: usize,
     pub visible_ms: (f64, f64),
     pub aap_requests_per_second: f64,
+    /// Cores Slipway's threads kept busy on average while the PUTs and GETs went on.
+    pub slipway_cores: Option<f64>,
 }
 
 impl Steady {
@@ -60,16 +74,18 @@ impl Steady {
                "first_dispatch_p50_ms": self.dispatch_ms.0, "first_dispatch_p99_ms": self.dispatch_ms.1,
                "finish_to_visible_samples": self.visible_samples,
                "finish_to_visible_p50_ms": self.visible_ms.0, "finish_to_visible_p99_ms": self.visible_ms.1,
-               "aap_requests_per_second": self.aap_requests_per_second})
+               "aap_requests_per_second": self.aap_requests_per_second, "slipway_cores": self.slipway_cores})
     }
 }
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let options = Options::parse(args)?;
-    let store = StoreKind::parse_list(&crate::arg(args, "--store", "sqlite-full".to_string())?)?[0];
+pub async fn run(args: Args) -> Result<(), String> {
+    let all = setups(args.store, args.options.poll_seconds);
+    if let Some(unknown) = args.setups.iter().find(|s| !all.iter().any(|(label, _)| label == s)) {
+        return Err(format!("unknown setup '{unknown}': use polling, webhooks or hooks+10s"));
+    }
     let mut rows = Vec::new();
-    for (label, setup) in setups(store, options.poll_seconds) {
-        rows.push(measure(label, &setup, &options).await?);
+    for (label, setup) in all.into_iter().filter(|(label, _)| args.setups.iter().any(|s| s == label)) {
+        rows.push(measure(label, &setup, &args.options).await?);
     }
     print(&rows);
     Ok(())
@@ -89,13 +105,22 @@ pub fn setups(store: StoreKind, poll_seconds: f64) -> Vec<(&'static str, Setup)>
 pub fn print(rows: &[Steady]) {
     println!("steady: open-loop PUTs of jobs while operations are in flight (latencies p50 / p99, ms)");
     println!(
-        "{:<9} {:>9} {:>6} {:>5} {:>17} {:>17} {:>17} {:>17} {:>9}",
-        "setup", "in flight", "PUT/s", "poll", "accept", "status GET", "first dispatch", "finish→visible", "AAP req/s"
+        "{:<9} {:>9} {:>6} {:>5} {:>17} {:>17} {:>17} {:>17} {:>9} {:>6}",
+        "setup",
+        "in flight",
+        "PUT/s",
+        "poll",
+        "accept",
+        "status GET",
+        "first dispatch",
+        "finish→visible",
+        "AAP req/s",
+        "cores"
     );
     for r in rows {
         let pair = |(a, b): (f64, f64)| format!("{a:.1} / {b:.1}");
         println!(
-            "{:<9} {:>9} {:>6.0} {:>5} {:>17} {:>17} {:>17} {:>17} {:>9.0}",
+            "{:<9} {:>9} {:>6.0} {:>5} {:>17} {:>17} {:>17} {:>17} {:>9.0} {:>6}",
             r.label,
             r.options.in_flight,
             r.options.put_rate,
@@ -104,7 +129,8 @@ pub fn print(rows: &[Steady]) {
             pair(r.get_ms),
             pair(r.dispatch_ms),
             pair(r.visible_ms),
-            r.aap_requests_per_second
+            r.aap_requests_per_second,
+            r.slipway_cores.map_or("-".into(), |c| format!("{c:.2}"))
         );
     }
     println!("{}", Value::Array(rows.iter().map(Steady::json).collect()));
@@ -131,6 +157,7 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
     let held_urls: Arc<Vec<String>> = Arc::new(held.into_iter().map(|a| a.status_url).collect());
     sim.reset_requests();
     let counting = Instant::now();
+    let cpu_before = crate::harness::slipway_cpu_seconds();
 
     let stop_readers = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers = spawn_readers(&rig.client, held_urls, o.readers_rate, stop_readers.clone());
@@ -140,16 +167,30 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
     let interval = Duration::from_secs_f64(1.0 / o.put_rate);
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    // Every tenth new operation is watched from its PUT on, while the load goes on: a job
+    // that finishes before the last PUT must be seen finishing then, not when the PUTs end.
+    let (sampled, samples) = tokio::sync::mpsc::unbounded_channel();
+    let watcher = {
+        let (sim, client) = (rig.sim.handle(), rig.client.clone());
+        let limit = o.job_seconds + 3.0 * setup.poll_seconds + 30.0;
+        tokio::spawn(async move { watch_until_visible(&sim, &client, samples, limit).await })
+    };
     let mut puts = tokio::task::JoinSet::new();
     for i in 0..total {
         ticker.tick().await;
         let client = rig.client.clone();
         let job_seconds = o.job_seconds;
+        let sampled = (i % 10 == 0).then(|| sampled.clone());
         puts.spawn(async move {
             let sent = now_micros();
-            client.put(&format!("new{i}"), Some(job_seconds)).await.map(|a| (sent, a))
+            let accepted = client.put(&format!("new{i}"), Some(job_seconds)).await?;
+            if let Some(sampled) = sampled {
+                let _ = sampled.send((accepted.name.clone(), accepted.status_url.clone()));
+            }
+            Ok::<_, String>((sent, accepted))
         });
     }
+    drop(sampled);
     let mut accepted = Vec::new();
     while let Some(done) = puts.join_next().await {
         accepted.push(done.map_err(|e| e.to_string())??);
@@ -159,9 +200,12 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
     for r in readers {
         get_latencies.extend(r.await.map_err(|e| e.to_string())??);
     }
+    let slipway_cores = crate::harness::slipway_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| (after - before) / counting.elapsed().as_secs_f64());
 
-    let visible = watch_until_visible(&rig, &accepted, o.job_seconds + 3.0 * setup.poll_seconds + 30.0).await?;
-    let launches = launch_times(&rig);
+    let visible = watcher.await.map_err(|e| e.to_string())??;
+    let launches = launch_times(&rig.sim.handle());
     let dispatch: Vec<Duration> = accepted
         .iter()
         .filter_map(|(sent, a)| launches.get(&a.name).map(|(_, created)| micros(created - sent)))
@@ -182,6 +226,7 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
         visible_samples: visible.len(),
         visible_ms: p50_p99_ms(visible),
         aap_requests_per_second: aap,
+        slipway_cores,
     };
     rig.stop().await?;
     Ok(result)
@@ -220,40 +265,51 @@ fn spawn_readers(
 }
 
 /// Resource name → (job id, created µs) for every simulator job.
-fn launch_times(rig: &Rig) -> HashMap<String, (u64, i64)> {
-    rig.sim
-        .handle()
-        .job_times()
-        .into_iter()
-        .filter_map(|j| Some((j.resource_name?, (j.id, j.created_micros))))
-        .collect()
+fn launch_times(sim: &aap_sim::SimHandle) -> HashMap<String, (u64, i64)> {
+    sim.job_times().into_iter().filter_map(|j| Some((j.resource_name?, (j.id, j.created_micros)))).collect()
 }
 
-/// For every tenth new operation: once the simulator finished its job, reads its status
-/// every 10 ms until terminal; returns finish → visible per sample (resolution 10 ms).
+/// For each sampled operation (name, status URL) as it is accepted: once the simulator
+/// finished its job, reads its status every 10 ms until terminal; returns finish → visible
+/// per sample (resolution 10 ms). Ends when no more samples can come and none is pending;
+/// gives up `limit_seconds` after the last sample arrived.
 async fn watch_until_visible(
-    rig: &Rig,
-    accepted: &[(i64, crate::harness::Accepted)],
+    sim: &aap_sim::SimHandle,
+    client: &Client,
+    mut samples: tokio::sync::mpsc::UnboundedReceiver<(String, String)>,
     limit_seconds: f64,
 ) -> Result<Vec<Duration>, String> {
-    let sim = rig.sim.handle();
-    let mut pending: Vec<&crate::harness::Accepted> = accepted.iter().step_by(10).map(|(_, a)| a).collect();
+    let mut pending: Vec<(String, String)> = Vec::new();
     let mut job_of: HashMap<String, u64> = HashMap::new();
-    let visible = Arc::new(Mutex::new(Vec::new()));
-    let start = Instant::now();
-    while !pending.is_empty() {
-        if start.elapsed().as_secs_f64() > limit_seconds {
+    let mut visible = Vec::new();
+    let mut open = true;
+    let mut last_sample = Instant::now();
+    while open || !pending.is_empty() {
+        loop {
+            match samples.try_recv() {
+                Ok(sample) => {
+                    pending.push(sample);
+                    last_sample = Instant::now();
+                }
+                Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                    open = false;
+                    break;
+                }
+            }
+        }
+        if last_sample.elapsed().as_secs_f64() > limit_seconds {
             return Err(format!("{} operations not terminal {limit_seconds} s after the last PUT", pending.len()));
         }
-        if pending.iter().any(|a| !job_of.contains_key(&a.name)) {
-            job_of = launch_times(rig).into_iter().map(|(name, (id, _))| (name, id)).collect();
+        if pending.iter().any(|(name, _)| !job_of.contains_key(name)) {
+            job_of = launch_times(sim).into_iter().map(|(name, (id, _))| (name, id)).collect();
         }
-        let ids: Vec<u64> = pending.iter().map(|a| job_of.get(&a.name).copied().unwrap_or(0)).collect();
+        let ids: Vec<u64> = pending.iter().map(|(name, _)| job_of.get(name).copied().unwrap_or(0)).collect();
         let finished: Vec<(usize, i64)> =
             sim.finished_micros(&ids).into_iter().enumerate().filter_map(|(i, f)| Some((i, f?))).collect();
         let mut checks = tokio::task::JoinSet::new();
         for (i, finished_at) in finished {
-            let (client, url) = (rig.client.clone(), pending[i].status_url.clone());
+            let (client, url) = (client.clone(), pending[i].1.clone());
             checks.spawn(async move {
                 let status = client.status(&url).await?;
                 let seen = now_micros();
@@ -264,7 +320,7 @@ async fn watch_until_visible(
         while let Some(check) = checks.join_next().await {
             let (i, terminal, us) = check.map_err(|e| e.to_string())??;
             if terminal {
-                visible.lock().expect("visible").push(micros(us));
+                visible.push(micros(us));
                 done.push(i);
             }
         }
@@ -274,6 +330,5 @@ async fn watch_until_visible(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let out = visible.lock().expect("visible").clone();
-    Ok(out)
+    Ok(visible)
 }

@@ -27,13 +27,20 @@ impl Ceiling {
     }
 }
 
-pub async fn run(args: &[String]) -> Result<(), String> {
-    let stores =
-        StoreKind::parse_list(&crate::arg(args, "--stores", "sqlite-full,sqlite-normal,postgres".to_string())?)?;
-    let seconds: f64 = crate::arg(args, "--seconds", 2.0)?;
+#[derive(clap::Args)]
+pub struct Args {
+    /// The stores to measure, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite-full,sqlite-normal,postgres")]
+    pub stores: Vec<StoreKind>,
+    /// How long to commit for, per store.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+}
+
+pub async fn run(args: Args) -> Result<(), String> {
     let mut rows = Vec::new();
-    for store in stores {
-        rows.push(measure(store, Duration::from_secs_f64(seconds)).await?);
+    for store in args.stores {
+        rows.push(measure(store, Duration::from_secs_f64(args.seconds)).await?);
     }
     print(&rows);
     Ok(())
