@@ -1,5 +1,7 @@
 //! Every scenario in one run (sized to finish in under 10 minutes on 2 cores), then each
-//! goal of the benchmark issue with the value measured in this run.
+//! goal of the benchmark issues (5, and 22's raised ones) with the value measured in this
+//! run. Goals at scales `all` does not reach (a million resources, 100,000 in flight) are
+//! measured by their own scenarios.
 
 use std::time::{Duration, Instant};
 
@@ -67,13 +69,14 @@ pub async fn run(args: Args) -> Result<(), String> {
     let (polling, hooked, hooked_slow, seed_steady) =
         (steady("polling")?, steady("webhooks")?, steady("hooks+10s")?, steady("seed")?);
     let goals: Vec<(String, String, bool)> = vec![
-        goal("burn-down ≥ 2000 ops/s (SQLite FULL)", sqlite.ops_per_second(), |v| v >= 2000.0, "ops/s"),
-        goal("burn-down ratio ≥ 1 (SQLite FULL)", sqlite.ratio(), |v| v >= 1.0, ""),
+        goal("burn-down ≥ 2500 ops/s (SQLite FULL)", sqlite.ops_per_second(), |v| v >= 2500.0, "ops/s"),
+        goal("burn-down ratio ≥ 1.3 (SQLite FULL)", sqlite.ratio(), |v| v >= 1.3, ""),
         goal("burn-down ratio ≥ 1 (SQLite NORMAL)", sqlite_normal.ratio(), |v| v >= 1.0, ""),
-        goal("burn-down ratio ≥ 1 (PostgreSQL)", pg.ratio(), |v| v >= 1.0, ""),
+        goal("burn-down ≥ 1500 ops/s (PostgreSQL)", pg.ops_per_second(), |v| v >= 1500.0, "ops/s"),
+        goal("burn-down ratio ≥ 1.5 (PostgreSQL)", pg.ratio(), |v| v >= 1.5, ""),
         goal("AAP requests/op ≤ 1.5 at 1000 ops (polling)", aap[0].per_op(), |v| v <= 1.5, "req/op"),
-        goal("finish→visible p50 ≤ 100 ms (webhooks, poll 1 s)", hooked.visible_ms.0, |v| v <= 100.0, "ms"),
-        goal("finish→visible p99 ≤ 1000 ms (webhooks, poll 1 s)", hooked.visible_ms.1, |v| v <= 1000.0, "ms"),
+        goal("finish→visible p50 ≤ 50 ms (webhooks, poll 1 s)", hooked.visible_ms.0, |v| v <= 50.0, "ms"),
+        goal("finish→visible p99 ≤ 250 ms (webhooks, poll 1 s)", hooked.visible_ms.1, |v| v <= 250.0, "ms"),
         goal("finish→visible p50 ≤ 100 ms (webhooks, poll 10 s)", hooked_slow.visible_ms.0, |v| v <= 100.0, "ms"),
         goal("finish→visible p99 ≤ 1000 ms (webhooks, poll 10 s)", hooked_slow.visible_ms.1, |v| v <= 1000.0, "ms"),
         goal(
@@ -84,9 +87,16 @@ pub async fn run(args: Args) -> Result<(), String> {
         ),
         goal("accept p99 ≤ 10 ms at 200 PUT/s, 10k in flight", polling.accept_ms.1, |v| v <= 10.0, "ms"),
         goal("status GET p99 ≤ 5 ms at 2000 req/s", polling.get_ms.1, |v| v <= 5.0, "ms"),
-        goal("first dispatch p99 ≤ 1000 ms, 10k in flight", polling.dispatch_ms.1, |v| v <= 1000.0, "ms"),
+        goal("first dispatch p99 ≤ 500 ms, 10k in flight", polling.dispatch_ms.1, |v| v <= 500.0, "ms"),
         goal("RSS ≤ 2048 bytes per in-flight op", mem.per_op_bytes(), |v| v <= 2048.0, "bytes"),
-        goal("startup with 100k resources ≤ 2000 ms", sc.startup_ms, |v| v <= 2000.0, "ms"),
+        goal(&format!("startup with {resources} resources ≤ 1000 ms"), sc.startup_ms, |v| v <= 1000.0, "ms"),
+        goal(&format!("list page p99 ≤ 20 ms, {resources} resources"), sc.deep_page_ms.1, |v| v <= 20.0, "ms"),
+        goal(
+            &format!("RSS ≤ 100 MiB over {resources} resources"),
+            sc.rss_bytes as f64 / 1_048_576.0,
+            |v| v <= 100.0,
+            "MiB",
+        ),
     ];
     println!("goals (this run)");
     for (name, value, met) in &goals {
