@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use conn::Timeouts;
-use registry::Registry;
+use registry::{Phase, Registry};
 
 /// Connection limits of the HTTP listener.
 #[derive(Clone, Debug)]
@@ -208,7 +208,9 @@ pub async fn serve(
                 }
             }
         };
-        let Some(lease) = admit(&registry, &mut cap_log).await else {
+        // A TLS handshake counts as a request head: it has the head's timeout to finish.
+        let first = if options.tls.is_some() { Phase::Head } else { Phase::Idle };
+        let Some(lease) = admit(&registry, first, &mut cap_log).await else {
             if let Some(suppressed) = refuse_log.allow(Instant::now()) {
                 tracing::warn!(cap, suppressed, "connection cap reached and every connection is busy: refusing");
             }
@@ -227,11 +229,11 @@ pub async fn serve(
 }
 
 /// A slot for a new connection: a free one, or one an evicted connection gives up.
-async fn admit(registry: &Arc<Registry>, cap_log: &mut Throttle) -> Option<registry::Lease> {
+async fn admit(registry: &Arc<Registry>, first: Phase, cap_log: &mut Throttle) -> Option<registry::Lease> {
     let mut evicted = false;
     loop {
         let freed = registry.freed();
-        if let Some(lease) = registry.register() {
+        if let Some(lease) = registry.register(first) {
             return Some(lease);
         }
         if !evicted {

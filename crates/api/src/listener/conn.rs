@@ -68,7 +68,6 @@ pub(super) async fn run(
     let Some(acceptor) = tls else {
         return serve(stream, shared, router, timeouts, peer, stop).await;
     };
-    shared.lease.enter(Phase::Head, &[Phase::Idle]);
     let stream = tokio::select! {
         done = acceptor.accept(stream) => match done {
             Ok(stream) => stream,

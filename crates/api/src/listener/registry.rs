@@ -22,14 +22,14 @@ pub(super) enum Phase {
     Busy = 3,
 }
 
-// Word layout: bits 0-1 the phase (0 = free slot), bit 2 "evicted", bits 3.. milliseconds
+// Word layout: bits 0-1 the phase (0 = free slot), bit 2 "evicted", bits 3.. microseconds
 // since the registry's start at which the phase began.
 const PHASE_MASK: u64 = 0b11;
 const EVICTED: u64 = 0b100;
 const SINCE_SHIFT: u32 = 3;
 
-fn encode(phase: Phase, since_ms: u64) -> u64 {
-    (since_ms << SINCE_SHIFT) | phase as u64
+fn encode(phase: Phase, since_us: u64) -> u64 {
+    (since_us << SINCE_SHIFT) | phase as u64
 }
 
 fn phase_of(word: u64) -> Option<Phase> {
@@ -94,8 +94,10 @@ impl Registry {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn now_ms(&self) -> u64 {
-        Instant::now().saturating_duration_since(self.base).as_millis() as u64
+    // Microseconds, not milliseconds: connections accepted in one burst must still be told
+    // apart by age (a tie falls to the lowest slot, which after reuse need not be the oldest).
+    fn now_us(&self) -> u64 {
+        Instant::now().saturating_duration_since(self.base).as_micros() as u64
     }
 
     /// Connections admitted and not yet released.
@@ -104,8 +106,10 @@ impl Registry {
         t.wakers.len() - t.free.len()
     }
 
-    /// A slot for a new connection (phase `Idle` from now), or `None` at the cap.
-    pub fn register(self: &Arc<Self>) -> Option<Lease> {
+    /// A slot for a new connection, in `phase` from now, or `None` at the cap. The phase is
+    /// set here, in the accept loop, rather than when the connection's task first runs: tasks
+    /// start in any order, and eviction must see connections aged by when they were admitted.
+    pub fn register(self: &Arc<Self>, phase: Phase) -> Option<Lease> {
         let mut t = self.table();
         let index = match t.free.pop() {
             Some(i) => i,
@@ -117,7 +121,7 @@ impl Registry {
         };
         let wake = Arc::new(Notify::new());
         t.wakers[index] = Some(wake.clone());
-        self.words[index].store(encode(Phase::Idle, self.now_ms()), Ordering::Release);
+        self.words[index].store(encode(phase, self.now_us()), Ordering::Release);
         Some(Lease { registry: self.clone(), index, wake })
     }
 
@@ -170,7 +174,7 @@ impl Lease {
 
     pub fn snapshot(&self) -> Snapshot {
         let word = self.word().load(Ordering::Acquire);
-        let since = self.registry.base + Duration::from_millis(word >> SINCE_SHIFT);
+        let since = self.registry.base + Duration::from_micros(word >> SINCE_SHIFT);
         Snapshot { phase: phase_of(word).unwrap_or(Phase::Busy), since, evicted: word & EVICTED != 0, word }
     }
 
@@ -182,7 +186,7 @@ impl Lease {
     /// Enters `phase` from now (keeping an eviction mark) if the current phase is one of
     /// `from`; wakes the watchdog when it changed.
     pub fn enter(&self, phase: Phase, from: &[Phase]) {
-        let now = self.registry.now_ms();
+        let now = self.registry.now_us();
         let changed = self.word().fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
             phase_of(w).filter(|p| from.contains(p)).map(|_| encode(phase, now) | (w & EVICTED))
         });
@@ -226,10 +230,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn registry_caps_evicts_and_reuses_slots() {
         let reg = Registry::new(2);
-        let a = reg.register().unwrap();
+        let a = reg.register(Phase::Idle).unwrap();
         tokio::time::advance(Duration::from_millis(10)).await;
-        let b = reg.register().unwrap();
-        assert!(reg.register().is_none(), "at the cap");
+        let b = reg.register(Phase::Idle).unwrap();
+        assert!(reg.register(Phase::Idle).is_none(), "at the cap");
         assert_eq!(reg.active(), 2);
 
         // `a` is older, but busy; `b` goes.
@@ -245,16 +249,31 @@ mod tests {
 
         drop(b);
         reg.freed().await; // the release signalled
-        let c = reg.register().expect("the released slot");
+        let c = reg.register(Phase::Idle).expect("the released slot");
         assert!(!c.snapshot().evicted);
         assert_eq!(c.snapshot().phase, Phase::Idle);
         assert_eq!(reg.active(), 2);
     }
 
     #[tokio::test(start_paused = true)]
+    async fn connections_are_aged_from_their_admission_in_their_first_phase() {
+        let reg = Registry::new(2);
+        let gone = reg.register(Phase::Idle).unwrap();
+        let older = reg.register(Phase::Head).unwrap();
+        drop(gone);
+        tokio::time::advance(Duration::from_micros(300)).await;
+        let newer = reg.register(Phase::Head).expect("the released, lower slot");
+        assert_eq!(older.snapshot().phase, Phase::Head, "a TLS handshake starts as a head");
+        // Admitted 0.3 ms apart, in a burst: still told apart, and the older one goes first
+        // although the newer holds the lower slot.
+        assert!(reg.evict_one());
+        assert!(older.snapshot().evicted && !newer.snapshot().evicted);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn phase_changes_record_their_start_and_wake_the_watchdog() {
         let reg = Registry::new(1);
-        let l = reg.register().unwrap();
+        let l = reg.register(Phase::Idle).unwrap();
         tokio::time::advance(Duration::from_millis(1500)).await;
         l.enter(Phase::Head, &[Phase::Idle]);
         let s = l.snapshot();
