@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aap_sim::{Sim, SimConfig, SimWebhook};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;
 use slipway_domain::SystemClock;
+
+use crate::runtimes::{OwnRuntime, SimServer, sim_tick_ms, start_sim};
 
 pub const API: &str = "2025-06-01";
 pub const SUB: &str = "00000000-0000-0000-0000-0000000000b0";
@@ -175,75 +176,12 @@ async fn sign_in(app: &App) -> Result<String, String> {
     Ok(token)
 }
 
-/// The AWX-API simulator with jobs of `job_seconds` (properties' `delaySeconds` overrides
-/// it per resource), sending job notifications to `webhook_to`'s hook endpoint if given.
-pub async fn start_sim(job_seconds: f64, tick_ms: u64, webhook_to: Option<&str>) -> Result<Sim, String> {
-    let mut config = SimConfig { tick_ms, ..SimConfig::default() };
-    for t in &mut config.job_templates {
-        t.duration_seconds = job_seconds;
-        t.pending_seconds = 0.0;
-    }
-    if let Some(base) = webhook_to {
-        config.notifications.push(SimWebhook {
-            url: format!("{base}/hooks/aap"),
-            headers: BTreeMap::from([("X-Slipway-Token".to_string(), HOOK_TOKEN.to_string())]),
-            ..SimWebhook::default()
-        });
-    }
-    Sim::start("127.0.0.1:0", config).await.map_err(|e| format!("aap-sim: {e}"))
-}
-
-/// The simulator's lifecycle tick for jobs of `job_seconds`. It checks every job on every
-/// tick: with ten thousand long jobs a 10 ms tick costs it a tenth of a core, taken from
-/// Slipway on this 2-core machine (a real AAP runs elsewhere). Zero-duration jobs get 10 ms,
-/// longer ones 50 ms; finish times are stamped at the tick either way, so finish-to-visible
-/// is measured from when the job really became visible as finished.
-pub fn sim_tick_ms(job_seconds: f64) -> u64 {
-    if job_seconds >= 1.0 { 50 } else { 10 }
-}
-
-/// The name of every thread of an in-process Slipway's runtime; the store's own threads are
-/// `slipway-sqlite-*`. [`slipway_cpu_seconds`] adds up the threads named `slipway-`.
-const SLIPWAY_THREADS: &str = "slipway-rt";
-
-/// A tokio runtime of Slipway's own, so its CPU time can be told from the simulator's and
-/// the client's (which stay on the scenario's runtime) by thread name. Shut down without
-/// blocking when dropped, which may happen inside the scenario's runtime.
-struct SlipwayRuntime(Option<tokio::runtime::Runtime>);
-
-impl SlipwayRuntime {
-    fn new() -> Result<SlipwayRuntime, String> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .thread_name(SLIPWAY_THREADS)
-            // Blocking threads that exit take their CPU time out of /proc/self/task.
-            .thread_keep_alive(Duration::from_secs(24 * 3600))
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(SlipwayRuntime(Some(runtime)))
-    }
-
-    /// Runs `work` on Slipway's runtime (where whatever it spawns stays) and awaits it.
-    async fn run<T: Send + 'static>(&self, work: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
-        let runtime = self.0.as_ref().ok_or("Slipway's runtime is gone")?;
-        runtime.spawn(work).await.map_err(|e| e.to_string())
-    }
-}
-
-impl Drop for SlipwayRuntime {
-    fn drop(&mut self) {
-        if let Some(runtime) = self.0.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
 /// A simulator and an in-process Slipway wired to it.
 pub struct Rig {
-    pub sim: Sim,
+    pub sim: SimServer,
     pub app: App,
     pub client: Client,
-    runtime: SlipwayRuntime,
+    runtime: OwnRuntime,
     /// The temporary directory the rig made for itself (removed with it), if any.
     own_dir: Option<tempfile::TempDir>,
 }
@@ -264,7 +202,7 @@ impl Rig {
         let path = dir.join("slipway.toml");
         std::fs::write(&path, setup.config(port, dir, &sim.base_url())?).map_err(|e| e.to_string())?;
         let config = Config::load(Some(&path), []).map_err(|e| e.to_string())?;
-        let runtime = SlipwayRuntime::new()?;
+        let runtime = OwnRuntime::slipway()?;
         let app = runtime.run(App::start(config, Arc::new(SystemClock))).await?.map_err(|e| e.to_string())?;
         let client = if setup.auth { Client::signed_in(base, &sign_in(&app).await?)? } else { Client::new(base) };
         Ok(Rig { sim, app, client, runtime, own_dir: None })
@@ -276,7 +214,7 @@ impl Rig {
     }
 
     /// Stops Slipway and hands back the simulator, still running.
-    pub async fn stop_app(self) -> Result<Sim, String> {
+    pub async fn stop_app(self) -> Result<SimServer, String> {
         let Rig { sim, app, runtime, .. } = self;
         runtime.run(app.shutdown()).await?.map_err(|e| e.to_string())?;
         Ok(sim)

@@ -21,8 +21,9 @@
 //!   `slipway-bench` builds: the scenarios alternated for both over several rounds, each
 //!   metric's median, every run, the ratio and a verdict (better / worse / within noise).
 //!
-//! An in-process Slipway runs on a tokio runtime of its own (threads `slipway-rt`), so the
-//! CPU figures count Slipway's threads only, not the simulator's or the client's.
+//! An in-process Slipway runs on a tokio runtime of its own (threads `slipway-rt`) and the
+//! simulator on another (one thread, `aap-sim-rt`), so the CPU figures count Slipway's
+//! threads only, and the client's timings do not wait behind the simulator's work.
 //!
 //! PostgreSQL is at `SLIPWAY_BENCH_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`).
@@ -33,6 +34,7 @@ mod burn_down;
 mod compare;
 mod harness;
 mod memory;
+mod runtimes;
 mod scale;
 mod seed_design;
 mod steady;

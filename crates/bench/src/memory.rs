@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{ChildSlipway, Client, Setup, StoreKind, free_port, names, sim_tick_ms, start_sim};
+use crate::harness::{ChildSlipway, Client, Setup, StoreKind, free_port, names};
+use crate::runtimes::{sim_tick_ms, start_sim};
 
 #[derive(Clone, Debug)]
 pub struct Memory {
