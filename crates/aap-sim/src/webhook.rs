@@ -2,9 +2,13 @@
 //! JSON body (AWX's default, [`notification_body`]), `User-Agent: AWX <version> (open)`, the
 //! configured headers, no retry.
 //!
-//! Each configured webhook has its own queue and sender task, so one receiver sees a job's
-//! `started` before its `success`/`error` (AWX gives no such guarantee, but a test double that
-//! reorders would make receivers' tests flaky for no fidelity gain).
+//! Each configured webhook has [`LANES`] queues, each with its own sender task, and all of one
+//! job's notifications go through the same queue, so one receiver sees a job's `started`
+//! before its `success`/`error` (AWX gives no such guarantee, but a test double that reorders
+//! would make receivers' tests flaky for no fidelity gain). Several jobs' notifications are
+//! sent at once, as AWX's dispatcher workers send them: one sender for everything capped a
+//! benchmark's 400 notifications a second at one round trip each, and a job's end reached
+//! Slipway only after every notification queued before it.
 
 use std::time::Duration;
 
@@ -24,8 +28,12 @@ pub struct Notice {
     pub body: Value,
 }
 
+/// Senders per configured webhook.
+const LANES: usize = 8;
+
 pub struct Notifier {
-    queues: Vec<(SimWebhook, mpsc::UnboundedSender<String>)>,
+    /// Per webhook, its lanes' queues.
+    queues: Vec<(SimWebhook, Vec<mpsc::UnboundedSender<String>>)>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -35,28 +43,13 @@ impl Notifier {
         let mut queues = Vec::new();
         let mut tasks = Vec::new();
         for hook in webhooks {
-            let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-            let client = client.clone();
-            let target = hook.clone();
-            tasks.push(tokio::spawn(async move {
-                while let Some(body) = rx.recv().await {
-                    let mut req = client
-                        .post(&target.url)
-                        .header("Content-Type", "application/json")
-                        .header("User-Agent", format!("AWX {AWX_VERSION} (open)"));
-                    for (k, v) in &target.headers {
-                        req = req.header(k, v);
-                    }
-                    match req.body(body).send().await {
-                        Ok(resp) if resp.status().as_u16() >= 400 => {
-                            tracing::warn!(url = %target.url, status = %resp.status(), "webhook notification rejected (not retried)")
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(url = %target.url, error = %e, "webhook notification failed (not retried)"),
-                    }
-                }
-            }));
-            queues.push((hook.clone(), tx));
+            let mut lanes = Vec::with_capacity(LANES);
+            for _ in 0..LANES {
+                let (tx, rx) = mpsc::unbounded_channel::<String>();
+                tasks.push(tokio::spawn(send_each(client.clone(), hook.clone(), rx)));
+                lanes.push(tx);
+            }
+            queues.push((hook.clone(), lanes));
         }
         Notifier { queues, tasks }
     }
@@ -64,10 +57,11 @@ impl Notifier {
     pub fn send(&self, notices: Vec<Notice>) {
         for notice in notices {
             let body = python_json_dumps(&notice.body);
-            for (hook, tx) in &self.queues {
+            let lane = notice.body["id"].as_u64().unwrap_or_default() as usize % LANES;
+            for (hook, lanes) in &self.queues {
                 if hook.events.iter().any(|e| e == notice.event.as_str()) {
                     // The receiver only goes away at shutdown, when losing notifications is fine.
-                    let _ = tx.send(body.clone());
+                    let _ = lanes[lane].send(body.clone());
                 }
             }
         }
@@ -76,6 +70,26 @@ impl Notifier {
     pub fn shutdown(&self) {
         for t in &self.tasks {
             t.abort();
+        }
+    }
+}
+
+/// One lane's sender: its notifications one after the other, in the order queued.
+async fn send_each(client: reqwest::Client, target: SimWebhook, mut rx: mpsc::UnboundedReceiver<String>) {
+    while let Some(body) = rx.recv().await {
+        let mut req = client
+            .post(&target.url)
+            .header("Content-Type", "application/json")
+            .header("User-Agent", format!("AWX {AWX_VERSION} (open)"));
+        for (k, v) in &target.headers {
+            req = req.header(k, v);
+        }
+        match req.body(body).send().await {
+            Ok(resp) if resp.status().as_u16() >= 400 => {
+                tracing::warn!(url = %target.url, status = %resp.status(), "webhook notification rejected (not retried)")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(url = %target.url, error = %e, "webhook notification failed (not retried)"),
         }
     }
 }
