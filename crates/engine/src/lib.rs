@@ -25,8 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use slipway_domain::time::Clock;
-use slipway_domain::{JobId, ProviderName, ResourceKey, TypeKey, TypePolicy};
-use slipway_store::{ClaimRequest, Store};
+use slipway_domain::{JobId, ProviderName, ResourceKey, Timestamp, TypeKey, TypePolicy};
+use slipway_store::{ClaimRequest, Store, StoreError};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
@@ -53,6 +53,10 @@ pub struct EngineOptions {
     pub status_batch: usize,
     /// How long a status batch waits for more requests after its first.
     pub status_window: Duration,
+    /// Most leases renewed by one store write. A renewal is split, each part waiting for the
+    /// last: renewing ten thousand leases in one write held SQLite's writer — and every
+    /// client write queued behind it — for 150-320 ms, the whole of the accept p99.
+    pub renew_batch: usize,
 }
 
 impl Default for EngineOptions {
@@ -68,6 +72,7 @@ impl Default for EngineOptions {
             shutdown_grace: Duration::from_secs(20),
             status_batch: 200,
             status_window: Duration::from_millis(10),
+            renew_batch: 500,
         }
     }
 }
@@ -76,6 +81,16 @@ impl Default for EngineOptions {
 pub enum EngineError {
     #[error("store: {0}")]
     Store(#[from] slipway_store::StoreError),
+}
+
+/// Renews the leases on `held` until `until`, `renew_batch` at a time, so that client writes
+/// get their turn between the parts; how many were renewed in all.
+async fn renew_leases(shared: &Shared, held: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
+    let mut renewed = 0;
+    for part in held.chunks(shared.options.renew_batch.max(1)) {
+        renewed += shared.store.renew_leases(&shared.options.owner, part, until).await?;
+    }
+    Ok(renewed)
 }
 
 /// Wakes the engine after a client request was committed.
@@ -245,7 +260,7 @@ impl Engine {
                 _ = renew.tick() => {
                     let until = shared.clock.now().add(opts.lease_for);
                     let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
-                    let renewed = shared.store.renew_leases(&opts.owner, &held, until).await;
+                    let renewed = renew_leases(&shared, &held, until).await;
                     let outcome = match &renewed {
                         Ok(n) if *n as usize == held.len() => "all",
                         Ok(_) => "partial",

@@ -16,6 +16,7 @@ use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, Initiator, JobState, OperationId, ProvisioningState, TypePolicy};
 use slipway_engine::{Engine, EngineOptions, Providers};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_store::conformance::{Call, Method};
 use slipway_store::{ChangeRequest, Store, change_with};
 use slipway_test_support::{TestClock, eventually};
 use tokio::time::Instant;
@@ -218,6 +219,60 @@ async fn due_work_is_found_without_a_wake_while_leases_renew_often() {
     // Written straight to the store: nobody wakes the engine.
     let op = create(store.as_ref(), clock.as_ref(), 7).await;
     wait_succeeded(store.as_ref(), clock.as_ref(), &[op], Duration::from_secs(10)).await;
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn leases_are_renewed_a_part_at_a_time() {
+    // Five jobs that outlive the test, renewals two leases per store write.
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
+    let clock = Arc::new(TestClock::new());
+    let double = Arc::new(Double {
+        run_for: Duration::from_secs(3600),
+        started: Mutex::default(),
+        status_calls: Mutex::default(),
+    });
+    let mut providers: Providers = HashMap::new();
+    providers.insert("double".into(), double.clone());
+    let policy =
+        TypePolicy { provider: "double".into(), poll_interval: Duration::from_secs(1), ..TypePolicy::default() };
+    let options = EngineOptions {
+        owner: "test".into(),
+        lease_for: Duration::from_secs(3),
+        renew_batch: 2,
+        idle_interval: Duration::from_millis(50),
+        ..EngineOptions::default()
+    };
+    let engine =
+        Engine::new(store.clone(), providers, HashMap::from([(id(0).type_key(), policy)]), clock.clone(), options);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    for i in 0..5 {
+        create(store.as_ref(), clock.as_ref(), i).await;
+    }
+    eventually("every job launched", WAIT, async || double.started.lock().unwrap().len() == 5).await;
+    let renewals = || -> Vec<(usize, u64)> {
+        store
+            .recorded()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Renew(named, renewed) => Some((named, renewed)),
+                _ => None,
+            })
+            .collect()
+    };
+    // Two renewals after every job runs; the first may have been under way already.
+    let before = renewals().len();
+    eventually("two renewals of every lease", WAIT, async || renewals().len() >= before + 6).await;
+    let parts = renewals();
+    assert!(
+        parts[before..].windows(3).any(|w| w == [(2, 2), (2, 2), (1, 1)]),
+        "five leases renewed in parts of two: {parts:?}"
+    );
     let _ = stop_tx.send(());
     run.await.unwrap().unwrap();
 }
