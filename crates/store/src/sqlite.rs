@@ -41,7 +41,7 @@ use crate::{
 
 use checkpointer::Checkpointer;
 use readers::Readers;
-use writer::{Job, Request};
+use writer::{Job, Lane, Queues, Request};
 
 /// SQLite's `synchronous` pragma, as far as Slipway offers it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,11 +108,17 @@ impl SqliteOptions {
     }
 }
 
+/// The writer's queues, one per [`Lane`].
+struct Lanes {
+    client: mpsc::Sender<Box<dyn Job>>,
+    background: mpsc::Sender<Box<dyn Job>>,
+}
+
 /// The SQLite [`Store`]. One per database file and process: a second open of the same file
 /// fails with [`StoreError::Unavailable`] while this one lives.
 pub struct SqliteStore {
-    // `None` only while dropping: closing the channel is what stops the writer.
-    jobs: Option<mpsc::Sender<Box<dyn Job>>>,
+    // `None` only while dropping: closing the channels is what stops the writer.
+    jobs: Option<Lanes>,
     writer: Option<JoinHandle<()>>,
     readers: Arc<Readers>,
     synchronous: Synchronous,
@@ -133,18 +139,20 @@ impl SqliteStore {
         let readers = Readers::open(path, options.readers.max(1))?;
         let checkpointer = Checkpointer::start(path)?;
         let max_batch = options.max_batch.max(1);
-        // A bounded queue pushes back on callers instead of growing without limit when the
-        // disk cannot keep up.
-        let (tx, rx) = mpsc::channel(max_batch.saturating_mul(2));
+        // Bounded queues push back on callers instead of growing without limit when the disk
+        // cannot keep up.
+        let (client, client_rx) = mpsc::channel(max_batch.saturating_mul(2));
+        let (background, background_rx) = mpsc::channel(max_batch.saturating_mul(2));
+        let queues = Queues { client: client_rx, background: background_rx };
         let stats = Arc::new(StatsCounters::default());
         let counters = stats.clone();
         let writer = std::thread::Builder::new()
             .name("slipway-sqlite-writer".into())
-            .spawn(move || writer::run(conn, rx, max_batch, &counters))
+            .spawn(move || writer::run(conn, queues, max_batch, &counters))
             .map_err(|e| StoreError::Internal(format!("cannot start the SQLite writer thread: {e}")))?;
         tracing::info!(path = %path.display(), synchronous = %options.synchronous, "SQLite store open");
         Ok(SqliteStore {
-            jobs: Some(tx),
+            jobs: Some(Lanes { client, background }),
             writer: Some(writer),
             readers,
             synchronous: options.synchronous,
@@ -163,16 +171,21 @@ impl SqliteStore {
         self.operation_ttl
     }
 
-    /// Runs `work` in the writer's next batch, inside its own savepoint, and answers once the
-    /// batch committed. If the caller goes away first the write still happens.
-    async fn write<T, F>(&self, work: F) -> Result<T, StoreError>
+    /// Runs `work` in one of the writer's next batches (see [`Lane`]), inside its own
+    /// savepoint, and answers once that batch committed. If the caller goes away first the
+    /// write still happens.
+    async fn write<T, F>(&self, lane: Lane, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let jobs = self.jobs.as_ref().ok_or_else(writer_stopped)?;
+        let lanes = self.jobs.as_ref().ok_or_else(writer_stopped)?;
+        let queue = match lane {
+            Lane::Client => &lanes.client,
+            Lane::Background => &lanes.background,
+        };
         let (reply, answer) = oneshot::channel();
-        jobs.send(Box::new(Request::new(work, reply))).await.map_err(|_| writer_stopped())?;
+        queue.send(Box::new(Request::new(work, reply))).await.map_err(|_| writer_stopped())?;
         answer.await.map_err(|_| writer_stopped())?
     }
 }
@@ -195,7 +208,9 @@ impl Store for SqliteStore {
     async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
         let ttl = self.operation_ttl;
         let (change, tally) = crate::metered::tally(change);
-        let changed = self.write(move |conn| writes::change(conn, &req, change, ttl)).await;
+        // Engine writes carry their lease; a change without one is a client's.
+        let lane = if req.fence.is_some() { Lane::Background } else { Lane::Client };
+        let changed = self.write(lane, move |conn| writes::change(conn, &req, change, ttl)).await;
         if changed.is_ok() {
             tally.record(&self.stats.metrics);
         }
@@ -235,22 +250,22 @@ impl Store for SqliteStore {
 
     async fn claim(&self, req: &ClaimRequest) -> Result<Vec<ResourceRecord>, StoreError> {
         let req = req.clone();
-        self.write(move |conn| writes::claim(conn, &req)).await
+        self.write(Lane::Background, move |conn| writes::claim(conn, &req)).await
     }
 
     async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
         let owner = owner.to_string();
         let keys = keys.to_vec();
-        self.write(move |conn| writes::renew_leases(conn, &owner, &keys, until)).await
+        self.write(Lane::Background, move |conn| writes::renew_leases(conn, &owner, &keys, until)).await
     }
 
     async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
         let owner = owner.to_string();
-        self.write(move |conn| writes::release_leases(conn, &owner)).await
+        self.write(Lane::Background, move |conn| writes::release_leases(conn, &owner)).await
     }
 
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
-        self.write(move |conn| writes::sweep_operations(conn, now)).await
+        self.write(Lane::Background, move |conn| writes::sweep_operations(conn, now)).await
     }
 
     async fn claim_notifications(
@@ -259,11 +274,11 @@ impl Store for SqliteStore {
         limit: usize,
         hold: Duration,
     ) -> Result<Vec<Notification>, StoreError> {
-        self.write(move |conn| writes::claim_notifications(conn, now, limit, hold)).await
+        self.write(Lane::Background, move |conn| writes::claim_notifications(conn, now, limit, hold)).await
     }
 
     async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.write(move |conn| writes::finish_notification(conn, id)).await
+        self.write(Lane::Background, move |conn| writes::finish_notification(conn, id)).await
     }
 
     async fn reschedule_notification(
@@ -273,12 +288,15 @@ impl Store for SqliteStore {
         last_error: &str,
     ) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(move |conn| writes::reschedule_notification(conn, id, next_attempt_at, &last_error)).await
+        self.write(Lane::Background, move |conn| {
+            writes::reschedule_notification(conn, id, next_attempt_at, &last_error)
+        })
+        .await
     }
 
     async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(move |conn| writes::abandon_notification(conn, id, &last_error)).await
+        self.write(Lane::Background, move |conn| writes::abandon_notification(conn, id, &last_error)).await
     }
 
     async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
@@ -286,7 +304,7 @@ impl Store for SqliteStore {
             return Ok(());
         }
         let rows = rows.to_vec();
-        self.write(move |conn| writes::defer_notifications(conn, &rows)).await
+        self.write(Lane::Background, move |conn| writes::defer_notifications(conn, &rows)).await
     }
 
     async fn get_entry(&self, kind: EntryKind, id: &str) -> Result<Option<Entry>, StoreError> {
@@ -309,12 +327,12 @@ impl Store for SqliteStore {
         now: Timestamp,
     ) -> Result<Entry, StoreError> {
         let (id, partition, body) = (id.to_string(), partition.to_string(), body.to_string());
-        self.write(move |conn| entries::put(conn, kind, &id, &partition, &body, expect, now)).await
+        self.write(Lane::Client, move |conn| entries::put(conn, kind, &id, &partition, &body, expect, now)).await
     }
 
     async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
         let id = id.to_string();
-        self.write(move |conn| entries::delete(conn, kind, &id, expect)).await
+        self.write(Lane::Client, move |conn| entries::delete(conn, kind, &id, expect)).await
     }
 
     fn stats(&self) -> StoreStats {
@@ -331,7 +349,7 @@ impl Store for SqliteStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         // A store whose writer is gone cannot accept work, however readable the file is.
-        if self.jobs.as_ref().is_none_or(|jobs| jobs.is_closed()) {
+        if self.jobs.as_ref().is_none_or(|lanes| lanes.client.is_closed() || lanes.background.is_closed()) {
             return Err(writer_stopped());
         }
         self.readers.run(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(db_error)).await

@@ -1,5 +1,12 @@
-//! The group-commit writer: one thread owns the read-write connection, drains every pending
-//! request, runs them in one transaction (each in its own savepoint) and commits once.
+//! The group-commit writer: one thread owns the read-write connection, drains pending
+//! requests, runs them in one transaction (each in its own savepoint) and commits once.
+//!
+//! Requests come in two lanes. A client's write (an API request is waiting for it) goes into
+//! the next batch ahead of every background write (the engine's steps, claims, renewals; the
+//! notifier's bookkeeping), and a batch takes at most `max_batch` background writes: a
+//! client write waits for at most the batch under way and then its own, however much
+//! background work is queued. With one queue, a `PUT` arriving behind a few hundred engine
+//! steps waited for all of them.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -60,13 +67,57 @@ where
     }
 }
 
+/// Whose write a request is, which decides how soon it is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lane {
+    /// A client is waiting for the answer.
+    Client,
+    /// The engine's or the notifier's own work.
+    Background,
+}
+
+/// The writer's two queues.
+pub(super) struct Queues {
+    pub client: mpsc::Receiver<Box<dyn Job>>,
+    pub background: mpsc::Receiver<Box<dyn Job>>,
+}
+
+impl Queues {
+    /// The next request of either lane, the client's first, and its lane; `None` once both
+    /// are closed and empty. Blocks the writer thread (on a runtime of its own) until one
+    /// arrives.
+    fn next(&mut self, waiter: &tokio::runtime::Runtime) -> Option<(Lane, Box<dyn Job>)> {
+        waiter.block_on(async {
+            tokio::select! {
+                biased;
+                Some(job) = self.client.recv() => Some((Lane::Client, job)),
+                Some(job) = self.background.recv() => Some((Lane::Background, job)),
+                else => None,
+            }
+        })
+    }
+}
+
 /// The writer thread's body; returns when every sender is gone.
-pub(super) fn run(conn: Connection, mut jobs: mpsc::Receiver<Box<dyn Job>>, max_batch: usize, stats: &StatsCounters) {
+pub(super) fn run(conn: Connection, mut queues: Queues, max_batch: usize, stats: &StatsCounters) {
+    let waiter = match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(waiter) => waiter,
+        Err(e) => {
+            tracing::error!(error = %e, "the SQLite writer cannot wait for requests");
+            return;
+        }
+    };
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(max_batch);
-    while let Some(first) = jobs.blocking_recv() {
+    while let Some((lane, first)) = queues.next(&waiter) {
         batch.push(first);
-        while batch.len() < max_batch {
-            match jobs.try_recv() {
+        // Every client write waiting now, then up to `max_batch` background writes: clients
+        // go first but never take the background's share, so neither lane starves.
+        while let Ok(job) = queues.client.try_recv() {
+            batch.push(job);
+        }
+        let clients = if lane == Lane::Client { batch.len() } else { batch.len() - 1 };
+        while batch.len() - clients < max_batch {
+            match queues.background.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
@@ -129,5 +180,49 @@ fn abort(conn: &Connection) {
 fn fail_all(batch: &mut Vec<Box<dyn Job>>, error: StoreError) {
     for job in batch.drain(..) {
         job.finish(Err(error.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A request that notes when it runs and when it is answered.
+    struct Noted {
+        label: &'static str,
+        log: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    impl Job for Noted {
+        fn run(&mut self, _: &Connection) -> bool {
+            self.log.lock().unwrap().push(self.label);
+            true
+        }
+
+        fn finish(self: Box<Self>, committed: Result<(), StoreError>) {
+            assert!(committed.is_ok());
+            self.log.lock().unwrap().push("|");
+        }
+    }
+
+    #[test]
+    fn a_client_write_overtakes_queued_background_writes_and_batches_stay_bounded() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let noted = |label| Box::new(Noted { label, log: log.clone() }) as Box<dyn Job>;
+        let (client_tx, client) = mpsc::channel(16);
+        let (background_tx, background) = mpsc::channel(16);
+        for _ in 0..7 {
+            background_tx.try_send(noted("b")).unwrap();
+        }
+        client_tx.try_send(noted("C")).unwrap();
+        drop((client_tx, background_tx));
+        let conn = Connection::open_in_memory().unwrap();
+        run(conn, Queues { client, background }, 3, &StatsCounters::default());
+        // The client's write first, though queued last, and three background writes beside
+        // it; every request is answered once its batch commits.
+        let log = log.lock().unwrap().concat();
+        assert_eq!(log, "Cbbb||||bbb|||b|");
     }
 }
