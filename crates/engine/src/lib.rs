@@ -83,6 +83,29 @@ pub enum EngineError {
     Store(#[from] slipway_store::StoreError),
 }
 
+/// Renews the leases of every resource this node works on, for another `lease_for`.
+async fn renew_held(shared: Arc<Shared>) {
+    let until = shared.clock.now().add(shared.options.lease_for);
+    let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
+    let renewed = renew_leases(&shared, &held, until).await;
+    let outcome = match &renewed {
+        Ok(n) if *n as usize == held.len() => "all",
+        Ok(_) => "partial",
+        Err(_) => "error",
+    };
+    shared.metrics.renewals.get_or_create(&slipway_metrics::OutcomeLabels { outcome: outcome.into() }).inc();
+    match renewed {
+        // Only a renewal of every lease we work on vouches for all of them: one that renewed
+        // fewer missed a lease another node took over meanwhile (we were paused or cut off),
+        // whose worker must not take this renewal for its own (it may be about to launch).
+        Ok(n) if n as usize == held.len() => {
+            shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst)
+        }
+        Ok(n) => tracing::debug!(renewed = n, held = held.len(), "some leases were not renewed"),
+        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+    }
+}
+
 /// Renews the leases on `held` until `until`, `renew_batch` at a time, so that client writes
 /// get their turn between the parts; how many were renewed in all.
 async fn renew_leases(shared: &Shared, held: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
@@ -229,6 +252,7 @@ impl Engine {
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut workers = JoinSet::new();
         let mut renew = tokio::time::interval(opts.lease_for / 3);
+        let mut renewal: Option<tokio::task::JoinHandle<()>> = None;
         let mut sweep = tokio::time::interval(opts.sweep_interval);
         // Provider upkeep runs beside the loop: a controller that does not answer, or a work
         // dir with many job directories to look through, must not hold up claims.
@@ -258,25 +282,12 @@ impl Engine {
                 _ = self.wake.notified() => {}
                 _ = idle.tick() => {}
                 _ = renew.tick() => {
-                    let until = shared.clock.now().add(opts.lease_for);
-                    let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
-                    let renewed = renew_leases(&shared, &held, until).await;
-                    let outcome = match &renewed {
-                        Ok(n) if *n as usize == held.len() => "all",
-                        Ok(_) => "partial",
-                        Err(_) => "error",
-                    };
-                    shared.metrics.renewals.get_or_create(&slipway_metrics::OutcomeLabels { outcome: outcome.into() }).inc();
-                    match renewed {
-                        // Only a renewal of every lease we work on vouches for all of them: one
-                        // that renewed fewer missed a lease another node took over meanwhile
-                        // (we were paused or cut off), whose worker must not take this renewal
-                        // for its own (it may be about to launch).
-                        Ok(n) if n as usize == held.len() => {
-                            shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst)
-                        }
-                        Ok(n) => tracing::debug!(renewed = n, held = held.len(), "some leases were not renewed"),
-                        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                    // Beside the loop: a renewal of many leases is several store writes, and
+                    // claims must not wait for them.
+                    if renewal.as_ref().is_some_and(|r| !r.is_finished()) {
+                        tracing::warn!("the last lease renewal is still under way; skipping this one");
+                    } else {
+                        renewal = Some(tokio::spawn(renew_held(shared.clone())));
                     }
                     continue;
                 }
@@ -302,6 +313,10 @@ impl Engine {
         if drained.is_err() {
             tracing::warn!(left = workers.len(), "shutdown grace elapsed; abandoning workers");
             workers.abort_all();
+        }
+        if let Some(renewal) = renewal {
+            renewal.abort();
+            let _ = renewal.await;
         }
         shared.store.release_leases(&opts.owner).await?;
         for provider in shared.providers.values() {
