@@ -16,7 +16,7 @@ use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, Initiator, JobState, OperationId, ProvisioningState, TypePolicy};
 use slipway_engine::{Engine, EngineOptions, Providers};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
-use slipway_store::conformance::{Call, Method};
+use slipway_store::conformance::Method;
 use slipway_store::{ChangeRequest, Store, change_with};
 use slipway_test_support::{TestClock, eventually};
 use tokio::time::Instant;
@@ -77,15 +77,26 @@ fn setup(run_for: Duration, poll: Duration) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite(dir.path());
     let clock = Arc::new(TestClock::new());
+    let options =
+        EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() };
+    let (engine, double) = engine_of(store.clone(), clock.clone(), run_for, poll, options);
+    Setup { _dir: dir, store, clock, double, engine: Some(engine) }
+}
+
+/// An engine on `store` whose jobs, on a double of their own, run for `run_for`.
+fn engine_of(
+    store: Arc<dyn Store>,
+    clock: Arc<TestClock>,
+    run_for: Duration,
+    poll: Duration,
+    options: EngineOptions,
+) -> (Engine, Arc<Double>) {
     let double = Arc::new(Double { run_for, started: Mutex::default(), status_calls: Mutex::default() });
     let mut providers: Providers = HashMap::new();
     providers.insert("double".into(), double.clone());
     let policy = TypePolicy { provider: "double".into(), poll_interval: poll, ..TypePolicy::default() };
     let policies = HashMap::from([(id(0).type_key(), policy)]);
-    let options =
-        EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() };
-    let engine = Engine::new(store.clone(), providers, policies, clock.clone(), options);
-    Setup { _dir: dir, store, clock, double, engine: Some(engine) }
+    (Engine::new(store, providers, policies, clock, options), double)
 }
 
 fn id(i: usize) -> ArmId {
@@ -195,23 +206,14 @@ async fn due_work_is_found_without_a_wake_while_leases_renew_often() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite(dir.path());
     let clock = Arc::new(TestClock::new());
-    let double = Arc::new(Double {
-        run_for: Duration::from_millis(50),
-        started: Mutex::default(),
-        status_calls: Mutex::default(),
-    });
-    let mut providers: Providers = HashMap::new();
-    providers.insert("double".into(), double.clone());
-    let policy =
-        TypePolicy { provider: "double".into(), poll_interval: Duration::from_millis(50), ..TypePolicy::default() };
     let options = EngineOptions {
         owner: "test".into(),
         lease_for: Duration::from_millis(300),
         idle_interval: Duration::from_millis(500),
         ..EngineOptions::default()
     };
-    let engine =
-        Engine::new(store.clone(), providers, HashMap::from([(id(0).type_key(), policy)]), clock.clone(), options);
+    let fast = Duration::from_millis(50);
+    let (engine, _) = engine_of(store.clone(), clock.clone(), fast, fast, options);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(engine.run(async move {
         let _ = stop_rx.await;
@@ -229,15 +231,6 @@ async fn leases_are_renewed_a_part_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
     let clock = Arc::new(TestClock::new());
-    let double = Arc::new(Double {
-        run_for: Duration::from_secs(3600),
-        started: Mutex::default(),
-        status_calls: Mutex::default(),
-    });
-    let mut providers: Providers = HashMap::new();
-    providers.insert("double".into(), double.clone());
-    let policy =
-        TypePolicy { provider: "double".into(), poll_interval: Duration::from_secs(1), ..TypePolicy::default() };
     let options = EngineOptions {
         owner: "test".into(),
         lease_for: Duration::from_secs(3),
@@ -245,8 +238,8 @@ async fn leases_are_renewed_a_part_at_a_time() {
         idle_interval: Duration::from_millis(50),
         ..EngineOptions::default()
     };
-    let engine =
-        Engine::new(store.clone(), providers, HashMap::from([(id(0).type_key(), policy)]), clock.clone(), options);
+    let (engine, double) =
+        engine_of(store.clone(), clock.clone(), Duration::from_secs(3600), Duration::from_secs(1), options);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let run = tokio::spawn(engine.run(async move {
         let _ = stop_rx.await;
@@ -255,16 +248,7 @@ async fn leases_are_renewed_a_part_at_a_time() {
         create(store.as_ref(), clock.as_ref(), i).await;
     }
     eventually("every job launched", WAIT, async || double.started.lock().unwrap().len() == 5).await;
-    let renewals = || -> Vec<(usize, u64)> {
-        store
-            .recorded()
-            .into_iter()
-            .filter_map(|c| match c {
-                Call::Renew(named, renewed) => Some((named, renewed)),
-                _ => None,
-            })
-            .collect()
-    };
+    let renewals = || common::renewals(&store);
     // Two renewals after every job runs; the first may have been under way already.
     let before = renewals().len();
     eventually("two renewals of every lease", WAIT, async || renewals().len() >= before + 6).await;

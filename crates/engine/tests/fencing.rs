@@ -18,11 +18,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::{Node, WAIT, create};
+use common::{Node, WAIT, create, renewals};
 use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, JobState, ProvisioningState, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
-use slipway_store::conformance::{Call, Faulty, Method};
+use slipway_store::conformance::Method;
 use slipway_store::{ClaimRequest, Store};
 use slipway_test_support::{TestClock, eventually};
 use tokio::sync::Semaphore;
@@ -74,18 +74,6 @@ impl Provider for Gated {
     async fn find(&self, _: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         Ok(Vec::new())
     }
-}
-
-/// The lease renewals the store recorded, as (leases named, leases renewed).
-fn renewals(store: &Faulty) -> Vec<(usize, u64)> {
-    store
-        .recorded()
-        .into_iter()
-        .filter_map(|c| match c {
-            Call::Renew(named, renewed) => Some((named, renewed)),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(start_paused = true)]

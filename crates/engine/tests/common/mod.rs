@@ -20,12 +20,24 @@ use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, Initiator, TypePolicy};
 use slipway_engine::{Engine, EngineError, EngineOptions, Providers};
 use slipway_provider::Provider;
-use slipway_store::conformance::{Faulty, Method};
+use slipway_store::conformance::{Call, Faulty, Method};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
 use slipway_store::{ChangeRequest, Store, change_with};
 
 /// How long a test waits for anything the engine should do by itself (wall-clock time).
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The lease renewals `store` recorded, as (leases named, leases renewed).
+pub fn renewals(store: &Faulty) -> Vec<(usize, u64)> {
+    store
+        .recorded()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Renew(named, renewed) => Some((named, renewed)),
+            _ => None,
+        })
+        .collect()
+}
 
 /// A SQLite store in `dir`, every call of which holds paused time still while it runs.
 pub fn sqlite(dir: &std::path::Path) -> Arc<dyn Store> {
