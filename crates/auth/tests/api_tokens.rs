@@ -12,7 +12,7 @@ use slipway_auth::{AuthError, AuthOptions, Authenticator};
 use slipway_domain::{Clock, PrincipalKind};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
 use slipway_store::{EntryKind, Store};
-use slipway_test_support::TestClock;
+use slipway_test_support::{TestClock, eventually};
 
 async fn setup() -> (Arc<dyn Store>, Arc<TestClock>, Authenticator, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -44,7 +44,16 @@ async fn a_token_authenticates_its_principal_until_revoked() {
     let secret = text.splitn(3, '_').nth(2).unwrap();
     let row = store.get_entry(EntryKind::ApiToken, &stored.id).await.unwrap().unwrap();
     assert!(!row.body.contains(secret), "{}", row.body);
-    assert_eq!(api_tokens::list(store.as_ref()).await.unwrap(), vec![stored.clone()]);
+    // The use is recorded off the request's path, so it lands when it lands.
+    let listed = async || api_tokens::list(store.as_ref()).await.unwrap();
+    eventually("the token's use recorded", Duration::from_secs(10), async || {
+        listed().await.first().is_some_and(|t| t.last_used_at.is_some())
+    })
+    .await;
+    let mut used = listed().await;
+    assert!(used[0].last_used_at >= Some(stored.created_at));
+    used[0].last_used_at = None;
+    assert_eq!(used, vec![stored.clone()], "the token as created, with its use");
 
     // Same id, another secret: refused.
     let forged = format!("slw_{}_{}", stored.id, "A".repeat(43));
