@@ -44,7 +44,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::json;
-use slipway_domain::{JobState, Timestamp};
+use slipway_domain::{JobId, JobState, Timestamp};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
 use tokio::task::JoinSet;
 
@@ -75,8 +75,12 @@ pub struct AnsibleOptions {
     pub job_timeout: Option<Duration>,
     /// Time between SIGTERM and SIGKILL on cancel.
     pub cancel_grace: Duration,
-    /// Jobs this provider runs at once; more launches are answered `RateLimited`.
+    /// Jobs this provider runs at once; a launch beyond it waits for one to end, at most
+    /// `queue_wait`, and is then answered `RateLimited` (the engine asks again shortly).
     pub max_concurrent: usize,
+    /// How long a launch over `max_concurrent` waits for a running job to end. Bounded, so
+    /// the engine regains the resource (a client may have deleted it meanwhile) every so often.
+    pub queue_wait: Duration,
     /// Static extra vars every job gets (e.g. where example playbooks keep state); the
     /// `slipway` envelope wins on a name clash.
     pub extra_vars: serde_json::Map<String, serde_json::Value>,
@@ -97,6 +101,7 @@ impl Default for AnsibleOptions {
             job_timeout: None,
             cancel_grace: Duration::from_secs(10),
             max_concurrent: 8,
+            queue_wait: Duration::from_secs(2),
             extra_vars: serde_json::Map::new(),
             job_retention: Duration::from_secs(7 * 24 * 3600),
         }
@@ -120,8 +125,9 @@ pub enum AnsibleError {
     InvalidOption(String),
 }
 
-/// How long a launch over `max_concurrent` is told to wait.
-const BUSY_RETRY_AFTER: Duration = Duration::from_secs(2);
+/// How long a launch that waited out `queue_wait` is told to wait before it asks again: short,
+/// since it spends most of its turn waiting here, where an ending job frees it at once.
+const BUSY_RETRY_AFTER: Duration = Duration::from_millis(250);
 /// How often a pending cancellation checks whether the job is gone.
 const CANCEL_POLL: Duration = Duration::from_millis(200);
 /// Extra time `shutdown` allows beyond the grace period for escalations to finish.
@@ -143,12 +149,17 @@ struct Inner {
     job_timeout: Option<Duration>,
     cancel_grace: Duration,
     max_concurrent: usize,
+    queue_wait: Duration,
     extra_vars: serde_json::Map<String, serde_json::Value>,
     job_retention: Duration,
     /// Serialises launch and find, so one key never gets two runners from this process.
     launch_lock: tokio::sync::Mutex<()>,
     /// Job dir names believed to be running (launched, or adopted and seen running).
     active: Mutex<HashSet<String>>,
+    /// Told whenever a name leaves `active`: launches waiting for a free place.
+    place_freed: tokio::sync::Notify,
+    /// Where a job's end is told as it happens (the engine's hint, once it runs).
+    job_ended: std::sync::OnceLock<slipway_provider::JobEndHint>,
     /// Job dir names with a pending SIGKILL escalation.
     cancelling: Mutex<HashSet<String>>,
     escalations: Mutex<JoinSet<()>>,
@@ -225,10 +236,13 @@ impl AnsibleProvider {
                 job_timeout: options.job_timeout,
                 cancel_grace: options.cancel_grace,
                 max_concurrent: options.max_concurrent,
+                queue_wait: options.queue_wait,
                 extra_vars: options.extra_vars,
                 job_retention: options.job_retention,
                 launch_lock: tokio::sync::Mutex::new(()),
                 active: Mutex::new(HashSet::new()),
+                place_freed: tokio::sync::Notify::new(),
+                job_ended: std::sync::OnceLock::new(),
                 cancelling: Mutex::new(HashSet::new()),
                 escalations: Mutex::new(JoinSet::new()),
             }),
@@ -395,30 +409,51 @@ impl Provider for AnsibleProvider {
         &self.inner.name
     }
 
+    /// A runner's exit is seen as it happens (the reaper waits on it).
+    fn on_job_end(&self, hint: slipway_provider::JobEndHint) {
+        let _ = self.inner.job_ended.set(hint);
+    }
+
     async fn launch(&self, request: &LaunchRequest) -> Result<Launched, ProviderError> {
         let inner = &self.inner;
         let playbook = inner.resolve_playbook(request)?;
         let name = Inner::dir_name(request.idempotency_key.as_str())?;
         let job = inner.job_dir(&name);
-        let _launching = inner.launch_lock.lock().await;
-        let _key = {
-            let (work_dir, name) = (inner.work_dir.clone(), name.clone());
-            blocking(move || KeyLock::try_take(&work_dir, &name)).await??
-        };
+        let queued_until = tokio::time::Instant::now() + inner.queue_wait;
+        let (_launching, _key) = loop {
+            // Listening before the capacity check, so a place freed right after it counts.
+            let freed = inner.place_freed.notified();
+            let mut freed = std::pin::pin!(freed);
+            freed.as_mut().enable();
+            let launching = inner.launch_lock.lock().await;
+            let key = {
+                let (work_dir, name) = (inner.work_dir.clone(), name.clone());
+                blocking(move || KeyLock::try_take(&work_dir, &name)).await??
+            };
 
-        // At most one job per key: an earlier launch (maybe before a restart) is returned.
-        let existing = {
-            let (inner, name, request) = (inner.clone(), name.clone(), request.clone());
-            blocking(move || inner.find_existing(&name, &request)).await??
+            // At most one job per key: an earlier launch (maybe before a restart) is returned.
+            let existing = {
+                let (inner, name, request) = (inner.clone(), name.clone(), request.clone());
+                blocking(move || inner.find_existing(&name, &request)).await??
+            };
+            if let Some(launched) = existing {
+                tracing::info!(job = %name, "launch found an existing job for the key");
+                return Ok(launched);
+            }
+            let capacity = {
+                let inner = inner.clone();
+                blocking(move || inner.check_capacity()).await?
+            };
+            match capacity {
+                Ok(()) => break (launching, key),
+                Err(busy) => {
+                    drop((launching, key));
+                    if tokio::time::timeout_at(queued_until, freed).await.is_err() {
+                        return Err(busy);
+                    }
+                }
+            }
         };
-        if let Some(launched) = existing {
-            tracing::info!(job = %name, "launch found an existing job for the key");
-            return Ok(launched);
-        }
-        {
-            let inner = inner.clone();
-            blocking(move || inner.check_capacity()).await??;
-        }
         {
             let (inner, job, request) = (inner.clone(), job.clone(), request.clone());
             blocking(move || inner.prepare(&job, &request))
@@ -466,7 +501,7 @@ impl Provider for AnsibleProvider {
 
         // Reap the runner so it never lingers as a zombie, then tidy up after it.
         let reaper = inner.clone();
-        let (reaper_name, reaper_job) = (name.clone(), job.clone());
+        let (reaper_name, reaper_job, reaper_id) = (name.clone(), job.clone(), JobId::from(name.as_str()));
         tokio::spawn(async move {
             match child.wait().await {
                 Ok(status) => {
@@ -476,11 +511,15 @@ impl Provider for AnsibleProvider {
                     tracing::warn!(job = %reaper_name, error = %e, "waiting for ansible-runner")
                 }
             }
+            let tidied = reaper.clone();
             let _ = blocking(move || {
                 let ended_normally = matches!(reaper_job.runner_status().as_deref(), Some("successful" | "failed"));
-                reaper.finished(&reaper_name, &reaper_job, ended_normally, None);
+                tidied.finished(&reaper_name, &reaper_job, ended_normally, None);
             })
             .await;
+            if let Some(hint) = reaper.job_ended.get() {
+                hint(&reaper_id);
+            }
         });
 
         Ok(Launched { handle: inner.handle(&name, &job), state: JobState::Running, template: playbook })

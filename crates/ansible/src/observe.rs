@@ -94,7 +94,9 @@ impl Inner {
     /// alive when its results are already written) is spared, it exits by itself.
     /// Blocking.
     pub(crate) fn finished(&self, name: &str, job: &JobDir, ended_normally: bool, runner: Option<ProcId>) {
-        lock(&self.active).remove(name);
+        if lock(&self.active).remove(name) {
+            self.place_freed.notify_waiters();
+        }
         // A file, not memory: done once per job, across restarts, without growing state.
         let done = job.finished_marker();
         if done.exists() {

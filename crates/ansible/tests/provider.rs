@@ -2,12 +2,13 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Fixture, eventually, processes_with_argv, request, sleep_marker, terminal};
 use serde_json::json;
 use slipway_ansible::AnsibleProvider;
-use slipway_domain::JobState;
+use slipway_domain::{JobId, JobState};
 use slipway_provider::{CancelOutcome, Provider, ProviderError};
 
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -112,14 +113,63 @@ async fn failed_task_message_is_reported() {
 }
 
 #[tokio::test]
+async fn a_launch_over_the_limit_starts_when_a_running_job_ends_and_the_end_is_told() {
+    let fx = Fixture::new();
+    let gate = fx.work.path().join("gate");
+    fx.playbook(
+        "create-nat-gateway.yml",
+        &format!("    - shell: \"while [ ! -e {} ]; do sleep 0.05; done\"\n", gate.display()),
+    );
+    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions {
+        max_concurrent: 1,
+        queue_wait: Duration::from_secs(600),
+        ..fx.options()
+    })
+    .unwrap();
+    let (told, mut ends) = tokio::sync::mpsc::unbounded_channel();
+    p.on_job_end(Arc::new(move |job: &JobId| {
+        let _ = told.send(job.clone());
+    }));
+    let p = Arc::new(p);
+    let first = p.launch(&request("queue:1", "NATGateway", json!({}))).await.unwrap();
+    let second = tokio::spawn({
+        let p = p.clone();
+        async move { p.launch(&request("queue:2", "NATGateway", json!({}))).await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!second.is_finished(), "the second launch got a place while the first job runs");
+
+    std::fs::write(&gate, "").unwrap();
+    let second = tokio::time::timeout(RUN_TIMEOUT, second).await.expect("the queued launch").unwrap();
+    let second = second.expect("the queued launch started once the first job ended, not turned away");
+    assert_ne!(second.handle, first.handle);
+    let st = p.status(std::slice::from_ref(&first.handle)).await.remove(0).unwrap();
+    assert_eq!(st.state, JobState::Succeeded, "the place was freed by the first job's end: {st:?}");
+
+    // Each runner's exit is told with its job id, and a status read then sees the job ended.
+    for launched in [&first, &second] {
+        let job = tokio::time::timeout(RUN_TIMEOUT, ends.recv()).await.expect("a job end").unwrap();
+        assert_eq!(job, launched.handle.job_id);
+        let st = p.status(std::slice::from_ref(&launched.handle)).await.remove(0).unwrap();
+        assert_eq!(st.state, JobState::Succeeded, "{st:?}");
+    }
+    p.shutdown().await;
+}
+
+#[tokio::test]
 async fn cancel_leaves_no_orphans() {
     let fx = Fixture::new();
     let marker = sleep_marker(1);
     fx.playbook("create-nat-gateway.yml", &format!("    - command: sleep {marker}\n"));
-    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions { max_concurrent: 1, ..fx.options() }).unwrap();
+    let p = AnsibleProvider::new(slipway_ansible::AnsibleOptions {
+        max_concurrent: 1,
+        queue_wait: Duration::ZERO,
+        ..fx.options()
+    })
+    .unwrap();
     let launched = p.launch(&request("cancel:1", "NATGateway", json!({}))).await.unwrap();
 
-    // One job at a time: a second launch is turned away, not queued.
+    // One job at a time, and no wait for a place: a second launch is turned away at once.
     let busy = p.launch(&request("cancel:2", "NATGateway", json!({}))).await;
     assert!(matches!(busy, Err(ProviderError::RateLimited { .. })), "{busy:?}");
 

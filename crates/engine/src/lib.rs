@@ -132,16 +132,7 @@ impl EngineHandle {
     /// polls it now instead of at its next poll time. Only a hint — the status is still
     /// read from the provider. Returns whether a worker was following the job.
     pub fn job_changed(&self, provider: &str, job_id: &str) -> bool {
-        let job = (ProviderName::from(provider), JobId::from(job_id));
-        let key = self.shared.watched.lock().expect("watch index").get(&job).cloned();
-        let Some(key) = key else { return false };
-        match self.shared.running.lock().expect("running map").get(&key) {
-            Some(slot) => {
-                slot.poke.notify_one();
-                true
-            }
-            None => false,
-        }
+        self.shared.job_changed(ProviderName::from(provider), JobId::from(job_id))
     }
 
     /// Each provider's last readiness check, by name.
@@ -175,6 +166,34 @@ pub(crate) struct Shared {
     /// this (or past its own claim's `until`, whichever is later).
     pub renewed_until: std::sync::atomic::AtomicI64,
     pub readiness: readiness::ProviderReadiness,
+}
+
+impl Shared {
+    /// Pokes the worker following `job`, if one is; whether one was.
+    fn job_changed(&self, provider: ProviderName, job_id: JobId) -> bool {
+        let key = self.watched.lock().expect("watch index").get(&(provider, job_id)).cloned();
+        let Some(key) = key else { return false };
+        match self.running.lock().expect("running map").get(&key) {
+            Some(slot) => {
+                slot.poke.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Has every provider that sees its jobs end tell the worker following the job. Weak:
+    /// the providers are the engine's own, and must not keep it alive.
+    fn hear_job_ends(self: &Arc<Self>) {
+        for (name, provider) in &self.providers {
+            let (engine, name) = (Arc::downgrade(self), name.clone());
+            provider.on_job_end(Arc::new(move |job: &JobId| {
+                if let Some(engine) = engine.upgrade() {
+                    engine.job_changed(name.clone(), job.clone());
+                }
+            }));
+        }
+    }
 }
 
 /// How the scheduler reaches a running worker: a claim returned its resource again (a
@@ -246,6 +265,7 @@ impl Engine {
     /// Runs until `shutdown` resolves, then drains and releases leases.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), EngineError> {
         let shared = self.shared;
+        shared.hear_job_ends();
         let opts = shared.options.clone();
         // A restarted node holds nothing: whatever its previous life leased is free again.
         shared.store.release_leases(&opts.owner).await?;

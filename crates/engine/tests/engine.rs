@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,25 +13,32 @@ use common::WAIT;
 use slipway_domain::admission::{RequestContext, admit_put};
 use slipway_domain::resource::Spec;
 use slipway_domain::time::Clock;
-use slipway_domain::{ArmId, Initiator, JobState, OperationId, ProvisioningState, TypePolicy};
+use slipway_domain::{ArmId, Initiator, JobId, JobState, OperationId, ProvisioningState, TypePolicy};
 use slipway_engine::{Engine, EngineOptions, Providers};
-use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_provider::{
+    CancelOutcome, JobEndHint, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
+};
 use slipway_store::conformance::Method;
 use slipway_store::{ChangeRequest, Store, change_with};
 use slipway_test_support::{TestClock, eventually};
 use tokio::time::Instant;
 
-/// Jobs that finish `run_for` after launch; records every status call's size.
+/// Jobs that finish `run_for` after launch; records every status call's size, and keeps
+/// the engine's hint for jobs that end.
 struct Double {
     run_for: Duration,
     started: Mutex<HashMap<String, Instant>>,
     status_calls: Mutex<Vec<usize>>,
+    ends: OnceLock<JobEndHint>,
 }
 
 #[async_trait]
 impl Provider for Double {
     fn name(&self) -> &str {
         "double"
+    }
+    fn on_job_end(&self, hint: JobEndHint) {
+        let _ = self.ends.set(hint);
     }
     async fn launch(&self, r: &LaunchRequest) -> Result<Launched, ProviderError> {
         self.started.lock().unwrap().entry(r.idempotency_key.to_string()).or_insert_with(Instant::now);
@@ -91,7 +98,8 @@ fn engine_of(
     poll: Duration,
     options: EngineOptions,
 ) -> (Engine, Arc<Double>) {
-    let double = Arc::new(Double { run_for, started: Mutex::default(), status_calls: Mutex::default() });
+    let double =
+        Arc::new(Double { run_for, started: Mutex::default(), status_calls: Mutex::default(), ends: OnceLock::new() });
     let mut providers: Providers = HashMap::new();
     providers.insert("double".into(), double.clone());
     let policy = TypePolicy { provider: "double".into(), poll_interval: poll, ..TypePolicy::default() };
@@ -159,6 +167,34 @@ async fn concurrent_polls_reach_the_provider_in_batches() {
     assert!(polls >= 60 * 2, "{polls} polls");
     assert!(calls.len() * 4 <= polls, "{} status calls for {polls} polls: {calls:?}", calls.len());
     assert_eq!(s.double.started.lock().unwrap().len(), 60, "one launch per operation");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_end_the_provider_tells_is_read_before_the_next_poll() {
+    // Jobs done at once, polled every 50 s (a wait the worker spends in memory, following
+    // the job): only the told end can finish the operation sooner.
+    let poll = Duration::from_secs(50);
+    let mut s = setup(Duration::ZERO, poll);
+    let engine = s.engine.take().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    let began = Instant::now();
+    let op = create(s.store.as_ref(), s.clock.as_ref(), 1).await;
+    eventually("the told end to finish the operation", WAIT, async || {
+        // Told again until heard: an end told before the worker follows the job is not kept.
+        let job = s.double.started.lock().unwrap().keys().next().map(|k| JobId::from(k.as_str()));
+        if let (Some(job), Some(tell)) = (job, s.double.ends.get()) {
+            tell(&job);
+        }
+        let got = s.store.get_operation(&"sub".into(), &op, s.clock.now()).await.unwrap().unwrap();
+        got.status == ProvisioningState::Succeeded
+    })
+    .await;
+    assert!(began.elapsed() < poll / 2, "finished after {:?}, by a poll", began.elapsed());
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
 }
 
 #[tokio::test(start_paused = true)]

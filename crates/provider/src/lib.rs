@@ -252,7 +252,18 @@ pub trait Provider: Send + Sync + 'static {
         let _ = body;
         Err(format!("provider '{}' sends no job notifications", self.name()))
     }
+
+    /// Where to say that one of this provider's jobs ended, for a provider that learns it
+    /// without being asked (the local provider waits on its runner processes): the engine
+    /// then polls the job at once instead of at its next poll time. A hint only changes
+    /// timing, like a webhook's: the job's state is still read with `status`.
+    fn on_job_end(&self, hint: JobEndHint) {
+        let _ = hint;
+    }
 }
+
+/// Told a job's id when [`Provider::on_job_end`]'s provider saw the job end.
+pub type JobEndHint = std::sync::Arc<dyn Fn(&JobId) + Send + Sync>;
 
 /// The most output one [`Provider::output`] call returns.
 pub const OUTPUT_CHUNK_BYTES: usize = 256 * 1024;

@@ -112,6 +112,7 @@ fn ansible(config: &Config, p: &AnsibleConfig, found: &mut Found) -> Option<Ansi
         job_retention: Duration::from_secs(p.job_retention_seconds),
         max_concurrent: found.at_least("max_concurrent_jobs", p.max_concurrent_jobs, 1),
         extra_vars,
+        ..AnsibleOptions::default()
     })
 }
 
