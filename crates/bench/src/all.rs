@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::harness::{Setup, StoreKind};
-use crate::{aap_requests, burn_down, memory, scale, seed_design, steady, store_ceiling};
+use crate::{aap_requests, burn_down, local_jobs, memory, scale, seed_design, steady, store_ceiling};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -56,8 +56,16 @@ pub async fn run(args: Args) -> Result<(), String> {
     mem.print();
     println!();
 
-    let sc = scale::measure(resources).await?;
+    let sc = scale::measure(resources, resources).await?;
     sc.print();
+    println!();
+
+    let local_args = local_jobs::Args { jobs: 8, concurrency: 2, venv: None, poll_seconds: 1.0 };
+    let local = local_jobs::measure(&local_args).await;
+    match &local {
+        Ok(l) => l.print(),
+        Err(e) => println!("local-jobs not run: {e}"),
+    }
     println!();
 
     let find = |label: &str, store: StoreKind| burns.iter().find(|b| b.label == label && b.store == store);
@@ -68,7 +76,7 @@ pub async fn run(args: Args) -> Result<(), String> {
     let steady = |label: &str| steadies.iter().find(|s| s.label == label).ok_or(format!("no steady {label} run"));
     let (polling, hooked, hooked_slow, seed_steady) =
         (steady("polling")?, steady("webhooks")?, steady("hooks+10s")?, steady("seed")?);
-    let goals: Vec<(String, String, bool)> = vec![
+    let mut goals: Vec<(String, String, bool)> = vec![
         goal("burn-down ≥ 2500 ops/s (SQLite FULL)", sqlite.ops_per_second(), |v| v >= 2500.0, "ops/s"),
         goal("burn-down ratio ≥ 1.3 (SQLite FULL)", sqlite.ratio(), |v| v >= 1.3, ""),
         goal("burn-down ratio ≥ 1 (SQLite NORMAL)", sqlite_normal.ratio(), |v| v >= 1.0, ""),
@@ -98,6 +106,14 @@ pub async fn run(args: Args) -> Result<(), String> {
             "MiB",
         ),
     ];
+    match &local {
+        Ok(l) => goals.extend([
+            goal("local jobs: wall added ≤ 10 % of ansible-playbook's", l.added_wall() * 100.0, |v| v <= 10.0, "%"),
+            goal("local jobs: CPU added ≤ 5 % of ansible-playbook's", l.added_cpu() * 100.0, |v| v <= 5.0, "%"),
+            ("local jobs: every job run exactly once".into(), l.exactly_once().to_string(), l.exactly_once()),
+        ]),
+        Err(e) => goals.push(("local jobs".into(), format!("not run: {e}"), false)),
+    }
     println!("goals (this run)");
     for (name, value, met) in &goals {
         println!("  {:<52} {:>16}  {}", name, value, if *met { "met" } else { "MISSED" });

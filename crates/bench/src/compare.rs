@@ -111,8 +111,19 @@ fn metrics(scenario: &str, stdout: &str) -> Result<BTreeMap<String, f64>, String
 }
 
 fn is_setting(key: &str) -> bool {
-    ["ops", "in_flight", "put_rate", "get_rate", "job_seconds", "poll_seconds", "resources", "payload_bytes"]
-        .contains(&key)
+    [
+        "ops",
+        "in_flight",
+        "put_rate",
+        "get_rate",
+        "job_seconds",
+        "poll_seconds",
+        "resources",
+        "payload_bytes",
+        "jobs",
+        "concurrency",
+    ]
+    .contains(&key)
 }
 
 fn run(bench: &PathBuf, scenario: &str, args: &[String]) -> Result<BTreeMap<String, f64>, String> {

@@ -447,6 +447,11 @@ impl ChildSlipway {
         cpu_seconds_of(&std::path::PathBuf::from(format!("/proc/{}/stat", self.child.id()))).map(|(_, s)| s)
     }
 
+    /// CPU time the child and every process it ran and waited for have used so far.
+    pub fn cpu_seconds_with_children(&self) -> Option<f64> {
+        stat_ticks(&std::path::PathBuf::from(format!("/proc/{}/stat", self.child.id())), &[14, 15, 16, 17])
+    }
+
     /// SIGTERM, then waits for the graceful exit.
     pub fn stop(mut self) -> Result<(), String> {
         let pid = self.child.id().to_string();
@@ -465,16 +470,34 @@ impl Drop for ChildSlipway {
 
 /// CPU time (user + system) of the process or thread whose `/proc/…/stat` is `path`, with
 /// its command name: steadier than wall-clock rates on a shared machine, since time spent
-/// waiting for a core does not count. `/proc` reports in USER_HZ, 100 per second on Linux.
+/// waiting for a core does not count.
 fn cpu_seconds_of(path: &std::path::Path) -> Option<(String, f64)> {
+    let (name, fields) = stat_fields(path)?;
+    Some((name, ticks_in_seconds(&fields, &[14, 15])?))
+}
+
+/// The sum of a `/proc/…/stat`'s `fields` (numbered as proc(5) numbers them: 14 and 15 are
+/// the process's own CPU ticks, 16 and 17 those of its children it waited for), in seconds.
+pub fn stat_ticks(path: &std::path::Path, fields: &[usize]) -> Option<f64> {
+    ticks_in_seconds(&stat_fields(path)?.1, fields)
+}
+
+/// The command name and the fields after it, which start at field 3 (the state).
+fn stat_fields(path: &std::path::Path) -> Option<(String, Vec<String>)> {
     let stat = std::fs::read_to_string(path).ok()?;
-    // The command name is in parentheses and may hold spaces; the fields after it start at
-    // the state, field 3.
+    // The command name is in parentheses and may hold spaces.
     let (head, rest) = stat.rsplit_once(')')?;
     let name = head.split_once('(')?.1.to_string();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<f64>().ok());
-    Some((name, (ticks(14)? + ticks(15)?) / 100.0))
+    Some((name, rest.split_whitespace().map(str::to_string).collect()))
+}
+
+/// `/proc` reports CPU in USER_HZ, 100 per second on Linux.
+fn ticks_in_seconds(after_name: &[String], fields: &[usize]) -> Option<f64> {
+    let mut ticks = 0.0;
+    for &i in fields {
+        ticks += after_name.get(i.checked_sub(3)?)?.parse::<f64>().ok()?;
+    }
+    Some(ticks / 100.0)
 }
 
 /// CPU time an in-process Slipway has used so far: its runtime's threads and the store's.

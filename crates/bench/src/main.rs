@@ -14,6 +14,8 @@
 //!   first-dispatch and finish-to-visible latencies, polling and webhooks.
 //! * `memory` — RSS of a Slipway child process per in-flight operation.
 //! * `scale` — a fresh Slipway over N stored resources: startup, list pages, RSS.
+//! * `local-jobs` — N creates through the local `ansible` provider against the same playbook
+//!   run by `ansible-playbook` at the same concurrency: wall and CPU time Slipway adds per job.
 //! * `seed-design` — burn-down and steady as Slipway runs them and as the seed design would
 //!   (30 s polls, one status request per job, no webhooks).
 //! * `all` — everything above, then each goal of the benchmark issue as met or missed.
@@ -33,6 +35,7 @@ mod all;
 mod burn_down;
 mod compare;
 mod harness;
+mod local_jobs;
 mod memory;
 mod runtimes;
 mod scale;
@@ -71,6 +74,8 @@ enum Scenario {
     Memory(memory::Args),
     /// A fresh Slipway over N stored resources: start-up, list pages, RSS.
     Scale(scale::Args),
+    /// The local provider against ansible-playbook: wall and CPU time added per job.
+    LocalJobs(local_jobs::Args),
     /// Burn-down and steady as Slipway runs them and as the seed design would.
     SeedDesign(seed_design::Args),
     /// Every scenario, then each goal as met or missed.
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
             Scenario::Steady(a) => steady::run(a).await,
             Scenario::Memory(a) => memory::run(a).await,
             Scenario::Scale(a) => scale::run(a).await,
+            Scenario::LocalJobs(a) => local_jobs::run(a).await,
             Scenario::SeedDesign(a) => seed_design::run(a).await,
             Scenario::All(a) => all::run(a).await,
             Scenario::Compare(a) => compare::run_compare(a).await,

@@ -1,18 +1,28 @@
 //! Many stored resources: N creates run to completion through an in-process Slipway, then a
 //! fresh Slipway child process opens that database: time to ready, list-page latency
-//! (first page, and pages deep in the collection via `nextLink`), and its RSS. Start-up is
-//! measured over [`STARTS`] starts of the same database (the first right after populating),
-//! so one slow start shows as a spread instead of moving the figure.
+//! (first page, and pages deep in the collection via `nextLink`), its RSS and the database's
+//! size per resource. Start-up is measured over [`STARTS`] starts of the same database (the
+//! first right after populating), so one slow start shows as a spread instead of moving the
+//! figure.
+//!
+//! With `--through-http M` below N, only M resources are created through the API; the rest
+//! are copies of them under new names, written through the store's own `change` (the
+//! records the engine left, job history and all), since a million creates through HTTP
+//! would take most of an hour of the engine running jobs nobody measures.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+
+use slipway_domain::SystemClock;
 
 use crate::harness::{ChildSlipway, Rig, SUB, Setup, StoreKind, free_port, names, p50_p99_ms};
 
 #[derive(Clone, Debug)]
 pub struct Scale {
     pub resources: usize,
+    /// Of `resources`, how many were created through the API (the rest copied in the store).
+    pub through_http: usize,
     pub populate_seconds: f64,
     /// The median start: process spawned → `/readyz` answers 200.
     pub startup_ms: f64,
@@ -22,32 +32,47 @@ pub struct Scale {
     pub deep_page_ms: (f64, f64),
     pub page_size: usize,
     pub rss_bytes: u64,
+    /// The database's files (with its write-ahead log) after the runs.
+    pub store_bytes: u64,
 }
 
 impl Scale {
     pub fn json(&self) -> Value {
-        json!({"scenario": "scale", "resources": self.resources, "populate_seconds": self.populate_seconds,
+        json!({"scenario": "scale", "resources": self.resources, "through_http": self.through_http,
+               "populate_seconds": self.populate_seconds,
                "startup_ms": self.startup_ms, "startup_first_ms": self.starts_ms.first(),
                "startup_max_ms": self.starts_ms.iter().copied().fold(0.0, f64::max), "page_size": self.page_size,
                "first_page_p50_ms": self.first_page_ms.0, "first_page_p99_ms": self.first_page_ms.1,
                "walk_page_p50_ms": self.deep_page_ms.0, "walk_page_p99_ms": self.deep_page_ms.1,
-               "rss_bytes": self.rss_bytes})
+               "rss_bytes": self.rss_bytes, "store_bytes_per_resource": self.store_bytes_per_resource()})
+    }
+
+    pub fn store_bytes_per_resource(&self) -> f64 {
+        self.store_bytes as f64 / self.resources.max(1) as f64
     }
 
     pub fn print(&self) {
         println!("scale: a fresh Slipway process over stored resources (SQLite FULL)");
+        if self.through_http < self.resources {
+            println!(
+                "({} created through the API, the other {} copies of them written through the store's change)",
+                self.through_http,
+                self.resources - self.through_http
+            );
+        }
         println!(
-            "{:>10} {:>12} {:>11} {:>19} {:>19} {:>9}",
-            "resources", "populate s", "startup ms", "first page p50/p99", "page walk p50/p99", "RSS MiB"
+            "{:>10} {:>12} {:>11} {:>19} {:>19} {:>9} {:>11}",
+            "resources", "populate s", "startup ms", "first page p50/p99", "page walk p50/p99", "RSS MiB", "DB B/res"
         );
         println!(
-            "{:>10} {:>12.1} {:>11.1} {:>19} {:>19} {:>9.1}",
+            "{:>10} {:>12.1} {:>11.1} {:>19} {:>19} {:>9.1} {:>11.0}",
             self.resources,
             self.populate_seconds,
             self.startup_ms,
             format!("{:.1} / {:.1}", self.first_page_ms.0, self.first_page_ms.1),
             format!("{:.1} / {:.1}", self.deep_page_ms.0, self.deep_page_ms.1),
-            self.rss_bytes as f64 / 1048576.0
+            self.rss_bytes as f64 / 1048576.0,
+            self.store_bytes_per_resource()
         );
         let starts: Vec<String> = self.starts_ms.iter().map(|ms| format!("{ms:.1}")).collect();
         println!("starts (ms, in order): {}", starts.join(" · "));
@@ -60,25 +85,31 @@ pub struct Args {
     /// Resources stored before the fresh process starts.
     #[arg(long, default_value_t = 100_000)]
     pub resources: usize,
+    /// Of them, created through the API (default: all); the rest are copies written through
+    /// the store.
+    #[arg(long)]
+    pub through_http: Option<usize>,
 }
 
 pub async fn run(args: Args) -> Result<(), String> {
-    measure(args.resources).await?.print();
+    measure(args.resources, args.through_http.unwrap_or(args.resources)).await?.print();
     Ok(())
 }
 
 /// Starts of the populated database measured.
 pub const STARTS: usize = 5;
 
-pub async fn measure(resources: usize) -> Result<Scale, String> {
+pub async fn measure(resources: usize, through_http: usize) -> Result<Scale, String> {
+    let through_http = through_http.clamp(1, resources.max(1));
     const PAGE: usize = 100;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let setup = Setup::new(StoreKind::SqliteFull, 0.2);
     let populate = Instant::now();
     let rig = Rig::start_in(&setup, 0.0, dir.path()).await?;
-    let accepted = rig.client.put_all(names("vm", resources), None).await?;
+    let accepted = rig.client.put_all(names("vm", through_http), None).await?;
     let urls: Vec<String> = accepted.into_iter().map(|a| a.status_url).collect();
     rig.client.wait_succeeded(&urls, Duration::from_millis(20), Duration::from_secs(900)).await?;
+    copy_in_store(rig.app.store(), through_http, resources).await?;
     let populate_seconds = populate.elapsed().as_secs_f64();
     let sim_url = rig.sim.base_url();
     let sim = rig.stop_app().await?;
@@ -122,8 +153,12 @@ pub async fn measure(resources: usize) -> Result<Scale, String> {
         slipway.stop()?;
     }
     sim.shutdown().await;
+    let store_bytes =
+        ["s.db", "s.db-wal"].iter().filter_map(|f| std::fs::metadata(dir.path().join(f)).ok()).map(|m| m.len()).sum();
     Ok(Scale {
         resources,
+        through_http,
+        store_bytes,
         populate_seconds,
         startup_ms: crate::harness::median(&starts_ms),
         starts_ms,
@@ -132,6 +167,70 @@ pub async fn measure(resources: usize) -> Result<Scale, String> {
         page_size: PAGE,
         rss_bytes,
     })
+}
+
+/// Fills the collection up to `resources` with copies of the `made` resources the API
+/// created (`vm0`…), named on from `vm{made}`: each is one `change` that puts the copied
+/// record, many at a time so the store batches them as it batches the engine's writes.
+async fn copy_in_store(
+    store: std::sync::Arc<dyn slipway_store::Store>,
+    made: usize,
+    resources: usize,
+) -> Result<(), String> {
+    use slipway_domain::{ArmId, Clock, SubscriptionId};
+    use slipway_store::{ChangeRequest, ListQuery, change_with};
+    if made >= resources {
+        return Ok(());
+    }
+    let mut originals = Vec::with_capacity(made);
+    let mut after = None;
+    loop {
+        let query = ListQuery {
+            subscription: SubscriptionId::new(SUB),
+            resource_group: Some("bench".into()),
+            type_key: None,
+            under: None,
+            after,
+            limit: 1000,
+        };
+        let page = store.list_resources(&query).await.map_err(|e| e.to_string())?;
+        originals.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    if originals.is_empty() {
+        return Err("no resources to copy".into());
+    }
+    let originals = std::sync::Arc::new(originals);
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(made));
+    let mut writers = tokio::task::JoinSet::new();
+    for _ in 0..crate::harness::PUT_CONCURRENCY {
+        let (store, originals, next) = (store.clone(), originals.clone(), next.clone());
+        writers.spawn(async move {
+            loop {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if n >= resources {
+                    return Ok::<_, String>(());
+                }
+                let mut record = originals[n % originals.len()].clone();
+                record.id = ArmId::new(SUB, "bench", "Slipway.Example", "computeInstances", format!("vm{n}"))
+                    .map_err(|e| e.to_string())?;
+                let request = ChangeRequest::new(record.key(), SystemClock.now());
+                change_with(store.as_ref(), request, move |snap| {
+                    snap.resource = Some(record);
+                    Ok(())
+                })
+                .await
+                .map_err(|e| format!("copying into vm{n}: {e}"))?;
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.map_err(|e| e.to_string())??;
+    }
+    Ok(())
 }
 
 async fn get_page(http: &reqwest::Client, url: &str) -> Result<Value, String> {
