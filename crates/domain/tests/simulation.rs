@@ -77,6 +77,7 @@ struct Stats {
     timeouts: u64,
     ops: u64,
     late_landings: u64,
+    poll_waits: u64,
 }
 
 /// A launch request the provider received and will process at `lands_at`.
@@ -397,6 +398,14 @@ impl Sim {
         }
     }
 
+    /// Where the engine would keep only a poll wait, it answers as the whole snapshot would.
+    fn check_poll_wait(&mut self) {
+        match common::poll_wait::check(&self.w.snap, &self.w.policy, self.w.now) {
+            Ok(checked) => self.stats.poll_waits += u64::from(checked),
+            Err(e) => self.fail(&e),
+        }
+    }
+
     /// One engine round: maybe a client request, `decide`, the effect, maybe a concurrent
     /// client request, `apply` (unless the engine crashed), and time moving on.
     fn step(&mut self, clients: bool) -> Effect {
@@ -489,6 +498,7 @@ impl Sim {
             self.armed.insert(key);
         }
         self.check("after apply");
+        self.check_poll_wait();
         match hold {
             Some(h) => self.t = self.t.max(h),
             None => self.t = self.t.add(Duration::from_millis(self.rng.below(2))),
@@ -570,6 +580,7 @@ fn exactly_once_launch_and_liveness_under_random_interleavings() {
         total.timeouts += s.timeouts;
         total.ops += s.ops;
         total.late_landings += s.late_landings;
+        total.poll_waits += s.poll_waits;
     }
     // The runs must actually have exercised the interesting paths.
     let t = &total;
@@ -584,4 +595,5 @@ fn exactly_once_launch_and_liveness_under_random_interleavings() {
     assert!(t.timeouts > 25, "{t:?}");
     assert!(t.ops > 2_000, "{t:?}");
     assert!(t.late_landings > 150, "{t:?}");
+    assert!(t.poll_waits > 1_000, "{t:?}");
 }

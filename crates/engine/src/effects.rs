@@ -166,13 +166,34 @@ pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &E
             "canceling a second job the provider started for one idempotency key");
     }
     let outcome = perform_io(backends, snap, res, job, io).await;
+    count(backends, job, io, &outcome);
+    Some(outcome)
+}
+
+/// Polls `job` at its provider: [`perform`]'s `Poll` for a worker that kept only the job.
+pub(crate) async fn poll(backends: &Backends<'_>, job: &Job) -> Outcome {
+    let outcome = match backends.providers.get(&job.provider) {
+        Some(provider) => poll_io(backends, provider.as_ref(), job).await,
+        None => not_configured(job),
+    };
+    count(backends, job, Io::Poll, &outcome);
+    outcome
+}
+
+fn count(backends: &Backends<'_>, job: &Job, io: Io, outcome: &Outcome) {
     let labels = slipway_metrics::JobRequestLabels {
         provider: job.provider.to_string(),
         request: io.as_str().into(),
-        outcome: outcome_word(&outcome).into(),
+        outcome: outcome_word(outcome).into(),
     };
     backends.metrics.job_requests.get_or_create(&labels).inc();
-    Some(outcome)
+}
+
+fn not_configured(job: &Job) -> Outcome {
+    Outcome::Failed(Failure {
+        kind: FailureKind::Permanent,
+        message: format!("provider '{}' is not configured", job.provider),
+    })
 }
 
 /// A resource a job depends on, as the job may see it: secret properties (sealed) left out.
@@ -221,12 +242,7 @@ fn references_of(
 }
 
 async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceRecord, job: &Job, io: Io) -> Outcome {
-    let Some(provider) = backends.providers.get(&job.provider) else {
-        return Outcome::Failed(Failure {
-            kind: FailureKind::Permanent,
-            message: format!("provider '{}' is not configured", job.provider),
-        });
-    };
+    let Some(provider) = backends.providers.get(&job.provider) else { return not_configured(job) };
     match io {
         Io::Launch => {
             let parameters =
@@ -259,23 +275,7 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
             }
             Err(e) => Outcome::Failed(e.into()),
         },
-        Io::Poll => {
-            let status = match backends.batchers.get(&job.provider) {
-                Some(batcher) => batcher.status(handle(job)).await,
-                None => provider.status(&[handle(job)]).await.pop().unwrap_or_else(|| {
-                    Err(slipway_provider::ProviderError::Transient("provider returned no status".into()))
-                }),
-            };
-            match status {
-                Ok(s) => Outcome::Observed(Observation {
-                    state: s.state,
-                    message: s.message,
-                    error_details: s.error_details,
-                    stats: s.stats,
-                }),
-                Err(e) => Outcome::Failed(e.into()),
-            }
-        }
+        Io::Poll => poll_io(backends, provider.as_ref(), job).await,
         Io::Cancel | Io::Kill => {
             let asked = match io {
                 Io::Kill => provider.kill(&handle(job)).await,
@@ -287,5 +287,25 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
                 Err(e) => Outcome::Failed(e.into()),
             }
         }
+    }
+}
+
+/// One job's status, through the provider's status batcher when it has one.
+async fn poll_io(backends: &Backends<'_>, provider: &dyn Provider, job: &Job) -> Outcome {
+    let status =
+        match backends.batchers.get(&job.provider) {
+            Some(batcher) => batcher.status(handle(job)).await,
+            None => provider.status(&[handle(job)]).await.pop().unwrap_or_else(|| {
+                Err(slipway_provider::ProviderError::Transient("provider returned no status".into()))
+            }),
+        };
+    match status {
+        Ok(s) => Outcome::Observed(Observation {
+            state: s.state,
+            message: s.message,
+            error_details: s.error_details,
+            stats: s.stats,
+        }),
+        Err(e) => Outcome::Failed(e.into()),
     }
 }

@@ -9,15 +9,17 @@ use std::time::Duration;
 use slipway_domain::reconcile::{Effect, Outcome, apply};
 use slipway_domain::resource::{Lease, Snapshot};
 use slipway_domain::{
-    IdempotencyKey, JobId, ProviderName, ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy,
+    IdempotencyKey, Job, JobId, ProviderName, ResourceKey, ResourceRecord, Timestamp, TypeKey, TypePolicy,
 };
 use slipway_store::{ChangeRequest, Fence, StoreError, change_with};
 use tokio::sync::watch;
 
 use crate::{PendingClaim, Shared, Slot, cascade, effects};
 
+mod memory;
 mod step;
 
+use memory::{LocalStep, Memory};
 pub(crate) use step::Context;
 use step::{Step, advance, on_grid, store_retry_wait};
 
@@ -34,9 +36,9 @@ pub(crate) struct Worker {
     seen_generation: u64,
     /// The (provider, job id) this worker follows, registered for push hints.
     watching: Option<(ProviderName, JobId)>,
-    /// The resource's state as this worker last committed or read it; `None` once a client
-    /// may have changed it.
-    settled: Option<Box<Snapshot>>,
+    /// What the worker last committed or read of the resource; nothing once a client may
+    /// have changed it.
+    memory: Memory,
     /// Picks the resource's phase of the poll grid.
     key_hash: u64,
     /// What every change reads besides the resource. Kept in step with the record.
@@ -72,7 +74,7 @@ impl Worker {
             stop,
             seen_generation: claimed.generation,
             watching: None,
-            settled: None,
+            memory: Memory::Nothing,
             context: Context::of(claimed),
             has_children,
             key_hash: {
@@ -92,8 +94,8 @@ impl Worker {
             self.leave();
             return;
         };
-        // The effect the last step decided on (on `self.settled`): performed next, without
-        // another look.
+        // The effect the last step decided on (on what `self.memory` holds): performed next,
+        // without another look.
         let mut decided: Option<Effect> = None;
         loop {
             // Only between a recorded outcome and the next decision: an effect that was
@@ -136,6 +138,7 @@ impl Worker {
                     continue;
                 }
                 Advanced::Hold(until) if until.since(now) <= self.shared.options.hold_in_memory => {
+                    self.memory.lighten(policy, self.shared.clock.now());
                     // Not boxed: a waiting worker would then hold the box (the wait's ~350
                     // bytes) beside a task no smaller (measured in `size`).
                     self.wait(until.since(now)).await;
@@ -162,8 +165,10 @@ impl Worker {
     /// do, the resource is released in the same transaction. One commit per step instead
     /// of three (record, decide, release).
     async fn advance(&mut self, policy: &TypePolicy, performed: Option<(Effect, Outcome)>) -> Advanced {
-        if let Some(settled) = self.advance_locally(policy, &performed) {
-            return settled;
+        match self.memory.local_step(policy, &performed, self.shared.clock.now()) {
+            Some(LocalStep::Hold(until)) => return Advanced::Hold(self.poll_time(until, policy.poll_interval)),
+            Some(LocalStep::Perform(effect)) => return Advanced::Perform(effect),
+            None => {}
         }
         let followed_key = performed.as_ref().and_then(|(effect, _)| effect_key(effect).cloned());
         let context = self.context.clone();
@@ -189,12 +194,12 @@ impl Worker {
             })
             .await;
         let Some(((step, before), mut snap)) = advanced else {
-            self.settled = None;
+            self.memory = Memory::Nothing;
             return Advanced::Gone;
         };
         if let Step::Stale = step {
             self.context = snap.resource.as_ref().map(Context::of).unwrap_or_default();
-            self.settled = None;
+            self.memory = Memory::Nothing;
             return Advanced::Hold(self.shared.clock.now());
         }
         before.log_changes(self.key.as_str(), &snap, &self.shared.metrics);
@@ -213,7 +218,7 @@ impl Worker {
         // Queued notifications are written; what stays is the state as it now stands.
         snap.notifications.clear();
         let gone = snap.resource.is_none();
-        self.settled = Some(Box::new(snap));
+        self.memory = Memory::Settled(Box::new(snap));
         match step {
             Step::Perform(_) | Step::Gone if gone => Advanced::Gone,
             Step::Perform(effect) => Advanced::Perform(effect),
@@ -238,32 +243,25 @@ impl Worker {
         on_grid(until, self.shared.clock.now(), interval, phase)
     }
 
-    /// A step that would change nothing in the state this worker last committed needs no
-    /// transaction: a poll that saw the job still running, the next poll of an unchanged
-    /// resource. While we hold the lease only a client can change the resource besides us,
-    /// and a client's write reaches the worker as a new claim, which drops `settled`; a
-    /// deadline passing changes the state, so that step goes to the store.
-    fn advance_locally(&self, policy: &TypePolicy, performed: &Option<(Effect, Outcome)>) -> Option<Advanced> {
-        let settled = self.settled.as_deref()?;
-        if !matches!(performed, None | Some((Effect::Poll { .. }, _))) {
-            return None;
-        }
-        let mut local = settled.clone();
-        let step = advance(&mut local, policy, performed.clone(), self.shared.clock.now());
-        if local != *settled {
-            return None;
-        }
-        match step {
-            Step::Hold(until) => Some(Advanced::Hold(self.poll_time(until, policy.poll_interval))),
-            Step::Perform(effect @ Effect::Poll { .. }) => Some(Advanced::Perform(effect)),
-            _ => None,
-        }
-    }
-
     /// Performs a decided effect on the state it was decided on. A launch goes ahead only
     /// while our lease is surely held, checked before it and before every request of it.
     async fn perform(&self, effect: Effect) -> Result<Option<(Effect, Outcome)>, Relinquish> {
-        let Some(snap) = self.settled.as_deref().filter(|s| s.resource.is_some()) else { return Ok(None) };
+        let snap = match &self.memory {
+            Memory::Settled(snap) if snap.resource.is_some() => snap.as_ref(),
+            // Only the poll it waits for is decided on this memory (`Memory::local_step`).
+            Memory::Waiting(wait) => {
+                let Effect::Poll { key } = &effect else { return Ok(None) };
+                if key != wait.key() {
+                    return Ok(None);
+                }
+                let backends = self.backends();
+                let polling = effects::poll(&backends, wait.job());
+                let outcome =
+                    tracing::Instrument::instrument(polling, effect_span(key.as_str(), Some(wait.job()))).await;
+                return Ok(Some((effect, outcome)));
+            }
+            _ => return Ok(None),
+        };
         if let Effect::DeleteChildren { children } = &effect {
             let outcome =
                 cascade::delete_children(&self.shared.store, self.shared.clock.as_ref(), snap, children).await;
@@ -274,20 +272,10 @@ impl Worker {
             tracing::warn!(resource = %self.key, "lease may have expired; leaving the launch to the next owner");
             return Err(Relinquish);
         }
-        let backends = effects::Backends {
-            providers: &self.shared.providers,
-            batchers: &self.shared.batchers,
-            secrets: self.shared.secrets.as_deref(),
-            types: &self.shared.policies,
-            metrics: &self.shared.metrics,
-        };
-        // Every line a provider logs for this effect names its operation and job (the
-        // worker's span already names the resource).
+        let backends = self.backends();
         let key = effect_key(&effect).map(IdempotencyKey::as_str).unwrap_or_default();
         let job = snap.resource.as_ref().and_then(|r| r.jobs.iter().find(|j| j.idempotency_key == key));
-        let operation = job.and_then(|j| j.operation_id.as_ref()).map(|o| o.to_string()).unwrap_or_default();
-        let job_id = job.map(|j| j.job_id.as_str()).unwrap_or_default();
-        let span = tracing::info_span!("effect", operation = %operation, key = %key, job = %job_id);
+        let span = effect_span(key, job);
         let performing = tracing::Instrument::instrument(effects::perform(&backends, snap, &effect), span);
         let outcome = if launching {
             // A launch is several requests (template lookup, prompt check, retries, then the
@@ -300,6 +288,16 @@ impl Worker {
             performing.await
         };
         Ok(outcome.map(|outcome| (effect, outcome)))
+    }
+
+    fn backends(&self) -> effects::Backends<'_> {
+        effects::Backends {
+            providers: &self.shared.providers,
+            batchers: &self.shared.batchers,
+            secrets: self.shared.secrets.as_deref(),
+            types: &self.shared.policies,
+            metrics: &self.shared.metrics,
+        }
     }
 
     /// Runs a change until the store takes it. `None` when the lease is lost or the
@@ -334,7 +332,7 @@ impl Worker {
     /// Gives the resource back with its next due time. Returns false when a client touched
     /// it since the last decision: then the worker keeps it and decides again.
     async fn release(&mut self, until: Option<Timestamp>) -> bool {
-        self.settled = None;
+        self.memory = Memory::Nothing;
         let seen = self.seen_generation;
         let released = self
             .retrying(move |now| {
@@ -409,7 +407,7 @@ impl Worker {
         self.fence = fence;
         self.claim_until = until;
         self.context = context;
-        self.settled = None;
+        self.memory = Memory::Nothing;
     }
 
     /// Whether our lease surely still holds for a while. Checked right before a launch: a
@@ -468,6 +466,14 @@ impl Worker {
             self.shared.outbox.notify_one();
         }
     }
+}
+
+/// Every line a provider logs for an effect names its operation and job (the worker's span
+/// already names the resource).
+fn effect_span(key: &str, job: Option<&Job>) -> tracing::Span {
+    let operation = job.and_then(|j| j.operation_id.as_ref()).map(|o| o.to_string()).unwrap_or_default();
+    let job_id = job.map(|j| j.job_id.as_str()).unwrap_or_default();
+    tracing::info_span!("effect", operation = %operation, key = %key, job = %job_id)
 }
 
 fn effect_key(effect: &Effect) -> Option<&IdempotencyKey> {

@@ -18,7 +18,7 @@ use slipway_engine::{Engine, EngineOptions, Providers};
 use slipway_provider::{
     CancelOutcome, JobEndHint, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
 };
-use slipway_store::conformance::Method;
+use slipway_store::conformance::{Call, Method};
 use slipway_store::{ChangeRequest, Store, change_with};
 use slipway_test_support::{TestClock, eventually};
 use tokio::time::Instant;
@@ -98,11 +98,22 @@ fn engine_of(
     poll: Duration,
     options: EngineOptions,
 ) -> (Engine, Arc<Double>) {
+    let policy = TypePolicy { provider: "double".into(), poll_interval: poll, ..TypePolicy::default() };
+    engine_with(store, clock, run_for, policy, options)
+}
+
+/// [`engine_of`] with the type's whole policy.
+fn engine_with(
+    store: Arc<dyn Store>,
+    clock: Arc<TestClock>,
+    run_for: Duration,
+    policy: TypePolicy,
+    options: EngineOptions,
+) -> (Engine, Arc<Double>) {
     let double =
         Arc::new(Double { run_for, started: Mutex::default(), status_calls: Mutex::default(), ends: OnceLock::new() });
     let mut providers: Providers = HashMap::new();
     providers.insert("double".into(), double.clone());
-    let policy = TypePolicy { provider: "double".into(), poll_interval: poll, ..TypePolicy::default() };
     let policies = HashMap::from([(id(0).type_key(), policy)]);
     (Engine::new(store, providers, policies, clock, options), double)
 }
@@ -171,9 +182,10 @@ async fn concurrent_polls_reach_the_provider_in_batches() {
 
 #[tokio::test(start_paused = true)]
 async fn a_job_end_the_provider_tells_is_read_before_the_next_poll() {
-    // Jobs done at once, polled every 50 s (a wait the worker spends in memory, following
-    // the job): only the told end can finish the operation sooner.
-    let poll = Duration::from_secs(50);
+    // Jobs done at once, polled every 30 s: the first poll falls on the poll grid 15–45 s
+    // after the launch, a wait the worker spends in memory (under `hold_in_memory`, 60 s),
+    // following the job. Only the told end can finish the operation in under 15 s.
+    let poll = Duration::from_secs(30);
     let mut s = setup(Duration::ZERO, poll);
     let engine = s.engine.take().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -193,6 +205,46 @@ async fn a_job_end_the_provider_tells_is_read_before_the_next_poll() {
     })
     .await;
     assert!(began.elapsed() < poll / 2, "finished after {:?}, by a poll", began.elapsed());
+    let _ = stop_tx.send(());
+    run.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn polls_that_see_nothing_new_skip_the_store_until_the_deadline_fails_the_operation() {
+    // The job runs for an hour, polled every 200 ms: each poll sees it as recorded, which the
+    // worker judges from the job it kept, without a store write; the create's 5 s deadline
+    // must still end the operation.
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_recording(dir.path(), &[Method::Change]);
+    let clock = Arc::new(TestClock::new());
+    let policy = TypePolicy {
+        provider: "double".into(),
+        poll_interval: Duration::from_millis(200),
+        create_deadline: Duration::from_secs(5),
+        ..TypePolicy::default()
+    };
+    let options =
+        EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() };
+    let (engine, double) = engine_with(store.clone(), clock.clone(), Duration::from_secs(3600), policy, options);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(engine.run(async move {
+        let _ = stop_rx.await;
+    }));
+    let changes = || store.recorded().into_iter().filter(|c| matches!(c, Call::Other(Method::Change))).count();
+    let polls = || double.status_calls.lock().unwrap().iter().sum::<usize>();
+    let op = create(store.as_ref(), clock.as_ref(), 1).await;
+    eventually("the job to be polled", WAIT, async || polls() >= 1).await;
+    let (changes_then, polls_then) = (changes(), polls());
+    eventually("ten more polls", WAIT, async || polls() >= polls_then + 10).await;
+    assert_eq!(changes(), changes_then, "polls that saw the job as recorded wrote to the store");
+
+    eventually("the create to time out", WAIT, async || {
+        let got = store.get_operation(&"sub".into(), &op, clock.now()).await.unwrap().unwrap();
+        got.status == ProvisioningState::Failed
+    })
+    .await;
+    let got = store.get_operation(&"sub".into(), &op, clock.now()).await.unwrap().unwrap();
+    assert_eq!(got.error.map(|e| e.code), Some("OperationTimedOut".to_string()), "timed out by its deadline");
     let _ = stop_tx.send(());
     run.await.unwrap().unwrap();
 }

@@ -21,6 +21,7 @@ pub mod cascade;
 mod delete;
 pub mod preflight;
 mod record;
+mod waiting;
 
 use std::time::Duration;
 
@@ -509,3 +510,4 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
 
 pub use delete::FORCED_DELETE_NOTE;
 pub use record::apply;
+pub use waiting::PollWait;

@@ -257,6 +257,16 @@ fn adopt(job: &mut Job, start: JobStart, message: String) {
     job.message = message;
 }
 
+/// A poll's outcome folded into the job alone (what [`apply`] does to the polled job).
+pub(super) fn record_poll_on(
+    job: &mut Job,
+    outcome: Outcome,
+    policy: &TypePolicy,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    record_on(job, JobIo::Poll, outcome, policy, now)
+}
+
 /// Folds the outcome of a launch, failed find, poll or cancel into `job`, and stamps when
 /// the job was seen to end.
 fn record_on(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy, now: Timestamp) -> Option<Timestamp> {

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod poll_wait;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};
