@@ -312,16 +312,14 @@ impl Client {
 
     /// The operation's status, or an error.
     pub async fn status(&self, status_url: &str) -> Result<String, String> {
-        let body: Value = self
-            .http
-            .get(status_url)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let body = self.operation(status_url).await?;
         body["status"].as_str().map(str::to_string).ok_or_else(|| format!("no status in {body}"))
+    }
+
+    /// The operation's whole status document.
+    pub async fn operation(&self, status_url: &str) -> Result<Value, String> {
+        let response = self.http.get(status_url).send().await.map_err(|e| e.to_string())?;
+        response.json().await.map_err(|e| e.to_string())
     }
 
     /// Waits until every operation Succeeded (in order: one GET per finished operation plus

@@ -205,16 +205,7 @@ poll_interval_seconds = {poll}
     let own_after = slipway.cpu_seconds();
     let mut spans = Vec::with_capacity(urls.len());
     for url in &urls {
-        let doc: Value = slipway
-            .client
-            .http
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())?;
+        let doc = slipway.client.operation(url).await?;
         let at =
             |field: &str| doc[field].as_str().and_then(seconds_of_day).ok_or_else(|| format!("no {field} in {doc}"));
         spans.push((at("startTime")?, at("endTime")?));

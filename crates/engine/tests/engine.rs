@@ -72,6 +72,28 @@ impl Provider for Double {
     }
 }
 
+/// An engine running on its own task until [`Running::stop`].
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<Result<(), slipway_engine::EngineError>>,
+}
+
+impl Running {
+    fn start(engine: Engine) -> Running {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(engine.run(async move {
+            let _ = stopped.await;
+        }));
+        Running { stop, run }
+    }
+
+    /// Stops the engine and waits for its drain.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.run.await.unwrap().unwrap();
+    }
+}
+
 struct Setup {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
@@ -160,17 +182,13 @@ async fn wait_succeeded(store: &dyn Store, clock: &dyn Clock, ops: &[OperationId
 async fn concurrent_polls_reach_the_provider_in_batches() {
     let mut s = setup(Duration::from_millis(600), Duration::from_millis(200));
     let engine = s.engine.take().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     let mut ops = Vec::new();
     for i in 0..60 {
         ops.push(create(s.store.as_ref(), s.clock.as_ref(), i).await);
     }
     wait_succeeded(s.store.as_ref(), s.clock.as_ref(), &ops, Duration::from_secs(30)).await;
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
     let calls = s.double.status_calls.lock().unwrap().clone();
     let polls: usize = calls.iter().sum();
     // Each job is polled at least 3 times (600 ms at a 200 ms grid); unbatched that is one
@@ -188,10 +206,7 @@ async fn a_job_end_the_provider_tells_is_read_before_the_next_poll() {
     let poll = Duration::from_secs(30);
     let mut s = setup(Duration::ZERO, poll);
     let engine = s.engine.take().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     let began = Instant::now();
     let op = create(s.store.as_ref(), s.clock.as_ref(), 1).await;
     eventually("the told end to finish the operation", WAIT, async || {
@@ -205,8 +220,7 @@ async fn a_job_end_the_provider_tells_is_read_before_the_next_poll() {
     })
     .await;
     assert!(began.elapsed() < poll / 2, "finished after {:?}, by a poll", began.elapsed());
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -226,10 +240,7 @@ async fn polls_that_see_nothing_new_skip_the_store_until_the_deadline_fails_the_
     let options =
         EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() };
     let (engine, double) = engine_with(store.clone(), clock.clone(), Duration::from_secs(3600), policy, options);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     let changes = || store.recorded().into_iter().filter(|c| matches!(c, Call::Other(Method::Change))).count();
     let polls = || double.status_calls.lock().unwrap().iter().sum::<usize>();
     let op = create(store.as_ref(), clock.as_ref(), 1).await;
@@ -245,23 +256,18 @@ async fn polls_that_see_nothing_new_skip_the_store_until_the_deadline_fails_the_
     .await;
     let got = store.get_operation(&"sub".into(), &op, clock.now()).await.unwrap().unwrap();
     assert_eq!(got.error.map(|e| e.code), Some("OperationTimedOut".to_string()), "timed out by its deadline");
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn shutdown_releases_work_that_a_restart_finishes() {
     let mut s = setup(Duration::from_millis(300), Duration::from_millis(100));
     let engine = s.engine.take().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     let op = create(s.store.as_ref(), s.clock.as_ref(), 1).await;
     // Stop as soon as the job has launched.
     eventually("the job launched", WAIT, async || !s.double.started.lock().unwrap().is_empty()).await;
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
     let res = s.store.get_resource(&id(1).key()).await.unwrap().unwrap();
     assert!(res.lease.is_none(), "leases are released on shutdown");
     assert!(res.schedule.next_due.is_some(), "and the resource stays due");
@@ -278,13 +284,9 @@ async fn shutdown_releases_work_that_a_restart_finishes() {
         s.clock.clone(),
         EngineOptions { owner: "test".into(), idle_interval: Duration::from_millis(50), ..EngineOptions::default() },
     );
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     wait_succeeded(s.store.as_ref(), s.clock.as_ref(), &[op], Duration::from_secs(10)).await;
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
     assert_eq!(s.double.started.lock().unwrap().len(), 1);
 }
 
@@ -302,15 +304,11 @@ async fn due_work_is_found_without_a_wake_while_leases_renew_often() {
     };
     let fast = Duration::from_millis(50);
     let (engine, _) = engine_of(store.clone(), clock.clone(), fast, fast, options);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     // Written straight to the store: nobody wakes the engine.
     let op = create(store.as_ref(), clock.as_ref(), 7).await;
     wait_succeeded(store.as_ref(), clock.as_ref(), &[op], Duration::from_secs(10)).await;
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -328,10 +326,7 @@ async fn leases_are_renewed_a_part_at_a_time() {
     };
     let (engine, double) =
         engine_of(store.clone(), clock.clone(), Duration::from_secs(3600), Duration::from_secs(1), options);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(engine.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let running = Running::start(engine);
     for i in 0..5 {
         create(store.as_ref(), clock.as_ref(), i).await;
     }
@@ -345,6 +340,5 @@ async fn leases_are_renewed_a_part_at_a_time() {
         parts[before..].windows(3).any(|w| w == [(2, 2), (2, 2), (1, 1)]),
         "five leases renewed in parts of two: {parts:?}"
     );
-    let _ = stop_tx.send(());
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
