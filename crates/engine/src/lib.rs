@@ -196,6 +196,12 @@ impl Shared {
     }
 }
 
+fn skipping_interval(period: Duration) -> tokio::time::Interval {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    interval
+}
+
 /// How the scheduler reaches a running worker: a claim returned its resource again (a
 /// client touched it, or it was released and re-leased), so the worker must decide again
 /// with the fence of that claim. Read and written under the `running` map lock, which
@@ -271,15 +277,17 @@ impl Engine {
         shared.store.release_leases(&opts.owner).await?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut workers = JoinSet::new();
-        let mut renew = tokio::time::interval(opts.lease_for / 3);
+        // After a stall (a paused process, a suspended VM) a missed tick runs once, not once
+        // per period missed: a burst of renewals or sweeps would only repeat the same work.
+        let mut renew = skipping_interval(opts.lease_for / 3);
         let mut renewal: Option<tokio::task::JoinHandle<()>> = None;
-        let mut sweep = tokio::time::interval(opts.sweep_interval);
+        let mut sweep = skipping_interval(opts.sweep_interval);
         // Provider upkeep runs beside the loop: a controller that does not answer, or a work
         // dir with many job directories to look through, must not hold up claims.
         let upkeep = shared.clone();
         let provider_upkeep = tokio::spawn(async move {
-            let mut checks = tokio::time::interval(readiness::CHECK_INTERVAL);
-            let mut sweeps = tokio::time::interval(upkeep.options.sweep_interval);
+            let mut checks = skipping_interval(readiness::CHECK_INTERVAL);
+            let mut sweeps = skipping_interval(upkeep.options.sweep_interval);
             loop {
                 tokio::select! {
                     _ = checks.tick() => upkeep.readiness.check_all(&upkeep.providers, &upkeep.metrics).await,

@@ -106,7 +106,6 @@ impl Worker {
                 self.leave();
                 return;
             }
-            self.take_pending_fence();
             let performed = match decided.take() {
                 // Boxed, like `advance` below: a worker spends most of its life waiting, and
                 // its task should then be only as large as the wait, not as its largest step.
@@ -114,14 +113,22 @@ impl Worker {
                     Ok(performed) => performed,
                     Err(Relinquish) => {
                         // Fenced: a no-op if another node already owns it; otherwise it is due
-                        // again at once and whoever claims it resolves the launch intent.
+                        // again at once and whoever claims it resolves the launch intent —
+                        // this node too: a claim of ours that came meanwhile is gone on with
+                        // here, or nobody would drive the resource until that lease lapsed.
                         Box::pin(self.release(Some(self.shared.clock.now()))).await;
-                        self.leave();
-                        return;
+                        if self.exit() {
+                            return;
+                        }
+                        continue;
                     }
                 },
                 None => None,
             };
+            // A newer claim of ours (a client touched the resource) is gone on with only
+            // now: a decided effect is performed on the state it was decided on first — it
+            // may never be decided again (a cancel is recorded as sent when decided).
+            self.take_pending_fence();
             let now = self.shared.clock.now();
             let release_at = match Box::pin(self.advance(policy, performed)).await {
                 Advanced::Perform(effect) => {

@@ -6,7 +6,8 @@
 //!   holds;
 //! * a worker fenced out by its own node's newer claim (its lease lapsed while the database
 //!   was down, and its node claimed the resource again first) carries on under that claim
-//!   instead of leaving the resource leased by nobody until the lease runs out.
+//!   instead of leaving the resource leased by nobody until the lease runs out — also when
+//!   the claim came while a launch was in flight, which the worker then abandons.
 //!
 //! On paused time (see `common`): time passes when the test advances tokio's clock, or when
 //! every task waits on a timer, and the node's clock and its timers move together.
@@ -35,6 +36,7 @@ struct Gated {
     attempts: AtomicUsize,
     abandoned: Arc<AtomicUsize>,
     launched: Mutex<Vec<String>>,
+    finds: AtomicUsize,
 }
 
 /// Counts a drop that happens before `defuse`.
@@ -72,6 +74,7 @@ impl Provider for Gated {
         Ok(CancelOutcome::AlreadyFinished)
     }
     async fn find(&self, _: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
+        self.finds.fetch_add(1, Ordering::SeqCst);
         Ok(Vec::new())
     }
 }
@@ -86,6 +89,7 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
         attempts: AtomicUsize::new(0),
         abandoned: Arc::default(),
         launched: Mutex::default(),
+        finds: AtomicUsize::new(0),
     });
     let clock = Arc::new(TestClock::new());
     let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r1").unwrap();
@@ -209,5 +213,48 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     .await;
     let took = back.elapsed();
     assert!(took < Duration::from_secs(10), "not finished {took:?} after the database came back");
+    node.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_abandoned_for_its_own_nodes_newer_claim_is_resolved_under_that_claim() {
+    // Long enough that waiting for it to run out fails the test.
+    const LEASE: Duration = Duration::from_secs(30);
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
+    let gated = Arc::new(Gated {
+        gate: Semaphore::new(0),
+        attempts: AtomicUsize::new(0),
+        abandoned: Arc::default(),
+        launched: Mutex::default(),
+        finds: AtomicUsize::new(0),
+    });
+    let clock = Arc::new(TestClock::new());
+    let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r3").unwrap();
+    let policy = TypePolicy { provider: "gated".into(), ..TypePolicy::default() };
+    let node = Node::start("a", store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
+    let key = id.key();
+    create(store.as_ref(), clock.as_ref(), id).await;
+    let epoch = async || store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch);
+    eventually("the launch started", WAIT, async || gated.attempts.load(Ordering::SeqCst) == 1).await;
+    let first = epoch().await.expect("leased while it launches");
+
+    // Renewals fail for longer than the lease (the database was away, the process paused):
+    // the node's own claim loop takes the lapsed lease anew while the launch still waits.
+    store.fail(&[Method::RenewLeases]);
+    tokio::time::advance(LEASE * 2).await;
+    eventually("the node claimed the lapsed lease again", WAIT, async || epoch().await != Some(first)).await;
+    store.heal();
+    let claimed_again = tokio::time::Instant::now();
+    // The launch in flight is abandoned; the worker goes on under the new claim — it looks
+    // for the job the intent may have started — well before that lease could run out.
+    gated.gate.add_permits(1);
+    eventually("the intent was looked for", WAIT, async || gated.finds.load(Ordering::SeqCst) > 0).await;
+    let took = claimed_again.elapsed();
+    assert!(took < LEASE / 3, "looked for the job only {took:?} after the new claim");
+    assert_eq!(gated.abandoned.load(Ordering::SeqCst), 1, "the first launch never got past the gate");
+    assert_eq!(*gated.launched.lock().unwrap(), Vec::<String>::new());
+    // Found absent once a late launch could no longer land, the job is launched once more.
+    eventually("the second launch went through", WAIT, async || gated.launched.lock().unwrap().len() == 1).await;
     node.stop().await;
 }

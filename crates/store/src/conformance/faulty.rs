@@ -8,6 +8,8 @@
 //! store.heal();                           // and work again
 //! store.refused(Method::Change);          // how many were refused meanwhile
 //! store.calls().wait_for(|calls| …).await; // await what the code under test did
+//! let gate = store.hold_next(Method::Change); // the next change commits, then waits …
+//! gate.open();                            // … until the test lets its caller go on
 //! ```
 //!
 //! [`Faulty::holding_time`] makes it hold paused time still during every call, for tests on
@@ -124,6 +126,26 @@ pub struct Faulty<S: ?Sized = dyn Store> {
     recorded: BTreeSet<Method>,
     calls: watch::Sender<Vec<Call>>,
     hold_time: bool,
+    gates: Mutex<BTreeMap<Method, Arc<Gate>>>,
+}
+
+/// The answer of one call, held back from its caller until the test opens it
+/// ([`Faulty::hold_next`]).
+pub struct Gate {
+    reached: tokio::sync::Notify,
+    open: tokio::sync::Semaphore,
+}
+
+impl Gate {
+    /// Returns once the held call has been answered by the inner store.
+    pub async fn reached(&self) {
+        self.reached.notified().await;
+    }
+
+    /// Lets the held call's caller have its answer.
+    pub fn open(&self) {
+        self.open.add_permits(1);
+    }
 }
 
 impl<S: Store + ?Sized> Faulty<S> {
@@ -136,6 +158,7 @@ impl<S: Store + ?Sized> Faulty<S> {
             recorded: Method::ALL.into_iter().collect(),
             calls: watch::Sender::new(Vec::new()),
             hold_time: false,
+            gates: Mutex::default(),
         }
     }
 
@@ -167,6 +190,23 @@ impl<S: Store + ?Sized> Faulty<S> {
     /// Every method reaches the inner store again.
     pub fn heal(&self) {
         lock(&self.failing).clear();
+    }
+
+    /// The next call of `method` that succeeds reaches the inner store as usual, then holds
+    /// its answer until the returned gate is opened: what the code under test does once a
+    /// write has committed but before it learns so. Paused time is not held while it waits.
+    pub fn hold_next(&self, method: Method) -> Arc<Gate> {
+        let gate = Arc::new(Gate { reached: tokio::sync::Notify::new(), open: tokio::sync::Semaphore::new(0) });
+        lock(&self.gates).insert(method, gate.clone());
+        gate
+    }
+
+    async fn pass_gate(&self, method: Method) {
+        let gate = lock(&self.gates).remove(&method);
+        if let Some(gate) = gate {
+            gate.reached.notify_one();
+            let _ = gate.open.acquire().await.map(|p| p.forget());
+        }
     }
 
     /// How many calls of `method` were refused so far.
@@ -206,9 +246,11 @@ impl<S: Store + ?Sized> Faulty<S> {
         method: Method,
         call: impl Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let _held = self.enter(method)?;
+        let held = self.enter(method)?;
         let out = call.await?;
+        drop(held);
         self.record(Call::Other(method));
+        self.pass_gate(method).await;
         Ok(out)
     }
 }

@@ -36,7 +36,7 @@ pub use claims::*;
 pub use composition::*;
 pub use concurrency::*;
 pub use entries::*;
-pub use faulty::{Call, Faulty, Method};
+pub use faulty::{Call, Faulty, Gate, Method};
 pub use hooks::*;
 pub use listing::*;
 pub use metrics::*;
