@@ -122,6 +122,9 @@ fn is_setting(key: &str) -> bool {
         "payload_bytes",
         "jobs",
         "concurrency",
+        "replicas",
+        "lease_seconds",
+        "launch_ambiguity_seconds",
     ]
     .contains(&key)
 }

@@ -92,6 +92,11 @@ impl Setup {
 
     /// A one-type Slipway config: compute instances on the `aap` provider at `sim_url`.
     pub fn config(&self, port: u16, dir: &std::path::Path, sim_url: &str) -> Result<String, String> {
+        self.node_config(port, dir, sim_url, &Node { store: self.store.config(dir), name: "bench", engine: "" })
+    }
+
+    /// [`Self::config`] for one node of several: replicas share one `[store]` section.
+    pub fn node_config(&self, port: u16, dir: &std::path::Path, sim_url: &str, node: &Node) -> Result<String, String> {
         let hook = if self.webhooks {
             let token_file = dir.join("hook-token");
             std::fs::write(&token_file, HOOK_TOKEN).map_err(|e| e.to_string())?;
@@ -100,7 +105,7 @@ impl Setup {
             String::new()
         };
         let Setup { poll_seconds, status_batch, max_concurrent, .. } = self;
-        let store = self.store.config(dir);
+        let Node { store, name, engine } = node;
         let auth = if self.auth { AUTH_TABLES } else { "" };
         Ok(format!(
             r#"
@@ -110,9 +115,10 @@ retry_after_seconds = 0
 [store]
 {store}
 [engine]
-node_name = "bench"
+node_name = "{name}"
 status_batch = {status_batch}
 max_concurrent = {max_concurrent}
+{engine}
 [[providers]]
 name = "aap"
 type = "aap"
@@ -130,6 +136,15 @@ poll_interval_seconds = {poll_seconds}
 {auth}"#
         ))
     }
+}
+
+/// What tells one node's config from another's.
+pub struct Node<'a> {
+    /// The `[store]` section's keys.
+    pub store: String,
+    pub name: &'a str,
+    /// More `[engine]` keys.
+    pub engine: &'a str,
 }
 
 /// The principal of the benchmark's API token.

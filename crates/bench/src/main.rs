@@ -16,6 +16,9 @@
 //! * `scale` — a fresh Slipway over N stored resources: startup, list pages, RSS.
 //! * `local-jobs` — N creates through the local `ansible` provider against the same playbook
 //!   run by `ansible-playbook` at the same concurrency: wall and CPU time Slipway adds per job.
+//! * `replicas` — Slipway as 1 and as N replicas on one PostgreSQL: burn-down ops/s, fenced
+//!   writes and transaction conflicts; then one replica SIGKILLed mid-launch and how long
+//!   its operations take to move again, by what each was doing.
 //! * `seed-design` — burn-down and steady as Slipway runs them and as the seed design would
 //!   (30 s polls, one status request per job, no webhooks).
 //! * `all` — everything above, then each goal of the benchmark issue as met or missed.
@@ -37,6 +40,7 @@ mod compare;
 mod harness;
 mod local_jobs;
 mod memory;
+mod replicas;
 mod runtimes;
 mod scale;
 mod seed_design;
@@ -76,6 +80,8 @@ enum Scenario {
     Scale(scale::Args),
     /// The local provider against ansible-playbook: wall and CPU time added per job.
     LocalJobs(local_jobs::Args),
+    /// Replicas on one PostgreSQL: burn-down by replica count, and takeover after a SIGKILL.
+    Replicas(replicas::Args),
     /// Burn-down and steady as Slipway runs them and as the seed design would.
     SeedDesign(seed_design::Args),
     /// Every scenario, then each goal as met or missed.
@@ -96,6 +102,7 @@ fn main() -> ExitCode {
             Scenario::Memory(a) => memory::run(a).await,
             Scenario::Scale(a) => scale::run(a).await,
             Scenario::LocalJobs(a) => local_jobs::run(a).await,
+            Scenario::Replicas(a) => replicas::run(a).await,
             Scenario::SeedDesign(a) => seed_design::run(a).await,
             Scenario::All(a) => all::run(a).await,
             Scenario::Compare(a) => compare::run_compare(a).await,

@@ -100,6 +100,9 @@ pub struct StoreMetrics {
     pub batch_size: Histogram,
     /// Waiting for a pooled connection.
     pub pool_wait: Histogram,
+    /// Transactions rolled back by a deadlock or a serialization failure (and retried):
+    /// replicas working on the same rows.
+    pub conflicts: Counter,
 }
 
 impl Default for StoreMetrics {
@@ -110,6 +113,7 @@ impl Default for StoreMetrics {
             transactions: latency(),
             batch_size: batch_sizes(),
             pool_wait: latency(),
+            conflicts: Counter::default(),
         }
     }
 }
@@ -319,6 +323,11 @@ impl Metrics {
             "slipway_store_pool_wait_seconds",
             "Waits for a pooled PostgreSQL connection",
             store.pool_wait.clone(),
+        );
+        f.counter(
+            "slipway_store_transaction_conflicts",
+            "Store transactions rolled back by a deadlock or serialization failure, and retried",
+            store.conflicts.clone(),
         );
         f.counter("slipway_engine_claimed_resources", "Resources claimed by this node", engine.claimed.clone());
         f.gauge(

@@ -254,6 +254,7 @@ impl StatsCounters {
     /// A transaction rolled back by a deadlock or serialization failure.
     pub(crate) fn conflict(&self) {
         self.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.conflicts.inc();
     }
 
     pub(crate) fn snapshot(&self) -> StoreStats {
