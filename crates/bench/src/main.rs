@@ -16,6 +16,9 @@
 //! * `scale` — a fresh Slipway over N stored resources: startup, list pages, RSS.
 //! * `local-jobs` — N creates through the local `ansible` provider against the same playbook
 //!   run by `ansible-playbook` at the same concurrency: wall and CPU time Slipway adds per job.
+//! * `curve` — `memory` (with a latency probe) at 1k, 10k and 100k operations in flight and
+//!   `scale` at 10k, 100k and 1M stored resources: a table per sweep and an SVG of panels per
+//!   sweep (`docs/bench/`).
 //! * `replicas` — Slipway as 1 and as N replicas on one PostgreSQL: burn-down ops/s, fenced
 //!   writes and transaction conflicts; then one replica SIGKILLed mid-launch and how long
 //!   its operations take to move again, by what each was doing.
@@ -37,9 +40,11 @@ mod aap_requests;
 mod all;
 mod burn_down;
 mod compare;
+mod curve;
 mod harness;
 mod local_jobs;
 mod memory;
+mod plot;
 mod replicas;
 mod runtimes;
 mod scale;
@@ -80,6 +85,8 @@ enum Scenario {
     Scale(scale::Args),
     /// The local provider against ansible-playbook: wall and CPU time added per job.
     LocalJobs(local_jobs::Args),
+    /// How cost grows with operations in flight and with resources stored, drawn as SVG.
+    Curve(curve::Args),
     /// Replicas on one PostgreSQL: burn-down by replica count, and takeover after a SIGKILL.
     Replicas(replicas::Args),
     /// Burn-down and steady as Slipway runs them and as the seed design would.
@@ -103,6 +110,7 @@ fn main() -> ExitCode {
             Scenario::Scale(a) => scale::run(a).await,
             Scenario::LocalJobs(a) => local_jobs::run(a).await,
             Scenario::Replicas(a) => replicas::run(a).await,
+            Scenario::Curve(a) => curve::run(a).await,
             Scenario::SeedDesign(a) => seed_design::run(a).await,
             Scenario::All(a) => all::run(a).await,
             Scenario::Compare(a) => compare::run_compare(a).await,

@@ -69,10 +69,33 @@ pub async fn run(args: Args) -> Result<(), String> {
 }
 
 pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, String> {
+    Ok(measure_probed(in_flight, poll_seconds, false).await?.0)
+}
+
+/// Latencies measured against a Slipway with operations in flight.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// PUT → 201 p50/p99, ms, at [`PROBE_PUT_RATE`].
+    pub accept_ms: (f64, f64),
+    /// Status GET p50/p99, ms, at [`PROBE_GET_RATE`].
+    pub get_ms: (f64, f64),
+}
+
+pub const PROBE_PUT_RATE: u32 = 200;
+pub const PROBE_GET_RATE: u32 = 1000;
+const PROBE_SECONDS: u32 = 5;
+
+/// [`measure`], and with `probe` then [`PROBE_SECONDS`] of open-loop PUTs and status GETs at
+/// fixed rates once the memory is read.
+pub async fn measure_probed(
+    in_flight: usize,
+    poll_seconds: f64,
+    probe: bool,
+) -> Result<(Memory, Option<Probe>), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let sim = start_sim(0.0, sim_tick_ms(86_400.0), None).await?;
     let port = free_port()?;
-    let setup = Setup { max_concurrent: in_flight + 1024, ..Setup::new(StoreKind::SqliteFull, poll_seconds) };
+    let setup = Setup { max_concurrent: in_flight + 2048, ..Setup::new(StoreKind::SqliteFull, poll_seconds) };
     let (slipway, _) = ChildSlipway::start(dir.path(), &setup.config(port, dir.path(), &sim.base_url())?, port).await?;
     // Warm up: connections, caches and the runtime's threads are part of idle, not per op.
     let warm = slipway.client.put_all(names("warm", 256), Some(0.0)).await?;
@@ -81,7 +104,7 @@ pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, Stri
     settle(&slipway.client).await;
     let idle_bytes = slipway.rss()?;
     let cpu_before = slipway.cpu_seconds();
-    slipway.client.put_all(names("held", in_flight), Some(86_400.0)).await?;
+    let held = slipway.client.put_all(names("held", in_flight), Some(86_400.0)).await?;
     let start = Instant::now();
     while sim.handle().job_count() < 256 + in_flight {
         if start.elapsed() > Duration::from_secs(300) {
@@ -96,9 +119,42 @@ pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, Stri
     tokio::time::sleep(waiting).await;
     let waiting_cores = slipway.cpu_seconds().zip(launched).map(|(a, b)| (a - b) / waiting.as_secs_f64());
     let loaded_bytes = slipway.rss()?;
+    let probed = if probe {
+        let urls: Vec<String> = held.into_iter().map(|a| a.status_url).collect();
+        Some(probe_latencies(&slipway.client, urls).await?)
+    } else {
+        None
+    };
     slipway.stop()?;
     sim.shutdown().await;
-    Ok(Memory { in_flight, poll_seconds, idle_bytes, loaded_bytes, cpu_ms_per_op, waiting_cores })
+    Ok((Memory { in_flight, poll_seconds, idle_bytes, loaded_bytes, cpu_ms_per_op, waiting_cores }, probed))
+}
+
+/// Open loop: a PUT every 1/[`PROBE_PUT_RATE`] s and a status GET (of the held operations,
+/// in turn) every 1/[`PROBE_GET_RATE`] s, each timed from when it was due.
+async fn probe_latencies(client: &Client, status_urls: Vec<String>) -> Result<Probe, String> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let puts = PROBE_PUT_RATE * PROBE_SECONDS;
+    let gets = PROBE_GET_RATE * PROBE_SECONDS;
+    let mut ticks = tokio::time::interval(Duration::from_secs(1) / PROBE_GET_RATE);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let every_put = PROBE_GET_RATE / PROBE_PUT_RATE;
+    for i in 0..gets {
+        let due = ticks.tick().await;
+        if i % every_put == 0 && i / every_put < puts {
+            let (client, name) = (client.clone(), format!("probe{i}"));
+            tasks.spawn(async move { client.put(&name, Some(86_400.0)).await.map(|_| (true, due.elapsed())) });
+        }
+        let url = status_urls[i as usize % status_urls.len()].clone();
+        let client = client.clone();
+        tasks.spawn(async move { client.status(&url).await.map(|_| (false, due.elapsed())) });
+    }
+    let (mut accept, mut get) = (Vec::new(), Vec::new());
+    while let Some(done) = tasks.join_next().await {
+        let (is_put, took) = done.map_err(|e| e.to_string())??;
+        if is_put { accept.push(took) } else { get.push(took) }
+    }
+    Ok(Probe { accept_ms: crate::harness::p50_p99_ms(accept), get_ms: crate::harness::p50_p99_ms(get) })
 }
 
 /// Lets the server finish what the last requests started.
