@@ -195,6 +195,7 @@ impl<S: Store + ?Sized> Faulty<S> {
     /// The next call of `method` that succeeds reaches the inner store as usual, then holds
     /// its answer until the returned gate is opened: what the code under test does once a
     /// write has committed but before it learns so. Paused time is not held while it waits.
+    /// For the methods recorded by name ([`Call::Other`]), `change` among them.
     pub fn hold_next(&self, method: Method) -> Arc<Gate> {
         let gate = Arc::new(Gate { reached: tokio::sync::Notify::new(), open: tokio::sync::Semaphore::new(0) });
         lock(&self.gates).insert(method, gate.clone());
