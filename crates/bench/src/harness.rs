@@ -363,6 +363,28 @@ impl Client {
     }
 }
 
+/// Every resource of the benchmark's subscription in `store`, read a page at a time.
+pub async fn all_records(store: &dyn slipway_store::Store) -> Result<Vec<slipway_domain::ResourceRecord>, String> {
+    let mut all = Vec::new();
+    let mut after = None;
+    loop {
+        let query = slipway_store::ListQuery {
+            subscription: slipway_domain::SubscriptionId::new(SUB),
+            resource_group: None,
+            type_key: None,
+            under: None,
+            after,
+            limit: 1000,
+        };
+        let page = store.list_resources(&query).await.map_err(|e| e.to_string())?;
+        all.extend(page.items);
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return Ok(all),
+        }
+    }
+}
+
 /// `p` in 0..=100 of already sorted values.
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {

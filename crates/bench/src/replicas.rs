@@ -13,12 +13,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use slipway_domain::{JobState, ResourceRecord, SubscriptionId};
+use slipway_domain::{JobState, ResourceRecord};
 use slipway_store::postgres::{PostgresOptions, PostgresStore};
-use slipway_store::{ListQuery, Store};
 
 use crate::harness::{
-    Accepted, ChildSlipway, Node, SUB, Setup, StoreKind, free_port, names, p50_p99_ms, postgres_url, unique_name,
+    Accepted, ChildSlipway, Node, Setup, StoreKind, all_records, free_port, names, p50_p99_ms, postgres_url,
+    unique_name,
 };
 use crate::runtimes::{SimServer, sim_tick_ms, start_sim};
 
@@ -351,7 +351,7 @@ pub async fn takeover(args: &Args) -> Result<Takeover, String> {
     let killed = Instant::now();
     let _ = victim.child.wait();
     let at_controller = keys_at_controller(&sim);
-    let held: Vec<(String, Held)> = records(&store)
+    let held: Vec<(String, Held)> = all_records(&store)
         .await?
         .into_iter()
         .filter(|r| r.lease.as_ref().is_some_and(|l| l.owner == node_name(0)))
@@ -371,7 +371,7 @@ pub async fn takeover(args: &Args) -> Result<Takeover, String> {
         }
         // Moved once a survivor took the lease over (or took it and already gave it back).
         let owners: HashMap<String, Option<String>> =
-            records(&store).await?.into_iter().map(|r| (r.id.name.clone(), r.lease.map(|l| l.owner))).collect();
+            all_records(&store).await?.into_iter().map(|r| (r.id.name.clone(), r.lease.map(|l| l.owner))).collect();
         let now = killed.elapsed().as_secs_f64();
         let mut still = Vec::new();
         for mut t in tracked {
@@ -431,28 +431,6 @@ fn held_as(record: &ResourceRecord, at_controller: &std::collections::HashSet<St
         JobState::Launching if at_controller.contains(job.idempotency_key.as_str()) => Held::LaunchSent,
         JobState::Launching => Held::LaunchNotSent,
         _ => Held::Running,
-    }
-}
-
-/// Every resource in the benchmark's subscription, a page at a time.
-async fn records(store: &PostgresStore) -> Result<Vec<ResourceRecord>, String> {
-    let mut all = Vec::new();
-    let mut after = None;
-    loop {
-        let query = ListQuery {
-            subscription: SubscriptionId::new(SUB),
-            resource_group: None,
-            type_key: None,
-            under: None,
-            after,
-            limit: 1000,
-        };
-        let page = store.list_resources(&query).await.map_err(|e| e.to_string())?;
-        all.extend(page.items);
-        match page.next {
-            Some(next) => after = Some(next),
-            None => return Ok(all),
-        }
     }
 }
 

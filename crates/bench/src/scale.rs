@@ -177,29 +177,12 @@ async fn copy_in_store(
     made: usize,
     resources: usize,
 ) -> Result<(), String> {
-    use slipway_domain::{ArmId, Clock, SubscriptionId};
-    use slipway_store::{ChangeRequest, ListQuery, change_with};
+    use slipway_domain::{ArmId, Clock};
+    use slipway_store::{ChangeRequest, change_with};
     if made >= resources {
         return Ok(());
     }
-    let mut originals = Vec::with_capacity(made);
-    let mut after = None;
-    loop {
-        let query = ListQuery {
-            subscription: SubscriptionId::new(SUB),
-            resource_group: Some("bench".into()),
-            type_key: None,
-            under: None,
-            after,
-            limit: 1000,
-        };
-        let page = store.list_resources(&query).await.map_err(|e| e.to_string())?;
-        originals.extend(page.items);
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
-    }
+    let originals = crate::harness::all_records(store.as_ref()).await?;
     if originals.is_empty() {
         return Err("no resources to copy".into());
     }

@@ -23,7 +23,7 @@ use common::{Node, WAIT, create, renewals};
 use slipway_domain::time::Clock;
 use slipway_domain::{ArmId, JobState, ProvisioningState, TypePolicy};
 use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
-use slipway_store::conformance::Method;
+use slipway_store::conformance::{Faulty, Method};
 use slipway_store::{ClaimRequest, Store};
 use slipway_test_support::{TestClock, eventually};
 use tokio::sync::Semaphore;
@@ -79,11 +79,8 @@ impl Provider for Gated {
     }
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider() {
-    const LEASE: Duration = Duration::from_secs(3);
-    let dir = tempfile::tempdir().unwrap();
-    let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
+/// Node a running the resource `name` on a [`Gated`] provider whose gate is closed.
+fn gated_node(store: &Arc<Faulty>, name: &str, lease: Duration) -> (Arc<Gated>, Arc<TestClock>, ArmId, Node) {
     let gated = Arc::new(Gated {
         gate: Semaphore::new(0),
         attempts: AtomicUsize::new(0),
@@ -92,9 +89,18 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
         finds: AtomicUsize::new(0),
     });
     let clock = Arc::new(TestClock::new());
-    let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r1").unwrap();
+    let id = ArmId::new("sub", "rg", "Test.Ns", "things", name).unwrap();
     let policy = TypePolicy { provider: "gated".into(), ..TypePolicy::default() };
-    let node = Node::start("a", store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
+    let node = Node::start("a", store.clone(), gated.clone(), &id, policy, clock.clone(), lease);
+    (gated, clock, id, node)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider() {
+    const LEASE: Duration = Duration::from_secs(3);
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
+    let (gated, clock, id, node) = gated_node(&store, "r1", LEASE);
 
     let key = id.key();
     create(store.as_ref(), clock.as_ref(), id).await;
@@ -222,17 +228,7 @@ async fn a_launch_abandoned_for_its_own_nodes_newer_claim_is_resolved_under_that
     const LEASE: Duration = Duration::from_secs(30);
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite_recording(dir.path(), &[Method::RenewLeases]);
-    let gated = Arc::new(Gated {
-        gate: Semaphore::new(0),
-        attempts: AtomicUsize::new(0),
-        abandoned: Arc::default(),
-        launched: Mutex::default(),
-        finds: AtomicUsize::new(0),
-    });
-    let clock = Arc::new(TestClock::new());
-    let id = ArmId::new("sub", "rg", "Test.Ns", "things", "r3").unwrap();
-    let policy = TypePolicy { provider: "gated".into(), ..TypePolicy::default() };
-    let node = Node::start("a", store.clone(), gated.clone(), &id, policy, clock.clone(), LEASE);
+    let (gated, clock, id, node) = gated_node(&store, "r3", LEASE);
     let key = id.key();
     create(store.as_ref(), clock.as_ref(), id).await;
     let epoch = async || store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch);
