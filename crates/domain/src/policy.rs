@@ -17,8 +17,11 @@ pub struct TypePolicy {
     pub type_name: String,
     /// Provider instance that runs this type's jobs.
     pub provider: ProviderName,
-    /// Delay between status polls of a running job.
+    /// Delay between status polls of a job that has just started; see
+    /// [`TypePolicy::poll_interval_at`] for how it grows with the job's age.
     pub poll_interval: Duration,
+    /// The longest delay between status polls of a long-running job.
+    pub max_poll_interval: Duration,
     /// Convergence retries after a failure; `None` switches them off.
     pub backoff: Option<BackoffPolicy>,
     pub create_deadline: Duration,
@@ -51,6 +54,14 @@ pub struct TypePolicy {
     pub preflight: bool,
 }
 
+/// The longest a running job goes unpolled unless its type says otherwise: half a minute,
+/// how late news of a long job's end may come to a type that has no webhooks.
+pub const DEFAULT_MAX_POLL_INTERVAL: Duration = Duration::from_secs(30);
+
+/// A job is polled at most once per this fraction of its age: news of its end is late by at
+/// most an eighth of how long it ran (or `poll_interval`, when that is longer).
+const POLLS_PER_AGE: u32 = 8;
+
 /// Outputs are shown on every GET of the resource and stored with it: 64 KiB.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
 
@@ -60,6 +71,7 @@ impl Default for TypePolicy {
             type_name: String::new(),
             provider: "ansible".into(),
             poll_interval: Duration::from_secs(2),
+            max_poll_interval: DEFAULT_MAX_POLL_INTERVAL,
             backoff: Some(BackoffPolicy::default()),
             create_deadline: Duration::from_secs(3600),
             update_deadline: Duration::from_secs(3600),
@@ -85,8 +97,69 @@ impl TypePolicy {
         }
     }
 
+    /// The delay before the next status poll of a job running for `age`: `poll_interval`
+    /// doubled for as long as it stays within an eighth of the age, at most
+    /// `max_poll_interval` (rounded down to a whole number of `poll_interval`s). Thousands of
+    /// long jobs then cost few polls a second while a short one is still seen ending at once;
+    /// and as every delay is a whole multiple of `poll_interval`, polls still fall on the
+    /// type's poll grid and share its batches.
+    pub fn poll_interval_at(&self, age: Duration) -> Duration {
+        let base = self.poll_interval;
+        let whole = (self.max_poll_interval.as_nanos() / base.as_nanos().max(1)).clamp(1, u32::MAX as u128) as u32;
+        let most = base.saturating_mul(whole);
+        let mut interval = base;
+        loop {
+            let next = interval.saturating_mul(2).min(most);
+            if next <= interval || next.saturating_mul(POLLS_PER_AGE) > age {
+                return interval;
+            }
+            interval = next;
+        }
+    }
+
     /// Backoff used for deprovision retries even when convergence retries are off.
     pub fn deprovision_backoff(&self) -> BackoffPolicy {
         self.backoff.unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(poll: f64, max: f64) -> TypePolicy {
+        TypePolicy {
+            poll_interval: Duration::from_secs_f64(poll),
+            max_poll_interval: Duration::from_secs_f64(max),
+            ..TypePolicy::default()
+        }
+    }
+
+    #[test]
+    fn a_job_is_polled_less_often_as_it_ages_up_to_the_most() {
+        let p = policy(1.0, 30.0);
+        let at = |age: u64| p.poll_interval_at(Duration::from_secs(age)).as_secs_f64();
+        assert_eq!([at(0), at(15), at(16), at(31), at(32), at(64), at(128)], [1.0, 1.0, 2.0, 2.0, 4.0, 8.0, 16.0]);
+        // The last step is the most itself, not the next doubling past it.
+        assert_eq!([at(239), at(240), at(100_000)], [16.0, 30.0, 30.0]);
+    }
+
+    #[test]
+    fn every_delay_is_a_whole_number_of_base_intervals() {
+        let p = policy(0.4, 5.0);
+        for age in 0..200 {
+            let d = p.poll_interval_at(Duration::from_secs(age)).as_millis();
+            assert_eq!(d % 400, 0, "age {age}: {d} ms");
+            assert!(d <= 5_000);
+        }
+        assert_eq!(p.poll_interval_at(Duration::from_secs(1_000)), Duration::from_millis(4_800));
+    }
+
+    #[test]
+    fn a_most_no_longer_than_the_interval_polls_at_a_fixed_rate() {
+        let p = policy(2.0, 2.0);
+        assert_eq!(p.poll_interval_at(Duration::from_secs(86_400)), Duration::from_secs(2));
+        let odd = policy(2.0, 0.5);
+        assert_eq!(odd.poll_interval_at(Duration::from_secs(86_400)), Duration::from_secs(2));
     }
 }

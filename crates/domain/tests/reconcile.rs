@@ -79,6 +79,37 @@ fn launched_job_is_polled_until_it_succeeds() {
 }
 
 #[test]
+fn a_long_running_job_is_polled_less_often_as_it_ages() {
+    let mut w = World::created();
+    w.policy.max_poll_interval = secs(30);
+    let k = key(1, 1);
+    w.launch(&k, "1001");
+    let running = || observed(JobState::Running, "running", "");
+    // Every 2 s while young; the delay doubles as it fits eight times into the job's age.
+    for (age, next) in [(2, 4), (31, 33), (32, 36), (64, 72), (130, 146), (239, 255), (240, 270), (5_000, 5_030)] {
+        w.set_now(at(age));
+        assert_eq!(w.poll(&k, running()), Some(at(next)), "polled at age {age} s");
+    }
+    w.set_now(at(5_030));
+    assert_eq!(w.poll(&k, observed(JobState::Succeeded, "successful", "")), None);
+}
+
+#[test]
+fn no_poll_is_put_off_past_the_operations_deadline() {
+    let mut w = World::created();
+    w.policy.create_deadline = secs(250);
+    let k = key(1, 1);
+    w.launch(&k, "1001");
+    w.set_now(at(240));
+    assert_eq!(w.poll(&k, observed(JobState::Running, "running", "")), Some(at(250)), "not at 270 s");
+    w.set_now(at(250));
+    assert_eq!(w.decide(), Effect::Poll { key: k.clone() });
+    assert_eq!(w.op(1).status, PS::Failed, "the deadline ended the operation on time");
+    // With no operation left to end, the job is polled as its age says.
+    assert_eq!(w.poll(&k, observed(JobState::Running, "running", "")), Some(at(280)));
+}
+
+#[test]
 fn update_operation_runs_its_own_job() {
     let mut w = World::provisioned();
     w.set_now(at(100));

@@ -188,6 +188,11 @@ fn job_mut<'a>(snap: &'a mut Snapshot, key: &IdempotencyKey) -> Option<&'a mut J
     snap.resource.as_mut()?.jobs.iter_mut().find(|j| j.idempotency_key == *key)
 }
 
+/// When the active operation runs out of time, if one is active.
+pub(crate) fn operation_deadline(snap: &Snapshot, policy: &TypePolicy) -> Option<Timestamp> {
+    snap.active_operation().map(|op| op.start_time.add(policy.deadline(op.request)))
+}
+
 fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
     let Some(op) = snap.active_operation().cloned() else { return };
     let limit = policy.deadline(op.request);

@@ -70,9 +70,12 @@ fn record_poll(
         Outcome::Observed(obs) => (None, obs.stats.take()),
         _ => (None, None),
     };
+    // A long job's next poll may be far off (`TypePolicy::poll_interval_at`): not past the
+    // deadline that would end its operation.
+    let deadline = super::operation_deadline(snap, policy).filter(|d| *d > now);
     let job = job_mut(snap, key)?;
     let was_terminal = job.state.is_terminal();
-    let next = record_on(job, JobIo::Poll, outcome, policy, now);
+    let next = record_on(job, JobIo::Poll, outcome, policy, now).map(|t| deadline.map_or(t, |d| t.min(d)));
     let (ended, succeeded) = (!was_terminal && job.state.is_terminal(), job.state == JobState::Succeeded);
     let job = job.clone();
     if ended
@@ -351,7 +354,14 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
                 job.message = obs.message;
                 job.error_details = obs.error_details;
             }
-            if obs.state.is_terminal() { None } else { poll_later }
+            if obs.state.is_terminal() {
+                None
+            } else if job.cancel_requested_at.is_some() || job.kill_requested {
+                // Its end is expected soon, whatever its age.
+                poll_later
+            } else {
+                Some(now.add(policy.poll_interval_at(now.since(job.timestamp))))
+            }
         }
         (JobIo::Poll | JobIo::Cancel, Outcome::Failed(Failure { kind: FailureKind::NotFound, message })) => {
             job.state = if io == JobIo::Cancel { JobState::Canceled } else { JobState::Failed };

@@ -38,8 +38,7 @@ impl PollWait {
             return None;
         }
         let job = res.jobs.iter().find(|j| j.idempotency_key == key)?.clone();
-        let until =
-            snap.active_operation().map_or(Timestamp(i64::MAX), |op| op.start_time.add(policy.deadline(op.request)));
+        let until = super::operation_deadline(snap, policy).unwrap_or(Timestamp(i64::MAX));
         Some(PollWait { job, until })
     }
 
@@ -65,6 +64,6 @@ impl PollWait {
         }
         let mut job = self.job.clone();
         let next = record::record_poll_on(&mut job, outcome.clone(), policy, now)?;
-        (job == self.job && next > now).then_some(next)
+        (job == self.job && next > now).then_some(next.min(self.until))
     }
 }

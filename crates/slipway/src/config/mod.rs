@@ -279,6 +279,14 @@ impl Config {
                 t.namespace, t.type_name
             )));
         }
+        if let Some(max) = t.max_poll_interval_seconds
+            && !(max.is_finite() && max >= t.poll_interval_seconds)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "type {}/{}: max_poll_interval_seconds = {max} must be at least poll_interval_seconds ({})",
+                t.namespace, t.type_name, t.poll_interval_seconds
+            )));
+        }
         t.name_rule()?;
         if let Some(parent) = t.parent_type() {
             let declared = self

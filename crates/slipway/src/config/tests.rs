@@ -53,6 +53,24 @@ fn env_overrides_tables_arrays_and_scalars() {
 }
 
 #[test]
+fn a_most_poll_interval_shorter_than_the_poll_interval_is_refused() {
+    let set = |max: &str| {
+        let env = [
+            ("SLIPWAY_TYPES__0__POLL_INTERVAL_SECONDS".to_string(), "2".to_string()),
+            ("SLIPWAY_TYPES__0__MAX_POLL_INTERVAL_SECONDS".to_string(), max.to_string()),
+        ];
+        Config::load(None, env)
+    };
+    assert_eq!(set("2").unwrap().types[0].max_poll_interval_seconds, Some(2.0));
+    for bad in ["1.5", "-1", "inf"] {
+        match set(bad) {
+            Err(ConfigError::Invalid(m)) => assert!(m.contains("max_poll_interval_seconds"), "{m}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn aap_providers_parse() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("slipway.toml");

@@ -36,6 +36,10 @@ pub struct TypeConfig {
     pub delete: Option<String>,
     #[serde(default = "default_poll")]
     pub poll_interval_seconds: f64,
+    /// The longest delay between polls of a long-running job; default the larger of 30 s and
+    /// `poll_interval_seconds`.
+    #[serde(default)]
+    pub max_poll_interval_seconds: Option<f64>,
     /// Convergence retries after a failure; `false` stops after the operation fails.
     #[serde(default = "default_retry_failures")]
     pub retry_failures: bool,

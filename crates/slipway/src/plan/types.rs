@@ -11,6 +11,7 @@ use slipway_api::types::ResourceKind;
 use slipway_api::{ActionType, ResourceType, TypeRegistry};
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::ids::namespace_ok;
+use slipway_domain::policy::DEFAULT_MAX_POLL_INTERVAL;
 use slipway_domain::{TypeKey, TypePolicy};
 use slipway_provider::JobAction;
 use slipway_secrets::Keyring;
@@ -119,10 +120,18 @@ fn policy(config: &Config, t: &TypeConfig, found: &mut Found) -> Option<TypePoli
     let poll_interval = Duration::try_from_secs_f64(t.poll_interval_seconds).map_err(|_| {
         format!("poll_interval_seconds = {}: must be a positive number of seconds", t.poll_interval_seconds)
     });
+    let poll_interval = found.ok(poll_interval)?;
+    let max_poll_interval = match t.max_poll_interval_seconds {
+        Some(max) => found.ok(Duration::try_from_secs_f64(max)
+            .map_err(|_| format!("max_poll_interval_seconds = {max}: must be a positive number of seconds")))?,
+        None => DEFAULT_MAX_POLL_INTERVAL,
+    }
+    .max(poll_interval);
     Some(TypePolicy {
         type_name: format!("{}/{}", t.namespace, t.type_name),
         provider: t.provider.as_str().into(),
-        poll_interval: found.ok(poll_interval)?,
+        poll_interval,
+        max_poll_interval,
         backoff: t.retry_failures.then_some(BackoffPolicy {
             base: Duration::from_secs(t.backoff_base_seconds),
             max: Duration::from_secs(t.backoff_max_seconds),
