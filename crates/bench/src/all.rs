@@ -52,7 +52,7 @@ pub async fn run(args: Args) -> Result<(), String> {
     steady::print(&steadies);
     println!();
 
-    let mem = memory::measure(options.in_flight, 5.0).await?;
+    let mem = memory::measure(options.in_flight, 5.0, 0.0).await?;
     mem.print();
     println!();
 

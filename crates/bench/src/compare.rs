@@ -114,6 +114,7 @@ fn is_setting(key: &str) -> bool {
     [
         "ops",
         "in_flight",
+        "aged_seconds",
         "put_rate",
         "get_rate",
         "job_seconds",

@@ -34,7 +34,7 @@ pub struct Args {
 pub async fn run(args: Args) -> Result<(), String> {
     let mut in_flight = Vec::new();
     for &n in &args.in_flight {
-        let (mem, probe) = memory::measure_probed(n, args.poll_seconds, true).await?;
+        let (mem, probe) = memory::measure_probed(n, args.poll_seconds, 0.0, true).await?;
         in_flight.push((mem, probe.ok_or("no probe")?));
     }
     print_in_flight(&in_flight);

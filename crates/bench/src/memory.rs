@@ -12,6 +12,8 @@ use crate::runtimes::{sim_tick_ms, start_sim};
 pub struct Memory {
     pub in_flight: usize,
     pub poll_seconds: f64,
+    /// How long the jobs had run when the waiting cores were measured, past their launch.
+    pub aged_seconds: f64,
     pub idle_bytes: u64,
     pub loaded_bytes: u64,
     /// Slipway's CPU milliseconds per operation from the first PUT to the last launch.
@@ -27,13 +29,17 @@ impl Memory {
 
     pub fn json(&self) -> Value {
         json!({"scenario": "memory", "in_flight": self.in_flight, "poll_seconds": self.poll_seconds,
+               "aged_seconds": self.aged_seconds,
                "idle_rss_bytes": self.idle_bytes,
                "loaded_rss_bytes": self.loaded_bytes, "bytes_per_in_flight_op": self.per_op_bytes(),
                "cpu_ms_per_op": self.cpu_ms_per_op, "waiting_cores": self.waiting_cores})
     }
 
     pub fn print(&self) {
-        println!("memory: slipway RSS (child process, SQLite FULL, poll {} s)", self.poll_seconds);
+        println!(
+            "memory: slipway RSS (child process, SQLite FULL, poll {} s, waiting measured {} s after launch)",
+            self.poll_seconds, self.aged_seconds
+        );
         println!(
             "{:>10} {:>12} {:>12} {:>14} {:>11} {:>13}",
             "in flight", "idle MiB", "loaded MiB", "bytes per op", "cpu ms/op", "waiting cores"
@@ -61,15 +67,19 @@ pub struct Args {
     /// The type's poll interval.
     #[arg(long, default_value_t = 5.0)]
     pub poll_seconds: f64,
+    /// Seconds to let the jobs run after the last launch before measuring the cores their
+    /// waiting costs: long-running jobs are polled less often than young ones.
+    #[arg(long, default_value_t = 0.0)]
+    pub aged: f64,
 }
 
 pub async fn run(args: Args) -> Result<(), String> {
-    measure(args.in_flight, args.poll_seconds).await?.print();
+    measure(args.in_flight, args.poll_seconds, args.aged).await?.print();
     Ok(())
 }
 
-pub async fn measure(in_flight: usize, poll_seconds: f64) -> Result<Memory, String> {
-    Ok(measure_probed(in_flight, poll_seconds, false).await?.0)
+pub async fn measure(in_flight: usize, poll_seconds: f64, aged_seconds: f64) -> Result<Memory, String> {
+    Ok(measure_probed(in_flight, poll_seconds, aged_seconds, false).await?.0)
 }
 
 /// Latencies measured against a Slipway with operations in flight.
@@ -90,6 +100,7 @@ const PROBE_SECONDS: u32 = 5;
 pub async fn measure_probed(
     in_flight: usize,
     poll_seconds: f64,
+    aged_seconds: f64,
     probe: bool,
 ) -> Result<(Memory, Option<Probe>), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -112,8 +123,9 @@ pub async fn measure_probed(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let cpu_ms_per_op = crate::harness::cpu_ms_per_op(cpu_before, slipway.cpu_seconds(), in_flight);
+    tokio::time::sleep(Duration::try_from_secs_f64(aged_seconds).unwrap_or_default()).await;
     let launched = slipway.cpu_seconds();
-    let cpu_ms_per_op = crate::harness::cpu_ms_per_op(cpu_before, launched, in_flight);
     // Past a poll or two, so every worker is in its steady waiting state.
     let waiting = Duration::from_secs_f64(poll_seconds.min(60.0) + 1.0);
     tokio::time::sleep(waiting).await;
@@ -127,7 +139,9 @@ pub async fn measure_probed(
     };
     slipway.stop()?;
     sim.shutdown().await;
-    Ok((Memory { in_flight, poll_seconds, idle_bytes, loaded_bytes, cpu_ms_per_op, waiting_cores }, probed))
+    let memory =
+        Memory { in_flight, poll_seconds, aged_seconds, idle_bytes, loaded_bytes, cpu_ms_per_op, waiting_cores };
+    Ok((memory, probed))
 }
 
 /// Open loop: a PUT every 1/[`PROBE_PUT_RATE`] s and a status GET (of the held operations,
