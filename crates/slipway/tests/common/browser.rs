@@ -131,8 +131,14 @@ impl Browser {
         !self.client.find_all(Locator::Css(css)).await.unwrap().is_empty()
     }
 
+    /// Clicks the first element `css` finds, once there is one: the page the last click
+    /// led to may still be loading.
     pub async fn click(&self, css: &str) {
-        self.client.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("find {css}: {e}")).click().await.unwrap();
+        let found = eventually(&format!("{css} is on the page"), Duration::from_secs(10), async || {
+            self.client.find(Locator::Css(css)).await.map_err(|e| e.to_string())
+        })
+        .await;
+        found.click().await.unwrap();
     }
 
     /// Fills the form `css` finds (`(name, value)` pairs) and submits it.
