@@ -48,6 +48,7 @@ mod plot;
 mod replicas;
 mod runtimes;
 mod scale;
+mod scrape;
 mod seed_design;
 mod steady;
 mod store_ceiling;

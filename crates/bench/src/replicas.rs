@@ -21,6 +21,7 @@ use crate::harness::{
     unique_name,
 };
 use crate::runtimes::{SimServer, sim_tick_ms, start_sim};
+use crate::scrape;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -116,9 +117,7 @@ impl Replicas {
     async fn counter(&self, name: &str) -> Result<f64, String> {
         let mut total = 0.0;
         for node in self.running() {
-            let url = format!("{}/metrics", node.client.base);
-            let text = node.client.http.get(url).send().await.map_err(|e| e.to_string())?;
-            total += counter_sum(&text.text().await.map_err(|e| e.to_string())?, name);
+            total += scrape::counter_sum(&scrape::scrape(&node.client).await?, name);
         }
         Ok(total)
     }
@@ -139,15 +138,6 @@ impl Replicas {
 
 fn node_name(i: usize) -> String {
     format!("bench-{i}")
-}
-
-/// The sum of every sample of the counter `name` (its `_total` series) in a scrape.
-fn counter_sum(text: &str, name: &str) -> f64 {
-    let series = format!("{name}_total");
-    text.lines()
-        .filter(|l| l.strip_prefix(&series).is_some_and(|rest| rest.starts_with(['{', ' '])))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[derive(Clone, Debug)]
@@ -431,22 +421,5 @@ fn held_as(record: &ResourceRecord, at_controller: &std::collections::HashSet<St
         JobState::Launching if at_controller.contains(job.idempotency_key.as_str()) => Held::LaunchSent,
         JobState::Launching => Held::LaunchNotSent,
         _ => Held::Running,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_are_summed_over_their_series() {
-        let text = "# TYPE slipway_engine_fenced_writes counter\n\
-                    slipway_engine_fenced_writes_total 3\n\
-                    slipway_engine_fenced_writes_created 17.0\n\
-                    slipway_x_total{a=\"b\"} 5\n\
-                    slipway_x_total{a=\"c\"} 2\n";
-        assert_eq!(counter_sum(text, "slipway_engine_fenced_writes"), 3.0);
-        assert_eq!(counter_sum(text, "slipway_x"), 7.0);
-        assert_eq!(counter_sum(text, "slipway_none"), 0.0);
     }
 }
