@@ -22,16 +22,17 @@ pub fn counter_sum(text: &str, name: &str) -> f64 {
         .sum()
 }
 
-/// Cumulative bucket counts of the ARM request-latency histogram for `method` (every route
-/// and status together), by upper bound in seconds.
-pub fn request_latency_buckets(text: &str, method: &str) -> Vec<(f64, f64)> {
-    let method = format!("method=\"{method}\"");
+/// Cumulative bucket counts of the histogram `family` over every series whose labels
+/// contain `having` (`method="PUT"`; empty for all), by upper bound in seconds.
+pub fn histogram_buckets(text: &str, family: &str, having: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{family}_bucket{{");
     let mut buckets: BTreeMap<String, f64> = BTreeMap::new();
     for line in text.lines() {
-        let Some(rest) = line.strip_prefix("slipway_http_request_duration_seconds_bucket{") else { continue };
-        let (Some(labels), Some(count)) = (rest.split('}').next(), line.rsplit(' ').next()) else { continue };
+        let Some(rest) = line.strip_prefix(&prefix) else { continue };
+        // Route templates hold braces (`{subscriptionId}`): the labels end at the last one.
+        let Some((labels, count)) = rest.rsplit_once('}') else { continue };
         let le = labels.split(',').find_map(|l| l.strip_prefix("le=\"")?.strip_suffix('"'));
-        if let (true, Some(le), Ok(count)) = (labels.contains(&method), le, count.parse::<f64>()) {
+        if let (true, Some(le), Ok(count)) = (labels.contains(having), le, count.trim().parse::<f64>()) {
             *buckets.entry(le.to_string()).or_default() += count;
         }
     }
@@ -41,6 +42,16 @@ pub fn request_latency_buckets(text: &str, method: &str) -> Vec<(f64, f64)> {
         .collect();
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
     out
+}
+
+/// The ARM request-latency histogram of `method`'s requests, every route and status together.
+pub fn request_latency_buckets(text: &str, method: &str) -> Vec<(f64, f64)> {
+    histogram_buckets(text, "slipway_http_request_duration_seconds", &format!("method=\"{method}\""))
+}
+
+/// The store's write-transaction latency histogram (a group commit counts once).
+pub fn transaction_buckets(text: &str) -> Vec<(f64, f64)> {
+    histogram_buckets(text, "slipway_store_transaction_duration_seconds", "")
 }
 
 /// The smallest bucket bound (ms) that holds a share `q` of the requests counted between two
@@ -74,7 +85,7 @@ mod tests {
     fn scrape_with(put_01: f64, put_025: f64, put_all: f64) -> String {
         let b = "slipway_http_request_duration_seconds_bucket";
         format!(
-            "{b}{{route=\"/r\",method=\"PUT\",status=\"201\",le=\"0.01\"}} {put_01}\n\
+            "{b}{{le=\"0.01\",route=\"/s/{{subscriptionId}}/r\",method=\"PUT\",status=\"201\"}} {put_01}\n\
              {b}{{route=\"/r\",method=\"PUT\",status=\"201\",le=\"0.025\"}} {put_025}\n\
              {b}{{route=\"/r\",method=\"PUT\",status=\"201\",le=\"+Inf\"}} {put_all}\n\
              {b}{{route=\"/r\",method=\"GET\",status=\"200\",le=\"0.01\"}} 1000\n\

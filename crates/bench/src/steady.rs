@@ -57,6 +57,9 @@ pub struct Steady {
     /// Accept p99 inside the server (its own latency histogram; the bucket bound, ms): what
     /// of `accept_ms` is Slipway's handling rather than the client's or the machine's.
     pub server_accept_p99_ms: Option<f64>,
+    /// The store's write transactions' p99 meanwhile (bucket bound, ms): how long a write
+    /// that arrives behind one waits for it at most, nearly.
+    pub transaction_p99_ms: Option<f64>,
     pub gets: usize,
     pub get_ms: (f64, f64),
     pub dispatch_ms: (f64, f64),
@@ -74,6 +77,7 @@ impl Steady {
                "poll_seconds": self.poll_seconds, "puts": self.puts,
                "accept_p50_ms": self.accept_ms.0, "accept_p99_ms": self.accept_ms.1,
                "server_accept_p99_le_ms": self.server_accept_p99_ms,
+               "store_transaction_p99_le_ms": self.transaction_p99_ms,
                "gets": self.gets, "get_rate": self.options.readers_rate,
                "get_p50_ms": self.get_ms.0, "get_p99_ms": self.get_ms.1,
                "first_dispatch_p50_ms": self.dispatch_ms.0, "first_dispatch_p99_ms": self.dispatch_ms.1,
@@ -110,13 +114,14 @@ pub fn setups(store: StoreKind, poll_seconds: f64) -> Vec<(&'static str, Setup)>
 pub fn print(rows: &[Steady]) {
     println!("steady: open-loop PUTs of jobs while operations are in flight (latencies p50 / p99, ms)");
     println!(
-        "{:<9} {:>9} {:>6} {:>5} {:>17} {:>12} {:>17} {:>17} {:>17} {:>9} {:>6}",
+        "{:<9} {:>9} {:>6} {:>5} {:>17} {:>12} {:>12} {:>17} {:>17} {:>17} {:>9} {:>6}",
         "setup",
         "in flight",
         "PUT/s",
         "poll",
         "accept",
         "server p99 ≤",
+        "commit p99 ≤",
         "status GET",
         "first dispatch",
         "finish→visible",
@@ -126,13 +131,14 @@ pub fn print(rows: &[Steady]) {
     for r in rows {
         let pair = |(a, b): (f64, f64)| format!("{a:.1} / {b:.1}");
         println!(
-            "{:<9} {:>9} {:>6.0} {:>5} {:>17} {:>12} {:>17} {:>17} {:>17} {:>9.0} {:>6}",
+            "{:<9} {:>9} {:>6.0} {:>5} {:>17} {:>12} {:>12} {:>17} {:>17} {:>17} {:>9.0} {:>6}",
             r.label,
             r.options.in_flight,
             r.options.put_rate,
             r.poll_seconds,
             pair(r.accept_ms),
             r.server_accept_p99_ms.map_or("-".into(), |ms| format!("{ms}")),
+            r.transaction_p99_ms.map_or("-".into(), |ms| format!("{ms}")),
             pair(r.get_ms),
             pair(r.dispatch_ms),
             pair(r.visible_ms),
@@ -163,8 +169,7 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
     }
     let held_urls: Arc<Vec<String>> = Arc::new(held.into_iter().map(|a| a.status_url).collect());
     sim.reset_requests();
-    let put_buckets = |text: String| scrape::request_latency_buckets(&text, "PUT");
-    let buckets_before = put_buckets(scrape::scrape(&rig.client).await?);
+    let before = scrape::scrape(&rig.client).await?;
     let counting = Instant::now();
     let cpu_before = crate::harness::slipway_cpu_seconds();
 
@@ -213,7 +218,7 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
         .zip(cpu_before)
         .map(|(after, before)| (after - before) / counting.elapsed().as_secs_f64());
 
-    let buckets_after = put_buckets(scrape::scrape(&rig.client).await?);
+    let after = scrape::scrape(&rig.client).await?;
     let visible = watcher.await.map_err(|e| e.to_string())??;
     let launches = launch_times(&rig.sim.handle());
     let dispatch: Vec<Duration> = accepted
@@ -230,7 +235,16 @@ pub async fn measure(label: &str, setup: &Setup, o: &Options) -> Result<Steady, 
         poll_seconds: setup.poll_seconds,
         puts: accepted.len(),
         accept_ms: p50_p99_ms(accepted.iter().map(|(_, a)| a.latency).collect()),
-        server_accept_p99_ms: scrape::quantile_bound_ms(&buckets_before, &buckets_after, 0.99),
+        server_accept_p99_ms: scrape::quantile_bound_ms(
+            &scrape::request_latency_buckets(&before, "PUT"),
+            &scrape::request_latency_buckets(&after, "PUT"),
+            0.99,
+        ),
+        transaction_p99_ms: scrape::quantile_bound_ms(
+            &scrape::transaction_buckets(&before),
+            &scrape::transaction_buckets(&after),
+            0.99,
+        ),
         gets: get_latencies.len(),
         get_ms: p50_p99_ms(get_latencies),
         dispatch_ms: p50_p99_ms(dispatch),
