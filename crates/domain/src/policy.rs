@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::backoff::BackoffPolicy;
 use crate::names::ProviderName;
 use crate::operation::OperationRequest;
+use crate::retry::RetryPolicy;
 
 /// The launch-ambiguity window of a remote provider with the default 30 s request timeout:
 /// that timeout plus a minute of margin.
@@ -106,14 +107,14 @@ impl TypePolicy {
     pub fn poll_interval_at(&self, age: Duration) -> Duration {
         let base = self.poll_interval;
         let whole = (self.max_poll_interval.as_nanos() / base.as_nanos().max(1)).clamp(1, u32::MAX as u128) as u32;
-        let most = base.saturating_mul(whole);
-        let mut interval = base;
+        let growth = RetryPolicy::exponential(base, base.saturating_mul(whole));
+        let mut step = 1;
         loop {
-            let next = interval.saturating_mul(2).min(most);
+            let (interval, next) = (growth.delay(step), growth.delay(step + 1));
             if next <= interval || next.saturating_mul(POLLS_PER_AGE) > age {
                 return interval;
             }
-            interval = next;
+            step += 1;
         }
     }
 
