@@ -134,6 +134,8 @@ impl Notifier {
         signal: Arc<Notify>,
         mut options: NotifierOptions,
     ) -> Result<Self, reqwest::Error> {
+        // Slipway's configuration refuses limits that contradict each other (`plan`); these
+        // keep a caller that builds options by hand from a notifier that could never send.
         options.max_concurrent = options.max_concurrent.max(1);
         options.max_per_destination = options.max_per_destination.clamp(1, options.max_concurrent);
         options.max_attempts = options.max_attempts.max(1);

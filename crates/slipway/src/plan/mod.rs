@@ -212,6 +212,18 @@ fn notifier(config: &Config, callbacks: CallbackPolicy, found: &mut Found) -> No
     let max_attempts = found.at_least("notifications.max_attempts", n.max_attempts, 1);
     let max_concurrent = found.at_least("notifications.max_concurrent", n.max_concurrent, 1);
     let max_per_destination = found.at_least("notifications.max_per_destination", n.max_per_destination, 1);
+    // The notifier would quietly lower either; a configuration that asks for it is a mistake.
+    if connect_timeout > request_timeout {
+        found.add(format!(
+            "notifications.connect_timeout_seconds = {} is longer than request_timeout_seconds = {}, which includes connecting",
+            n.connect_timeout_seconds, n.request_timeout_seconds
+        ));
+    }
+    if max_per_destination > max_concurrent {
+        found.add(format!(
+            "notifications.max_per_destination = {max_per_destination} is more than max_concurrent = {max_concurrent}, the deliveries in flight to all destinations together"
+        ));
+    }
     NotifierOptions {
         request_timeout,
         connect_timeout,

@@ -65,6 +65,24 @@ fn values_out_of_range_are_refused_with_their_range() {
 }
 
 #[test]
+fn notification_limits_that_contradict_each_other_are_refused_not_lowered() {
+    let config = load(&[
+        ("SLIPWAY_NOTIFICATIONS__CONNECT_TIMEOUT_SECONDS", "9"),
+        ("SLIPWAY_NOTIFICATIONS__REQUEST_TIMEOUT_SECONDS", "5"),
+        ("SLIPWAY_NOTIFICATIONS__MAX_CONCURRENT", "4"),
+        ("SLIPWAY_NOTIFICATIONS__MAX_PER_DESTINATION", "8"),
+    ]);
+    let mut found = Found::default();
+    notifier(&config, Default::default(), &mut found);
+    let problems: Vec<String> = found.finish(Some(())).unwrap_err().iter().map(|p| p.as_str().to_string()).collect();
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("notifications.connect_timeout_seconds = 9 is longer than request_timeout_seconds = 5")
+    );
+    assert!(problems[1].starts_with("notifications.max_per_destination = 8 is more than max_concurrent = 4"));
+}
+
+#[test]
 fn the_database_goes_under_the_data_dir_unless_its_path_is_absolute() {
     let config = load(&[]);
     let data = config.data_dir().unwrap();
