@@ -14,12 +14,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use aap_sim::{Faults, Sim, SimConfig};
-use common::replica::{Replica, ReplicaConfig, aap_type, free_port, pg_url, unique_schema};
+use common::postgres::PrivatePostgres;
+use common::replica::{Logs, Replica, ReplicaConfig, aap_type, pg_url, unique_schema};
 use common::{API, rid};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
@@ -323,145 +322,6 @@ async fn paused_replica_is_fenced_and_launches_no_duplicate() {
 }
 
 // ---------------------------------------------------------------------------------------
-// PostgreSQL of one test
-
-/// A throwaway PostgreSQL cluster: `initdb` in a temp dir, run as user `postgres` (tests run
-/// as root), listening on a free loopback port, stopped and removed on drop (panics too).
-struct PrivatePostgres {
-    bin: PathBuf,
-    data: PathBuf,
-    log: PathBuf,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl PrivatePostgres {
-    fn start() -> PrivatePostgres {
-        let bin = postgres_bin().unwrap_or_else(|| {
-            panic!(
-                "this test needs the PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql/*/bin \
-                 or in $SLIPWAY_TEST_PG_BIN: install the postgresql server package"
-            )
-        });
-        let dir = tempfile::tempdir().expect("tempdir");
-        if is_root() {
-            run(Command::new("chown").arg("postgres:postgres").arg(dir.path()), "chown the cluster directory");
-        }
-        let pg = PrivatePostgres {
-            data: dir.path().join("data"),
-            log: dir.path().join("postgres.log"),
-            port: free_port(),
-            bin,
-            dir,
-        };
-        pg.as_postgres(
-            &format!("{} -D {} -U postgres --auth=trust -E UTF8 --no-sync", q(&pg.bin.join("initdb")), q(&pg.data)),
-            "initdb",
-        );
-        let settings = format!(
-            "\nport = {}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = off\n\
-             full_page_writes = off\n",
-            pg.port,
-            pg.dir.path().display()
-        );
-        let conf = pg.data.join("postgresql.conf");
-        let mut text = std::fs::read_to_string(&conf).expect("postgresql.conf");
-        text.push_str(&settings);
-        std::fs::write(&conf, text).expect("write postgresql.conf");
-        pg.start_again();
-        pg.as_postgres(
-            &format!("{} -h 127.0.0.1 -p {} -U postgres test", q(&pg.bin.join("createdb")), pg.port),
-            "createdb test",
-        );
-        pg
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/test", self.port)
-    }
-
-    fn start_again(&self) {
-        self.pg_ctl("-w -t 60 start", "pg_ctl start");
-    }
-
-    /// Fast shutdown: sessions are terminated, open transactions rolled back.
-    fn stop(&self) {
-        self.pg_ctl("-m fast -w -t 60 stop", "pg_ctl stop");
-    }
-
-    fn pg_ctl(&self, args: &str, what: &str) {
-        let cmd = format!("{} -D {} -l {} {args}", q(&self.bin.join("pg_ctl")), q(&self.data), q(&self.log));
-        self.as_postgres(&cmd, what);
-    }
-
-    fn as_postgres(&self, cmd: &str, what: &str) {
-        let mut c = if is_root() {
-            let mut c = Command::new("su");
-            c.args(["postgres", "-s", "/bin/sh", "-c", cmd]);
-            c
-        } else {
-            let mut c = Command::new("sh");
-            c.args(["-c", cmd]);
-            c
-        };
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        run(c.current_dir(self.dir.path()), &format!("{what} (server log so far:\n{log})"));
-    }
-}
-
-impl Drop for PrivatePostgres {
-    fn drop(&mut self) {
-        let cmd = format!("{} -D {} -m immediate -w stop", q(&self.bin.join("pg_ctl")), q(&self.data));
-        let mut c = if is_root() {
-            let mut c = Command::new("su");
-            c.args(["postgres", "-s", "/bin/sh", "-c", &cmd]);
-            c
-        } else {
-            let mut c = Command::new("sh");
-            c.args(["-c", &cmd]);
-            c
-        };
-        let _ = c.current_dir(self.dir.path()).output();
-    }
-}
-
-/// The newest installed server's `bin` directory holding `initdb` and `pg_ctl`.
-fn postgres_bin() -> Option<PathBuf> {
-    let usable = |p: &Path| p.join("initdb").is_file() && p.join("pg_ctl").is_file();
-    if let Some(dir) = std::env::var_os("SLIPWAY_TEST_PG_BIN") {
-        return Some(PathBuf::from(dir)).filter(|p| usable(p));
-    }
-    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
-        .filter(|(_, p)| usable(p))
-        .collect();
-    found.sort();
-    found.pop().map(|(_, p)| p)
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// Single-quoted for `sh`.
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display().to_string().replace('\'', r"'\''"))
-}
-
-fn run(c: &mut Command, what: &str) {
-    let out = c.output().unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-// ---------------------------------------------------------------------------------------
 // Reading what the replicas stored
 
 /// A direct connection to the replicas' schema, to read what they stored (job history
@@ -595,50 +455,4 @@ fn resource_key(id: &str) -> String {
 /// Whether the log shows a write for `key` refused by the fence.
 fn lease_lost(log: &str, key: &str) -> bool {
     log.lines().any(|l| l.contains("lease lost") && l.contains(key))
-}
-
-/// Where the replicas' logs go: removed after a passing run unless `SLIPWAY_TEST_KEEP` is
-/// set, kept (and named in failure messages) otherwise.
-struct Logs {
-    dir: Option<tempfile::TempDir>,
-    path: PathBuf,
-}
-
-impl Logs {
-    fn new(prefix: &str) -> Logs {
-        let dir = tempfile::Builder::new().prefix(&format!("slipway-{prefix}-")).tempdir().expect("tempdir");
-        let path = dir.path().to_path_buf();
-        if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
-            println!("{prefix}: logs in {}", path.display());
-        }
-        Logs { dir: Some(dir), path }
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn hint(&self) -> String {
-        format!("replica logs in {}", self.path.display())
-    }
-
-    /// The run passed: the logs go unless asked to keep them.
-    fn finish(mut self) {
-        if std::env::var_os("SLIPWAY_TEST_KEEP").is_some()
-            && let Some(dir) = self.dir.take()
-        {
-            let _ = dir.keep();
-        }
-    }
-}
-
-impl Drop for Logs {
-    /// A failed run keeps its logs for the message that named them.
-    fn drop(&mut self) {
-        if std::thread::panicking()
-            && let Some(dir) = self.dir.take()
-        {
-            let _ = dir.keep();
-        }
-    }
 }

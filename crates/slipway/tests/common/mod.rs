@@ -2,6 +2,7 @@
 //! example types) on an ephemeral port, for black-box HTTP tests.
 #![allow(dead_code)]
 
+pub mod postgres;
 pub mod replica;
 
 use std::path::{Path, PathBuf};

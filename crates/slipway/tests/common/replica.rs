@@ -239,3 +239,49 @@ pub async fn start_replicas(dir: &Path, sim: &Sim, config: &ReplicaConfig, n: us
     }
     replicas
 }
+
+/// Where the replicas' logs go: removed after a passing run unless `SLIPWAY_TEST_KEEP` is
+/// set, kept (and named in failure messages) otherwise.
+pub struct Logs {
+    dir: Option<tempfile::TempDir>,
+    path: PathBuf,
+}
+
+impl Logs {
+    pub fn new(prefix: &str) -> Logs {
+        let dir = tempfile::Builder::new().prefix(&format!("slipway-{prefix}-")).tempdir().expect("tempdir");
+        let path = dir.path().to_path_buf();
+        if std::env::var_os("SLIPWAY_TEST_KEEP").is_some() {
+            println!("{prefix}: logs in {}", path.display());
+        }
+        Logs { dir: Some(dir), path }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn hint(&self) -> String {
+        format!("replica logs in {}", self.path.display())
+    }
+
+    /// The run passed: the logs go unless asked to keep them.
+    pub fn finish(mut self) {
+        if std::env::var_os("SLIPWAY_TEST_KEEP").is_some()
+            && let Some(dir) = self.dir.take()
+        {
+            let _ = dir.keep();
+        }
+    }
+}
+
+impl Drop for Logs {
+    /// A failed run keeps its logs for the message that named them.
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(dir) = self.dir.take()
+        {
+            let _ = dir.keep();
+        }
+    }
+}
