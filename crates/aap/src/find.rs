@@ -23,7 +23,7 @@ const FIND_CLOCK_SKEW: Duration = Duration::from_secs(600);
 /// template carrying the same extra vars; a slice (`launch_type: workflow`) stands for its
 /// workflow job (`summary_fields.source_workflow_job`), which is what a launch would have
 /// returned.
-fn found_job(row: &Value, listed: JobKind) -> Option<(JobKind, u64, JobState)> {
+pub(crate) fn found_job(row: &Value, listed: JobKind) -> Option<(JobKind, u64, JobState)> {
     let word = |v: &Value| map_status(v.get("status").and_then(Value::as_str).unwrap_or(""));
     if listed == JobKind::Job && row.get("launch_type").and_then(Value::as_str) == Some("workflow") {
         let parent = row.pointer("/summary_fields/source_workflow_job");

@@ -552,19 +552,8 @@ fn parse_http_date(text: &str) -> Option<u64> {
     if !(1..=31).contains(&day) || *h > 23 || *m > 59 || *s > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
+    let days = slipway_domain::time::days_from_civil(year, month, day);
     u64::try_from(days * 86_400 + (*h * 3600 + *m * 60 + *s) as i64).ok()
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = i64::from((m + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -83,6 +83,16 @@ pub fn map_status(word: &str) -> JobState {
     }
 }
 
+/// The handle of AAP job `id` of `kind`, started from template `template` (`template_id`, when
+/// known): what [`parse_handle`] reads back. Launch, `find` and listing all build it here, so
+/// a job found or listed again carries the handle its launch gave it.
+pub(crate) fn job_handle(kind: JobKind, id: u64, template_id: Option<u64>, template: &str) -> JobHandle {
+    JobHandle {
+        job_id: id.to_string().into(),
+        data: json!({ "kind": kind.as_str(), "template_id": template_id, "template": template }),
+    }
+}
+
 /// The job kind and numeric id a handle refers to.
 pub fn parse_handle(h: &JobHandle) -> Result<(JobKind, u64), ProviderError> {
     let id = Some(h.job_id.as_str())

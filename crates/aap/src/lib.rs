@@ -25,6 +25,9 @@
 //! * **Find** lists the template's jobs newest first and matches the
 //!   `slipway_idempotency_key` extra var; `Ok(None)` only after the whole list (or the
 //!   configured window) was read without error.
+//! * **Listing** (`jobs_since`) reads `jobs/` and `workflow_jobs/` (`created__gte` the
+//!   bound) and keeps the rows whose extra vars carry a key and name a resource, in either
+//!   envelope; a slice or workflow node stands for its workflow job, as in `find`.
 //!
 //! Idempotent requests (GETs, cancel) are retried on 429/502/503/504 and transport errors
 //! with exponential backoff, never sooner than `Retry-After`; the launch POST never is.
@@ -40,14 +43,16 @@
 //! `find`'s `created__gt`) come from [`AapOptions::clock`].
 //!
 //! Modules: `options` (options, errors, construction), `template` (names, resolution, the
-//! cache), `launch`, `status`, `find`, `job` (kinds, status words, handles, cancel), `http`
-//! (requests, retries, the throttle gate), `envelope` (the extra vars), `naming`, `secret`.
+//! cache), `launch`, `status`, `find`, `listing`, `job` (kinds, status words, handles,
+//! cancel), `http` (requests, retries, the throttle gate), `envelope` (the extra vars),
+//! `naming`, `secret`.
 
 mod envelope;
 mod find;
 mod http;
 mod job;
 mod launch;
+mod listing;
 mod naming;
 mod notification;
 mod options;
@@ -62,7 +67,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use slipway_domain::time::Clock;
 use slipway_provider::{
-    CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError,
+    CancelOutcome, JobAction, JobHandle, JobStatus, LaunchRequest, Launched, ListedJob, Provider, ProviderError,
 };
 use tokio::time::Instant;
 
@@ -190,6 +195,10 @@ impl Provider for AapProvider {
 
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError> {
         self.find_by_key(request).await
+    }
+
+    async fn jobs_since(&self, since: Option<slipway_domain::Timestamp>) -> Result<Vec<ListedJob>, ProviderError> {
+        self.list_keyed_jobs(since).await
     }
 
     fn job_from_notification(&self, body: &[u8]) -> Result<Option<String>, String> {

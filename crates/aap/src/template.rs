@@ -4,10 +4,10 @@
 //! (a burst of launches of one uncached template makes one lookup) and dropped when AAP
 //! answers that the template is gone or refuses it.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use slipway_provider::{JobHandle, LaunchRequest, ProviderError};
 
-use crate::job::JobKind;
+use crate::job::{JobKind, job_handle};
 use crate::{AapProvider, append, lock};
 
 /// A resolved template.
@@ -24,10 +24,7 @@ pub(crate) struct Template {
 impl Template {
     /// The handle of job `id` (of `kind`) this template started: what `parse_handle` reads.
     pub fn handle(&self, kind: JobKind, id: u64) -> JobHandle {
-        JobHandle {
-            job_id: id.to_string().into(),
-            data: json!({ "kind": kind.as_str(), "template_id": self.id, "template": self.name }),
-        }
+        job_handle(kind, id, Some(self.id), &self.name)
     }
 }
 
@@ -169,6 +166,8 @@ fn organization_of(row: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::job::parse_handle;
 

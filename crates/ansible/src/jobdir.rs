@@ -30,6 +30,14 @@ pub const MAX_DETAILS: usize = 2000;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRecord {
     pub key: slipway_domain::IdempotencyKey,
+    /// The ARM id of the resource the job is for, so the jobs can be listed without reading
+    /// the extra vars (they carry opened secrets and are gone once the job ended). Empty in
+    /// records written before it was kept.
+    #[serde(default)]
+    pub resource_id: String,
+    /// The job's word (`JobAction::as_str`); empty in records written before it was kept.
+    #[serde(default)]
+    pub action: String,
     /// The `ansible-runner` process.
     pub pid: i32,
     /// `/proc/<pid>/stat` field 22, so a reused pid is never mistaken for our runner.
@@ -477,6 +485,22 @@ mod tests {
             "{\"a\": !unsafe \"x\\\"y\\\\z\\n\\u007fé😀\", \"b\": true, \
              \"n\": [1, -2, 1.5, 1.0e+300, 2.5e-7], \"z\": null}\n"
         );
+    }
+
+    #[test]
+    fn records_of_earlier_versions_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobDir::new(dir.path().to_path_buf());
+        let old = r#"{"key": "k:1", "pid": 42, "start_time_ticks": 7, "playbook": "create-subnet.yml",
+            "launched_at": "2026-01-02T03:04:05.678Z"}"#;
+        fs::write(job.record_path(), old).unwrap();
+        let rec = job.read_record().unwrap().expect("a record");
+        assert_eq!((rec.key.as_str(), rec.pid, rec.playbook.as_str()), ("k:1", 42, "create-subnet.yml"));
+        assert_eq!((rec.resource_id.as_str(), rec.action.as_str()), ("", ""));
+
+        let now = JobRecord { resource_id: "/subscriptions/s/x".into(), action: "delete".into(), ..rec };
+        job.write_record(&now).unwrap();
+        assert_eq!(job.read_record().unwrap(), Some(now));
     }
 
     #[test]

@@ -83,6 +83,8 @@ pub(crate) async fn launch(inner: &Arc<Inner>, request: &LaunchRequest) -> Resul
         Some(id) => {
             let record = JobRecord {
                 key: request.idempotency_key.clone(),
+                resource_id: request.resource_id.clone(),
+                action: request.action.as_str().to_owned(),
                 pid,
                 start_time_ticks: id.start_time,
                 playbook: playbook.clone(),
@@ -154,6 +156,8 @@ impl Inner {
                     let playbook = playbook.unwrap_or_else(|| self.playbook_name(r));
                     let rec = JobRecord {
                         key: r.idempotency_key.clone(),
+                        resource_id: r.resource_id.clone(),
+                        action: r.action.as_str().to_owned(),
                         pid: id.pid,
                         start_time_ticks: id.start_time,
                         playbook: playbook.clone(),
@@ -171,8 +175,14 @@ impl Inner {
                 None => return Ok(None),
             },
         };
-        let obs = self.observe(name, &job);
-        Ok(Some(Launched { handle: self.handle(name, &job), state: obs.status.state, template }))
+        Ok(Some(self.launched(name, &job, template)))
+    }
+
+    /// The job in `job` as a launch or a listing returns it: its handle and current state.
+    /// Blocking.
+    pub(crate) fn launched(&self, name: &str, job: &JobDir, template: String) -> Launched {
+        let obs = self.observe(name, job);
+        Launched { handle: self.handle(name, job), state: obs.status.state, template }
     }
 
     /// `RateLimited` when `max_concurrent` jobs run. Blocking.

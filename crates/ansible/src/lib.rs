@@ -15,6 +15,9 @@
 //!   cancel).
 //! * **Find** adopts the job directory for a key, including a runner that was spawned but
 //!   not yet recorded when Slipway crashed.
+//! * **List** (`jobs_since`) reads the `job.json` of every job directory, which names the
+//!   job's resource and action; the extra vars are never read for it (they carry opened
+//!   secrets and are removed once the job is over).
 //!
 //! Extra vars are written with every string tagged `!unsafe`: Ansible would otherwise
 //! evaluate `{{ … }}` in user-supplied properties on this host.
@@ -27,6 +30,7 @@
 mod jobdir;
 mod keylock;
 mod launch;
+mod listing;
 mod naming;
 mod observe;
 mod procfs;
@@ -45,7 +49,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use slipway_provider::{CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_provider::{
+    CancelOutcome, JobHandle, JobStatus, LaunchRequest, Launched, ListedJob, Provider, ProviderError,
+};
 use tokio::task::JoinSet;
 
 use jobdir::JobDir;
@@ -465,6 +471,13 @@ impl Provider for AnsibleProvider {
         })
         .await??;
         Ok(found.into_iter().collect())
+    }
+
+    /// By this host's clock; jobs recorded by an earlier version, which do not say their
+    /// resource, are left out (`find` by key still returns them).
+    async fn jobs_since(&self, since: Option<slipway_domain::Timestamp>) -> Result<Vec<ListedJob>, ProviderError> {
+        let inner = self.inner.clone();
+        blocking(move || inner.jobs_since(since)).await?
     }
 
     async fn output(&self, handle: &JobHandle, offset: u64) -> Result<slipway_provider::JobOutput, ProviderError> {

@@ -119,6 +119,19 @@ pub struct Launched {
     pub template: String,
 }
 
+/// A job a provider lists ([`Provider::jobs_since`]), with what its extra vars say it was for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedJob {
+    pub key: IdempotencyKey,
+    /// The ARM id of the resource the job was launched for.
+    pub resource_id: String,
+    /// Its [`JobAction`] word: `create`, `delete`, `validate` or an action's name.
+    pub action: String,
+    pub job: Launched,
+    /// When the backend says the job was created, if it says.
+    pub launched_at: Option<slipway_domain::Timestamp>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobStatus {
     pub state: JobState,
@@ -203,6 +216,15 @@ pub trait Provider: Send + Sync + 'static {
     /// Every job launched with this idempotency key, oldest first (more than one means a
     /// launch request was processed twice; the engine keeps the first and cancels the rest).
     async fn find(&self, request: &LaunchRequest) -> Result<Vec<Launched>, ProviderError>;
+
+    /// Every job this provider still holds that carries a Slipway idempotency key, launched
+    /// at or after `since` (by the backend's clock; `None`: all of them), oldest first.
+    /// Used after a store was restored from a backup (`slipway restore`): what ran after the
+    /// backup is found here, by key, and adopted or reported — never launched again.
+    async fn jobs_since(&self, since: Option<slipway_domain::Timestamp>) -> Result<Vec<ListedJob>, ProviderError> {
+        let _ = since;
+        Err(ProviderError::Permanent(format!("provider '{}' cannot list its jobs", self.name())))
+    }
 
     /// Whether the backend can take work now: reachable, and its credentials accepted.
     /// Checked at startup and by `/readyz`; `Err` says why not.

@@ -11,6 +11,7 @@ use slipway_api::{ApiState, Authenticator};
 use slipway_domain::time::Clock;
 use slipway_engine::{Engine, Providers};
 use slipway_store::Store;
+use slipway_store::entries::{EntryKind, RESTORE_PENDING};
 use slipway_store::postgres::PostgresStore;
 use slipway_store::sqlite::SqliteStore;
 use tokio::net::TcpListener;
@@ -77,6 +78,7 @@ impl App {
             warnings,
         } = plan;
         let store = open_store(&store).await?;
+        refuse_unreconciled(store.as_ref()).await?;
         let type_keys: Vec<String> =
             types.all().map(|t| slipway_domain::TypeKey::new(&t.namespace, &t.type_name).to_string()).collect();
         let provider_names: Vec<String> = providers.iter().map(|p| p.name().to_string()).collect();
@@ -218,8 +220,25 @@ pub async fn open_store(plan: &StorePlan) -> Result<Arc<dyn Store>, AppError> {
     })
 }
 
+/// A store restored from a backup is served only once it was reconciled with what the
+/// providers ran since: before that, the engine could launch a job a second time.
+async fn refuse_unreconciled(store: &dyn Store) -> Result<(), AppError> {
+    let pending = store.get_entry(EntryKind::Backup, RESTORE_PENDING).await?;
+    match pending {
+        None => Ok(()),
+        Some(_) => Err(AppError::Config(
+            "this store was restored from a backup and not yet reconciled with the jobs its providers ran since: \
+             run `slipway restore --in-place` first (docs/operations.md#backup-and-restore)"
+                .into(),
+        )),
+    }
+}
+
 /// The planned providers, counting their HTTP requests into `metrics`.
-fn build_providers(plans: &[ProviderPlan], metrics: &slipway_metrics::ProviderMetrics) -> Result<Providers, AppError> {
+pub fn build_providers(
+    plans: &[ProviderPlan],
+    metrics: &slipway_metrics::ProviderMetrics,
+) -> Result<Providers, AppError> {
     let mut providers: Providers = HashMap::new();
     for p in plans {
         let provider = p.build(metrics).map_err(|e| AppError::Config(format!("provider '{}': {e}", p.name())))?;

@@ -3,6 +3,8 @@
 //! ephemeral port.
 
 pub mod app;
+pub mod backup;
 pub mod check;
 pub mod config;
 pub mod plan;
+pub mod restore;

@@ -68,6 +68,27 @@ enum ServerCommand {
     /// Manage API tokens for automation (kept in the store: every replica sees them).
     #[command(subcommand)]
     ApiToken(TokenCommand),
+    /// Copy the embedded SQLite store to a new file, online (PostgreSQL: use pg_dump or a
+    /// base backup; docs/operations.md).
+    Backup {
+        /// The file to write; it must not exist.
+        to: PathBuf,
+    },
+    /// Put a backup back and reconcile it with what the providers ran since, so that nothing
+    /// is launched twice; Slipway must be stopped. Prints what it found.
+    Restore {
+        /// A file `slipway backup` wrote (the embedded SQLite store).
+        #[arg(long, conflicts_with = "in_place", required_unless_present = "in_place", value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// Reconcile the configured store as it is: after restoring PostgreSQL with its own
+        /// tools, or to finish a restore that stopped.
+        #[arg(long)]
+        in_place: bool,
+        /// Ask the providers for jobs created from this time on (RFC 3339): when the backup was
+        /// taken, less the clocks' skew. Default: the backup's own record of it, else every job.
+        #[arg(long, requires = "in_place", value_name = "TIME")]
+        since: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -129,6 +150,24 @@ fn main() -> ExitCode {
             Err(problems) => return refused(problems.iter().map(ToString::to_string).collect()),
         },
         ServerCommand::ApiToken(t) => Work::ApiToken(t),
+        ServerCommand::Backup { to } => Work::Backup(to),
+        ServerCommand::Restore { from, in_place: _, since } => {
+            let source = match (from, since) {
+                (Some(from), _) => slipway::restore::Source::SqliteFile(from),
+                (None, None) => slipway::restore::Source::InPlace { since: None },
+                (None, Some(text)) => match slipway_domain::Timestamp::parse_rfc3339(&text) {
+                    Some(t) => slipway::restore::Source::InPlace { since: Some(t) },
+                    None => {
+                        eprintln!("slipway: --since {text:?} is not an RFC 3339 time (2026-12-04T10:00:00Z)");
+                        return ExitCode::from(slipway_cli::Exit::Usage.code());
+                    }
+                },
+            };
+            match Plan::from_config(&config) {
+                Ok(plan) => Work::Restore(Box::new(plan), source),
+                Err(problems) => return refused(problems.iter().map(ToString::to_string).collect()),
+            }
+        }
     };
     if let Err(e) = config.create_data_dir() {
         eprintln!("slipway: {e}");
@@ -144,6 +183,8 @@ fn main() -> ExitCode {
     let result = match work {
         Work::Serve(plan) => runtime.block_on(serve(*plan)).map_err(|e| e.to_string()),
         Work::ApiToken(t) => runtime.block_on(api_token(config, t)),
+        Work::Backup(to) => runtime.block_on(backup(&config, &to)),
+        Work::Restore(plan, source) => runtime.block_on(restore(*plan, source)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -158,6 +199,8 @@ fn main() -> ExitCode {
 enum Work {
     Serve(Box<Plan>),
     ApiToken(TokenCommand),
+    Backup(PathBuf),
+    Restore(Box<Plan>, slipway::restore::Source),
 }
 
 /// `check-config`: every problem, then exit 2; or the summary.
@@ -261,6 +304,42 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+async fn backup(config: &Config, to: &std::path::Path) -> Result<(), String> {
+    let store = StorePlan::from_config(config)
+        .map_err(|problems| problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))?;
+    let now = SystemClock.now();
+    slipway::backup::backup(&store, to, now).await.map_err(|e| e.to_string())?;
+    eprintln!("backed up to {} (taken {})", to.display(), now.to_rfc3339());
+    Ok(())
+}
+
+async fn restore(plan: Plan, source: slipway::restore::Source) -> Result<(), String> {
+    let providers = slipway::app::build_providers(&plan.providers, &Default::default()).map_err(|e| e.to_string())?;
+    let sqlite = match &plan.store {
+        StorePlan::Sqlite(options) => Some(options),
+        StorePlan::Postgres(_) => None,
+    };
+    let open = async || slipway::app::open_store(&plan.store).await.map_err(store_error);
+    let (report, kept) = slipway::restore::restore(source, sqlite, open, &providers, &plan.policies, SystemClock.now())
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(kept) = kept {
+        eprintln!("the database it replaced is kept as {}", kept.display());
+    }
+    for line in report.lines() {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The store's own error, as a restore reports it.
+fn store_error(e: slipway::app::AppError) -> slipway_store::StoreError {
+    match e {
+        slipway::app::AppError::Store(e) => e,
+        other => slipway_store::StoreError::Internal(other.to_string()),
+    }
 }
 
 async fn shutdown_signal() {

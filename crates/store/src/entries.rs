@@ -24,10 +24,19 @@ pub enum EntryKind {
     ApiToken,
     Subscription,
     RoleAssignment,
+    /// What a backup and a restore leave in the store ([`BACKUP_TAKEN`], [`RESTORE_PENDING`]).
+    Backup,
 }
 
+/// The `backup` entry a backup copy carries: `{"takenAt": <ms>}`, when its snapshot was taken.
+pub const BACKUP_TAKEN: &str = "taken";
+/// The `backup` entry of a store restored from a backup whose reconciliation with the
+/// providers has not finished: no Slipway serves it (`slipway restore`).
+pub const RESTORE_PENDING: &str = "restore-pending";
+
 impl EntryKind {
-    pub const ALL: [EntryKind; 3] = [EntryKind::ApiToken, EntryKind::Subscription, EntryKind::RoleAssignment];
+    pub const ALL: [EntryKind; 4] =
+        [EntryKind::ApiToken, EntryKind::Subscription, EntryKind::RoleAssignment, EntryKind::Backup];
 
     /// The text stored in the `kind` column. Never changes once shipped.
     pub fn tag(self) -> &'static str {
@@ -35,6 +44,7 @@ impl EntryKind {
             EntryKind::ApiToken => "apiToken",
             EntryKind::Subscription => "subscription",
             EntryKind::RoleAssignment => "roleAssignment",
+            EntryKind::Backup => "backup",
         }
     }
 
@@ -221,7 +231,7 @@ mod tests {
     #[test]
     fn tags_round_trip_and_never_change() {
         let tags: Vec<&str> = EntryKind::ALL.iter().map(|k| k.tag()).collect();
-        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment"]);
+        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment", "backup"]);
         for kind in EntryKind::ALL {
             assert_eq!(EntryKind::from_tag(kind.tag()), Some(kind));
         }

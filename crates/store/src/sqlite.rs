@@ -8,8 +8,10 @@
 //! Layout: [`schema`] (connections, pragmas, migrations), [`writer`] (the group-commit
 //! thread), [`readers`] (the read pool), [`rows`] (row ⇄ record mapping and the read
 //! queries), [`writes`] (everything the writer runs), [`entries`] (registry entries' reads
-//! and writes), [`checkpointer`] (WAL checkpoints off the write path).
+//! and writes), [`checkpointer`] (WAL checkpoints off the write path), [`backup`] (an online
+//! copy of the file, and putting one back).
 
+pub mod backup;
 mod checkpointer;
 mod entries;
 mod readers;

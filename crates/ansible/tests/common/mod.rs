@@ -1,6 +1,8 @@
 //! Shared helpers for the real-ansible tests: the venv, a playbook dir, requests, and
 //! the process table.
 
+#![allow(dead_code)] // each test file uses its own part of these
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;

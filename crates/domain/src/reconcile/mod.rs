@@ -21,6 +21,7 @@ pub mod cascade;
 mod delete;
 pub mod preflight;
 mod record;
+pub mod restore;
 mod waiting;
 
 use std::time::Duration;
@@ -289,12 +290,29 @@ fn begin_launch(
     res.job_seq += 1;
     let prefix = op.as_ref().unwrap_or(&res.last_operation_id);
     let key = IdempotencyKey::from(format!("{prefix}:{}", res.job_seq));
+    record_intent(snap, policy, job_type, op, key.clone(), now);
+    Effect::Launch { key }
+}
+
+/// The `Launching` entry of `key`, as one launch request for it may have reached the
+/// provider: the operation moves on to Provisioning or Updating. Also how a restored store
+/// takes up a job launched after its backup (`restore`): the entry is then resolved with
+/// `find`, like any launch whose answer was lost.
+fn record_intent(
+    snap: &mut Snapshot,
+    policy: &TypePolicy,
+    job_type: JobType,
+    op: Option<OperationId>,
+    key: IdempotencyKey,
+    now: Timestamp,
+) {
+    let res = res_mut(snap);
     // Trigger times order the history (`latest_job_by_type`, ties to the older entry): keep
     // them strictly increasing when the clock stands still or lags another replica's.
     let after_last = res.jobs.iter().map(|j| Timestamp(j.timestamp.0.saturating_add(1))).max();
     let at = after_last.map_or(now, |t| t.max(now));
     let mut job = Job::new("", job_type, JobState::Launching, at);
-    job.idempotency_key = key.clone();
+    job.idempotency_key = key;
     job.provider = policy.provider.clone();
     job.operation_id = op.clone();
     // Every job carries the version it acts on (a delete job: the one it removes).
@@ -322,7 +340,6 @@ fn begin_launch(
             o.waiting_on = None;
         }
     }
-    Effect::Launch { key }
 }
 
 /// Asks a running job to cancel once per `cancel_retry`; polls it in between.
