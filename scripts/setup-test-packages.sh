@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages only tests need, when missing: Chromium and its ChromeDriver
 # (/usr/bin/chromium, /usr/bin/chromedriver) for the console's browser tests, tmux for the
-# CLI's terminal test, and systemd for `systemd-analyze verify` of the example unit.
+# CLI's terminal test, systemd for `systemd-analyze verify` of the example unit, and
+# pgbouncer for the store behind a connection pooler.
 # Idempotent: does nothing when all are there. Needs root (or sudo) the first time.
 set -euo pipefail
 missing=()
@@ -9,6 +10,7 @@ missing=()
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 command -v tmux >/dev/null 2>&1 || missing+=(tmux)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+[ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 if ((${#missing[@]} == 0)); then
   exit 0
 fi

@@ -58,7 +58,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts};
+use deadpool_postgres::{
+    ClientWrapper, Hook, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
+};
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
@@ -90,6 +92,23 @@ pub struct PostgresOptions {
     /// PEM root certificates the server's must chain to (`verify-full` only); `None`: the
     /// URL's `sslrootcert`, else the webpki (Mozilla) roots.
     pub ssl_root_cert: Option<PathBuf>,
+    /// What stands between Slipway and the server.
+    pub pooler: Pooler,
+}
+
+/// A connection pooler in front of PostgreSQL (pgbouncer, pgcat, …), as far as the store must
+/// know: where its session settings can go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pooler {
+    /// None: the settings travel in the startup packet (`options`), so a reconnect has them
+    /// before its first statement.
+    #[default]
+    None,
+    /// Session pooling: a pooler that refuses the startup packet's `options` (pgbouncer) but
+    /// gives each client connection one server session for its whole life. The settings are
+    /// `SET` right after connecting. Transaction pooling is not supported: the store keeps
+    /// prepared statements and settings on its sessions.
+    Session,
 }
 
 impl PostgresOptions {
@@ -107,6 +126,7 @@ impl PostgresOptions {
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             ssl_mode: None,
             ssl_root_cert: None,
+            pooler: Pooler::None,
         }
     }
 
@@ -128,6 +148,7 @@ impl fmt::Debug for PostgresOptions {
             .field("connect_timeout", &self.connect_timeout)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_root_cert", &self.ssl_root_cert)
+            .field("pooler", &self.pooler)
             .finish()
     }
 }
@@ -175,7 +196,14 @@ impl PostgresStore {
         let pool_size = options.pool_size.max(1);
         let wait = (!options.statement_timeout.is_zero()).then_some(options.statement_timeout);
         let timeouts = Timeouts { wait, create: Some(options.connect_timeout), recycle: Some(options.connect_timeout) };
-        let pool = Pool::builder(manager)
+        let mut pool = Pool::builder(manager);
+        if let Some(sql) = settings.session_sql.clone() {
+            pool = pool.post_create(Hook::async_fn(move |client: &mut ClientWrapper, _| {
+                let sql = sql.clone();
+                Box::pin(async move { client.batch_execute(&sql).await.map_err(HookError::Backend) })
+            }));
+        }
+        let pool = pool
             .max_size(pool_size)
             .timeouts(timeouts)
             .runtime(Runtime::Tokio1)
@@ -307,11 +335,9 @@ impl Inner {
             }
             // Whatever keeps a connection from being made (down, refusing logins, database
             // gone) is outside this process and may pass: never a bug of ours.
-            PoolError::Backend(e) => StoreError::Unavailable(format!(
-                "cannot connect to PostgreSQL at {target} ({}): {}",
-                self.transport,
-                describe(&e)
-            )),
+            PoolError::Backend(e) | PoolError::PostCreateHook(HookError::Backend(e)) => StoreError::Unavailable(
+                format!("cannot connect to PostgreSQL at {target} ({}): {}", self.transport, describe(&e)),
+            ),
             PoolError::Closed => StoreError::Unavailable("the PostgreSQL pool is closed".into()),
             other => StoreError::Internal(format!("PostgreSQL pool: {other}")),
         }

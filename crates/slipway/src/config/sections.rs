@@ -146,6 +146,8 @@ pub struct StoreConfig {
     /// PostgreSQL with `verify-full`: PEM root certificates the server's must chain to;
     /// unset: the URL's `sslrootcert`, else the webpki (Mozilla) roots.
     pub ssl_root_cert: Option<PathBuf>,
+    /// PostgreSQL: `none`, or `session` behind a connection pooler in session mode.
+    pub pooler: String,
 }
 
 impl Default for StoreConfig {
@@ -159,6 +161,7 @@ impl Default for StoreConfig {
             statement_timeout_seconds: PostgresOptions::DEFAULT_STATEMENT_TIMEOUT.as_secs(),
             sslmode: None,
             ssl_root_cert: None,
+            pooler: "none".into(),
         }
     }
 }

@@ -16,7 +16,7 @@ use slipway_api::{AccessOptions, ApiOptions, EdgeOptions, ListenerOptions, RateL
 use slipway_auth::AuthOptions;
 use slipway_domain::{TypeKey, TypePolicy};
 use slipway_engine::EngineOptions;
-use slipway_store::postgres::PostgresOptions;
+use slipway_store::postgres::{Pooler, PostgresOptions};
 use slipway_store::sqlite::{SqliteOptions, Synchronous};
 
 use crate::config::{Config, access_options, rate_limiter};
@@ -170,8 +170,27 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
         options.pool_size = found.at_least("store.pool_size", s.pool_size, 1);
         options.statement_timeout = Duration::from_secs(s.statement_timeout_seconds);
         options.operation_ttl = operation_ttl;
+        options.pooler = match s.pooler.as_str() {
+            "none" => Pooler::None,
+            "session" => Pooler::Session,
+            "transaction" => {
+                found.add(
+                    "store.pooler = 'transaction': transaction pooling is not supported (Slipway keeps prepared \
+                     statements and settings on its sessions); give it a session-mode pool (pgbouncer: pool_mode = \
+                     session) with pooler = 'session'",
+                );
+                return None;
+            }
+            other => {
+                found.add(format!("store.pooler = '{other}': use none or session"));
+                return None;
+            }
+        };
         (options.ssl_mode, options.ssl_root_cert) = tls?;
         return Some(StorePlan::Postgres(options));
+    }
+    if s.pooler != "none" {
+        found.add(format!("store.pooler = '{}' applies to PostgreSQL only", s.pooler));
     }
     if url.contains("://") && !url.starts_with("sqlite://") {
         found.add(format!("store.url = '{url}': use sqlite:PATH or postgres://…"));

@@ -42,6 +42,21 @@ fn synchronous_is_full_or_normal_in_any_case() {
 }
 
 #[test]
+fn a_pooler_is_session_or_none_and_only_in_front_of_postgresql() {
+    let pg = ("SLIPWAY_STORE__URL", "postgres://slipway@db.example/slipway");
+    let plan = |pooler: &str, url| StorePlan::from_config(&load(&[url, ("SLIPWAY_STORE__POOLER", pooler)]));
+    assert!(matches!(plan("session", pg), Ok(StorePlan::Postgres(o)) if o.pooler == Pooler::Session));
+    assert!(matches!(plan("none", pg), Ok(StorePlan::Postgres(o)) if o.pooler == Pooler::None));
+    let refused = |pooler: &str, url| plan(pooler, url).err().unwrap_or_default();
+    let transaction = refused("transaction", pg);
+    assert!(transaction[0].as_str().contains("transaction pooling is not supported"), "{transaction:?}");
+    assert!(transaction[0].as_str().contains("pool_mode = session"), "{transaction:?}");
+    assert_eq!(refused("odd", pg), [Problem::new("store.pooler = 'odd': use none or session")]);
+    let sqlite = ("SLIPWAY_STORE__URL", "sqlite:x.db");
+    assert_eq!(refused("session", sqlite), [Problem::new("store.pooler = 'session' applies to PostgreSQL only")]);
+}
+
+#[test]
 fn values_out_of_range_are_refused_with_their_range() {
     let config = load(&[
         ("SLIPWAY_ENGINE__LEASE_SECONDS", "2"),

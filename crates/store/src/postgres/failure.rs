@@ -91,15 +91,33 @@ fn source_is_io(e: &tokio_postgres::Error) -> bool {
 /// The server's message and SQLSTATE, or the client error with its cause.
 pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
-        return match db.detail() {
+        let text = match db.detail() {
             Some(detail) => format!("{} ({}): {detail}", db.message(), db.code().code()),
             None => format!("{} ({})", db.message(), db.code().code()),
+        };
+        return match pooler_hint(db) {
+            Some(hint) => format!("{text} — {hint}"),
+            None => text,
         };
     }
     match std::error::Error::source(e) {
         Some(source) => format!("{e}: {source}"),
         None => e.to_string(),
     }
+}
+
+/// What an error that only a connection pooler causes means, and what Slipway needs instead.
+fn pooler_hint(db: &tokio_postgres::error::DbError) -> Option<String> {
+    const NEEDS: &str = "Slipway needs a direct connection or session pooling (pgbouncer: pool_mode = session, \
+                         with [store] pooler = \"session\"); transaction pooling is not supported";
+    if db.message().starts_with("unsupported startup parameter") {
+        return Some(format!(
+            "a connection pooler refuses the session settings Slipway sends when connecting: {NEEDS}"
+        ));
+    }
+    // invalid_sql_statement_name: a prepared statement gone from the session, as when a
+    // pooler in transaction mode runs the next statement on another server connection.
+    (db.code().code() == "26000").then(|| format!("a prepared statement left the session: {NEEDS}"))
 }
 
 /// A `tokio_postgres` error as the trait reports it.

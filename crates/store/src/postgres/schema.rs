@@ -8,7 +8,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::{Client, Config};
 
 use super::tls::Transport;
-use super::{PostgresOptions, describe, pg_error};
+use super::{Pooler, PostgresOptions, describe, pg_error};
 use crate::StoreError;
 
 /// Applied in order, each exactly once, recorded in `schema_migrations`. Append only: a
@@ -126,6 +126,10 @@ pub(super) struct Settings {
     pub(super) pool_config: Config,
     /// For the one migration connection.
     migrate_config: Config,
+    /// Behind a session pooler: the settings, `SET` on every new connection of the pool (and
+    /// `migrate_sql` on the migration connection) since the startup packet cannot carry them.
+    pub(super) session_sql: Option<String>,
+    migrate_sql: Option<String>,
     schema: Option<String>,
     /// `host:port/database`, for messages.
     pub(super) target: String,
@@ -153,11 +157,27 @@ impl Settings {
         }
         let base = config.get_options().unwrap_or_default().to_string();
         let schema = options.schema.as_deref();
+        let pool_settings = session_settings(options.statement_timeout, schema);
+        let migrate_settings = session_settings(MIGRATION_STATEMENT_TIMEOUT, schema);
         let mut pool_config = config.clone();
-        pool_config.options(session_options(&base, options.statement_timeout, schema));
         let mut migrate_config = config.clone();
-        migrate_config.options(session_options(&base, MIGRATION_STATEMENT_TIMEOUT, schema));
-        Ok(Settings { pool_config, migrate_config, schema: options.schema.clone(), target: target(&config), transport })
+        let (session_sql, migrate_sql) = match options.pooler {
+            Pooler::None => {
+                pool_config.options(startup_options(&base, &pool_settings));
+                migrate_config.options(startup_options(&base, &migrate_settings));
+                (None, None)
+            }
+            Pooler::Session => (Some(set_statements(&pool_settings)), Some(set_statements(&migrate_settings))),
+        };
+        Ok(Settings {
+            pool_config,
+            migrate_config,
+            session_sql,
+            migrate_sql,
+            schema: options.schema.clone(),
+            target: target(&config),
+            transport,
+        })
     }
 }
 
@@ -169,28 +189,40 @@ fn valid_schema_name(name: &str) -> bool {
         && !name.starts_with("pg_")
 }
 
-/// Session settings sent in the startup packet, so every connection — the pool's reconnects
+/// The session settings every connection needs, as `(name, value)`.
+fn session_settings(statement_timeout: Duration, schema: Option<&str>) -> Vec<(&'static str, String)> {
+    let ms = millis(statement_timeout);
+    let mut settings = vec![
+        ("statement_timeout", ms.to_string()),
+        // A session that stalls inside a transaction (a frozen replica) would hold its locks
+        // forever; the server ends it instead. Twice the statement timeout leaves room for
+        // the change function between statements.
+        ("idle_in_transaction_session_timeout", ms.saturating_mul(2).to_string()),
+    ];
+    if let Some(schema) = schema {
+        settings.push(("search_path", schema.to_string()));
+    }
+    settings
+}
+
+/// The settings for the startup packet, so every connection — the pool's reconnects
 /// included — has them before its first statement. Settings given in the URL come first;
 /// ours win where both set the same one.
-fn session_options(base: &str, statement_timeout: Duration, schema: Option<&str>) -> String {
+fn startup_options(base: &str, settings: &[(&str, String)]) -> String {
     let mut options = base.trim().to_string();
-    let mut set = |setting: String| {
+    for (name, value) in settings {
         if !options.is_empty() {
             options.push(' ');
         }
-        options.push_str("-c ");
-        options.push_str(&setting);
-    };
-    let ms = millis(statement_timeout);
-    set(format!("statement_timeout={ms}"));
-    // A session that stalls inside a transaction (a frozen replica) would hold its locks
-    // forever; the server ends it instead. Twice the statement timeout leaves room for the
-    // change function between statements.
-    set(format!("idle_in_transaction_session_timeout={}", ms.saturating_mul(2)));
-    if let Some(schema) = schema {
-        set(format!("search_path={schema}"));
+        options.push_str(&format!("-c {name}={value}"));
     }
     options
+}
+
+/// The settings as statements, for a connection whose startup packet could not carry them.
+/// Values are numbers or a validated schema name: safe to quote.
+fn set_statements(settings: &[(&str, String)]) -> String {
+    settings.iter().map(|(name, value)| format!("SET {name} = '{value}'")).collect::<Vec<_>>().join("; ")
 }
 
 /// Milliseconds for a server setting; 0 disables it, so a nonzero duration is at least 1.
@@ -263,7 +295,14 @@ pub(super) async fn migrate(settings: &Settings) -> Result<(), StoreError> {
             tracing::debug!(error = %e, "PostgreSQL migration connection ended");
         }
     });
-    let outcome = migrate_locked(&mut client, settings).await;
+    let outcome = match &settings.migrate_sql {
+        Some(sql) => client.batch_execute(sql).await.map_err(|e| pg_error(&e)),
+        None => Ok(()),
+    };
+    let outcome = match outcome {
+        Ok(()) => migrate_locked(&mut client, settings).await,
+        Err(e) => Err(e),
+    };
     drop(client);
     // The connection ends (and the lock with it) once the client is gone.
     if let Err(e) = driver.await {
@@ -329,21 +368,31 @@ async fn migrate_locked(client: &mut Client, settings: &Settings) -> Result<(), 
 mod tests {
     use std::time::Duration;
 
-    use super::{redact, session_options, valid_schema_name};
+    use super::{redact, session_settings, set_statements, startup_options, valid_schema_name};
 
     #[test]
-    fn session_options_keep_the_urls_and_add_ours() {
+    fn startup_options_keep_the_urls_and_add_ours() {
+        let options = |base: &str, timeout, schema| startup_options(base, &session_settings(timeout, schema));
         assert_eq!(
-            session_options("", Duration::from_secs(5), None),
+            options("", Duration::from_secs(5), None),
             "-c statement_timeout=5000 -c idle_in_transaction_session_timeout=10000"
         );
         assert_eq!(
-            session_options("-c work_mem=8MB", Duration::from_micros(10), Some("t_1")),
+            options("-c work_mem=8MB", Duration::from_micros(10), Some("t_1")),
             "-c work_mem=8MB -c statement_timeout=1 -c idle_in_transaction_session_timeout=2 -c search_path=t_1"
         );
         assert_eq!(
-            session_options("", Duration::ZERO, None),
+            options("", Duration::ZERO, None),
             "-c statement_timeout=0 -c idle_in_transaction_session_timeout=0"
+        );
+    }
+
+    #[test]
+    fn behind_a_session_pooler_the_settings_are_statements() {
+        assert_eq!(
+            set_statements(&session_settings(Duration::from_secs(5), Some("t_1"))),
+            "SET statement_timeout = '5000'; SET idle_in_transaction_session_timeout = '10000'; \
+             SET search_path = 't_1'"
         );
     }
 

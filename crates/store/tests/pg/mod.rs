@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_store::conformance::{EngineHooks, Harness, Opened, RawResourceRow};
-use slipway_store::postgres::{PostgresOptions, PostgresStore, redact};
+use slipway_store::postgres::{Pooler, PostgresOptions, PostgresStore, redact};
 use slipway_store::{ClaimRequest, Store, StoreError};
 use tokio_postgres::NoTls;
 
@@ -35,15 +35,23 @@ pub fn no_server(url: &str, error: &dyn std::fmt::Display) -> ! {
 /// A schema of its own, dropped (with everything in it) when this goes away.
 pub struct Schema {
     pub name: String,
+    /// Stores reach the server through this session-mode pooler's URL, when set; the test's
+    /// own connections always go straight to the server.
+    pub pooler_url: Option<String>,
 }
 
 impl Schema {
     pub fn fresh() -> Schema {
-        Schema { name: format!("t_{}", uuid::Uuid::new_v4().simple()) }
+        Schema { name: format!("t_{}", uuid::Uuid::new_v4().simple()), pooler_url: None }
     }
 
     pub fn options(&self) -> PostgresOptions {
-        PostgresOptions::new(server_url()).with_schema(&self.name)
+        match &self.pooler_url {
+            Some(url) => {
+                PostgresOptions { pooler: Pooler::Session, ..PostgresOptions::new(url) }.with_schema(&self.name)
+            }
+            None => PostgresOptions::new(server_url()).with_schema(&self.name),
+        }
     }
 
     /// `table` qualified with this schema.
@@ -117,7 +125,17 @@ pub fn bump(s: &mut slipway_domain::resource::Snapshot) -> Result<(), Rejection>
 
 /// A fresh schema and a store on it, with the conformance hooks.
 pub async fn make() -> Harness {
-    let schema = Schema::fresh();
+    make_on(Schema::fresh()).await
+}
+
+/// [`make`], the store reaching the server through a session-mode pooler at `url`.
+pub async fn make_via_pooler(url: &str) -> Harness {
+    let mut schema = Schema::fresh();
+    schema.pooler_url = Some(url.to_string());
+    make_on(schema).await
+}
+
+async fn make_on(schema: Schema) -> Harness {
     let store = open(schema.options()).await;
     Harness::new(Arc::new(store)).with_hooks(PgHooks { schema })
 }
