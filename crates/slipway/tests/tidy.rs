@@ -89,6 +89,7 @@ const SQL_OUTSIDE_STORE: &[(&str, &str)] = &[
     ),
     ("crates/slipway/tests/replica_faults.rs", "reads what the replicas stored, drops its test schema"),
     ("crates/slipway/tests/secrets.rs", "scans every row of its test schema for a planted secret"),
+    ("crates/slipway/tests/upgrade.rs", "loads the dumps earlier versions wrote into schemas of its own, drops them"),
 ];
 
 #[test]
