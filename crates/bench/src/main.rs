@@ -50,6 +50,7 @@ mod runtimes;
 mod scale;
 mod scrape;
 mod seed_design;
+mod soak;
 mod steady;
 mod store_ceiling;
 
@@ -90,6 +91,8 @@ enum Scenario {
     Curve(curve::Args),
     /// Replicas on one PostgreSQL: burn-down by replica count, and takeover after a SIGKILL.
     Replicas(replicas::Args),
+    /// A long steady mixed load with replica restarts: do memory, files, store and p99s stay flat?
+    Soak(soak::Args),
     /// Burn-down and steady as Slipway runs them and as the seed design would.
     SeedDesign(seed_design::Args),
     /// Every scenario, then each goal as met or missed.
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
             Scenario::Scale(a) => scale::run(a).await,
             Scenario::LocalJobs(a) => local_jobs::run(a).await,
             Scenario::Replicas(a) => replicas::run(a).await,
+            Scenario::Soak(a) => soak::run(a).await,
             Scenario::Curve(a) => curve::run(a).await,
             Scenario::SeedDesign(a) => seed_design::run(a).await,
             Scenario::All(a) => all::run(a).await,

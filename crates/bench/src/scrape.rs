@@ -22,6 +22,14 @@ pub fn counter_sum(text: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// The sum of every sample of the gauge `name` whose labels contain `having` (empty for all).
+pub fn gauge_sum(text: &str, name: &str, having: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(['{', ' '])) && l.contains(having))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// Cumulative bucket counts of the histogram `family` over every series whose labels
 /// contain `having` (`method="PUT"`; empty for all), by upper bound in seconds.
 pub fn histogram_buckets(text: &str, family: &str, having: &str) -> Vec<(f64, f64)> {
