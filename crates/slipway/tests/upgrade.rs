@@ -11,16 +11,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::replica::{pg_url, unique_schema};
 use common::{TestServer, config_text, header, rid};
 use serde_json::json;
-use slipway::app::App;
-use slipway::config::Config;
 use slipway_store::entries::EntryKind;
-use slipway_test_support::TestClock;
 
 const WAIT: Duration = Duration::from_secs(60);
 /// Every schema version released so far; the last is this binary's.
@@ -99,15 +95,8 @@ async fn check_upgraded(s: &TestServer, version: u32) {
 
 /// [`TestServer`] with its store on `schema` of the test PostgreSQL.
 async fn start_on_postgres(schema: &str) -> TestServer {
-    common::init_logging();
     let dir = tempfile::tempdir().expect("tempdir");
     let sqlite = format!("url = \"sqlite:{}\"", dir.path().join("slipway.db").display());
     let text = config_text(dir.path(), "").replace(&sqlite, &format!("url = \"{}\"\nschema = \"{schema}\"", pg_url()));
-    let path = dir.path().join("slipway.toml");
-    std::fs::write(&path, text).expect("write config");
-    let config = Config::load(Some(&path), []).expect("config");
-    let clock = Arc::new(TestClock::new());
-    let app = App::start(config, clock.clone()).await.expect("start slipway");
-    let base = format!("http://{}", app.addr);
-    TestServer { dir, base, clock, app: Some(app), http: reqwest::Client::new() }
+    TestServer::start_text(dir, &text).await
 }

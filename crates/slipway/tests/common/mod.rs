@@ -201,12 +201,17 @@ impl TestServer {
         tables: &str,
         before: impl FnOnce(&Path),
     ) -> TestServer {
-        init_logging();
         let dir = tempfile::tempdir().expect("tempdir");
         before(dir.path());
-        let path = dir.path().join("slipway.toml");
         let mut text = with_server_settings(&config_text(dir.path(), extra_type_settings), server_settings);
         text.push_str(tables);
+        Self::start_text(dir, &text).await
+    }
+
+    /// Serves the configuration `text`, written into `dir` (which the server then owns).
+    pub async fn start_text(dir: tempfile::TempDir, text: &str) -> TestServer {
+        init_logging();
+        let path = dir.path().join("slipway.toml");
         std::fs::write(&path, text).expect("write config");
         let config = Config::load(Some(&path), []).expect("config");
         let clock = Arc::new(TestClock::new());
