@@ -149,6 +149,9 @@ pub async fn run(args: Args) -> Result<(), String> {
             child.stop()?;
         }
     }
+    if args.store == StoreKind::Postgres {
+        drop_schema(&schema).await?;
+    }
     let summary = summarise(&samples, restarts, &answers);
     println!("{}", summary["verdict"].as_str().unwrap_or_default());
     println!("answers: {answers:?}");
@@ -332,6 +335,14 @@ async fn postgres_size(schema: &str) -> Result<i64, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(row.get(0))
+}
+
+async fn drop_schema(schema: &str) -> Result<(), String> {
+    let (client, connection) =
+        tokio_postgres::connect(&postgres_url(), tokio_postgres::NoTls).await.map_err(|e| e.to_string())?;
+    tokio::spawn(connection);
+    // A name this run made (`unique_name`): safe to splice.
+    client.batch_execute(&format!("DROP SCHEMA {schema} CASCADE")).await.map_err(|e| e.to_string())
 }
 
 /// First third against last third: how much each curve moved.
