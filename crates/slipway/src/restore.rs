@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use slipway_domain::reconcile::restore::{self as domain, Finding};
-use slipway_domain::{ArmId, JobState, ResourceKey, Timestamp, TypeKey, TypePolicy};
+use slipway_domain::{ArmId, ResourceKey, Timestamp, TypeKey, TypePolicy};
 use slipway_engine::Providers;
 use slipway_store::entries::{BACKUP_TAKEN, EntryKind, Expect, RESTORE_PENDING};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
@@ -236,11 +236,11 @@ pub async fn reconcile(
                     (&mut report.superseded, format!("{id} job {job_id} (key {key})"))
                 }
                 Finding::DeletedAfterBackup { key, job_id, state } => {
-                    (&mut report.deleted_after_backup, format!("{id} job {job_id} (key {key}, {})", word(*state)))
+                    (&mut report.deleted_after_backup, format!("{id} job {job_id} (key {key}, {})", state.as_str()))
                 }
                 Finding::ChangedAfterBackup { key, job_id, action, state } => (
                     &mut report.changed_after_backup,
-                    format!("{id} {action} job {job_id} (key {key}, {})", word(*state)),
+                    format!("{id} {action} job {job_id} (key {key}, {})", state.as_str()),
                 ),
             };
             tracing::warn!(resource = %id, "{}", line);
@@ -254,9 +254,5 @@ pub async fn reconcile(
 }
 
 fn describe(id: &str, job: &slipway_provider::ListedJob) -> String {
-    format!("{id} {} job {} (key {}, {})", job.action, job.job.handle.job_id, job.key, word(job.job.state))
-}
-
-fn word(state: JobState) -> &'static str {
-    state.as_str()
+    format!("{id} {} job {} (key {}, {})", job.action, job.job.handle.job_id, job.key, job.job.state.as_str())
 }
