@@ -5,13 +5,39 @@
 # new one carries on. Both use the AWX-API simulator. Exits non-zero on the first thing that
 # goes wrong, printing the replicas' logs. (docs/operations.md#upgrades)
 #
-# Usage: scripts/rolling-upgrade.sh PREVIOUS_BINARY
-#   PREVIOUS_BINARY  `slipway` built from the previous release's commit, e.g.
-#     git worktree add /tmp/prev <commit> && (cd /tmp/prev && cargo build -p slipway --bin slipway)
+# Usage: scripts/rolling-upgrade.sh PREVIOUS_BINARY | --previous
+#   PREVIOUS_BINARY  `slipway` built from the previous release's commit
+#   --previous       build it: the commit on the next-to-last line of
+#     crates/slipway/tests/fixtures/upgrade/releases.txt, exported under target/previous/ and
+#     built into this tree's target directory (its registry dependencies are shared, its own
+#     crates are not), once; the test command runs this.
 # PostgreSQL: $SLIPWAY_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-old=$(realpath "$1")
+previous_release() {
+  local commit out src
+  commit=$(grep -v '^#' crates/slipway/tests/fixtures/upgrade/releases.txt | tail -n 2 | head -n 1 | cut -d' ' -f2)
+  out=target/previous/slipway-${commit:0:12}
+  if [ ! -x "$out" ]; then
+    git cat-file -e "$commit^{commit}" 2>/dev/null \
+      || { echo "rolling-upgrade: commit $commit is not in this clone (a shallow one? git fetch --unshallow)" >&2; exit 1; }
+    src=target/previous/src-${commit:0:12}
+    rm -rf "$src" && mkdir -p "$src"
+    git archive "$commit" | tar -x -C "$src"
+    # Built into this tree's target directory, whose uplifted target/debug/slipway it replaces
+    # until the build below links this tree's again.
+    (cd "$src" && CARGO_TARGET_DIR="$OLDPWD/target" cargo build -q -p slipway --bin slipway)
+    cp target/debug/slipway "$out"
+    rm -rf "$src"
+  fi
+  echo "$out"
+}
+case ${1:-} in
+  --previous) old=$(previous_release) ;;
+  "") echo "usage: scripts/rolling-upgrade.sh PREVIOUS_BINARY | --previous" >&2; exit 2 ;;
+  *) old=$1 ;;
+esac
+old=$(realpath "$old")
 cargo build -q -p slipway --bin slipway -p slipway-aap-sim --bin aap-sim
 new=$(realpath target/debug/slipway) sim_bin=$(realpath target/debug/aap-sim)
 pg=${SLIPWAY_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}

@@ -5,7 +5,8 @@
 # Installs what it needs idempotently (the Python venv with the test tools:
 # scripts/setup-python.sh --test; Debian's chromium, chromium-driver, tmux and systemd:
 # scripts/setup-test-packages.sh), and uses the machine's PostgreSQL or starts a throwaway
-# one (scripts/postgres-for-tests.sh).
+# one (scripts/postgres-for-tests.sh). Last, a rolling upgrade from the previous release
+# (scripts/rolling-upgrade.sh --previous, which builds that release once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-python.sh --test
@@ -17,3 +18,5 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # A few tests at a time per binary: the suite runs real playbooks on a 2-core machine.
 cargo test --workspace -- --test-threads "${SLIPWAY_TEST_THREADS:-4}"
+# Replicas of the previous release and of this tree side by side on one PostgreSQL schema.
+scripts/rolling-upgrade.sh --previous
