@@ -37,6 +37,7 @@ use slipway_store::Store;
 pub use access::{AccessOptions, AssignmentCache, report_noncanonical_assignments};
 pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
+pub use handlers::actions::RETRY_SEGMENT;
 pub use handlers::jobs::JOBS_SEGMENT;
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
 pub use metrics::MetricsAccess;

@@ -183,6 +183,7 @@ fn job_body(j: &slipway_domain::Job, link: &dyn Fn(&slipway_domain::Job) -> Opti
     });
     let optional = [
         ("action", (!j.action.is_empty()).then(|| json!(j.action))),
+        ("rerun", j.rerun.map(|r| json!(r.as_str()))),
         ("operationId", j.operation_id.as_ref().map(|o| json!(o.as_str()))),
         ("configVersion", (!j.config_version.as_str().is_empty()).then(|| json!(j.config_version.as_str()))),
         ("message", (!j.message.is_empty()).then(|| json!(j.message))),
@@ -236,6 +237,9 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     }
     if let Some(action) = &op.action {
         properties.insert("action".into(), json!(action.name));
+    }
+    if let Some(rerun) = op.rerun {
+        properties.insert("rerun".into(), json!(rerun.as_str()));
     }
     if let Some(note) = &op.note {
         properties.insert("message".into(), json!(note));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::ids::{ArmId, OperationId};
-use crate::operation::{ActionCall, CloudError, Initiator, Operation, OperationRequest, codes};
+use crate::operation::{ActionCall, CloudError, Initiator, Operation, OperationRequest, Rerun, codes};
 use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
@@ -108,6 +108,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         waiting_on: None,
         child_operations: Vec::new(),
         action: None,
+        rerun: None,
         note: None,
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),
@@ -281,18 +282,59 @@ pub fn admit_action(snap: &mut Snapshot, call: ActionCall, ctx: &RequestContext)
     if res.is_deleting() {
         return Err(conflict(res, format!("Cannot {} the resource while it is being deleted", call.name)));
     }
-    if let Some(op) = snap.active_operation() {
-        let doing = match (&op.action, op.request) {
-            (Some(a), _) => format!("the action '{}'", a.name),
-            (None, request) => format!("a {} operation", format!("{request:?}").to_ascii_lowercase()),
-        };
-        return Err(conflict(res, format!("Cannot {} the resource while {doing} is in progress", call.name)));
-    }
+    refuse_while_busy(snap, res, &call.name)?;
     let res = snap.resource.as_mut().expect("checked above");
     let mut op = new_operation(&res.id, OperationRequest::Action, ProvisioningState::Accepted, ctx);
     op.action = Some(call);
     res.active_operation_id = Some(op.id.clone());
     res.job_context = ctx.job_context.clone();
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    snap.operations.push(op.clone());
+    Ok(Admitted::Accepted { operation: op, created: false })
+}
+
+/// `409` while another operation runs: `verb` (an action's name, `retry`) waits for it.
+fn refuse_while_busy(snap: &Snapshot, res: &ResourceRecord, verb: &str) -> Result<(), Rejection> {
+    let Some(op) = snap.active_operation() else { return Ok(()) };
+    let doing = match (&op.action, op.request) {
+        (Some(a), _) => format!("the action '{}'", a.name),
+        (None, request) => format!("a {} operation", format!("{request:?}").to_ascii_lowercase()),
+    };
+    Err(conflict(res, format!("Cannot {verb} the resource while {doing} is in progress")))
+}
+
+/// `POST {resourceId}/retry`: a `Failed` or `Canceled` resource's spec run again now, as an
+/// update operation of its own whose jobs say they are a retry. Convergence stopped for the
+/// spec (a canceled update, failed preflight checks) is resumed, and the backoff starts over
+/// (`BackoffPolicy` counts no failure before the retry). The spec, its config version and
+/// `systemData` stay as they are: nothing about the resource changed but the attempt.
+pub fn admit_retry(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    let res = snap.resource.as_ref().ok_or(Rejection::NotFound)?;
+    check_parent(snap, &res.id)?;
+    if res.is_deleting() {
+        return Err(conflict(
+            res,
+            "Cannot retry the resource while it is being deleted: its delete retries on its own".into(),
+        ));
+    }
+    refuse_while_busy(snap, res, "retry")?;
+    if !matches!(res.provisioning_state, ProvisioningState::Failed | ProvisioningState::Canceled) {
+        let state = res.provisioning_state.as_str();
+        return Err(conflict(
+            res,
+            format!("The resource is {state}: only a Failed or Canceled resource can be retried"),
+        ));
+    }
+    let res = snap.resource.as_mut().expect("checked above");
+    let mut op = new_operation(&res.id, OperationRequest::Update, ProvisioningState::Accepted, ctx);
+    op.rerun = Some(Rerun::Retry);
+    res.provisioning_state = ProvisioningState::Accepted;
+    res.active_operation_id = Some(op.id.clone());
+    res.last_operation_id = op.id.clone();
+    res.convergence_stopped_for = None;
+    res.job_context = ctx.job_context.clone();
+    res.last_error = None;
     res.schedule = Schedule::now(ctx.now);
     res.generation += 1;
     snap.operations.push(op.clone());

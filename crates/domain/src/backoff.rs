@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config_version::ConfigVersion;
 use crate::job::{Job, JobState, JobType};
+use crate::operation::Rerun;
 use crate::retry::RetryPolicy;
 use crate::time::Timestamp;
 
@@ -33,8 +34,10 @@ impl BackoffPolicy {
     }
 
     fn after_failures(self, jobs: &[Job], matches: impl Fn(&Job) -> bool) -> Duration {
+        // A requested retry starts the backoff over: failures before it do not count.
+        let since = jobs.iter().rposition(|j| j.rerun == Some(Rerun::Retry)).unwrap_or(0);
         // Array order (newest appended last), Failed only (docs/osac-lifecycle.md#backoff).
-        let mut failed = jobs.iter().rev().filter(|j| j.state == JobState::Failed && matches(j));
+        let mut failed = jobs[since..].iter().rev().filter(|j| j.state == JobState::Failed && matches(j));
         let gap = match (failed.next(), failed.next()) {
             // A gap of zero or less (equal timestamps, clock skew) is no gap.
             (Some(last), Some(prev)) => {
@@ -71,6 +74,10 @@ mod tests {
 
     fn f(ver: &str, t_ms: i64) -> Job {
         Job::new("x", JobType::Provision, JobState::Failed, Timestamp(t_ms)).with_version(ConfigVersion::new(ver))
+    }
+
+    fn retried(t_ms: i64) -> Job {
+        Job { rerun: Some(Rerun::Retry), ..f("v1", t_ms) }
     }
 
     fn mins(m: u64) -> Duration {
@@ -119,6 +126,8 @@ mod tests {
             ),
             ("A-B-A history lengthens", vec![f("v1", -20 * MIN), f("v2", -10 * MIN), f("v1", 0)], mins(30)),
             ("negative gap (clock skew) floors", vec![f("v1", 0), f("v1", -5 * MIN)], mins(2)),
+            ("a requested retry starts over", vec![f("v1", -20 * MIN), f("v1", -10 * MIN), retried(-MIN)], mins(2)),
+            ("counted from the retry on", vec![f("v1", -30 * MIN), retried(-10 * MIN), f("v1", 0)], mins(20)),
         ];
         for (name, jobs, want) in cases {
             assert_eq!(b.provision(&jobs, &v1), want, "{name}");

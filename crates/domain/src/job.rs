@@ -142,6 +142,9 @@ pub struct Job {
     /// the provider's grace.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kill_requested: bool,
+    /// Launched for an update that runs the unchanged spec again: why (its operation's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<crate::operation::Rerun>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -174,6 +177,7 @@ impl Job {
             action: String::new(),
             ended_at: None,
             kill_requested: false,
+            rerun: None,
         }
     }
 

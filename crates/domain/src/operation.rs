@@ -15,6 +15,24 @@ pub enum OperationRequest {
     Action,
 }
 
+/// Why an update runs its resource's spec again though the spec did not change
+/// (docs/arm-contract.md#retry-now). Its jobs carry it too, so the job history says why they
+/// ran after the operation itself has expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Rerun {
+    /// `POST {id}/retry`: a client asked for the failed spec to be run again now.
+    Retry,
+}
+
+impl Rerun {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rerun::Retry => "retry",
+        }
+    }
+}
+
 /// What a POST action asked for: the action and its body.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionCall {
@@ -109,6 +127,9 @@ pub struct Operation {
     /// A POST action's name and body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<ActionCall>,
+    /// An update that runs the unchanged spec again, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<Rerun>,
     /// What a client should know about how the operation ended (a forced delete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -187,6 +208,7 @@ pub(crate) mod tests {
             waiting_on: None,
             child_operations: Vec::new(),
             action: None,
+            rerun: None,
             note: None,
             notification_uri: None,
             initiator: Initiator::default(),

@@ -1,5 +1,6 @@
-//! POST actions and preflight checks over HTTP with the example playbooks
-//! (docs/arm-contract.md#actions, docs/arm-contract.md#preflight-checks).
+//! POST actions, retry now and preflight checks over HTTP with the example playbooks
+//! (docs/arm-contract.md#actions, docs/arm-contract.md#retry-now,
+//! docs/arm-contract.md#preflight-checks).
 
 mod common;
 
@@ -110,6 +111,51 @@ async fn bad_action_requests_get_precise_errors() {
     let wrong_method = s.http.put(s.url(&format!("{vm}/restart"))).json(&json!({})).send().await.unwrap();
     assert_eq!(wrong_method.status(), 404, "PUT there names a resource type that does not exist");
     assert!(actions_log(&s).is_empty(), "nothing ran");
+    s.stop().await;
+}
+
+/// A create that failed for a cause outside Slipway (a file where its state directory goes)
+/// is retried at once when asked, though convergence would wait an hour, and succeeds now that
+/// the cause is gone; the history says why the job ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resource_is_retried_now_and_the_history_says_why() {
+    let mut s = TestServer::start_with("backoff_base_seconds = 3600\nbackoff_max_seconds = 3600").await;
+    let id = rid("virtualNetworks", "again");
+    let absent = post(&s, &id, "retry", None).await;
+    assert_eq!(absent.status(), 404);
+    let blocker = s.dir.path().join("state/slipway.example_virtualnetworks");
+    std::fs::create_dir_all(blocker.parent().unwrap()).unwrap();
+    std::fs::write(&blocker, "in the way").unwrap();
+    let failed = create(&s, &id, json!({"addressSpace": "10.0.0.0/16"})).await;
+    assert_eq!(failed["status"], "Failed", "{failed}");
+    let with_parameters = post(&s, &id, "retry", Some(json!({"now": true}))).await;
+    assert_eq!(with_parameters.status(), 400);
+    assert_eq!(with_parameters.json::<Value>().await.unwrap()["error"]["code"], "InvalidRequestContent");
+
+    std::fs::remove_file(&blocker).unwrap();
+    let r = post(&s, &id, "RETRY", Some(json!({}))).await;
+    assert_eq!(r.status(), 202);
+    let busy = post(&s, &id, "retry", None).await;
+    assert_eq!(busy.status(), 409, "one operation at a time");
+    let op = s.wait_terminal(&header(&r, "azure-asyncoperation").unwrap(), WAIT).await;
+    assert_eq!((op["status"].as_str(), op["properties"]["rerun"].as_str()), (Some("Succeeded"), Some("retry")), "{op}");
+    let (_, res) = s.get_json(&id).await;
+    assert_eq!(res["properties"]["provisioningState"], "Succeeded");
+    assert!(s.dir.path().join("state/slipway.example_virtualnetworks/again.json").exists(), "the retry's job ran");
+    let (_, history) = s.get_json(&format!("{id}/jobs")).await;
+    let jobs = history["value"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{history}");
+    assert_eq!((jobs[0]["state"].as_str(), jobs[0]["rerun"].as_str()), (Some("Succeeded"), Some("retry")));
+    assert_eq!(jobs[0]["operationId"], op["name"]);
+    assert_eq!((jobs[1]["state"].as_str(), jobs[1].get("rerun")), (Some("Failed"), None));
+
+    let again = post(&s, &id, "retry", None).await;
+    assert_eq!(again.status(), 409);
+    let e: Value = again.json().await.unwrap();
+    assert_eq!(
+        e["error"]["message"], "The resource is Succeeded: only a Failed or Canceled resource can be retried",
+        "{e}"
+    );
     s.stop().await;
 }
 

@@ -117,6 +117,11 @@ fn broken_configurations_are_refused_naming_the_entry() {
             "the reboot playbook slipway-reboot-virtual-network.yml is not in".into(),
         ),
         (
+            "an action named like the platform's retry",
+            config(d, "127.0.0.1:0", "", &vnet_type("[types.actions.Retry]")),
+            "action 'Retry' is not a valid action name: `POST {id}/retry` runs a failed resource's spec again".into(),
+        ),
+        (
             "a backoff base above its maximum",
             config(d, "127.0.0.1:0", "", &vnet_type("backoff_base_seconds = 600\nbackoff_max_seconds = 60")),
             format!("{entry}: backoff_base_seconds (600) is more than backoff_max_seconds (60)"),

@@ -202,6 +202,17 @@ async fn actions_run_and_wait() {
     );
     let unknown = cli.run(&[&["resource", "action", "-a", "explode"][..], &machine].concat()).await.expect(7);
     assert!(unknown.stderr.contains("404"), "{}", unknown.stderr);
+    // Retry now: refused while the resource is Succeeded; a failed one runs again and fails
+    // again (its spec asks to), as a retry.
+    let refused = cli.run(&[&["resource", "retry"][..], &machine].concat()).await.expect(7);
+    assert!(refused.stderr.contains("only a Failed or Canceled resource can be retried"), "{}", refused.stderr);
+    cli.run(&[&["resource", "patch", "--set", "simulateFailure=true"][..], &machine].concat()).await.expect(1);
+    let retried = cli.run(&[&["resource", "retry", "--no-wait", "-o", "json"][..], &machine].concat()).await;
+    let op = retried.expect(0).json();
+    assert_eq!(op["properties"]["rerun"], "retry", "{op}");
+    let url = op["statusUrl"].as_str().unwrap().to_string();
+    let failed = cli.run(&["op", "wait", &url]).await.expect(1);
+    assert!(failed.stderr.contains("simulated failure"), "{}", failed.stderr);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -95,6 +95,14 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     b.assert_clean("canceled operation").await;
     b.goto(&format!("{}/ui/resource?id={sg}", s.base)).await;
     assert!(b.text("#referenced-by").await.contains("vm1"));
+    // The canceled machine is retried now from its page: its create runs again, as a retry.
+    b.goto(&format!("{}/ui/resource?id={}", s.base, sg.replace("securityGroups/sg1", "computeInstances/vm1"))).await;
+    assert_eq!(b.text(".summary .badge").await, "Canceled");
+    b.click("#retry").await;
+    b.wait_text("#output", "the retried job's output", |t| t.contains("TASK [")).await;
+    b.click("#cancel").await;
+    b.wait_text("#status .badge", "the canceled retry", |t| t == "Canceled").await;
+    b.assert_clean("retried operation").await;
 
     // Delete from the resource page (after the browser's confirm).
     b.goto(&group_url(&s, "web")).await;

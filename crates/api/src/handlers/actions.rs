@@ -1,9 +1,13 @@
 //! `POST {resourceId}/{action}`: a type's declared action, run as an operation of its own
-//! (docs/arm-contract.md#actions).
+//! (docs/arm-contract.md#actions); and `POST {resourceId}/retry`, a failed spec run again now
+//! (docs/arm-contract.md#retry-now).
 
 use slipway_domain::operation::ActionCall;
 
 use super::*;
+
+/// The segment of `POST {resourceId}/retry`; no action or child type may take the name.
+pub const RETRY_SEGMENT: &str = "retry";
 
 /// Answers `202` with `Azure-AsyncOperation` and `Location` (no body); the `Location` target
 /// answers with the resource once the action succeeded. The body is optional (`{}` when
@@ -30,18 +34,50 @@ pub(crate) async fn post_action(
         )
         .with_target(echo(name, 64))
     })?;
-    let subscription = SubscriptionId::new(&id.subscription);
-    let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    let permission = access::resource_action(&ty.namespace, &ty.type_name, Permission::Write);
-    grants.require(&ctx.caller, Permission::Write, &resource_scope(&id), &permission)?;
-    let tenant =
-        access::check_subscription(state, &subscription, Intent::Change).await?.as_ref().map(access::tenant_context);
+    let tenant = may_change(state, ctx, &id, &ty).await?;
     let parameters = action_body(state, ctx, body).await?;
     action.validate(&parameters)?;
     let call = ActionCall { name: action.name.clone(), parameters };
+    accept(state, ctx, id, tenant, move |snap, rctx| admission::admit_action(snap, call, rctx)).await
+}
+
+/// Answers like an action: `202` and the async headers, `409` unless the resource is
+/// `Failed` or `Canceled` with no operation running. The body, if any, must be `{}`.
+pub(crate) async fn post_retry(state: &ApiState, ctx: &Ctx, id: ArmId, body: Body) -> Result<Response, ArmError> {
+    let ty = resource_type(state, &id.namespace, &id.type_name)?;
+    check_version(ctx, &ty)?;
+    let tenant = may_change(state, ctx, &id, &ty).await?;
+    if action_body(state, ctx, body).await?.as_object().is_some_and(|o| !o.is_empty()) {
+        return Err(ArmError::invalid_content("A retry takes no parameters: send no body, or {}.", ""));
+    }
+    accept(state, ctx, id, tenant, admission::admit_retry).await
+}
+
+/// `write` on the resource, in a subscription that takes changes; the tenant its jobs run for.
+async fn may_change(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: &ArmId,
+    ty: &ResourceType,
+) -> Result<Option<TenantContext>, ArmError> {
+    let subscription = SubscriptionId::new(&id.subscription);
+    let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
+    let permission = access::resource_action(&ty.namespace, &ty.type_name, Permission::Write);
+    grants.require(&ctx.caller, Permission::Write, &resource_scope(id), &permission)?;
+    Ok(access::check_subscription(state, &subscription, Intent::Change).await?.as_ref().map(access::tenant_context))
+}
+
+/// Runs `admit` in the resource's change and answers `202` with the new operation's URLs.
+async fn accept(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: ArmId,
+    tenant: Option<TenantContext>,
+    admit: impl FnOnce(&mut Snapshot, &RequestContext) -> Result<Admitted, admission::Rejection> + Send + 'static,
+) -> Result<Response, ArmError> {
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let req = change_request(&id, &[], rctx.now);
-    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| admission::admit_action(snap, call, &rctx))
+    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| admit(snap, &rctx))
         .await
         .map_err(|e| missing_as_not_found(e, &id))?;
     let Admitted::Accepted { operation, .. } = admitted else { return Err(ArmError::internal()) };

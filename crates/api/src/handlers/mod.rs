@@ -29,7 +29,7 @@ use crate::route::{self, Route, RouteError};
 use crate::types::ResourceType;
 use crate::wire::{self, PatchBody, PutBody};
 
-mod actions;
+pub(crate) mod actions;
 mod admin;
 mod audit;
 mod body;
@@ -198,6 +198,9 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         }
         Route::Collection { type_name, parent: Some(id), .. } if ctx.method == Method::POST => {
             let action = type_name.rsplit('/').next().unwrap_or_default();
+            if action.eq_ignore_ascii_case(actions::RETRY_SEGMENT) {
+                return actions::post_retry(state, ctx, id, body).await;
+            }
             post_action(state, ctx, id, action, body).await
         }
         Route::Collection { subscription, resource_group, namespace, type_name, parent } => {

@@ -120,7 +120,7 @@ async fn forced_cancel(state: &ApiState, ctx: &Ctx, op: &Operation) -> Result<bo
 }
 
 /// The `Location` target: 202 while running; the synchronous equivalent when done. A
-/// failed or canceled operation answers with its own error (not a bare 500).
+/// failed or canceled operation answers `409` with its own error.
 pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation) -> Result<Response, ArmError> {
     if !op.is_terminal() {
         let mut resp = StatusCode::ACCEPTED.into_response();
@@ -143,12 +143,11 @@ pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation
                 .error
                 .clone()
                 .unwrap_or_else(|| slipway_domain::CloudError::new("InternalServerError", "The operation failed."));
-            let code = if status == ProvisioningState::Canceled {
-                StatusCode::CONFLICT
-            } else {
-                StatusCode::INTERNAL_SERVER_ERROR
-            };
-            Err(ArmError { status: code, body, retry_after: None })
+            debug_assert!(matches!(status, ProvisioningState::Failed | ProvisioningState::Canceled));
+            // A 4xx, not a 500: Slipway did not fail, the operation did (its job, its
+            // deadline, a cancel). A 5xx would put every tenant's failed playbook into the
+            // server's error rate, and asking again changes nothing.
+            Err(ArmError { status: StatusCode::CONFLICT, body, retry_after: None })
         }
     }
 }

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::schemas::{self, TypeNames, schema_ref};
+use crate::RETRY_SEGMENT;
 use crate::handlers::discovery::PLATFORM_API_VERSIONS;
 use crate::types::ResourceType;
 
@@ -325,6 +326,26 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     let resource = schema_ref(&n.resource);
     let [lro_flag, lro_options] = lro("azure-async-operation");
 
+    // What a client does next with the resource it put (OpenAPI links: tools that follow them,
+    // schemathesis's stateful phase among them, reach the resource's other operations).
+    let mut link_params = Map::new();
+    let names = ["subscriptionId".to_string(), "resourceGroupName".to_string()]
+        .into_iter()
+        .chain(parents.iter().map(|p| format!("{p}Name")))
+        .chain(["resourceName".to_string()]);
+    for name in names {
+        link_params.insert(format!("path.{name}"), json!(format!("$request.path.{name}")));
+    }
+    link_params.insert("query.api-version".into(), json!("$request.query.api-version"));
+    let with_links = |mut answer: Value| {
+        let ops = ["Get", "Update", "Delete", "Retry", "ListJobs"];
+        answer["links"] = ops
+            .iter()
+            .map(|op| (op.to_string(), json!({"operationId": format!("{prefix}_{op}"), "parameters": link_params})))
+            .collect::<Map<_, _>>()
+            .into();
+        answer
+    };
     let get = Op::new(format!("{prefix}_Get"), format!("Reads a {}.", ty.kind), &tag, base(false))
         .answer(200, json_answer("The resource.", resource.clone(), request_id()))
         .errors(&[400, 403, 404, 500, 503]);
@@ -336,13 +357,20 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
             .body(schema_ref(&n.put))
             .answer(
                 200,
-                json_answer(
+                with_links(json_answer(
                     "Replaced (async headers), or the same spec on a Succeeded resource (none).",
                     resource.clone(),
                     async_headers(false),
-                ),
+                )),
             )
-            .answer(201, json_answer("Created; follow `Azure-AsyncOperation`.", resource.clone(), async_headers(true)))
+            .answer(
+                201,
+                with_links(json_answer(
+                    "Created; follow `Azure-AsyncOperation`.",
+                    resource.clone(),
+                    async_headers(true),
+                )),
+            )
             .errors(if parents.is_empty() {
                 &[400, 403, 408, 409, 412, 413, 415, 500, 503]
             } else {
@@ -401,13 +429,13 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     .answer(200, json_answer("The jobs, newest first.", schema_ref("JobHistory"), request_id()))
     .errors(&[400, 403, 404, 500, 503]);
     out.insert(format!("{resource_path}/jobs"), json!({"get": history.build(setting)}));
-    for action in ty.actions() {
+    // An action, and retry now: `202` with the operation's URLs, `Location` answering with the
+    // resource.
+    let post_on_resource = |id: String, summary: String, body: Value| {
         let mut params = base(false);
         params.push(notification_uri(setting));
-        let id = format!("{prefix}_{}", op_prefix("", &action.name).trim_start_matches('_'));
-        let summary = format!("Runs the {} action of a {}.", action.name, ty.kind);
-        let post = Op::new(id, summary, &tag, params)
-            .optional_body(action.schema().cloned().unwrap_or_else(|| json!({"type": "object"})))
+        Op::new(id, summary, &tag, params)
+            .optional_body(body)
             .answer(202, {
                 let mut r = plain("Accepted; follow `Azure-AsyncOperation`. `Location` answers with the resource.");
                 r["headers"] = async_headers(true);
@@ -415,9 +443,25 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
             })
             .errors(&[400, 403, 404, 408, 409, 413, 415, 500, 503])
             .with(lro_flag.0, json!(true))
-            .with(lro_options.0, json!({"final-state-via": "location"}));
-        out.insert(format!("{resource_path}/{}", action.name), json!({"post": post.build(setting)}));
+            .with(lro_options.0, json!({"final-state-via": "location"}))
+            .build(setting)
+    };
+    for action in ty.actions() {
+        let id = format!("{prefix}_{}", op_prefix("", &action.name).trim_start_matches('_'));
+        let summary = format!("Runs the {} action of a {}.", action.name, ty.kind);
+        let body = action.schema().cloned().unwrap_or_else(|| json!({"type": "object"}));
+        out.insert(format!("{resource_path}/{}", action.name), json!({"post": post_on_resource(id, summary, body)}));
     }
+    let retry = post_on_resource(
+        format!("{prefix}_Retry"),
+        format!(
+            "Runs a Failed or Canceled {}'s spec again now, starting the backoff over (a Slipway extension); \
+             `409` while an operation runs or when the resource is neither.",
+            ty.kind
+        ),
+        json!({"type": "object", "maxProperties": 0}),
+    );
+    out.insert(format!("{resource_path}/{RETRY_SEGMENT}"), json!({"post": retry}));
 
     let paging = [
         json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),

@@ -317,6 +317,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                     "template": {"type": "string", "description": "The playbook or template that ran."},
                     "idempotencyKey": {"type": "string"},
                     "action": {"type": "string"},
+                    "rerun": {"enum": ["retry"], "description": "Why the job ran the unchanged spec again: `retry`, asked for with `POST {id}/retry`."},
                     "operationId": {"type": "string"},
                     "configVersion": {"type": "string"},
                     "message": {"type": "string"},
@@ -361,6 +362,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                         "properties": {
                             "waitingOn": {"type": "string", "description": "The resource (a parent) the operation's job waits for."},
                             "action": {"type": "string", "description": "A POST action's name."},
+                            "rerun": {"enum": ["retry"], "description": "An update that runs the unchanged spec again, and why (`POST {id}/retry`)."},
                             "message": {"type": "string", "description": "How the operation ended, when a client should know (a forced delete)."},
                             "childOperations": {
                                 "type": "array",

@@ -55,6 +55,14 @@ pub enum ResourceCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Run a Failed or Canceled resource's spec again now (POST {id}/retry), starting its
+    /// backoff over, and wait.
+    Retry {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
 }
 
 #[derive(Args, Clone, Debug)]
@@ -111,6 +119,12 @@ pub async fn run(ctx: &Context, command: ResourceCommand) -> Result<(), CliError
             let target = format!("{}/{}", at.resource.id, segment(&action));
             let reply = ctx.client.call(Method::POST, &target, &at.api_version, Some(&body)).await?;
             finish(ctx, &reply, &wait, None).await
+        }
+        ResourceCommand::Retry { resource, wait } => {
+            let at = resource.resolve(&ctx.settings, &ctx.client).await?;
+            let target = format!("{}/retry", at.resource.id);
+            let reply = ctx.client.call(Method::POST, &target, &at.api_version, None).await?;
+            finish(ctx, &reply, &wait, Some(&at)).await
         }
     }
 }

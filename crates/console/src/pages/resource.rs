@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use slipway_api::ResourceType;
+use slipway_api::{RETRY_SEGMENT, ResourceType};
 use slipway_domain::ids::ArmId;
 
 use super::{allowed, bad_request, operation_href, pretty, refused, resource_crumbs, resource_href};
@@ -64,7 +64,7 @@ fn references(properties: &Map<String, Value>) -> Vec<Value> {
 
 fn job_row(j: &Value) -> Value {
     json!({
-        "type": j["type"], "state": j["state"], "jobId": j["jobId"], "action": j["action"],
+        "type": j["type"], "state": j["state"], "jobId": j["jobId"], "action": j["action"], "rerun": j["rerun"],
         "startTime": j["startTime"], "endTime": j["endTime"], "message": j["message"], "link": j["link"],
         "operation": j["operationId"],
     })
@@ -161,6 +161,7 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         "nextRetryTime": history["nextRetryTime"],
         "timeline": timeline,
         "actions": actions,
+        "retryable": matches!(state.as_str(), Some("Failed" | "Canceled")),
         "allowed": may,
         "live": !matches!(state.as_str(), Some("Succeeded" | "Failed" | "Canceled")),
     });
@@ -225,6 +226,12 @@ pub(crate) async fn action(
         Ok(found) => found,
         Err(problem) => return bad_request(&console, &visit, problem),
     };
+    let version = api_version(&ty);
+    if form.action.eq_ignore_ascii_case(RETRY_SEGMENT) {
+        let path = format!("{id}/{RETRY_SEGMENT}");
+        let answer = console.api.call(&visit.visitor, Method::POST, &path, &[("api-version", &version)], None).await;
+        return after_change(&console, &visit, answer, &resource_href(&id.to_string()));
+    }
     let Some(action) = ty.action(&form.action) else {
         let why = format!("{} has no action '{}'.", ty.type_name, form.action);
         return bad_request(&console, &visit, ArmProblem::new("ActionNotFound", why));
@@ -239,7 +246,6 @@ pub(crate) async fn action(
             }
         },
     };
-    let version = api_version(&ty);
     let path = format!("{id}/{}", action.name);
     let answer =
         console.api.call(&visit.visitor, Method::POST, &path, &[("api-version", &version)], body.as_ref()).await;

@@ -320,10 +320,11 @@ fn record_intent(
     if job_type == JobType::Deprovision {
         job.block_deletion_on_failure = policy.block_deletion_on_failure;
     }
+    let operation = op.as_ref().and_then(|id| snap.operation(id));
     if job_type == JobType::Action {
-        let call = op.as_ref().and_then(|id| snap.operation(id)).and_then(|o| o.action.as_ref());
-        job.action = call.map(|c| c.name.clone()).unwrap_or_default();
+        job.action = operation.and_then(|o| o.action.as_ref()).map(|c| c.name.clone()).unwrap_or_default();
     }
+    job.rerun = operation.and_then(|o| o.rerun);
     let res = res_mut(snap);
     mark_sent(&mut job, now);
     append_job(&mut res.jobs, job, policy.max_history);

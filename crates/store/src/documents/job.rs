@@ -6,6 +6,7 @@ use slipway_domain::config_version::ConfigVersion;
 use slipway_domain::job::{Job, JobState, JobType};
 use slipway_domain::time::Timestamp;
 
+use super::operation::RerunDocument;
 use super::{DocumentError, operation_id_opt};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +61,9 @@ pub(crate) struct JobDocument {
     ended_at: Option<i64>,
     #[serde(rename = "killRequested", default, skip_serializing_if = "is_false")]
     kill_requested: bool,
+    /// Launched for an update that ran the unchanged spec again: why.
+    #[serde(rename = "rerun", default, skip_serializing_if = "Option::is_none")]
+    rerun: Option<RerunDocument>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +131,7 @@ impl From<&Job> for JobDocument {
             action,
             ended_at,
             kill_requested,
+            rerun,
         } = job;
         JobDocument {
             job_id: job_id.to_string(),
@@ -151,6 +156,7 @@ impl From<&Job> for JobDocument {
             action: action.clone(),
             ended_at: ended_at.map(Timestamp::as_millis),
             kill_requested: *kill_requested,
+            rerun: rerun.map(RerunDocument::from),
         }
     }
 }
@@ -182,6 +188,7 @@ impl TryFrom<JobDocument> for Job {
             action,
             ended_at,
             kill_requested,
+            rerun,
         } = doc;
         Ok(Job {
             operation_id: operation_id_opt(operation_id, &format!("job {job_id:?}: operationId"))?,
@@ -206,6 +213,7 @@ impl TryFrom<JobDocument> for Job {
             action,
             ended_at: ended_at.map(Timestamp),
             kill_requested,
+            rerun: rerun.map(Into::into),
         })
     }
 }

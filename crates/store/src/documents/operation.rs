@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::operation::{ActionCall, ChildOperation, CloudError, Initiator, Operation, OperationRequest};
+use slipway_domain::operation::{
+    ActionCall, ChildOperation, CloudError, Initiator, Operation, OperationRequest, Rerun,
+};
 use slipway_domain::state::ProvisioningState;
 use slipway_domain::time::Timestamp;
 
@@ -49,6 +51,10 @@ pub(crate) struct OperationDocument {
     /// A POST action's name and request body.
     #[serde(rename = "action", default, skip_serializing_if = "Option::is_none")]
     action: Option<ActionCallDocument>,
+    /// An update that runs the unchanged spec again: why. Added without a version bump: a
+    /// reader that does not know it reads the operation as the update it is.
+    #[serde(rename = "rerun", default, skip_serializing_if = "Option::is_none")]
+    rerun: Option<RerunDocument>,
     #[serde(rename = "note", default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +99,29 @@ pub(crate) enum OperationRequestDocument {
     Delete,
     #[serde(rename = "Action")]
     Action,
+}
+
+/// Why an update (and its jobs) ran the unchanged spec again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum RerunDocument {
+    #[serde(rename = "retry")]
+    Retry,
+}
+
+impl From<Rerun> for RerunDocument {
+    fn from(r: Rerun) -> Self {
+        match r {
+            Rerun::Retry => RerunDocument::Retry,
+        }
+    }
+}
+
+impl From<RerunDocument> for Rerun {
+    fn from(r: RerunDocument) -> Self {
+        match r {
+            RerunDocument::Retry => Rerun::Retry,
+        }
+    }
 }
 
 /// Spelled exactly so (no case folding, no `Cancelled`).
@@ -158,6 +187,7 @@ impl From<&Operation> for OperationDocument {
             waiting_on,
             child_operations,
             action,
+            rerun,
             note,
             notification_uri,
             initiator,
@@ -180,6 +210,7 @@ impl From<&Operation> for OperationDocument {
             action: action
                 .as_ref()
                 .map(|a| ActionCallDocument { name: a.name.clone(), parameters: a.parameters.clone() }),
+            rerun: rerun.map(RerunDocument::from),
             note: note.clone(),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
@@ -207,6 +238,7 @@ impl TryFrom<OperationDocument> for Operation {
             waiting_on,
             child_operations,
             action,
+            rerun,
             note,
             notification_uri,
             initiator,
@@ -235,6 +267,7 @@ impl TryFrom<OperationDocument> for Operation {
                 })
                 .collect::<Result<_, DocumentError>>()?,
             action: action.map(|a| ActionCall { name: a.name, parameters: a.parameters }),
+            rerun: rerun.map(Rerun::from),
             note,
             notification_uri,
             initiator: initiator.into(),

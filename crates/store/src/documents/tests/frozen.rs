@@ -66,7 +66,8 @@ pub(super) const FULL_RESOURCE_V1: &str = r#"{
       "uniqueConfirmed": true,
       "action": "restart",
       "endedAt": 1764449690000,
-      "killRequested": true
+      "killRequested": true,
+      "rerun": "retry"
     },
     {
       "jobID": "",
@@ -102,7 +103,8 @@ pub(super) const FULL_RESOURCE_V1: &str = r#"{
       "uniqueConfirmed": true,
       "action": "restart",
       "endedAt": 1764449690000,
-      "killRequested": true
+      "killRequested": true,
+      "rerun": "retry"
     }
   ],
   "activeOperationId": "00000000-0000-4000-8000-000000000002",
@@ -208,6 +210,7 @@ pub(super) const FULL_OPERATION_V1: &str = r#"{
       "force": true
     }
   },
+  "rerun": "retry",
   "note": "Force-deleted",
   "notificationUri": "https://callback.example/notify?x=1",
   "initiator": {

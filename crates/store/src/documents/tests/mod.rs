@@ -12,7 +12,7 @@ use serde_json::json;
 use slipway_domain::config_version::ConfigVersion;
 use slipway_domain::ids::{ArmId, OperationId, ResourceKey};
 use slipway_domain::job::{Job, JobState, JobType};
-use slipway_domain::operation::{CloudError, Initiator, Operation, OperationRequest};
+use slipway_domain::operation::{CloudError, Initiator, Operation, OperationRequest, Rerun};
 use slipway_domain::resource::{Deletion, Lease, ResourceRecord, Schedule, Spec, SystemData};
 use slipway_domain::state::ProvisioningState;
 use slipway_domain::time::Timestamp;
@@ -51,6 +51,7 @@ fn full_job() -> Job {
         action: "restart".into(),
         ended_at: Some(Timestamp(1_764_449_690_000)),
         kill_requested: true,
+        rerun: Some(Rerun::Retry),
     }
 }
 
@@ -158,6 +159,7 @@ fn full_operation() -> Operation {
             name: "restart".into(),
             parameters: json!({"force": true}),
         }),
+        rerun: Some(Rerun::Retry),
         note: Some("Force-deleted".into()),
         notification_uri: Some("https://callback.example/notify?x=1".into()),
         initiator: Initiator {
@@ -242,6 +244,7 @@ fn minimal_operation() -> Operation {
         waiting_on: None,
         child_operations: Vec::new(),
         action: None,
+        rerun: None,
         note: None,
         notification_uri: None,
         initiator: Initiator::default(),
