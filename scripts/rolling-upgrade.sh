@@ -25,7 +25,11 @@ previous_release() {
     rm -rf "$src" && mkdir -p "$src"
     git archive "$commit" | tar -x -C "$src"
     # Built into this tree's target directory, whose uplifted target/debug/slipway it replaces
-    # until the build below links this tree's again.
+    # until the build below links this tree's again. Cargo names a workspace crate's artifacts
+    # by its path within the workspace and its version, the same in both trees: the export's
+    # version is marked so that its crates get artifacts of their own (and dependencies from
+    # the registry are shared), instead of being taken for this tree's by file times.
+    sed -i '0,/^version = /s/^version = "\([^"]*\)"/version = "\1-previous"/' "$src/Cargo.toml"
     (cd "$src" && CARGO_TARGET_DIR="$OLDPWD/target" cargo build -q -p slipway --bin slipway)
     cp target/debug/slipway "$out"
     rm -rf "$src"
@@ -40,6 +44,7 @@ esac
 old=$(realpath "$old")
 cargo build -q -p slipway --bin slipway -p slipway-aap-sim --bin aap-sim
 new=$(realpath target/debug/slipway) sim_bin=$(realpath target/debug/aap-sim)
+! cmp -s "$old" "$new" || { echo "rolling-upgrade: $old is this tree's own binary" >&2; exit 1; }
 pg=${SLIPWAY_TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}
 schema=rolling_$$ work=$(mktemp -d /tmp/slipway-rolling.XXXXXX)
 pids=()

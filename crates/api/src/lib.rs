@@ -43,6 +43,7 @@ pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOpt
 pub use metrics::MetricsAccess;
 pub use openapi::OpenApiCache;
 pub use ratelimit::{RateLimiter, RateLimits};
+pub use route::EVENTS_SEGMENT;
 pub use slipway_auth::Authenticator;
 pub use types::{ActionType, ResourceType, TypeRegistry};
 pub use wire::operation_status_body;
@@ -56,6 +57,8 @@ pub struct ApiOptions {
     pub max_body_bytes: usize,
     /// Default page size of collection GETs.
     pub page_size: usize,
+    /// How long the store keeps events (said when a cursor is too old).
+    pub event_retention_secs: u64,
     /// Which `Azure-AsyncNotificationUri` callbacks a request may name (the notifier sends
     /// by the same policy).
     pub callbacks: notify::CallbackPolicy,
@@ -70,6 +73,7 @@ impl Default for ApiOptions {
             retry_after_secs: 1,
             max_body_bytes: 1024 * 1024,
             page_size: 100,
+            event_retention_secs: slipway_store::DEFAULT_EVENT_RETENTION.as_secs(),
             callbacks: notify::CallbackPolicy::default(),
             metrics_access: MetricsAccess::default(),
         }

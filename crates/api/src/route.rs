@@ -102,7 +102,19 @@ pub enum Route {
     ApiTokens {
         id: Option<String>,
     },
+    /// `/subscriptions/{sub}[/resourceGroups/{rg}]/providers/Slipway.Resources/events`: the
+    /// event feed (a Slipway extension; a resource's own is `{resourceId}/events`).
+    Events {
+        subscription: String,
+        resource_group: Option<String>,
+    },
 }
+
+/// The namespace of the platform's own lists that are not a resource type's (the event feed).
+pub const RESOURCES_NAMESPACE: &str = "Slipway.Resources";
+
+/// The last segment of every event feed's path.
+pub const EVENTS_SEGMENT: &str = "events";
 
 /// A path as its route's template, ids and names left out (`…/providers/Ns/things/{name}`):
 /// what access logs group requests by. Paths that are no ARM route keep themselves when they
@@ -189,6 +201,9 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
         Ok(Route::ResourceGroup { .. }) => Some(group(true).into()),
         Ok(Route::Resources { resource_group, .. }) => Some(format!("{}/resources", group(resource_group.is_some()))),
         Ok(Route::Operations { .. }) => Some(format!("{}/operationStatuses", group(false))),
+        Ok(Route::Events { resource_group, .. }) => {
+            Some(format!("{}/providers/{RESOURCES_NAMESPACE}/{EVENTS_SEGMENT}", group(resource_group.is_some())))
+        }
         Ok(Route::ApiTokens { id }) => {
             Some(format!("/providers/Slipway.Authorization/apiTokens{}", if id.is_some() { "/{tokenId}" } else { "" }))
         }
@@ -304,7 +319,17 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     };
     let tokens =
         |p: &str, ns: &str, t: &str| is(p, "providers") && is(ns, "Slipway.Authorization") && is(t, "apiTokens");
+    let events =
+        |p: &str, ns: &str, e: &str| is(p, "providers") && is(ns, RESOURCES_NAMESPACE) && is(e, EVENTS_SEGMENT);
     match segs.as_slice() {
+        [s, sub, p, ns, e] if is(s, "subscriptions") && events(p, ns, e) => {
+            Ok(Route::Events { subscription: subscription(sub)?, resource_group: None })
+        }
+        [s, sub, r, rg, p, ns, e] if is(s, "subscriptions") && is(r, "resourceGroups") && events(p, ns, e) => {
+            let subscription = subscription(sub)?;
+            ids::check_group(rg)?;
+            Ok(Route::Events { subscription, resource_group: Some(rg.to_string()) })
+        }
         [p, ns, t] if tokens(p, ns, t) => Ok(Route::ApiTokens { id: None }),
         [p, ns, t, id] if tokens(p, ns, t) => Ok(Route::ApiTokens { id: Some(id.to_string()) }),
         [p, ns] if is(p, "providers") => Ok(Route::Provider { subscription: None, namespace: ns.to_string() }),

@@ -192,18 +192,28 @@ fn job_body(j: &slipway_domain::Job, link: &dyn Fn(&slipway_domain::Job) -> Opti
         ("launchAttempts", (j.launch_attempts > 0).then(|| json!(j.launch_attempts))),
         ("link", link(j).map(|l| json!(l))),
     ];
-    for (name, value) in optional {
+    insert_present(&mut body, optional);
+    body
+}
+
+/// Sets each field that has a value.
+fn insert_present<const N: usize>(body: &mut Value, fields: [(&str, Option<Value>); N]) {
+    for (name, value) in fields {
         if let Some(v) = value {
             body[name] = v;
         }
     }
-    body
 }
 
 /// The path of an operation's status resource (its `id`).
 pub fn status_path(op: &Operation, location: &str) -> String {
-    let namespace = slipway_domain::ids::ArmId::read_stored(&op.resource_id).map(|id| id.namespace).unwrap_or_default();
-    format!("/subscriptions/{}/providers/{namespace}/locations/{location}/operationStatuses/{}", op.subscription, op.id)
+    operation_status_path(op.subscription.as_str(), &op.resource_id, op.id.as_str(), location)
+}
+
+/// The status path of operation `id` of the resource `resource_id` (as stored).
+fn operation_status_path(subscription: &str, resource_id: &str, id: &str, location: &str) -> String {
+    let namespace = slipway_domain::ids::ArmId::read_stored(resource_id).map(|id| id.namespace).unwrap_or_default();
+    format!("/subscriptions/{subscription}/providers/{namespace}/locations/{location}/operationStatuses/{id}")
 }
 
 /// The operation-status document (also the async-notification body).
@@ -249,6 +259,44 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     }
     if let Some(err) = &op.error {
         body["error"] = json!(WireError::from(err));
+    }
+    body
+}
+
+/// One entry of the event feed: its cursor as `id`, what happened, when, to which resource,
+/// the resource's state and generation after it (and before, for a state change), and for an
+/// operation's event the operation with its status URL's path.
+pub fn event_body(seq: u64, e: &slipway_domain::event::Event, location: &str) -> Value {
+    let mut body = json!({
+        "id": seq.to_string(),
+        "type": e.kind.as_str(),
+        "time": e.time.to_rfc3339(),
+        "resourceId": e.resource_id,
+    });
+    insert_present(
+        &mut body,
+        [
+            ("provisioningState", e.state.map(|s| json!(s.as_str()))),
+            ("previousProvisioningState", e.previous_state.map(|s| json!(s.as_str()))),
+            ("generation", e.generation.map(|g| json!(g))),
+        ],
+    );
+    if let Some(op) = &e.operation {
+        let mut operation = json!({
+            "name": op.id.as_str(),
+            "id": operation_status_path(e.subscription.as_str(), &e.resource_id, op.id.as_str(), location),
+            "request": format!("{:?}", op.request),
+            "status": op.status.as_str(),
+        });
+        insert_present(
+            &mut operation,
+            [
+                ("action", op.action.as_ref().map(|a| json!(a))),
+                ("previousStatus", op.previous_status.map(|s| json!(s.as_str()))),
+                ("errorCode", op.error_code.as_ref().map(|c| json!(c))),
+            ],
+        );
+        body["operation"] = operation;
     }
     body
 }

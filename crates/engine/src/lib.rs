@@ -320,10 +320,16 @@ impl Engine {
                     continue;
                 }
                 _ = sweep.tick() => {
-                    match shared.store.sweep_operations(shared.clock.now()).await {
+                    let now = shared.clock.now();
+                    match shared.store.sweep_operations(now).await {
                         Ok(n) if n > 0 => tracing::info!(expired = n, "swept expired operations"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "operation sweep failed"),
+                    }
+                    match shared.store.sweep_events(now).await {
+                        Ok(n) if n > 0 => tracing::info!(pruned = n, "pruned events past their retention"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "event pruning failed"),
                     }
                     continue;
                 }

@@ -141,6 +141,9 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET list of every type by subscription", needs: 'r' },
         Endpoint { name: "GET list of every type by resource group", needs: 'r' },
         Endpoint { name: "GET list of operations", needs: 'r' },
+        Endpoint { name: "GET events by subscription", needs: 'r' },
+        Endpoint { name: "GET events by resource group", needs: 'r' },
+        Endpoint { name: "GET events of a resource", needs: 'r' },
         Endpoint { name: "PUT resource", needs: 'w' },
         Endpoint { name: "PATCH resource", needs: 'w' },
         Endpoint { name: "DELETE resource", needs: 'd' },
@@ -199,6 +202,16 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                             let path = format!("/subscriptions/{sub}/operationStatuses");
                             w.send("GET", &path, &tok, None, PLATFORM_API).await
                         }
+                        "GET events by subscription" => {
+                            let path = format!("/subscriptions/{sub}/providers/Slipway.Resources/events");
+                            w.send("GET", &path, &tok, None, PLATFORM_API).await
+                        }
+                        "GET events by resource group" => {
+                            let path =
+                                format!("/subscriptions/{sub}/resourceGroups/rg1/providers/Slipway.Resources/events");
+                            w.send("GET", &path, &tok, None, PLATFORM_API).await
+                        }
+                        "GET events of a resource" => w.send("GET", &format!("{shared}/events"), &tok, None, API).await,
                         "PUT resource" => {
                             let body = json!({"location": "local", "properties": {"addressSpace": "10.1.0.0/16"}});
                             w.send("PUT", &rid(sub, &fresh), &tok, Some(body), API).await
@@ -264,6 +277,12 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                                 body["value"].as_array().unwrap().iter().filter_map(|v| v["id"].as_str()).collect();
                             assert!(!ids.is_empty(), "the shared resource and its operation are listed: {case}");
                             assert!(ids.iter().all(|id| id.to_ascii_lowercase().contains(sub)), "{case}");
+                        }
+                        if e.name.starts_with("GET events") {
+                            let events = body["value"].as_array().unwrap();
+                            assert!(!events.is_empty(), "the shared resource's events are listed: {case}");
+                            let ids = events.iter().map(|v| v["resourceId"].as_str().unwrap().to_ascii_lowercase());
+                            assert!(ids.clone().all(|id| id.contains(sub)), "only the subscription's own: {case}");
                         }
                     } else {
                         assert!(is_denial, "should be denied: {case}");

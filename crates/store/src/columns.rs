@@ -145,6 +145,19 @@ pub(crate) fn decode_operation(id: &str, body: &str) -> Result<Operation, StoreE
     Ok(op)
 }
 
+/// An `events` row as both engines read it: subscription, position, resource key, kind,
+/// time, body.
+pub(crate) type EventRowRead = (String, i64, String, String, i64, String);
+
+/// The event an `events` row holds, with its position.
+pub(crate) fn decode_event(row: EventRowRead) -> Result<(u64, slipway_domain::event::Event), StoreError> {
+    let (subscription, seq, resource_key, kind, at, body) = row;
+    let at_seq = || format!("{subscription}#{seq}");
+    let columns = documents::EventColumns { subscription: &subscription, resource_key: &resource_key, kind: &kind, at };
+    let event = documents::decode_event(&body, columns).map_err(|e| corrupt("event", &at_seq(), &e.to_string()))?;
+    Ok((from_i64(seq, "event position")?, event))
+}
+
 pub(crate) fn corrupt(what: &str, key: &str, why: &str) -> StoreError {
     StoreError::Internal(format!("corrupt {what} row {key}: {why}"))
 }

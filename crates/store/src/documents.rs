@@ -1,6 +1,7 @@
 //! The store's own document types: the JSON a `resources` row keeps as its `body`
-//! ([`ResourceDocument`]) and the JSON an `operations` row keeps as its `body`
-//! ([`OperationDocument`]), with the nested types they need.
+//! ([`ResourceDocument`]), the JSON an `operations` row keeps as its `body`
+//! ([`OperationDocument`]) and an `events` row's (`event::EventDocument`), with the nested
+//! types they need.
 //!
 //! The domain's types are not the format. Every JSON key is spelled out here with an explicit
 //! `#[serde(rename = …)]`, every default and every omitted-when-empty rule is written on the
@@ -51,6 +52,7 @@ use slipway_domain::ids::OperationId;
 use slipway_domain::resource::ResourceRecord;
 
 mod context;
+mod event;
 mod job;
 mod operation;
 mod resource;
@@ -88,6 +90,21 @@ pub(crate) fn encode_operation(op: &Operation) -> serde_json::Result<String> {
 pub(crate) fn decode_operation(body: &str) -> Result<Operation, DocumentError> {
     Operation::try_from(parse::<OperationDocument>(body)?)
 }
+
+/// The body of an `events` row for `event`.
+pub(crate) fn encode_event(event: &slipway_domain::event::Event) -> serde_json::Result<String> {
+    serde_json::to_string(&event::EventDocument::from(event))
+}
+
+/// The event an `events` row holds: its body and its columns.
+pub(crate) fn decode_event(
+    body: &str,
+    columns: event::EventColumns<'_>,
+) -> Result<slipway_domain::event::Event, DocumentError> {
+    parse::<event::EventDocument>(body)?.into_event(columns)
+}
+
+pub(crate) use event::EventColumns;
 
 /// Parses a current document; when that fails, says so in terms of its version if it names
 /// one this code does not read.

@@ -24,6 +24,7 @@ mod columns;
 pub mod conformance;
 mod documents;
 pub mod entries;
+mod feed;
 mod groups;
 mod metered;
 mod plan;
@@ -33,9 +34,10 @@ pub mod sqlite;
 mod walk;
 
 pub use entries::{Entry, EntryKind, Expect};
+pub use feed::{EventQuery, EventRead, EventScope};
 pub use groups::{GroupPage, resource_groups};
 pub use metered::{ActiveOperations, StoreReading};
-pub use plan::DEFAULT_OPERATION_TTL;
+pub use plan::{DEFAULT_EVENT_RETENTION, DEFAULT_OPERATION_TTL};
 pub use walk::reference_walk;
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
@@ -331,6 +333,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes terminal operations whose expiry has passed; returns how many.
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError>;
+
+    /// A subscription's events after a position, in order, of the resources in a scope; or
+    /// that the position cannot be continued from ([`EventRead::Gone`]).
+    async fn events(&self, query: &EventQuery) -> Result<EventRead, StoreError>;
+
+    /// Deletes events whose retention has passed; returns how many.
+    async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError>;
 
     /// Hands out up to `limit` due pending notifications, earliest first, and hides each for
     /// `hold` (its due time moves to `now + hold`): concurrent notifiers — other replicas —

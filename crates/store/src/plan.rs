@@ -18,6 +18,17 @@ use crate::{ClaimRequest, StoreError, documents};
 /// How long an operation document is kept after its last write, by default.
 pub const DEFAULT_OPERATION_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 
+/// How long an event stays in the feed, by default: as long as an operation is kept.
+pub const DEFAULT_EVENT_RETENTION: Duration = DEFAULT_OPERATION_TTL;
+
+/// How long what a change writes is kept: a terminal operation after its last write, an
+/// event after its change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Retention {
+    pub(crate) operations: Duration,
+    pub(crate) events: Duration,
+}
+
 /// Every row one change writes.
 #[derive(Debug, Default)]
 pub(crate) struct ChangePlan {
@@ -32,6 +43,8 @@ pub(crate) struct ChangePlan {
     pub(crate) wake_referrers: Option<i64>,
     /// The resource's reference rows, replaced by these referenced keys (`None`: unchanged).
     pub(crate) references: Option<Vec<String>>,
+    /// The change's events, in order; each engine numbers them in its subscription's feed.
+    pub(crate) events: Vec<EventRow>,
 }
 
 /// Every resource whose key lies strictly between `after` and `before` becomes due at `now`
@@ -75,6 +88,17 @@ pub(crate) struct OperationRow {
     pub(crate) body: String,
 }
 
+/// A new `events` row; its position is the engine's to give.
+#[derive(Debug)]
+pub(crate) struct EventRow {
+    pub(crate) subscription: String,
+    pub(crate) resource_key: String,
+    pub(crate) kind: &'static str,
+    pub(crate) at: i64,
+    pub(crate) expires_at: i64,
+    pub(crate) body: String,
+}
+
 /// A new outbox row, due at once.
 #[derive(Debug)]
 pub(crate) struct NotificationRow {
@@ -92,7 +116,7 @@ impl ChangePlan {
         before: &Snapshot,
         after: &Snapshot,
         now: Timestamp,
-        operation_ttl: Duration,
+        retention: Retention,
     ) -> Result<ChangePlan, StoreError> {
         let resource = match (before.resource.as_ref(), after.resource.as_ref()) {
             (Some(_), None) => Some(ResourceWrite::Delete),
@@ -100,7 +124,7 @@ impl ChangePlan {
             (Some(old), Some(rec)) if old != rec => Some(ResourceWrite::Update(ResourceColumns::of(rec, key)?)),
             _ => None,
         };
-        let expires_at = now.add(operation_ttl).as_millis();
+        let expires_at = now.add(retention.operations).as_millis();
         let mut operations = Vec::new();
         for op in &after.operations {
             let old = before.operations.iter().find(|old| old.id == op.id && old.subscription == op.subscription);
@@ -130,7 +154,12 @@ impl ChangePlan {
             keys.dedup();
             keys
         });
-        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys, wake_referrers, references })
+        let event_expiry = now.add(retention.events).as_millis();
+        let events = slipway_domain::event::derive(before, after, now)
+            .iter()
+            .map(|e| EventRow::of(e, event_expiry))
+            .collect::<Result<_, _>>()?;
+        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys, wake_referrers, references, events })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -141,6 +170,7 @@ impl ChangePlan {
             && self.wake_keys.is_empty()
             && self.wake_referrers.is_none()
             && self.references.is_none()
+            && self.events.is_empty()
     }
 
     /// This plan followed by `next`, a later change of the same key in one transaction: one
@@ -165,6 +195,7 @@ impl ChangePlan {
             }
         }
         self.notifications.extend(next.notifications);
+        self.events.extend(next.events);
         self.wake = next.wake.or(self.wake);
         self.wake_referrers = next.wake_referrers.or(self.wake_referrers);
         self.references = next.references.or(self.references);
@@ -188,6 +219,21 @@ impl OperationRow {
             resource_key: normalize_key(&op.resource_key).as_str().to_string(),
             status: op.status.as_str(),
             terminal: op.is_terminal(),
+            expires_at,
+            body,
+        })
+    }
+}
+
+impl EventRow {
+    fn of(event: &slipway_domain::event::Event, expires_at: i64) -> Result<EventRow, StoreError> {
+        let body = documents::encode_event(event)
+            .map_err(|e| StoreError::Internal(format!("cannot encode an event of {}: {e}", event.resource_id)))?;
+        Ok(EventRow {
+            subscription: event.subscription.as_str().to_string(),
+            resource_key: normalize_key(&event.resource_key).as_str().to_string(),
+            kind: event.kind.as_str(),
+            at: event.time.as_millis(),
             expires_at,
             body,
         })
@@ -237,7 +283,7 @@ mod tests {
     use crate::conformance::{ctx, op_id, spec, vnet};
 
     const NOW: Timestamp = Timestamp(1_700_000_000_000);
-    const TTL: Duration = Duration::from_secs(60);
+    const TTL: Retention = Retention { operations: Duration::from_secs(60), events: Duration::from_secs(90) };
 
     /// A resource just created by operation 1 in subscription `SUB-Upper`.
     fn created() -> (ResourceKey, Snapshot) {
@@ -285,7 +331,7 @@ mod tests {
         let plan = ChangePlan::of(&key, &before, &after, NOW, TTL).unwrap();
         let ops: Vec<(bool, &str, bool, i64)> =
             plan.operations.iter().map(|o| (o.insert, o.subscription.as_str(), o.terminal, o.expires_at)).collect();
-        let expires = NOW.add(TTL).as_millis();
+        let expires = NOW.add(TTL.operations).as_millis();
         assert_eq!(ops, [(false, "sub-upper", true, expires), (true, "sub-upper", false, expires)]);
         let n = &plan.notifications[..];
         assert_eq!(n.len(), 1);
@@ -308,7 +354,7 @@ mod tests {
         assert!(matches!(&merged.resource, Some(ResourceWrite::Insert(c)) if c.generation == 2));
         let ops: Vec<(bool, bool, i64)> =
             merged.operations.iter().map(|o| (o.insert, o.terminal, o.expires_at)).collect();
-        assert_eq!(ops, [(true, true, NOW.add(TTL).as_millis() + 5)]);
+        assert_eq!(ops, [(true, true, NOW.add(TTL.operations).as_millis() + 5)]);
         // Created, then deleted: the resource row is never written; its operation is.
         let merged = plan(&empty, &created, 0).then(plan(&created, &empty, 5));
         assert!(merged.resource.is_none());
@@ -335,11 +381,12 @@ mod tests {
 
     #[test]
     fn a_claim_keeps_the_epoch_of_its_own_live_lease_and_moves_past_any_other() {
-        let req = ClaimRequest { owner: "a".into(), now: NOW, lease_for: TTL, intent_limit: 1, followup_limit: 1 };
+        let lease_for = Duration::from_secs(60);
+        let req = ClaimRequest { owner: "a".into(), now: NOW, lease_for, intent_limit: 1, followup_limit: 1 };
         let lease = |owner: Option<&str>, until: Option<i64>| {
             claimed_lease(owner, until, 7, &req).map(|(l, e)| (l.owner, l.until, e)).unwrap()
         };
-        let until = NOW.add(TTL);
+        let until = NOW.add(lease_for);
         let live = Some(NOW.as_millis());
         assert_eq!(lease(Some("a"), live), ("a".into(), until, 7), "its own live lease");
         assert_eq!(lease(Some("a"), Some(NOW.as_millis() - 1)), ("a".into(), until, 8), "its own lapsed lease");

@@ -65,9 +65,10 @@ use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
+use crate::plan::Retention;
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, OperationPage,
-    OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, ListQuery, Notification,
+    OperationPage, OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
 };
 
 #[derive(Clone, PartialEq, Eq)]
@@ -85,6 +86,8 @@ pub struct PostgresOptions {
     pub statement_timeout: Duration,
     /// How long an operation stays readable after its last write.
     pub operation_ttl: Duration,
+    /// How long an event stays in the feed.
+    pub event_retention: Duration,
     /// Limit on establishing one connection; also bounds [`Store::ping`].
     pub connect_timeout: Duration,
     /// TLS to the server; `None`: the URL's `sslmode`, else [`SslMode::Prefer`].
@@ -123,6 +126,7 @@ impl PostgresOptions {
             pool_size: Self::DEFAULT_POOL_SIZE,
             statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
             operation_ttl: crate::DEFAULT_OPERATION_TTL,
+            event_retention: crate::DEFAULT_EVENT_RETENTION,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             ssl_mode: None,
             ssl_root_cert: None,
@@ -145,6 +149,7 @@ impl fmt::Debug for PostgresOptions {
             .field("pool_size", &self.pool_size)
             .field("statement_timeout", &self.statement_timeout)
             .field("operation_ttl", &self.operation_ttl)
+            .field("event_retention", &self.event_retention)
             .field("connect_timeout", &self.connect_timeout)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_root_cert", &self.ssl_root_cert)
@@ -163,7 +168,7 @@ pub struct PostgresStore {
 
 struct Inner {
     pool: Pool,
-    operation_ttl: Duration,
+    retention: Retention,
     /// Client-side bound on one attempt: a server that stops answering (a partition) does not
     /// hang the caller; `None` when statement timeouts are disabled.
     attempt_limit: Option<Duration>,
@@ -219,7 +224,7 @@ impl PostgresStore {
         );
         let inner = Arc::new(Inner {
             pool,
-            operation_ttl: options.operation_ttl,
+            retention: Retention { operations: options.operation_ttl, events: options.event_retention },
             attempt_limit,
             timeouts,
             ping_timeout: options.connect_timeout,
@@ -240,7 +245,7 @@ impl PostgresStore {
     }
 
     pub fn operation_ttl(&self) -> Duration {
-        self.inner.operation_ttl
+        self.inner.retention.operations
     }
 
     pub fn schema(&self) -> Option<&str> {
@@ -452,6 +457,14 @@ impl Store for PostgresStore {
 
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
         self.write(move |c| Box::pin(writes::sweep_operations(c, now))).await
+    }
+
+    async fn events(&self, query: &EventQuery) -> Result<EventRead, StoreError> {
+        self.read(|c| Box::pin(rows::events(c, query.clone()))).await
+    }
+
+    async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |c| Box::pin(writes::sweep_events(c, now))).await
     }
 
     async fn claim_notifications(

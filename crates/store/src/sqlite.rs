@@ -36,9 +36,10 @@ use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::plan::Retention;
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, OperationPage,
-    OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, ListQuery, Notification,
+    OperationPage, OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
 };
 
 use checkpointer::Checkpointer;
@@ -92,6 +93,8 @@ pub struct SqliteOptions {
     pub synchronous: Synchronous,
     /// How long an operation stays readable after its last write.
     pub operation_ttl: Duration,
+    /// How long an event stays in the feed.
+    pub event_retention: Duration,
     /// Read-only connections (and so concurrent reads).
     pub readers: usize,
     /// Most write requests committed in one transaction.
@@ -104,6 +107,7 @@ impl SqliteOptions {
             path: path.into(),
             synchronous: Synchronous::Full,
             operation_ttl: crate::DEFAULT_OPERATION_TTL,
+            event_retention: crate::DEFAULT_EVENT_RETENTION,
             readers: 4,
             max_batch: 256,
         }
@@ -124,7 +128,7 @@ pub struct SqliteStore {
     writer: Option<JoinHandle<()>>,
     readers: Arc<Readers>,
     synchronous: Synchronous,
-    operation_ttl: Duration,
+    retention: Retention,
     stats: Arc<StatsCounters>,
     _checkpointer: Checkpointer,
     // Held (locked) for the store's lifetime; declared last so it is released last.
@@ -158,7 +162,7 @@ impl SqliteStore {
             writer: Some(writer),
             readers,
             synchronous: options.synchronous,
-            operation_ttl: options.operation_ttl,
+            retention: Retention { operations: options.operation_ttl, events: options.event_retention },
             stats,
             _checkpointer: checkpointer,
             _lock: lock,
@@ -170,7 +174,7 @@ impl SqliteStore {
     }
 
     pub fn operation_ttl(&self) -> Duration {
-        self.operation_ttl
+        self.retention.operations
     }
 
     /// Runs `work` in one of the writer's next batches (see [`Lane`]), inside its own
@@ -208,11 +212,11 @@ impl Drop for SqliteStore {
 #[async_trait]
 impl Store for SqliteStore {
     async fn change(&self, req: ChangeRequest, change: ChangeFn) -> Result<Snapshot, StoreError> {
-        let ttl = self.operation_ttl;
+        let retention = self.retention;
         let (change, tally) = crate::metered::tally(change);
         // Engine writes carry their lease; a change without one is a client's.
         let lane = if req.fence.is_some() { Lane::Background } else { Lane::Client };
-        let changed = self.write(lane, move |conn| writes::change(conn, &req, change, ttl)).await;
+        let changed = self.write(lane, move |conn| writes::change(conn, &req, change, retention)).await;
         if changed.is_ok() {
             tally.record(&self.stats.metrics);
         }
@@ -268,6 +272,15 @@ impl Store for SqliteStore {
 
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
         self.write(Lane::Background, move |conn| writes::sweep_operations(conn, now)).await
+    }
+
+    async fn events(&self, query: &EventQuery) -> Result<EventRead, StoreError> {
+        let query = query.clone();
+        self.readers.run(move |conn| rows::events(conn, &query)).await
+    }
+
+    async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(Lane::Background, move |conn| writes::sweep_events(conn, now)).await
     }
 
     async fn claim_notifications(

@@ -153,6 +153,15 @@ async fn replicas_never_close_a_reference_cycle_from_both_ends() {
     slipway_store::conformance::check_a_reference_cycle_is_never_closed_from_both_ends(&a, &b).await;
 }
 
+/// Changes through two replicas at once: one subscription's event positions stay dense and
+/// in commit order (each change holds its subscription's cursor row until it commits).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_number_one_subscriptions_events_densely() {
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    slipway_store::conformance::check_concurrent_changes_number_their_events_densely(&a, &b).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_never_claim_the_same_notification() {
     let schema = Schema::fresh();

@@ -78,7 +78,7 @@ impl EngineHooks for SqliteHooks {
     async fn back_to_version_1(&self) {
         self.with(|c| {
             c.execute_batch(
-                "DROP TABLE entries; DROP TABLE resource_references;
+                "DROP TABLE entries; DROP TABLE resource_references; DROP TABLE events; DROP TABLE event_cursors;
                  DROP INDEX resources_claimable; ALTER TABLE resources DROP COLUMN claimable_at;
                  CREATE INDEX resources_due ON resources (intent, next_due) WHERE next_due IS NOT NULL;
                  DELETE FROM schema_migrations WHERE version > 1",

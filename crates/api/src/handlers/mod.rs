@@ -34,6 +34,7 @@ mod admin;
 mod audit;
 mod body;
 pub(crate) mod discovery;
+mod events;
 mod filter;
 pub(crate) mod jobs;
 mod logs;
@@ -196,6 +197,11 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         {
             job_history(state, ctx, id).await
         }
+        Route::Collection { type_name, parent: Some(id), .. }
+            if type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(crate::route::EVENTS_SEGMENT)) =>
+        {
+            events::resource_events(state, ctx, path, id).await
+        }
         Route::Collection { type_name, parent: Some(id), .. } if ctx.method == Method::POST => {
             let action = type_name.rsplit('/').next().unwrap_or_default();
             if action.eq_ignore_ascii_case(actions::RETRY_SEGMENT) {
@@ -269,6 +275,9 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             overview::list_resources(state, ctx, path, &subscription, resource_group.as_deref()).await
         }
         Route::Operations { subscription } => overview::list_operations(state, ctx, path, &subscription).await,
+        Route::Events { subscription, resource_group } => {
+            events::list_events(state, ctx, path, &subscription, resource_group.as_deref()).await
+        }
         Route::ApiTokens { id } => tokens::api_tokens(state, ctx, id.as_deref(), body).await,
     }
 }

@@ -7,6 +7,7 @@
 //! authentication, like `/healthz`, so tools can fetch it. Slipway's extensions of ARM (cancel)
 //! are marked `x-slipway-extension`.
 
+mod event_paths;
 mod overview_paths;
 mod paths;
 mod platform_paths;
@@ -95,6 +96,8 @@ fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
     let mut paths = Map::new();
     platform_paths::platform_paths(setting, &mut paths);
     overview_paths::overview_paths(setting, &mut paths);
+    event_paths::event_paths(setting, &mut paths);
+    event_paths::event_schemas(&mut schemas);
     platform_paths::api_token_schemas(&mut schemas);
     overview_paths::overview_schemas(&types.all().map(|t| t.as_ref()).collect::<Vec<_>>(), &mut schemas);
     for members in namespaces.values_mut() {

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::schemas::{self, TypeNames, schema_ref};
 use crate::RETRY_SEGMENT;
 use crate::handlers::discovery::PLATFORM_API_VERSIONS;
+use crate::route::EVENTS_SEGMENT;
 use crate::types::ResourceType;
 
 /// What the running configuration changes in every operation.
@@ -429,6 +430,18 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     .answer(200, json_answer("The jobs, newest first.", schema_ref("JobHistory"), request_id()))
     .errors(&[400, 403, 404, 500, 503]);
     out.insert(format!("{resource_path}/jobs"), json!({"get": history.build(setting)}));
+    let events = super::event_paths::events_op(
+        format!("{prefix}_ListEvents"),
+        &format!(
+            "The event feed of a {} and what is nested under it, also once it is gone (a Slipway extension).",
+            ty.kind
+        ),
+        &tag,
+        [scope_params.clone(), vec![resource_name(ty, false)]].concat(),
+        version.clone(),
+        setting,
+    );
+    out.insert(format!("{resource_path}/{EVENTS_SEGMENT}"), json!({"get": events}));
     // An action, and retry now: `202` with the operation's URLs, `Location` answering with the
     // resource.
     let post_on_resource = |id: String, summary: String, body: Value| {

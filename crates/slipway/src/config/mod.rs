@@ -300,9 +300,13 @@ impl Config {
                 )));
             }
         }
-        if t.parent_type().is_some() && t.type_name.rsplit('/').next() == Some(slipway_api::JOBS_SEGMENT) {
+        let leaf = t.type_name.rsplit('/').next().unwrap_or_default();
+        let reserved = [(slipway_api::JOBS_SEGMENT, "job history"), (slipway_api::EVENTS_SEGMENT, "event feed")];
+        if let Some((name, what)) = reserved.iter().find(|(name, _)| leaf.eq_ignore_ascii_case(name))
+            && t.parent_type().is_some()
+        {
             return Err(ConfigError::Invalid(format!(
-                "type {}/{}: `{{id}}/jobs` is a resource's job history; a child type cannot be named jobs",
+                "type {}/{}: `{{id}}/{name}` is a resource's {what}; a child type cannot be named {name}",
                 t.namespace, t.type_name
             )));
         }

@@ -134,6 +134,8 @@ pub struct StoreConfig {
     /// SQLite: `full` (default: an accepted operation survives power loss) or `normal`.
     pub synchronous: String,
     pub operation_ttl_seconds: u64,
+    /// How long a change's events stay in the event feed; a reader further behind starts over.
+    pub event_retention_seconds: u64,
     /// PostgreSQL: keep the tables in this schema (created if missing).
     pub schema: Option<String>,
     /// PostgreSQL: connections per replica.
@@ -156,6 +158,7 @@ impl Default for StoreConfig {
             url: "sqlite:slipway.db".into(),
             synchronous: "full".into(),
             operation_ttl_seconds: slipway_store::DEFAULT_OPERATION_TTL.as_secs(),
+            event_retention_seconds: slipway_store::DEFAULT_EVENT_RETENTION.as_secs(),
             schema: None,
             pool_size: PostgresOptions::DEFAULT_POOL_SIZE,
             statement_timeout_seconds: PostgresOptions::DEFAULT_STATEMENT_TIMEOUT.as_secs(),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use slipway_api::types::{NameRule, ResourceKind};
-use slipway_api::{JOBS_SEGMENT, RETRY_SEGMENT};
+use slipway_api::{EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT};
 use slipway_domain::TypePolicy;
 use slipway_domain::ids::ARM_NAME_MAX_LENGTH;
 
@@ -115,6 +115,8 @@ impl TypeConfig {
                 Some("it names one of the type's own jobs")
             } else if name.eq_ignore_ascii_case(JOBS_SEGMENT) {
                 Some("`{id}/jobs` is the resource's job history")
+            } else if name.eq_ignore_ascii_case(EVENTS_SEGMENT) {
+                Some("`{id}/events` is the resource's event feed")
             } else if name.eq_ignore_ascii_case(RETRY_SEGMENT) {
                 Some("`POST {id}/retry` runs a failed resource's spec again")
             } else if children

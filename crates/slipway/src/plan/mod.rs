@@ -163,6 +163,8 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
     let s = &config.store;
     let url = s.url.as_str();
     let operation_ttl = Duration::from_secs(s.operation_ttl_seconds);
+    let event_retention =
+        Duration::from_secs(found.at_least("store.event_retention_seconds", s.event_retention_seconds, 60));
     let tls = found.ok(config.store_tls());
     if is_postgres(url) {
         let mut options = PostgresOptions::new(url);
@@ -170,6 +172,7 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
         options.pool_size = found.at_least("store.pool_size", s.pool_size, 1);
         options.statement_timeout = Duration::from_secs(s.statement_timeout_seconds);
         options.operation_ttl = operation_ttl;
+        options.event_retention = event_retention;
         options.pooler = match s.pooler.as_str() {
             "none" => Pooler::None,
             "session" => Pooler::Session,
@@ -204,6 +207,7 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
     let mut options = SqliteOptions::new(path?);
     options.synchronous = synchronous?;
     options.operation_ttl = operation_ttl;
+    options.event_retention = event_retention;
     tls?;
     Some(StorePlan::Sqlite(options))
 }

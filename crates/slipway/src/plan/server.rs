@@ -35,6 +35,7 @@ pub(super) fn api(config: &Config, callbacks: Option<CallbackPolicy>, found: &mu
         retry_after_secs: s.retry_after_seconds,
         max_body_bytes: s.max_body_bytes,
         page_size,
+        event_retention_secs: config.store.event_retention_seconds,
         callbacks: callbacks?,
         metrics_access: metrics_access?,
     })

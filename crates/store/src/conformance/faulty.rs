@@ -27,8 +27,8 @@ use slipway_test_support::{TimeHeld, hold_time};
 use tokio::sync::watch;
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, Expect, ListQuery, Notification, OperationPage,
-    OperationQuery, Page, Store, StoreError, StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, ListQuery, Notification,
+    OperationPage, OperationQuery, Page, Store, StoreError, StoreReading, StoreStats,
 };
 
 /// The methods of [`Store`] that can fail (`stats` and `metrics` cannot, and are always
@@ -45,6 +45,8 @@ pub enum Method {
     RenewLeases,
     ReleaseLeases,
     SweepOperations,
+    Events,
+    SweepEvents,
     ClaimNotifications,
     FinishNotification,
     RescheduleNotification,
@@ -59,7 +61,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 21] = [
+    pub const ALL: [Method; 23] = [
         Method::Change,
         Method::GetResource,
         Method::ListResources,
@@ -70,6 +72,8 @@ impl Method {
         Method::RenewLeases,
         Method::ReleaseLeases,
         Method::SweepOperations,
+        Method::Events,
+        Method::SweepEvents,
         Method::ClaimNotifications,
         Method::FinishNotification,
         Method::RescheduleNotification,
@@ -308,6 +312,14 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
 
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError> {
         self.plain(Method::SweepOperations, self.inner.sweep_operations(now)).await
+    }
+
+    async fn events(&self, query: &EventQuery) -> Result<EventRead, StoreError> {
+        self.plain(Method::Events, self.inner.events(query)).await
+    }
+
+    async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.plain(Method::SweepEvents, self.inner.sweep_events(now)).await
     }
 
     async fn claim_notifications(

@@ -25,6 +25,7 @@ mod claims;
 mod composition;
 mod concurrency;
 mod entries;
+mod events;
 mod faulty;
 mod hooks;
 mod listing;
@@ -36,6 +37,7 @@ pub use claims::*;
 pub use composition::*;
 pub use concurrency::*;
 pub use entries::*;
+pub use events::*;
 pub use faulty::{Call, Faulty, Gate, Method};
 pub use hooks::*;
 pub use listing::*;
@@ -180,6 +182,9 @@ macro_rules! conformance_suite {
             case_entries_delete,
             case_metrics_count_committed_operations_and_read_what_is_in_flight,
             case_metrics_count_every_accepted_name_under_its_type,
+            case_events_are_written_with_their_change,
+            case_events_are_read_by_scope,
+            case_pruned_events_leave_a_gone_position,
         );
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,
@@ -194,6 +199,7 @@ macro_rules! conformance_suite {
             case_a_child_never_outlives_a_parent_removed_concurrently,
             case_a_reference_and_its_targets_delete_never_both_win,
             case_a_reference_cycle_is_never_closed_from_both_ends,
+            case_concurrent_changes_number_their_events_densely,
         );
         $crate::conformance_suite!(@hooks $make;
             case_a_change_that_alters_nothing_does_not_write,

@@ -8,7 +8,7 @@ use tokio_postgres::types::ToSql;
 
 use super::Failure;
 use crate::columns::ResourceColumns;
-use crate::plan::{ChangePlan, OperationRow, ResourceWrite};
+use crate::plan::{ChangePlan, EventRow, OperationRow, ResourceWrite};
 
 const INSERT_RESOURCES: &str = "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
          lease_owner, lease_until, lease_epoch, generation, body)
@@ -90,6 +90,24 @@ const INSERT_NOTIFICATIONS: &str =
           AS u(subscription, operation_id, uri, due_at, ord)
      ORDER BY u.ord";
 
+/// The batch's events, numbered per subscription in batch order: each subscription's cursor
+/// row is bumped by its count (locked in subscription order, after every other row, so the
+/// global lock order holds) and keeps that lock to commit, so positions follow commit order.
+const INSERT_EVENTS: &str = "WITH input AS (
+         SELECT u.* FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[], $5::BIGINT[], $6::TEXT[])
+             WITH ORDINALITY AS u(subscription, resource_key, kind, at, expires_at, body, ord)),
+     counts AS (SELECT subscription, count(*) AS n FROM input GROUP BY subscription),
+     bumped AS (
+         INSERT INTO event_cursors (subscription, last_seq)
+         SELECT subscription, n FROM counts ORDER BY subscription
+         ON CONFLICT (subscription) DO UPDATE SET last_seq = event_cursors.last_seq + EXCLUDED.last_seq
+         RETURNING subscription, last_seq)
+     INSERT INTO events (subscription, seq, resource_key, kind, at, expires_at, body)
+     SELECT i.subscription,
+            b.last_seq - c.n + row_number() OVER (PARTITION BY i.subscription ORDER BY i.ord),
+            i.resource_key, i.kind, i.at, i.expires_at, i.body
+     FROM input i JOIN counts c USING (subscription) JOIN bumped b USING (subscription)";
+
 /// Every row a batch writes, as the parallel arrays `unnest` takes.
 #[derive(Default)]
 pub(super) struct WriteRows {
@@ -112,6 +130,7 @@ pub(super) struct WriteRows {
     references_cleared: Vec<String>,
     reference_to: Vec<String>,
     reference_from: Vec<String>,
+    events: EventRows,
 }
 
 impl WriteRows {
@@ -153,6 +172,9 @@ impl WriteRows {
                 self.wake_key_now.push(now);
             }
         }
+        for e in plan.events {
+            self.events.push(e);
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -166,6 +188,7 @@ impl WriteRows {
             && self.wake_keys.is_empty()
             && self.wake_referrers_of.is_empty()
             && self.references_cleared.is_empty()
+            && self.events.kind.is_empty()
     }
 
     fn wakes(&self) -> bool {
@@ -189,6 +212,7 @@ impl WriteRows {
             (!self.references_cleared.is_empty()).then_some(CLEAR_REFERENCES),
             (!self.reference_to.is_empty()).then_some(INSERT_REFERENCES),
             (!self.wake_referrers_of.is_empty()).then_some(WAKE_REFERRERS),
+            (!self.events.kind.is_empty()).then_some(INSERT_EVENTS),
         ];
         let mut prepared = Vec::with_capacity(statements.len());
         for sql in statements {
@@ -213,6 +237,7 @@ impl WriteRows {
         let cleared: [&(dyn ToSql + Sync); 1] = [&self.references_cleared];
         let referenced: [&(dyn ToSql + Sync); 2] = [&self.reference_to, &self.reference_from];
         let woken_referrers: [&(dyn ToSql + Sync); 2] = [&self.wake_referrers_of, &self.wake_referrers_now];
+        let events = self.events.params();
         let results = tokio::join!(
             biased;
             execute_if(tx, prepared[0].as_ref(), &deleted),
@@ -227,6 +252,7 @@ impl WriteRows {
             execute_if(tx, prepared[9].as_ref(), &cleared),
             execute_if(tx, prepared[10].as_ref(), &referenced),
             execute_if(tx, prepared[11].as_ref(), &woken_referrers),
+            execute_if(tx, prepared[12].as_ref(), &events),
         );
         results.0?;
         results.1?;
@@ -240,6 +266,7 @@ impl WriteRows {
         results.9?;
         results.10?;
         results.11?;
+        results.12?;
         Ok(())
     }
 }
@@ -334,5 +361,30 @@ impl OperationRows {
             &self.body,
             &self.expires_at,
         ]
+    }
+}
+
+#[derive(Default)]
+struct EventRows {
+    subscription: Vec<String>,
+    resource_key: Vec<String>,
+    kind: Vec<&'static str>,
+    at: Vec<i64>,
+    expires_at: Vec<i64>,
+    body: Vec<String>,
+}
+
+impl EventRows {
+    fn push(&mut self, e: EventRow) {
+        self.subscription.push(e.subscription);
+        self.resource_key.push(e.resource_key);
+        self.kind.push(e.kind);
+        self.at.push(e.at);
+        self.expires_at.push(e.expires_at);
+        self.body.push(e.body);
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![&self.subscription, &self.resource_key, &self.kind, &self.at, &self.expires_at, &self.body]
     }
 }

@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use deadpool_postgres::{Object, Transaction};
 use slipway_domain::ids::ResourceKey;
@@ -26,7 +25,7 @@ use super::change_rows::WriteRows;
 use super::writes::commit;
 use super::{Failure, Inner, rows};
 use crate::columns::{normalize_key, resource_columns};
-use crate::plan::ChangePlan;
+use crate::plan::{ChangePlan, Retention};
 use crate::{ChangeFn, ChangeRequest, StoreError};
 
 /// Most changes in one transaction.
@@ -169,9 +168,11 @@ type Batch = Arc<Vec<Arc<Queued>>>;
 
 /// The batch's attempts (retried after deadlocks and dead connections).
 async fn run(inner: &Inner, batch: &Batch) -> Result<(Vec<Result<Snapshot, StoreError>>, bool), StoreError> {
-    let ttl = inner.operation_ttl;
+    let retention = inner.retention;
     let batch = Arc::clone(batch);
-    inner.run(inner.attempt_limit, inner.timeouts, move |c| Box::pin(change_batch(c, Arc::clone(&batch), ttl))).await
+    inner
+        .run(inner.attempt_limit, inner.timeouts, move |c| Box::pin(change_batch(c, Arc::clone(&batch), retention)))
+        .await
 }
 
 fn answer(
@@ -200,7 +201,7 @@ fn answer(
 async fn change_batch(
     client: &mut Object,
     batch: Batch,
-    operation_ttl: Duration,
+    retention: Retention,
 ) -> Result<(Vec<Result<Snapshot, StoreError>>, bool), Failure> {
     let mut keys: Vec<&str> = batch.iter().map(|q| q.req.key.as_str()).collect();
     keys.sort_unstable();
@@ -240,7 +241,7 @@ async fn change_batch(
         snapshot.wake_referrers = false;
         snapshot.wake_children = false;
         snapshot.wake.clear();
-        outcomes.push(decide(queued, snapshot, operation_ttl, &mut plans));
+        outcomes.push(decide(queued, snapshot, retention, &mut plans));
     }
     let mut rows = WriteRows::default();
     for (key, plan) in plans {
@@ -302,12 +303,12 @@ fn referrers_of(
 fn decide(
     queued: &Queued,
     snapshot: &mut Snapshot,
-    operation_ttl: Duration,
+    retention: Retention,
     plans: &mut BTreeMap<String, ChangePlan>,
 ) -> Result<Snapshot, StoreError> {
     queued.req.check_fence(snapshot)?;
     let after = queued.pending.lock().unwrap_or_else(PoisonError::into_inner).decide(snapshot)?;
-    let plan = ChangePlan::of(&queued.req.key, snapshot, &after, queued.req.now, operation_ttl)?;
+    let plan = ChangePlan::of(&queued.req.key, snapshot, &after, queued.req.now, retention)?;
     let key = queued.req.key.as_str().to_string();
     let merged = match plans.remove(&key) {
         Some(earlier) => earlier.then(plan),

@@ -12,8 +12,8 @@ use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
 use super::{Attempt, Failure};
-use crate::columns::{ResourceRow, corrupt, decode_operation, resource_columns, sql_limit};
-use crate::{ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
+use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
+use crate::{EventQuery, EventRead, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row) -> Result<ResourceRow, StoreError> {
@@ -217,4 +217,45 @@ pub(super) fn reading(client: &mut Object, now: Timestamp) -> Attempt<'_, crate:
         }
         Ok(reading)
     })
+}
+
+/// A page of the feed and the positions it is judged by, in one snapshot (as SQLite's).
+pub(super) async fn events(client: &mut Object, query: EventQuery) -> Result<EventRead, Failure> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    let subscription = query.subscription.as_str();
+    let bounds = tx
+        .prepare_cached(
+            "SELECT (SELECT MIN(seq) FROM events WHERE subscription = $1),
+                    (SELECT last_seq FROM event_cursors WHERE subscription = $1)",
+        )
+        .await?;
+    let row = tx.query_one(&bounds, &[&subscription]).await?;
+    let oldest = row.get::<_, Option<i64>>(0).map(|o| from_i64(o, "event position")).transpose()?;
+    let last = from_i64(row.get::<_, Option<i64>>(1).unwrap_or(0), "event position")?;
+    if let Some(gone) = query.gone(oldest, last) {
+        return Ok(gone);
+    }
+    let (exact, after, before) = query.key_bounds();
+    let page = tx
+        .prepare_cached(
+            "SELECT subscription, seq, resource_key, kind, at, body FROM events
+             WHERE subscription = $1 AND seq > $2
+               AND (resource_key = $3 OR (resource_key > $4 AND resource_key < $5))
+             ORDER BY seq LIMIT $6",
+        )
+        .await?;
+    let after_seq = i64::try_from(query.after).unwrap_or(i64::MAX);
+    let limit = sql_limit(query.limit.max(1));
+    let rows = tx.query(&page, &[&subscription, &after_seq, &exact, &after, &before, &limit]).await?;
+    tx.commit().await?;
+    let items = rows
+        .iter()
+        .map(|r| decode_event((r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5))))
+        .collect::<Result<_, _>>()?;
+    Ok(EventRead::Page { items, last })
 }

@@ -109,6 +109,26 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX resources_claimable ON resources (intent, claimable_at, seq) WHERE next_due IS NOT NULL;
     DROP INDEX resources_due;
     "#,
+    // 5. The event feed, as SQLite's migration 5. A change numbers its events by updating its
+    // subscription's `event_cursors` row, whose lock it holds until it commits: a
+    // subscription's positions are dense and follow commit order across replicas.
+    r#"
+    CREATE TABLE event_cursors (
+        subscription TEXT PRIMARY KEY,
+        last_seq     BIGINT NOT NULL
+    );
+    CREATE TABLE events (
+        subscription TEXT NOT NULL,
+        seq          BIGINT NOT NULL,
+        resource_key TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        at           BIGINT NOT NULL,
+        expires_at   BIGINT NOT NULL,
+        body         TEXT NOT NULL,
+        PRIMARY KEY (subscription, seq)
+    );
+    CREATE INDEX events_expiry ON events (expires_at);
+    "#,
 ];
 
 /// The first key of the session-level advisory lock migrations run under (`'SLPW'`); the

@@ -114,6 +114,10 @@ pub(super) async fn sweep_operations(client: &mut Object, now: Timestamp) -> Res
     execute(client, "DELETE FROM operations WHERE terminal AND expires_at <= $1", &[&now.as_millis()]).await
 }
 
+pub(super) async fn sweep_events(client: &mut Object, now: Timestamp) -> Result<u64, Failure> {
+    execute(client, "DELETE FROM events WHERE expires_at <= $1", &[&now.as_millis()]).await
+}
+
 /// Due rows, each hidden for `hold` by the statement that picks it; rows another notifier
 /// holds at the same moment are skipped.
 const CLAIM_NOTIFICATIONS: &str = "WITH due AS (

@@ -9,8 +9,8 @@ use slipway_domain::resource::ResourceRecord;
 use slipway_domain::{Operation, ProvisioningState, Timestamp};
 
 use super::db_error;
-use crate::columns::{ResourceRow, corrupt, decode_operation, resource_columns, sql_limit};
-use crate::{ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
+use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
+use crate::{EventQuery, EventRead, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row<'_>) -> rusqlite::Result<ResourceRow> {
@@ -253,4 +253,42 @@ pub(super) fn reading(conn: &Connection, now: Timestamp) -> Result<crate::StoreR
         *(if state == "dead" { &mut reading.outbox_dead } else { &mut reading.outbox_pending }) = n as u64;
     }
     Ok(reading)
+}
+
+/// A page of the feed, with the positions it is judged by, read in one snapshot: the newest
+/// position must not move past events the page did not see.
+pub(super) fn events(conn: &Connection, query: &EventQuery) -> Result<EventRead, StoreError> {
+    let tx = conn.unchecked_transaction().map_err(db_error)?;
+    let subscription = query.subscription.as_str();
+    let mut bounds = tx
+        .prepare_cached(
+            "SELECT (SELECT MIN(seq) FROM events WHERE subscription = ?1),
+                    (SELECT last_seq FROM event_cursors WHERE subscription = ?1)",
+        )
+        .map_err(db_error)?;
+    let (oldest, last): (Option<i64>, Option<i64>) =
+        bounds.query_row([subscription], |row| Ok((row.get(0)?, row.get(1)?))).map_err(db_error)?;
+    let oldest = oldest.map(|o| from_i64(o, "event position")).transpose()?;
+    let last = from_i64(last.unwrap_or(0), "event position")?;
+    if let Some(gone) = query.gone(oldest, last) {
+        return Ok(gone);
+    }
+    let (exact, after, before) = query.key_bounds();
+    let mut page = tx
+        .prepare_cached(
+            "SELECT subscription, seq, resource_key, kind, at, body FROM events
+             WHERE subscription = ?1 AND seq > ?2
+               AND (resource_key = ?3 OR (resource_key > ?4 AND resource_key < ?5))
+             ORDER BY seq LIMIT ?6",
+        )
+        .map_err(db_error)?;
+    let after_seq = i64::try_from(query.after).unwrap_or(i64::MAX);
+    let rows: Vec<_> = page
+        .query_map(params![subscription, after_seq, exact, after, before, sql_limit(query.limit.max(1))], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?))
+        })
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    let items = rows.into_iter().map(decode_event).collect::<Result<_, _>>()?;
+    Ok(EventRead::Page { items, last })
 }

@@ -102,6 +102,26 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX resources_claimable ON resources (intent, claimable_at) WHERE next_due IS NOT NULL;
     DROP INDEX resources_due;
     ",
+    // 5. The event feed (`slipway_domain::event`): every change's events, written in its
+    // transaction, numbered per subscription by `event_cursors.last_seq` so a subscription's
+    // positions are dense and follow commit order; pruned once `expires_at` passed.
+    "
+    CREATE TABLE event_cursors (
+        subscription TEXT PRIMARY KEY NOT NULL,
+        last_seq     INTEGER NOT NULL
+    );
+    CREATE TABLE events (
+        subscription TEXT NOT NULL,
+        seq          INTEGER NOT NULL,
+        resource_key TEXT NOT NULL,
+        kind         TEXT NOT NULL,
+        at           INTEGER NOT NULL,
+        expires_at   INTEGER NOT NULL,
+        body         TEXT NOT NULL,
+        PRIMARY KEY (subscription, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX events_expiry ON events (expires_at);
+    ",
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.

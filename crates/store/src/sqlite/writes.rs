@@ -11,14 +11,14 @@ use slipway_domain::{Operation, Timestamp};
 use super::db_error;
 use super::rows;
 use crate::columns::{Lane, ResourceRow, decode_operation, normalize_key, resource_columns, shares, sql_limit};
-use crate::plan::{ChangePlan, ResourceWrite, claim_row};
+use crate::plan::{ChangePlan, EventRow, ResourceWrite, Retention, claim_row};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
 pub(super) fn change(
     conn: &Connection,
     req: &ChangeRequest,
     change: ChangeFn,
-    operation_ttl: Duration,
+    retention: Retention,
 ) -> Result<Snapshot, StoreError> {
     let key = normalize_key(&req.key);
     let before = load_snapshot(conn, &key, req)?;
@@ -26,7 +26,7 @@ pub(super) fn change(
     // One writer: nothing can change the related resources before this commits.
     let mut after = before.clone();
     crate::run_change(change, &mut after)?;
-    execute(conn, &key, &ChangePlan::of(&key, &before, &after, req.now, operation_ttl)?)?;
+    execute(conn, &key, &ChangePlan::of(&key, &before, &after, req.now, retention)?)?;
     Ok(after)
 }
 
@@ -159,6 +159,37 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
             .map_err(db_error)?;
         wake.execute(params![k, now]).map_err(db_error)?;
     }
+    append_events(conn, &plan.events)
+}
+
+/// Numbers `events` in their subscriptions' feeds, in order, and writes them. One writer
+/// commits in the order it numbers, so a subscription's positions follow commit order.
+fn append_events(conn: &Connection, events: &[EventRow]) -> Result<(), StoreError> {
+    let mut start = 0;
+    while start < events.len() {
+        let subscription = events[start].subscription.as_str();
+        let run = events[start..].iter().take_while(|e| e.subscription == subscription).count();
+        let mut bump = conn
+            .prepare_cached(
+                "INSERT INTO event_cursors (subscription, last_seq) VALUES (?1, ?2)
+                 ON CONFLICT (subscription) DO UPDATE SET last_seq = last_seq + excluded.last_seq
+                 RETURNING last_seq",
+            )
+            .map_err(db_error)?;
+        let last: i64 = bump.query_row(params![subscription, run as i64], |row| row.get(0)).map_err(db_error)?;
+        let mut insert = conn
+            .prepare_cached(
+                "INSERT INTO events (subscription, seq, resource_key, kind, at, expires_at, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(db_error)?;
+        for (e, seq) in events[start..start + run].iter().zip(last - run as i64 + 1..) {
+            insert
+                .execute(params![e.subscription, seq, e.resource_key, e.kind, e.at, e.expires_at, e.body])
+                .map_err(db_error)?;
+        }
+        start += run;
+    }
     Ok(())
 }
 
@@ -235,6 +266,11 @@ pub(super) fn sweep_operations(conn: &Connection, now: Timestamp) -> Result<u64,
         conn.prepare_cached("DELETE FROM operations WHERE terminal = 1 AND expires_at <= ?1").map_err(db_error)?;
     let n = stmt.execute([now.as_millis()]).map_err(db_error)?;
     Ok(n as u64)
+}
+
+pub(super) fn sweep_events(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
+    let mut stmt = conn.prepare_cached("DELETE FROM events WHERE expires_at <= ?1").map_err(db_error)?;
+    Ok(stmt.execute([now.as_millis()]).map_err(db_error)? as u64)
 }
 
 // The notification updates are idempotent: an unknown or already finished id is no error,

@@ -180,12 +180,14 @@ impl EngineHooks for PgHooks {
     async fn back_to_version_1(&self) {
         let schema = &self.schema;
         let downgrade = format!(
-            "DROP TABLE {entries}; DROP TABLE {references};
+            "DROP TABLE {entries}; DROP TABLE {references}; DROP TABLE {events}; DROP TABLE {cursors};
              ALTER TABLE {resources} DROP COLUMN claimable_at;
              CREATE INDEX resources_due ON {resources} (intent, next_due, seq) WHERE next_due IS NOT NULL;
              DELETE FROM {migrations} WHERE version > 1",
             entries = schema.table("entries"),
             references = schema.table("resource_references"),
+            events = schema.table("events"),
+            cursors = schema.table("event_cursors"),
             resources = schema.table("resources"),
             migrations = schema.table("schema_migrations")
         );

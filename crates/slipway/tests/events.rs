@@ -1,0 +1,127 @@
+//! The event feed over HTTP with the example playbooks (docs/arm-contract.md#event-feed): a
+//! resource's life as its events, in commit order, at subscription, group and resource scope;
+//! paged and resumed from a cursor; `410` for a cursor the feed cannot continue from. What a
+//! caller of another tenant sees of it is in `tenancy.rs`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{SUB, TestServer, header};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(60);
+const FEED: &str = "providers/Slipway.Resources/events";
+
+fn id(group: &str, name: &str) -> String {
+    format!("/subscriptions/{SUB}/resourceGroups/{group}/providers/Slipway.Example/virtualNetworks/{name}")
+}
+
+async fn page(s: &TestServer, path: &str) -> Value {
+    let (code, body) = s.get_json(path).await;
+    assert_eq!(code, 200, "{path}: {body}");
+    body
+}
+
+/// `(type, provisioningState or operation status)` of each event.
+fn story(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .map(|e| {
+            let state = e["provisioningState"].as_str().or(e["operation"]["status"].as_str()).unwrap_or("-");
+            (e["type"].as_str().unwrap().to_string(), state.to_string())
+        })
+        .collect()
+}
+
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resources_life_is_its_events_in_order_and_a_reader_resumes_from_its_cursor() {
+    let mut s = TestServer::start().await;
+    let feed = format!("/subscriptions/{SUB}/{FEED}");
+    let start = page(&s, &format!("{feed}?since=latest")).await;
+    assert_eq!((start["value"].as_array().map(Vec::len), start["cursor"].as_str()), (Some(0), Some("0")));
+
+    let net = id("web", "net1");
+    let r = s.put(&net, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    let op = s.wait_terminal(&header(&r, "azure-asyncoperation").unwrap(), WAIT).await;
+    assert_eq!(op["status"], "Succeeded");
+    let body = page(&s, &feed).await;
+    let events = body["value"].as_array().unwrap().clone();
+    assert_eq!(
+        story(&events),
+        pairs(&[
+            ("resourceCreated", "Accepted"),
+            ("operationCreated", "Accepted"),
+            ("resourceStateChanged", "Provisioning"),
+            ("operationStatusChanged", "Provisioning"),
+            ("resourceStateChanged", "Succeeded"),
+            ("operationStatusChanged", "Succeeded"),
+        ]),
+        "{body}"
+    );
+    let ids: Vec<u64> = events.iter().map(|e| e["id"].as_str().unwrap().parse().unwrap()).collect();
+    assert_eq!(ids, (1..=6).collect::<Vec<u64>>());
+    assert_eq!(events[0]["resourceId"], net);
+    assert_eq!(events[4]["previousProvisioningState"], "Provisioning");
+    assert_eq!(events[1]["operation"]["name"], op["name"]);
+    assert_eq!(events[1]["operation"]["id"].as_str(), op["id"].as_str(), "the operation's status path");
+    assert!(events.windows(2).all(|w| w[0]["time"].as_str() <= w[1]["time"].as_str()));
+    let cursor = body["cursor"].as_str().unwrap().to_string();
+    assert_eq!(cursor, "6");
+    assert!(body.get("nextLink").is_none(), "the page read to the end");
+
+    // Nothing new: the same cursor back. A change elsewhere, in another group, moves it on.
+    let again = page(&s, &format!("{feed}?since={cursor}")).await;
+    assert_eq!((again["value"].as_array().unwrap().len(), again["cursor"].as_str()), (0, Some("6")));
+    let other = id("db", "net2");
+    let r = s.put(&other, json!({"location": "local", "properties": {"addressSpace": "10.1.0.0/16"}})).await;
+    s.wait_terminal(&header(&r, "azure-asyncoperation").unwrap(), WAIT).await;
+    let web = page(&s, &format!("/subscriptions/{SUB}/resourceGroups/web/{FEED}?since={cursor}")).await;
+    assert_eq!(web["value"].as_array().unwrap().len(), 0, "net2 is in group db: {web}");
+    assert_eq!(web["cursor"], "12", "the group's reader moves on past what is not its own");
+    let db = page(&s, &format!("/subscriptions/{SUB}/resourceGroups/DB/{FEED}?since={cursor}")).await;
+    assert_eq!(db["value"].as_array().unwrap().len(), 6);
+    assert!(db["value"].as_array().unwrap().iter().all(|e| e["resourceId"] == other));
+
+    // Pages of two, linked; the resource's own feed, also once it is deleted.
+    let (mut seen, mut url) = (Vec::new(), s.url(&format!("{feed}?$top=2")));
+    loop {
+        let (code, body) = s.follow(&url).await;
+        assert_eq!(code, 200, "{body}");
+        seen.extend(body["value"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_string()));
+        match body["nextLink"].as_str() {
+            Some(next) => url = next.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, (1..=12).map(|n| n.to_string()).collect::<Vec<_>>());
+    let r = s.http.delete(s.url(&net)).send().await.unwrap();
+    s.wait_terminal(&header(&r, "azure-asyncoperation").unwrap(), WAIT).await;
+    let own = page(&s, &format!("{net}/events?since=6")).await;
+    let told = story(own["value"].as_array().unwrap());
+    assert_eq!(told.first().map(|t| t.0.as_str()), Some("resourceStateChanged"), "{own}");
+    assert_eq!(told.last().map(|t| t.0.as_str()), Some("operationStatusChanged"), "{own}");
+    assert!(told.iter().any(|t| t.0 == "resourceDeleted"), "{own}");
+    assert!(own["value"].as_array().unwrap().iter().all(|e| e["resourceId"] == net));
+
+    // A cursor that is not one, and one past the feed's newest (a restored store's reader).
+    let (code, e) = s.get_json(&format!("{feed}?since=soon")).await;
+    assert_eq!(
+        (code, e["error"]["code"].as_str(), e["error"]["target"].as_str()),
+        (400, Some("InvalidParameter"), Some("since"))
+    );
+    let r = s.get(&format!("{feed}?since=999")).await;
+    assert_eq!(r.status().as_u16(), 410);
+    let newest = header(&r, "x-slipway-event-cursor").expect("the cursor to resync to");
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "EventCursorExpired");
+    assert!(e["error"]["message"].as_str().unwrap().contains(&format!("from cursor {newest}")), "{e}");
+    // An EventSource's reconnect names its last event in a header.
+    let resumed = s.http.get(s.url(&feed)).header("last-event-id", newest.as_str()).send().await.unwrap();
+    assert_eq!(resumed.json::<Value>().await.unwrap()["value"].as_array().map(Vec::len), Some(0));
+    s.stop().await;
+}
