@@ -70,7 +70,8 @@ pub struct Event {
     /// The resource's generation after the change: a client that reads the resource knows
     /// whether it is at least this new.
     pub generation: Option<u64>,
-    /// An operation's event: which, what it does, its status after the change and before.
+    /// An operation's event, or a resource's state event that operation caused: which, what
+    /// it does, its status after the change and before.
     pub operation: Option<OperationEvent>,
 }
 
@@ -87,7 +88,8 @@ pub struct OperationEvent {
 }
 
 /// The events of the change that turned `before` into `after` at `now`: the resource's own
-/// first (created, state, outputs, deleted), then each operation's in the snapshot's order.
+/// first (created, state, outputs, deleted), then each operation's in the snapshot's order —
+/// but the operation that moved the resource's state is told on that event, not apart.
 pub fn derive(before: &Snapshot, after: &Snapshot, now: Timestamp) -> Vec<Event> {
     let mut events = Vec::new();
     let resource = |kind, rec: &ResourceRecord| Event {
@@ -121,6 +123,13 @@ pub fn derive(before: &Snapshot, after: &Snapshot, now: Timestamp) -> Vec<Event>
         }
         (None, None) => {}
     }
+    // The operation that moved the resource rides on the resource's own event: its active
+    // one, or the one that just ended. Others (one a DELETE superseded) get events of their own.
+    let active = |s: &Snapshot| s.resource.as_ref().and_then(|r| r.active_operation_id.clone());
+    let leading = active(after).or_else(|| active(before));
+    let mut host = events.iter().position(|e| {
+        matches!(e.kind, EventKind::ResourceCreated | EventKind::ResourceStateChanged | EventKind::ResourceDeleted)
+    });
     for op in &after.operations {
         let old = before.operations.iter().find(|o| o.id == op.id && o.subscription == op.subscription);
         let kind = match old {
@@ -128,7 +137,14 @@ pub fn derive(before: &Snapshot, after: &Snapshot, now: Timestamp) -> Vec<Event>
             Some(old) if old.status != op.status => EventKind::OperationStatusChanged,
             Some(_) => continue,
         };
-        events.push(operation_event(kind, op, old.map(|o| o.status), now));
+        let event = operation_event(kind, op, old.map(|o| o.status), now);
+        match host {
+            Some(at) if leading.as_ref() == Some(&op.id) => {
+                events[at].operation = event.operation;
+                host = None;
+            }
+            _ => events.push(event),
+        }
     }
     events
 }

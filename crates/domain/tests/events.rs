@@ -17,22 +17,22 @@ fn kinds(before: &slipway_domain::Snapshot, after: &slipway_domain::Snapshot) ->
 fn a_create_its_job_and_its_end_are_told_as_they_happen() {
     let empty = slipway_domain::Snapshot::default();
     let mut w = World::created();
-    assert_eq!(kinds(&empty, &w.snap), [EventKind::ResourceCreated, EventKind::OperationCreated]);
+    // The create operation rides on the resource's event.
+    assert_eq!(kinds(&empty, &w.snap), [EventKind::ResourceCreated]);
     let created = derive(&empty, &w.snap, T0);
     assert_eq!((created[0].state, created[0].generation), (Some(PS::Accepted), Some(1)));
     assert_eq!(created[0].resource_id, arm_id().to_string());
-    let op = created[1].operation.as_ref().unwrap();
+    let op = created[0].operation.as_ref().unwrap();
     assert_eq!((op.request, op.status, op.previous_status), (OperationRequest::Create, PS::Accepted, None));
 
-    // The launch moves both to Provisioning.
+    // The launch moves both to Provisioning: one event tells both.
     let before = w.snap.clone();
     w.launch(&key(1, 1), "1001");
     let launched = derive(&before, &w.snap, T0);
-    assert_eq!(
-        launched.iter().map(|e| e.kind).collect::<Vec<_>>(),
-        [EventKind::ResourceStateChanged, EventKind::OperationStatusChanged]
-    );
+    assert_eq!(launched.iter().map(|e| e.kind).collect::<Vec<_>>(), [EventKind::ResourceStateChanged]);
     assert_eq!((launched[0].previous_state, launched[0].state), (Some(PS::Accepted), Some(PS::Provisioning)));
+    let op = launched[0].operation.as_ref().unwrap();
+    assert_eq!((op.previous_status, op.status), (Some(PS::Accepted), PS::Provisioning));
 
     // A poll that saw the job still running changes nothing a client sees.
     let before = w.snap.clone();
@@ -49,9 +49,30 @@ fn a_create_its_job_and_its_end_are_told_as_they_happen() {
     });
     w.poll(&key(1, 1), outputs);
     w.decide();
+    assert_eq!(kinds(&before, &w.snap), [EventKind::ResourceStateChanged, EventKind::ResourceOutputsChanged]);
+}
+
+#[test]
+fn an_operation_that_does_not_move_the_resource_has_events_of_its_own() {
+    // A DELETE supersedes a running update: the delete rides on the state event, the
+    // superseded update is told apart.
+    let mut w = World::provisioned();
+    w.put(2, v2()).unwrap();
+    w.launch(&key(2, 2), "2001");
+    let before = w.snap.clone();
+    w.delete(3).unwrap();
+    let events = derive(&before, &w.snap, T0);
     assert_eq!(
-        kinds(&before, &w.snap),
-        [EventKind::ResourceStateChanged, EventKind::ResourceOutputsChanged, EventKind::OperationStatusChanged]
+        events.iter().map(|e| e.kind).collect::<Vec<_>>(),
+        [EventKind::ResourceStateChanged, EventKind::OperationStatusChanged]
+    );
+    assert_eq!(
+        events[0].operation.as_ref().map(|o| (o.request, o.status)),
+        Some((OperationRequest::Delete, PS::Deleting))
+    );
+    assert_eq!(
+        events[1].operation.as_ref().map(|o| (o.request, o.status)),
+        Some((OperationRequest::Update, PS::Canceled))
     );
 }
 

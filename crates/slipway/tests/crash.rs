@@ -1,6 +1,7 @@
 //! Crash and restart: the real `slipway` binary is killed with SIGKILL (or stopped with
 //! SIGTERM) while operations are in flight, restarted on the same database, and every
-//! operation must still end — with no job launched twice for one idempotency key.
+//! operation must still end — with no job launched twice for one idempotency key, and the
+//! event feed telling exactly what was committed.
 
 mod common;
 
@@ -141,8 +142,40 @@ async fn kill_9_mid_flight_then_restart_finishes_everything_once() {
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "jobs launched more than once: {twice:?}");
     assert_eq!(counts.len(), 8, "one job per operation: {counts:?}");
+    events_tell_what_was_committed(&http, &node.base, &done).await;
     node.child.kill().unwrap();
     node.child.wait().unwrap();
+}
+
+/// The event feed after two SIGKILLs (docs/store.md#the-event-feed): positions dense from 1,
+/// each resource created once and its last state event its state now, each operation told
+/// once without a previous status (created) and last with its status now — no committed
+/// change without its event, no event twice.
+async fn events_tell_what_was_committed(http: &reqwest::Client, base: &str, operations: &[Value]) {
+    let mut events = Vec::new();
+    let mut next =
+        Some(format!("{base}/subscriptions/{}/providers/Slipway.Resources/events?api-version={API}", common::SUB));
+    while let Some(page_url) = next {
+        let page: Value = http.get(&page_url).send().await.unwrap().json().await.unwrap();
+        events.extend(page["value"].as_array().unwrap_or_else(|| panic!("{page}")).iter().cloned());
+        next = page["nextLink"].as_str().map(str::to_string);
+    }
+    let positions: Vec<u64> = events.iter().map(|e| e["id"].as_str().unwrap().parse().unwrap()).collect();
+    assert_eq!(positions, (1..=events.len() as u64).collect::<Vec<_>>(), "dense, in order");
+    for i in 0..8 {
+        let id = rid("computeInstances", &format!("vm{i}"));
+        let own: Vec<&Value> = events.iter().filter(|e| e["resourceId"] == id.as_str()).collect();
+        let created = own.iter().filter(|e| e["type"] == "resourceCreated").count();
+        let last_state = own.iter().rev().find_map(|e| e["provisioningState"].as_str());
+        assert_eq!((created, last_state), (1, Some("Succeeded")), "{id}: {own:?}");
+    }
+    for op in operations {
+        let name = op["name"].as_str().unwrap();
+        let own: Vec<&Value> = events.iter().filter(|e| e["operation"]["name"] == name).collect();
+        let created = own.iter().filter(|e| e["operation"].get("previousStatus").is_none()).count();
+        let last = own.last().and_then(|e| e["operation"]["status"].as_str());
+        assert_eq!((created, last), (1, op["status"].as_str()), "{name}: {own:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

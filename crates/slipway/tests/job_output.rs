@@ -6,6 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::sse::SseReader;
 use common::{TestServer, header, rid};
 use serde_json::json;
 
@@ -56,37 +57,6 @@ async fn a_jobs_output_reads_as_text_and_its_last_lines() {
     s.stop().await;
 }
 
-/// `data:` lines and the `end` event of a Server-Sent Events body, as they arrive.
-struct Events {
-    body: reqwest::Response,
-    buffer: String,
-}
-
-impl Events {
-    /// The next event: `(event name, data)`; `None` when the stream closed.
-    async fn next(&mut self) -> Option<(String, String)> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let (mut name, mut data) = ("message".to_string(), Vec::new());
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event:") {
-                        name = v.trim().to_string();
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data.push(v.strip_prefix(' ').unwrap_or(v).to_string());
-                    }
-                }
-                if data.is_empty() && name == "message" {
-                    continue; // a keep-alive comment
-                }
-                return Some((name, data.join("\n")));
-            }
-            let chunk = self.body.chunk().await.ok()??;
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn following_streams_lines_while_the_job_runs_and_ends_with_it() {
     let mut s = TestServer::start().await;
@@ -97,7 +67,7 @@ async fn following_streams_lines_while_the_job_runs_and_ends_with_it() {
     let r = s.http.get(format!("{}&follow=true", logs_url(&op))).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "content-type").as_deref(), Some("text/event-stream"));
-    let mut events = Events { body: r, buffer: String::new() };
+    let mut events = SseReader::new(r);
     let start = Instant::now();
     // The task that sleeps is announced before it sleeps: seen while the operation runs.
     loop {

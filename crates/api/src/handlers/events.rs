@@ -1,11 +1,37 @@
 //! The event feed (a Slipway extension, docs/arm-contract.md#event-feed): a subscription's
 //! resource and operation changes in commit order, at subscription, resource-group or
-//! resource scope, each read from a cursor; only the events of resources the caller may read.
+//! resource scope, each read from a cursor, as pages or followed as Server-Sent Events; only
+//! the events of resources the caller may read.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::response::sse::{self, KeepAlive, Sse};
 use slipway_domain::event::Event;
-use slipway_store::{EventQuery, EventRead, EventScope};
+use slipway_store::{EventQuery, EventRead, EventScope, Store};
 
 use super::*;
+use crate::edge::Caller;
+
+/// How often a follower looks for new events while the feed is quiet.
+const FOLLOW_POLL: Duration = Duration::from_millis(500);
+/// Most events a follower reads at once.
+const FOLLOW_BATCH: usize = 200;
+
+/// Which events a reader sees: every one in its scope, or those of resources it may read.
+#[derive(Clone)]
+struct Visibility(Option<(access::Grants, Caller)>);
+
+impl Visibility {
+    fn sees(&self, e: &Event) -> bool {
+        match &self.0 {
+            None => true,
+            Some((grants, caller)) => ArmId::read_stored(&e.resource_id)
+                .is_some_and(|id| grants.allows(caller, Permission::Read, &resource_scope(&id))),
+        }
+    }
+}
 
 /// The header a `410` names the cursor to follow from after a resync in.
 pub const CURSOR_HEADER: &str = "x-slipway-event-cursor";
@@ -34,12 +60,8 @@ pub(crate) async fn list_events(
     }
     access::check_subscription(state, &sub, Intent::Read).await?;
     let whole = grants.allows(&ctx.caller, Permission::Read, &scope);
-    let visible = |e: &Event| {
-        whole
-            || ArmId::read_stored(&e.resource_id)
-                .is_some_and(|id| grants.allows(&ctx.caller, Permission::Read, &resource_scope(&id)))
-    };
-    read_page(state, ctx, path, sub, events_scope, &visible).await
+    let visibility = Visibility((!whole).then(|| (grants, ctx.caller.clone())));
+    answer(state, ctx, path, sub, events_scope, visibility).await
 }
 
 /// `GET {resourceId}/events` (the type's api-version): the resource's and its children's,
@@ -55,41 +77,62 @@ pub(crate) async fn resource_events(state: &ApiState, ctx: &Ctx, path: &str, id:
     let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
     grants.require(&ctx.caller, Permission::Read, &resource_scope(&id), &action)?;
     access::check_subscription(state, &subscription, Intent::Read).await?;
-    read_page(state, ctx, path, subscription, EventScope::Resource(id.key()), &|_| true).await
+    answer(state, ctx, path, subscription, EventScope::Resource(id.key()), Visibility(None)).await
 }
 
-/// One page from `since` (or `Last-Event-ID`; absent: the oldest kept; `latest`: none, only
-/// the cursor), `$top` at most: `{"value", "cursor", "nextLink"?}`.
-async fn read_page(
+/// From `since` (or `Last-Event-ID`; absent: the oldest kept; `latest`: the newest): one page,
+/// `$top` at most — `{"value", "cursor", "nextLink"?}` —, or with `follow=true` every event
+/// from there on as Server-Sent Events.
+async fn answer(
     state: &ApiState,
     ctx: &Ctx,
     path: &str,
     subscription: SubscriptionId,
     scope: EventScope,
-    visible: &(dyn Fn(&Event) -> bool + Sync),
+    visibility: Visibility,
 ) -> Result<Response, ArmError> {
-    let limit = overview::page_limit(state, ctx)?;
-    let since = match since(ctx)? {
+    let follow = bool_param(ctx, "follow")?;
+    let limit = if follow { FOLLOW_BATCH } else { overview::page_limit(state, ctx)? };
+    let mut query = EventQuery { subscription, scope, after: 0, limit };
+    query.after = match since(ctx)? {
+        Since::After(after) => after,
         Since::Latest => {
-            let query = EventQuery { subscription, scope, after: 0, limit: 1 };
-            let last = match state.store.events(&query).await? {
+            let newest = match state.store.events(&EventQuery { limit: 1, ..query.clone() }).await? {
                 EventRead::Page { last, .. } | EventRead::Gone { last, .. } => last,
             };
-            return Ok(json_response(StatusCode::OK, json!({"value": [], "cursor": last.to_string()})));
+            if !follow {
+                return Ok(json_response(StatusCode::OK, json!({"value": [], "cursor": newest.to_string()})));
+            }
+            newest
         }
-        Since::After(after) => after,
     };
-    let query = EventQuery { subscription, scope, after: since, limit };
     let (items, last) = match state.store.events(&query).await? {
         EventRead::Page { items, last } => (items, last),
-        EventRead::Gone { last, .. } => return Ok(gone(since, last, state.options.event_retention_secs)),
+        EventRead::Gone { last, .. } => return Ok(gone(query.after, last, state.options.event_retention_secs)),
     };
+    if follow {
+        let mut follower = Follower {
+            store: state.store.clone(),
+            stopping: state.stopping.clone(),
+            location: state.options.location.clone(),
+            query,
+            visibility,
+            queue: VecDeque::new(),
+            done: false,
+        };
+        follower.take(items, last);
+        let stream = futures_util::stream::unfold(follower, |mut f| async move {
+            let event = f.next().await?;
+            Some((Ok::<sse::Event, Infallible>(event), f))
+        });
+        return Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response());
+    }
     // A full page may have more after it; a short one read everything up to `last`.
     let full = items.len() >= limit;
     let cursor = if full { items.last().map_or(last, |(seq, _)| *seq) } else { last };
     let value: Vec<Value> = items
         .iter()
-        .filter(|(_, e)| visible(e))
+        .filter(|(_, e)| visibility.sees(e))
         .map(|(seq, e)| wire::event_body(*seq, e, &state.options.location))
         .collect();
     let mut body = json!({"value": value, "cursor": cursor.to_string()});
@@ -98,6 +141,72 @@ async fn read_page(
             json!(format!("{}{path}?api-version={}&$top={limit}&since={cursor}", ctx.base, ctx.api_version()?));
     }
     Ok(json_response(StatusCode::OK, body))
+}
+
+/// A `?follow=true` answer in progress: one `id`/`event`/`data` message per event the reader
+/// sees (the `id` its cursor, so a reconnecting `EventSource` resumes after it), read as the
+/// feed grows; `gone` (data: the cursor to go on from after a resync) if events it had not
+/// read were pruned meanwhile, `end` when the server stops.
+struct Follower {
+    store: Arc<dyn Store>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+    location: String,
+    query: EventQuery,
+    visibility: Visibility,
+    queue: VecDeque<sse::Event>,
+    done: bool,
+}
+
+impl Follower {
+    async fn next(&mut self) -> Option<sse::Event> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            if self.done {
+                return None;
+            }
+            let more = match self.store.events(&self.query).await {
+                Ok(EventRead::Page { items, last }) => self.take(items, last),
+                Ok(EventRead::Gone { last, .. }) => {
+                    self.queue.push_back(sse::Event::default().event("gone").data(last.to_string()));
+                    self.done = true;
+                    false
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "following the event feed: reading it failed");
+                    false
+                }
+            };
+            if self.queue.is_empty() && !self.done && !more {
+                let mut stopping = self.stopping.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(FOLLOW_POLL) => {}
+                    _ = stopping.wait_for(|s| *s) => {
+                        self.queue.push_back(sse::Event::default().event("end").data("ServerShuttingDown"));
+                        self.done = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Queues what the reader sees of a page and moves the cursor past it; whether the page
+    /// was full (more may follow at once).
+    fn take(&mut self, items: Vec<(u64, Event)>, last: u64) -> bool {
+        let full = items.len() >= self.query.limit;
+        for (seq, e) in items {
+            self.query.after = seq;
+            if self.visibility.sees(&e) {
+                let data = wire::event_body(seq, &e, &self.location).to_string();
+                self.queue.push_back(sse::Event::default().id(seq.to_string()).event(e.kind.as_str()).data(data));
+            }
+        }
+        if !full {
+            self.query.after = self.query.after.max(last);
+        }
+        full
+    }
 }
 
 enum Since {

@@ -22,6 +22,7 @@ pub(super) fn events_op(
     params.extend([
         json!({"name": "since", "in": "query", "required": false, "description": "Events after this cursor (a `cursor` or event `id` the feed gave); `latest` answers no events and the newest cursor. Absent: from the oldest kept, or the `Last-Event-ID` header.", "schema": {"type": "string", "maxLength": 40}}),
         json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),
+        json!({"name": "follow", "in": "query", "required": false, "description": "`true`: every event from the starting point on, as Server-Sent Events (`id` the cursor, `event` the type, `data` the event); `gone` and `end` messages close it.", "schema": {"type": "boolean"}}),
     ]);
     let gone = json!({
         "description": "The cursor's events are no longer kept, or the cursor is not this feed's (`EventCursorExpired`): read the current state, then follow from the cursor in `x-slipway-event-cursor`.",

@@ -4,6 +4,7 @@
 
 pub mod postgres;
 pub mod replica;
+pub mod sse;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
