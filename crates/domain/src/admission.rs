@@ -200,22 +200,30 @@ fn change_spec(snap: &mut Snapshot, spec: Spec, ctx: &RequestContext) -> Result<
     if desired == res.desired_config_version && res.provisioning_state == ProvisioningState::Succeeded {
         return Ok(Admitted::Unchanged);
     }
-    let op = new_operation(&res.id, OperationRequest::Update, ProvisioningState::Accepted, ctx);
     res.spec = spec;
     res.desired_config_version = desired;
+    res.system_data.last_modified_by = ctx.actor.clone();
+    res.system_data.last_modified_by_type = ctx.actor_type.clone();
+    res.system_data.last_modified_at = ctx.now;
+    Ok(start_update(snap, None, ctx))
+}
+
+/// A new update operation under the resource's spec as it now is (changed, or run again for
+/// `rerun`): the resource goes `Accepted`, convergence resumes, the engine looks at once.
+fn start_update(snap: &mut Snapshot, rerun: Option<Rerun>, ctx: &RequestContext) -> Admitted {
+    let res = snap.resource.as_mut().expect("caller checked the resource exists");
+    let mut op = new_operation(&res.id, OperationRequest::Update, ProvisioningState::Accepted, ctx);
+    op.rerun = rerun;
     res.provisioning_state = ProvisioningState::Accepted;
     res.active_operation_id = Some(op.id.clone());
     res.last_operation_id = op.id.clone();
     res.convergence_stopped_for = None;
     res.job_context = ctx.job_context.clone();
     res.last_error = None;
-    res.system_data.last_modified_by = ctx.actor.clone();
-    res.system_data.last_modified_by_type = ctx.actor_type.clone();
-    res.system_data.last_modified_at = ctx.now;
     res.schedule = Schedule::now(ctx.now);
     res.generation += 1;
     snap.operations.push(op.clone());
-    Ok(Admitted::Accepted { operation: op, created: false })
+    Admitted::Accepted { operation: op, created: false }
 }
 
 /// DELETE: supersedes the running operation (it ends `Canceled`), starts a delete.
@@ -326,19 +334,7 @@ pub fn admit_retry(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted
             format!("The resource is {state}: only a Failed or Canceled resource can be retried"),
         ));
     }
-    let res = snap.resource.as_mut().expect("checked above");
-    let mut op = new_operation(&res.id, OperationRequest::Update, ProvisioningState::Accepted, ctx);
-    op.rerun = Some(Rerun::Retry);
-    res.provisioning_state = ProvisioningState::Accepted;
-    res.active_operation_id = Some(op.id.clone());
-    res.last_operation_id = op.id.clone();
-    res.convergence_stopped_for = None;
-    res.job_context = ctx.job_context.clone();
-    res.last_error = None;
-    res.schedule = Schedule::now(ctx.now);
-    res.generation += 1;
-    snap.operations.push(op.clone());
-    Ok(Admitted::Accepted { operation: op, created: false })
+    Ok(start_update(snap, Some(Rerun::Retry), ctx))
 }
 
 /// The operation, if a cancel may touch it: it is still running and not a delete's.

@@ -45,21 +45,14 @@ pub(crate) async fn list_events(
     subscription: &str,
     group: Option<&str>,
 ) -> Result<Response, ArmError> {
-    if ctx.method != Method::GET {
-        return Err(method_not_allowed(&ctx.method));
-    }
-    admin::check_version(ctx)?;
     let sub = SubscriptionId::new(subscription);
     let (scope, events_scope) = match group {
         Some(g) => (Scope::resource_group(subscription, g), EventScope::ResourceGroup(g.to_string())),
         None => (Scope::subscription_scope(&sub), EventScope::Subscription),
     };
-    let grants = access::grants(state, &ctx.caller, Some(&sub)).await?;
-    if !grants.may_read_within(&ctx.caller, &scope) {
-        return Err(access::forbidden(&ctx.caller, "Slipway.Resources/events/read", &scope));
-    }
+    let action = format!("{}/{}/read", crate::route::RESOURCES_NAMESPACE, crate::route::EVENTS_SEGMENT);
+    let (grants, whole) = overview::readable(state, ctx, &sub, scope, &action).await?;
     access::check_subscription(state, &sub, Intent::Read).await?;
-    let whole = grants.allows(&ctx.caller, Permission::Read, &scope);
     let visibility = Visibility((!whole).then(|| (grants, ctx.caller.clone())));
     answer(state, ctx, path, sub, events_scope, visibility).await
 }
@@ -67,16 +60,8 @@ pub(crate) async fn list_events(
 /// `GET {resourceId}/events` (the type's api-version): the resource's and its children's,
 /// also once it is gone.
 pub(crate) async fn resource_events(state: &ApiState, ctx: &Ctx, path: &str, id: ArmId) -> Result<Response, ArmError> {
-    if ctx.method != Method::GET {
-        return Err(method_not_allowed(&ctx.method));
-    }
-    let ty = resource_type(state, &id.namespace, &id.type_name)?;
-    check_version(ctx, &ty)?;
+    jobs::may_read_resource(state, ctx, &id).await?;
     let subscription = SubscriptionId::new(&id.subscription);
-    let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
-    grants.require(&ctx.caller, Permission::Read, &resource_scope(&id), &action)?;
-    access::check_subscription(state, &subscription, Intent::Read).await?;
     answer(state, ctx, path, subscription, EventScope::Resource(id.key()), Visibility(None)).await
 }
 

@@ -7,6 +7,16 @@ use super::*;
 pub const JOBS_SEGMENT: &str = "jobs";
 
 pub(crate) async fn job_history(state: &ApiState, ctx: &Ctx, id: ArmId) -> Result<Response, ArmError> {
+    may_read_resource(state, ctx, &id).await?;
+    let res =
+        state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
+    let link = |job: &slipway_domain::Job| state.jobs.link(&crate::JobRef::of(job));
+    Ok(json_response(StatusCode::OK, wire::job_history_body(&res, &link)))
+}
+
+/// A `GET` of what a resource has beside itself (its job history, its event feed): the
+/// type's api-version, `read` on the resource, a subscription that may be read.
+pub(crate) async fn may_read_resource(state: &ApiState, ctx: &Ctx, id: &ArmId) -> Result<(), ArmError> {
     if ctx.method != Method::GET {
         return Err(method_not_allowed(&ctx.method));
     }
@@ -15,10 +25,7 @@ pub(crate) async fn job_history(state: &ApiState, ctx: &Ctx, id: ArmId) -> Resul
     let subscription = SubscriptionId::new(&id.subscription);
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
     let action = access::resource_action(&ty.namespace, &ty.type_name, Permission::Read);
-    grants.require(&ctx.caller, Permission::Read, &resource_scope(&id), &action)?;
+    grants.require(&ctx.caller, Permission::Read, &resource_scope(id), &action)?;
     access::check_subscription(state, &subscription, Intent::Read).await?;
-    let res =
-        state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
-    let link = |job: &slipway_domain::Job| state.jobs.link(&crate::JobRef::of(job));
-    Ok(json_response(StatusCode::OK, wire::job_history_body(&res, &link)))
+    Ok(())
 }

@@ -20,7 +20,8 @@ pub(crate) async fn list_groups(
     subscription: &str,
 ) -> Result<Response, ArmError> {
     let sub = SubscriptionId::new(subscription);
-    let (grants, whole) = readable(state, ctx, &sub, Scope::subscription_scope(&sub), "resourceGroups/read").await?;
+    let (grants, whole) =
+        readable(state, ctx, &sub, Scope::subscription_scope(&sub), "Microsoft.Resources/resourceGroups/read").await?;
     let limit = page_limit(state, ctx)?;
     let after = ctx.query.get("$skipToken").map(|token| decode_text(token)).transpose()?;
     let page = slipway_store::resource_groups(state.store.as_ref(), &sub, after.as_deref(), limit).await?;
@@ -43,7 +44,7 @@ pub(crate) async fn get_group(
 ) -> Result<Response, ArmError> {
     let sub = SubscriptionId::new(subscription);
     let scope = Scope::resource_group(subscription, group);
-    readable(state, ctx, &sub, scope, "resourceGroups/read").await?;
+    readable(state, ctx, &sub, scope, "Microsoft.Resources/resourceGroups/read").await?;
     let query = ListQuery {
         subscription: sub,
         resource_group: Some(group.to_ascii_lowercase()),
@@ -89,7 +90,7 @@ pub(crate) async fn list_resources(
         Some(g) => Scope::resource_group(subscription, g),
         None => Scope::subscription_scope(&sub),
     };
-    let (grants, whole) = readable(state, ctx, &sub, scope, "resources/read").await?;
+    let (grants, whole) = readable(state, ctx, &sub, scope, "Microsoft.Resources/resources/read").await?;
     let [resource_type, tag_name, tag_value, provisioning_state, referenced] = filter::fields(
         ctx.query.get("$filter").map(String::as_str),
         ["resourceType", "tagName", "tagValue", "provisioningState", "referencedResourceId"],
@@ -159,7 +160,9 @@ pub(crate) async fn list_operations(
     subscription: &str,
 ) -> Result<Response, ArmError> {
     let sub = SubscriptionId::new(subscription);
-    let (grants, _) = readable(state, ctx, &sub, Scope::subscription_scope(&sub), "operationStatuses/read").await?;
+    let (grants, _) =
+        readable(state, ctx, &sub, Scope::subscription_scope(&sub), "Microsoft.Resources/operationStatuses/read")
+            .await?;
     let [status] = filter::fields(ctx.query.get("$filter").map(String::as_str), ["status"])?;
     let status = state_filter(status.as_deref())?;
     let limit = page_limit(state, ctx)?;
@@ -194,8 +197,8 @@ fn invalid_filter(message: String) -> ArmError {
 }
 
 /// The caller's grants, if they may read anything within `scope` (else `403` naming
-/// `action` under ARM's resources namespace), and whether they may read all of it.
-async fn readable(
+/// `action`), and whether they may read all of it.
+pub(crate) async fn readable(
     state: &ApiState,
     ctx: &Ctx,
     subscription: &SubscriptionId,
@@ -208,7 +211,7 @@ async fn readable(
     admin::check_version(ctx)?;
     let grants = access::grants(state, &ctx.caller, Some(subscription)).await?;
     if !grants.may_read_within(&ctx.caller, &scope) {
-        return Err(access::forbidden(&ctx.caller, &format!("Microsoft.Resources/{action}"), &scope));
+        return Err(access::forbidden(&ctx.caller, action, &scope));
     }
     let whole = grants.allows(&ctx.caller, Permission::Read, &scope);
     Ok((grants, whole))
