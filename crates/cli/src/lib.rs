@@ -11,6 +11,7 @@ pub mod exit;
 pub mod oidc;
 pub mod output;
 pub mod profile;
+pub mod sse;
 pub mod wait;
 
 use clap::Args;

@@ -315,3 +315,47 @@ async fn help_completions_and_man_pages_need_no_server() {
         assert!(dir.join(page).is_file(), "{page}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_event_feed_is_read_and_followed() {
+    use tokio::io::AsyncBufReadExt;
+    let s = TestServer::start().await;
+    let cli = Cli::new(&s.base);
+    cli.run(&["resource", "put", "-t", VNET, "-n", "feed1", "--set", "addressSpace=10.0.0.0/16"]).await.expect(0);
+    let read = cli.run(&["events", "-o", "json"]).await.expect(0);
+    let events = read.json();
+    let kinds: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["resourceCreated", "resourceStateChanged", "resourceStateChanged"], "{events}");
+    assert!(read.stderr.contains("cursor 3"), "{}", read.stderr);
+    let id = rid("virtualNetworks", "feed1");
+    let since = cli.run(&["events", &id, "--since", "1", "-o", "json"]).await.expect(0).json();
+    assert_eq!(since.as_array().map(Vec::len), Some(2), "{since}");
+    let table = cli.run(&["events"]).await.expect(0).stdout;
+    assert!(table.contains("resourceCreated") && table.contains("Succeeded"), "{table}");
+
+    // Following: each event a line as it commits.
+    let mut follower = cli
+        .command(env!("CARGO_BIN_EXE_slipway"), &["events", "-f", "--since", "latest", "-o", "json"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("follow");
+    let mut lines = tokio::io::BufReader::new(follower.stdout.take().unwrap()).lines();
+    cli.run(&["resource", "put", "-t", VNET, "-n", "feed2", "--set", "addressSpace=10.1.0.0/16"]).await.expect(0);
+    let mut seen = Vec::new();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            seen.push(event["type"].as_str().unwrap().to_string());
+            if event["provisioningState"] == "Succeeded" {
+                return event;
+            }
+        }
+        panic!("the follower stopped: {seen:?}");
+    })
+    .await
+    .expect("the create's end, followed");
+    assert_eq!(ended["resourceId"], rid("virtualNetworks", "feed2"));
+    assert_eq!(seen.first().map(String::as_str), Some("resourceCreated"));
+    follower.kill().await.unwrap();
+}

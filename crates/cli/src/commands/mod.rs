@@ -1,6 +1,7 @@
 //! The client subcommands, one module per noun; `run` dispatches.
 
 pub mod body;
+pub mod events;
 pub mod generate;
 pub mod inspect;
 pub mod op;
@@ -27,6 +28,8 @@ pub enum ClientCommand {
         #[command(flatten)]
         resource: ResourceArgs,
     },
+    /// The event feed: what changed, in order, from a cursor; `-f` follows it.
+    Events(events::EventsArgs),
     /// A resource at a glance: spec, outputs, state, its latest jobs and errors, its children.
     Describe {
         #[command(flatten)]
@@ -68,6 +71,7 @@ pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Co
     match command {
         ClientCommand::Resource(c) => resource::run(&ctx, c).await,
         ClientCommand::Op(c) => op::run(&ctx, c).await,
+        ClientCommand::Events(args) => events::run(&ctx, args).await,
         ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,
         ClientCommand::Describe { resource } => inspect::describe(&ctx, &resource).await,
         ClientCommand::Token(c) => platform::token(&ctx, c).await,

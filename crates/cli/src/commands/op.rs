@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::resource::{OPERATION_COLUMNS, with_status_url};
 use crate::Context;
-use crate::client::{PLATFORM_API, segment, transport};
+use crate::client::{PLATFORM_API, segment};
 use crate::error::{ApiError, ArmError, CliError};
 use crate::wait::{self, TimeoutArgs, WaitArgs};
 
@@ -161,24 +161,11 @@ async fn stream(ctx: &Context, url: &str) -> Result<(), CliError> {
         &format!("{url}{}follow=true", if url.contains('?') { '&' } else { '?' }),
         PLATFORM_API,
     );
-    let mut response = builder.header("accept", "text/event-stream").send().await.map_err(transport)?;
-    let status = response.status().as_u16();
-    if status >= 400 {
-        let text = response.text().await.unwrap_or_default();
-        return Err(CliError::Api(ApiError::from_body(status, &text)));
-    }
-    let mut buffer = Vec::new();
-    let mut events = SseReader::default();
-    while let Some(chunk) = response.chunk().await.map_err(transport)? {
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buffer.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            match events.line(line.trim_end_matches(['\n', '\r'])) {
-                Some(SseItem::Output(text)) => println!("{text}"),
-                Some(SseItem::End(state)) => return ended(&state),
-                None => {}
-            }
+    let mut stream = crate::sse::Stream::open(builder).await?;
+    while let Some(message) = stream.next().await? {
+        match message.event.as_str() {
+            "end" => return ended(&message.data),
+            _ => println!("{}", message.data),
         }
     }
     Err(CliError::Local("the output stream closed without its end event".into()))
@@ -193,51 +180,9 @@ fn ended(state: &str) -> Result<(), CliError> {
     }
 }
 
-#[derive(Debug, PartialEq)]
-enum SseItem {
-    Output(String),
-    End(String),
-}
-
-/// Just enough of the event-stream format: `event:` names the next `data:`; comments and
-/// blank lines carry nothing.
-#[derive(Default)]
-struct SseReader {
-    event: Option<String>,
-}
-
-impl SseReader {
-    fn line(&mut self, line: &str) -> Option<SseItem> {
-        if line.is_empty() {
-            self.event = None;
-            return None;
-        }
-        if let Some(name) = line.strip_prefix("event:") {
-            self.event = Some(name.trim().to_string());
-            return None;
-        }
-        let data = line.strip_prefix("data:")?;
-        let data = data.strip_prefix(' ').unwrap_or(data).to_string();
-        match self.event.as_deref() {
-            Some("end") => Some(SseItem::End(data)),
-            _ => Some(SseItem::Output(data)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn output_lines_then_the_end_event() {
-        let mut r = SseReader::default();
-        let items: Vec<_> = [": keep-alive", "data: TASK [x]", "", "event: end", "data: Failed", ""]
-            .iter()
-            .filter_map(|l| r.line(l))
-            .collect();
-        assert_eq!(items, vec![SseItem::Output("TASK [x]".into()), SseItem::End("Failed".into())]);
-    }
 
     #[test]
     fn cancel_and_logs_hang_off_the_status_url() {
