@@ -46,6 +46,35 @@ async function refresh() {
   }
 }
 
+// What the event feed tells of (docs/arm-contract.md#event-feed).
+const EVENT_TYPES = [
+  "resourceCreated", "resourceStateChanged", "resourceOutputsChanged", "resourceDeleted",
+  "operationCreated", "operationStatusChanged",
+];
+
+// Follows the page's event feed (Server-Sent Events from /ui/resource/events): each change it
+// tells of reads the page again, whoever made it. Without a feed, or once it ends, the page
+// polls while live instead.
+function followEvents() {
+  const el = document.getElementById("live-events");
+  if (!el || !el.dataset.events || typeof EventSource === "undefined") return false;
+  const source = new EventSource(el.dataset.events);
+  // A reconnect may have missed changes: read the page again then too.
+  let opened = false;
+  source.onopen = () => { if (opened) refresh(); opened = true; };
+  let pending = false;
+  const changed = () => {
+    if (pending) return;
+    pending = true;
+    setTimeout(() => { pending = false; refresh(); }, 200);
+  };
+  for (const type of EVENT_TYPES) source.addEventListener(type, changed);
+  const stop = () => { source.close(); pollWhileLive(); };
+  for (const type of ["end", "gone", "unavailable"]) source.addEventListener(type, stop);
+  source.onerror = () => { if (source.readyState === EventSource.CLOSED) pollWhileLive(); };
+  return true;
+}
+
 // While what the page shows is still changing, reads it again every two seconds.
 function pollWhileLive() {
   if (document.body.dataset.live !== "1") return;
@@ -65,5 +94,5 @@ function confirmForms() {
 document.addEventListener("DOMContentLoaded", () => {
   confirmForms();
   followOutput();
-  pollWhileLive();
+  if (!followEvents()) pollWhileLive();
 });

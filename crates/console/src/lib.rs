@@ -100,6 +100,7 @@ pub fn router(api: Router, options: ConsoleOptions) -> Router {
         .route("/ui/resource", get(pages::resource))
         .route("/ui/resource/delete", post(pages::delete))
         .route("/ui/resource/action", post(pages::action))
+        .route("/ui/resource/events", get(pages::events))
         .route("/ui/create", get(pages::create_page).post(pages::create))
         .route("/ui/operation", get(pages::operation))
         .route("/ui/operation/cancel", post(pages::cancel))

@@ -95,6 +95,13 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     b.assert_clean("canceled operation").await;
     b.goto(&format!("{}/ui/resource?id={sg}", s.base)).await;
     assert!(b.text("#referenced-by").await.contains("vm1"));
+    // A Succeeded resource's page polls nothing, yet shows a change someone else makes at
+    // once: the event feed tells the page.
+    assert_eq!(b.text(".summary .badge").await, "Succeeded");
+    let patched = s.http.patch(s.url(&sg)).json(&json!({"tags": {"team": "edge"}})).send().await.unwrap();
+    assert_eq!(patched.status().as_u16(), 202);
+    b.wait_text(".summary", "the change, told by the event feed", |t| t.contains("team=edge")).await;
+    b.assert_clean("resource page followed by its event feed").await;
     // The canceled machine is retried now from its page: its create runs again, as a retry.
     b.goto(&format!("{}/ui/resource?id={}", s.base, sg.replace("securityGroups/sg1", "computeInstances/vm1"))).await;
     assert_eq!(b.text(".summary .badge").await, "Canceled");

@@ -9,7 +9,7 @@ mod resource;
 pub(crate) use create::{create, create_page};
 pub(crate) use lists::{group, home, open, subscription};
 pub(crate) use operation::{cancel, operation, output};
-pub(crate) use resource::{action, delete, resource};
+pub(crate) use resource::{action, delete, events, resource};
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};

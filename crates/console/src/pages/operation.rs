@@ -97,7 +97,7 @@ pub(crate) async fn operation(
 
 /// One `unavailable` event saying why there is no output to follow: a browser's
 /// `EventSource` treats any other status as a failed load.
-fn unavailable(message: &str) -> Response {
+pub(crate) fn unavailable(message: &str) -> Response {
     let data: String = message.lines().map(|l| format!("data: {l}\n")).collect();
     let mut resp = format!("event: unavailable\n{data}\n").into_response();
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

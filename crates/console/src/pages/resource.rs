@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Form;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Method};
+use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -162,11 +162,30 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         "timeline": timeline,
         "actions": actions,
         "retryable": matches!(state.as_str(), Some("Failed" | "Canceled")),
+        "events": uri("/ui/resource/events", &[("id", &path)]),
         "allowed": may,
         "live": !matches!(state.as_str(), Some("Succeeded" | "Failed" | "Canceled")),
     });
     let page = Page::new("resource.html", format!("{} {}", ty.type_name, id.name)).crumbs(resource_crumbs(&id));
     console.render(&visit, page, data)
+}
+
+/// The resource's event feed from now on, as the API streams it, for the page's script: each
+/// change it tells of reads the page again.
+pub(crate) async fn events(State(console): State<Arc<Console>>, visit: Visit, Query(q): Query<IdQuery>) -> Response {
+    let (id, ty) = match typed_id(&console, &q.id) {
+        Ok(found) => found,
+        Err(problem) => return super::operation::unavailable(&problem.message),
+    };
+    let version = api_version(&ty);
+    let query = [("api-version", version.as_str()), ("follow", "true"), ("since", "latest")];
+    let mut resp = console.api.send(&visit.visitor, Method::GET, &format!("{id}/events"), &query, None).await;
+    if !resp.status().is_success() {
+        let message = Answer::read(resp).await.ok().err().map(|r| r.problem.message).unwrap_or_default();
+        return super::operation::unavailable(&message);
+    }
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
 }
 
 #[derive(Deserialize)]
