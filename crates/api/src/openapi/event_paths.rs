@@ -33,15 +33,15 @@ pub(super) fn events_op(
         },
         "content": {"application/json": {"schema": schema_ref("ErrorResponse")}},
     });
+    let mut page = json_answer(
+        "A page, oldest first; follow `nextLink` while there is one, then poll from `cursor`. With \
+         `follow=true`, the stream.",
+        schema_ref("EventList"),
+        request_id(),
+    );
+    page["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
     let mut op = Op::new(id, summary, tag, params)
-        .answer(
-            200,
-            json_answer(
-                "A page, oldest first; follow `nextLink` while there is one, then poll from `cursor`.",
-                schema_ref("EventList"),
-                request_id(),
-            ),
-        )
+        .answer(200, page)
         .answer(410, gone)
         .errors(&[400, 403, 404, 500, 503])
         .with("x-ms-pageable", json!({"nextLinkName": "nextLink"}))
