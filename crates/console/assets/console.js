@@ -59,9 +59,9 @@ function followEvents() {
   const el = document.getElementById("live-events");
   if (!el || !el.dataset.events || typeof EventSource === "undefined") return false;
   const source = new EventSource(el.dataset.events);
-  // A reconnect may have missed changes: read the page again then too.
-  let opened = false;
-  source.onopen = () => { if (opened) refresh(); opened = true; };
+  // The feed starts where it connects: a change between the page's rendering (or a lost
+  // connection) and now would be missed, so the page is read again whenever it connects.
+  source.onopen = () => refresh();
   let pending = false;
   const changed = () => {
     if (pending) return;

@@ -333,9 +333,10 @@ async fn the_event_feed_is_read_and_followed() {
     let table = cli.run(&["events"]).await.expect(0).stdout;
     assert!(table.contains("resourceCreated") && table.contains("Succeeded"), "{table}");
 
-    // Following: each event a line as it commits.
+    // Following, from the cursor the read printed (not `latest`: the follower may connect
+    // after the create below): each event a line as it commits.
     let mut follower = cli
-        .command(env!("CARGO_BIN_EXE_slipway"), &["events", "-f", "--since", "latest", "-o", "json"])
+        .command(env!("CARGO_BIN_EXE_slipway"), &["events", "-f", "--since", "3", "-o", "json"])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
