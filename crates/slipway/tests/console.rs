@@ -214,12 +214,14 @@ async fn a_reader_signs_in_sees_no_controls_and_never_another_tenants_resources(
         .unwrap();
     assert_eq!(forged.status(), 403);
 
-    // The Owner of A signs in and is offered the controls.
+    // The Owner of A signs in and is offered the controls. (Each step waits for the page it
+    // leads to: a click or a post returns before the browser has the next page.)
     b.click("#sign-out").await;
-    assert_eq!(b.text("h1").await, "Sign in");
+    b.wait_text("h1", "the sign-in page, signed out", |t| t == "Sign in").await;
     b.submit("#sign-in", &[("token", &jwt("a-owner", "tenant-a"))]).await;
+    b.wait_text("h1", "a page for the signed-in Owner", |t| t != "Sign in").await;
     b.goto(&format!("{}/ui/resource?id={}", s.base, vnet(SUB_A, "a-net"))).await;
-    assert!(b.has("#delete").await, "the Owner may delete");
+    assert_eq!(b.text("#delete").await, "Delete", "the Owner may delete");
     b.goto(&format!("{}/ui/subscriptions/{SUB_A}", s.base)).await;
     assert!(b.has("#create").await, "the Owner may create");
     b.assert_clean("owner's pages").await;
