@@ -137,35 +137,35 @@ pub fn derive(before: &Snapshot, after: &Snapshot, now: Timestamp) -> Vec<Event>
             Some(old) if old.status != op.status => EventKind::OperationStatusChanged,
             Some(_) => continue,
         };
-        let event = operation_event(kind, op, old.map(|o| o.status), now);
+        let change = operation_change(op, old.map(|o| o.status));
         match host {
             Some(at) if leading.as_ref() == Some(&op.id) => {
-                events[at].operation = event.operation;
+                events[at].operation = Some(change);
                 host = None;
             }
-            _ => events.push(event),
+            _ => events.push(Event {
+                kind,
+                subscription: op.subscription.clone(),
+                resource_key: op.resource_key.clone(),
+                resource_id: op.resource_id.clone(),
+                time: now,
+                state: None,
+                previous_state: None,
+                generation: None,
+                operation: Some(change),
+            }),
         }
     }
     events
 }
 
-fn operation_event(kind: EventKind, op: &Operation, previous: Option<ProvisioningState>, now: Timestamp) -> Event {
-    Event {
-        kind,
-        subscription: op.subscription.clone(),
-        resource_key: op.resource_key.clone(),
-        resource_id: op.resource_id.clone(),
-        time: now,
-        state: None,
-        previous_state: None,
-        generation: None,
-        operation: Some(OperationEvent {
-            id: op.id.clone(),
-            request: op.request,
-            action: op.action.as_ref().map(|a| a.name.clone()),
-            status: op.status,
-            previous_status: previous,
-            error_code: op.error.as_ref().filter(|_| op.status != ProvisioningState::Succeeded).map(|e| e.code.clone()),
-        }),
+fn operation_change(op: &Operation, previous: Option<ProvisioningState>) -> OperationEvent {
+    OperationEvent {
+        id: op.id.clone(),
+        request: op.request,
+        action: op.action.as_ref().map(|a| a.name.clone()),
+        status: op.status,
+        previous_status: previous,
+        error_code: op.error.as_ref().filter(|_| op.status != ProvisioningState::Succeeded).map(|e| e.code.clone()),
     }
 }

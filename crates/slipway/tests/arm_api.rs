@@ -99,8 +99,7 @@ async fn failure_carries_the_playbook_error() {
     let (code, res) = s.get_json(&id).await;
     assert_eq!(code, 200);
     assert_eq!(res["properties"]["provisioningState"], "Failed");
-    // The result endpoint answers with the operation's own error, as a 409: the server did
-    // not fail.
+    // The result endpoint answers with the operation's own error, as a 409 (no server fault).
     let (code, err) = s.follow(&result_url).await;
     assert_eq!(code, 409);
     assert_eq!(err["error"]["code"], "ProvisioningFailed");
