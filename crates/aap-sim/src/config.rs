@@ -65,6 +65,20 @@ pub struct SimTemplate {
     /// Organization id; must be one of `organizations`.
     pub organization: u64,
     pub ask_variables_on_launch: bool,
+    /// AWX's `job_type` of a job template: `run` (the default) or `check` (Ansible's check
+    /// mode: the job reports what it would change and changes nothing). Workflow job
+    /// templates have none (ignored for them).
+    pub job_type: String,
+    /// Whether a launch may set `job_type` (else a launch's `job_type` is ignored and listed
+    /// in `ignored_fields`, as AWX does).
+    pub ask_job_type_on_launch: bool,
+    /// AWX's `diff_mode` of a job template: its jobs report the diff of what they change.
+    pub diff_mode: bool,
+    /// Whether a launch may set `diff_mode` (else ignored, like `job_type`).
+    pub ask_diff_mode_on_launch: bool,
+    /// What a successful `run`-mode job of the template does to the resource state the
+    /// simulator records (see [`ResourceEffect`]); a `check`-mode job only reports it.
+    pub resource_state: ResourceEffect,
     /// Without a survey spec in the simulator, an enabled survey accepts any variable.
     pub survey_enabled: bool,
     /// `false`: a launch while another job of this template is active waits in `pending`.
@@ -79,6 +93,47 @@ pub struct SimTemplate {
     /// `artifacts` (a playbook's `set_stats` in AWX). A string that is exactly `{{ a.b.c }}` is replaced by that path of
     /// the job's extra vars (e.g. `{{ slipway.resource.name }}`), absent paths by `null`.
     pub artifacts: serde_json::Value,
+}
+
+/// What a template's playbook does with the resource a job is launched for, modelled on
+/// Slipway's example playbooks, which record the resource as a JSON state file: the
+/// simulator keeps, per resource id (the launch's `slipway.resource.id`, compared
+/// case-insensitively), the JSON text a job "wrote" — `{"location", "properties", "tags"}` of
+/// `slipway.resource`, pretty-printed with sorted keys, as `to_nice_json` writes it. A job
+/// that runs to success reports the task with `changed` and (in diff mode) its diff, and in
+/// `run` mode applies it; a `check`-mode job only reports it. Jobs without
+/// `slipway.resource.id` in their extra vars touch nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceEffect {
+    /// By the template's name: a word `create` → [`ResourceEffect::Record`], `delete` →
+    /// [`ResourceEffect::Remove`], else [`ResourceEffect::None`] (words split at anything
+    /// but letters and digits: `slipway-create-subnet` records).
+    #[default]
+    Auto,
+    /// Task "Record the resource": writes the resource's state.
+    Record,
+    /// Task "Remove the recorded resource": removes it.
+    Remove,
+    /// Touches no recorded state (validate, actions).
+    None,
+}
+
+impl ResourceEffect {
+    /// The effect of a template named `name` (resolving [`ResourceEffect::Auto`]).
+    pub fn of(self, name: &str) -> ResourceEffect {
+        if self != ResourceEffect::Auto {
+            return self;
+        }
+        let has = |word: &str| name.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| w.eq_ignore_ascii_case(word));
+        if has("create") {
+            ResourceEffect::Record
+        } else if has("delete") {
+            ResourceEffect::Remove
+        } else {
+            ResourceEffect::None
+        }
+    }
 }
 
 /// A webhook notification template (AWX `notification_type: webhook`, default message bodies).
@@ -123,6 +178,11 @@ pub struct Faults {
     /// stop it, as with AWX.
     pub launch_delay_ms: u64,
     pub launch_delay_jitter_ms: u64,
+    /// How long after a job ended AWX's callback receiver is still saving its events: until
+    /// then the job shows `event_processing_finished: false` and lists only the events of
+    /// its start (AWX marks a job finished when its playbook ends, and its events arrive
+    /// through a queue). 0: at once.
+    pub event_processing_delay_ms: u64,
     /// Seed of the deterministic generator behind the percentages.
     pub seed: u64,
 }
@@ -140,6 +200,7 @@ impl Default for Faults {
             lose_launch_response_percent: 0,
             launch_delay_ms: 0,
             launch_delay_jitter_ms: 0,
+            event_processing_delay_ms: 0,
             seed: 0,
         }
     }
@@ -163,6 +224,11 @@ impl Default for SimTemplate {
             name: String::new(),
             organization: 1,
             ask_variables_on_launch: false,
+            job_type: "run".into(),
+            ask_job_type_on_launch: false,
+            diff_mode: false,
+            ask_diff_mode_on_launch: false,
+            resource_state: ResourceEffect::Auto,
             survey_enabled: false,
             allow_simultaneous: false,
             duration_seconds: 2.0,
@@ -258,6 +324,8 @@ impl SimConfig {
             id: id as u64,
             name: format!("slipway-{verb}-{kind}"),
             ask_variables_on_launch: true,
+            ask_job_type_on_launch: true,
+            ask_diff_mode_on_launch: true,
             allow_simultaneous: true,
             artifacts: example_artifacts(kind, verb),
             ..SimTemplate::default()
@@ -331,6 +399,9 @@ impl SimConfig {
                     "template {:?}: outcome {:?} is not one of successful, failed, error, canceled",
                     t.name, t.outcome
                 ));
+            }
+            if !matches!(t.job_type.as_str(), "run" | "check") {
+                return invalid(format!("template {:?}: job_type {:?} is not one of run, check", t.name, t.job_type));
             }
             if !(t.duration_seconds >= 0.0 && t.pending_seconds >= 0.0) {
                 return invalid(format!("template {:?}: durations must be ≥ 0", t.name));

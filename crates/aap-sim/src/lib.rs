@@ -17,6 +17,13 @@
 //! `aap_sim_duration_seconds`, `aap_sim_pending_seconds`, or Slipway's envelope
 //! `slipway.resource.properties.simulateFailure` / `.delaySeconds`.
 //!
+//! Check mode: a job template's `job_type` (`run`/`check`) and `diff_mode`, set per launch
+//! only when the template prompts for them (`ask_job_type_on_launch`,
+//! `ask_diff_mode_on_launch`; else ignored and listed in `ignored_fields`, as AWX does). The
+//! playbooks of create and delete templates keep resource state, per `slipway.resource.id`
+//! ([`ResourceEffect`]): a job that runs to success reports its record task (`runner_on_ok`,
+//! `changed`, the diff in diff mode) and, in `run` mode only, applies it.
+//!
 //! Faults (`Faults`): latency, `429` with `Retry-After` (every Nth request, or to everything in
 //! periodic bursts), `503`s (optionally with `Retry-After`), dropped connections, launches whose
 //! response is lost. Clients are told apart by `User-Agent`; a request that arrives before the
@@ -25,13 +32,15 @@
 //! Test hooks: [`SimHandle`] in process, and the same over HTTP for the binary under `/_sim/`
 //! (`GET requests`, `POST requests/reset`, `GET clients`, `GET injected`, `GET violations`,
 //! `GET jobs`, `GET jobs/{id}`, `DELETE jobs/{id}`, `PUT jobs/{id}/status` `{"status": …}`,
-//! `GET|PUT faults`).
+//! `GET|PUT faults`, `GET resources`, `GET|PUT|DELETE resources/{resource id}`).
 
 mod api;
 mod awx;
 mod config;
+mod events;
 mod lifecycle;
 mod query;
+mod resources;
 mod server;
 mod shared;
 mod state;
@@ -40,7 +49,10 @@ mod util;
 mod views;
 mod webhook;
 
-pub use config::{ConfigError, Faults, RateLimitBurst, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
+pub use config::{
+    ConfigError, Faults, RateLimitBurst, ResourceEffect, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook,
+};
 pub use lifecycle::SimJob;
+pub use resources::{STATE_DIR, state_text};
 pub use server::{JobTimes, Sim, SimHandle};
 pub use throttle::{FaultCounts, Violation};

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::awx::{Kind, Status, User};
-use crate::config::SimTemplate;
+use crate::config::{ResourceEffect, SimTemplate};
+use crate::resources::Record;
 use crate::util::{format_api, now_micros};
 
 /// What a job will do: decided at launch from the template and the per-launch overrides.
@@ -23,6 +24,10 @@ pub struct Plan {
     pub outcome: Status,
     /// Why it fails, when it does: becomes `result_traceback`.
     pub failure: String,
+    /// `job_type: check`: Ansible's check mode, which reports changes and makes none.
+    pub check: bool,
+    /// `diff_mode`: the job's task results carry their diffs.
+    pub diff_mode: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -48,6 +53,10 @@ pub struct Job {
     pub job_explanation: String,
     pub result_traceback: String,
     pub plan: Plan,
+    /// What the job's playbook does with the resource state (resolved from the template).
+    pub effect: ResourceEffect,
+    /// What its record task found and did, once it ran to success (see `State::settle`).
+    pub record: Option<Record>,
     /// When the current lifecycle phase began (monotonic; phases are timed, not the wall clock).
     pub phase_since: Instant,
     pub cancel_requested: bool,
@@ -57,6 +66,11 @@ pub struct Job {
 }
 
 impl Job {
+    /// AWX's `job_type`: `check` or `run`.
+    pub fn job_type(&self) -> &'static str {
+        if self.plan.check { "check" } else { "run" }
+    }
+
     /// AWX's `elapsed`: seconds between started and finished (live while running), 3 decimals.
     pub fn elapsed(&self, now: i64) -> f64 {
         let secs = match (self.started, self.finished) {
@@ -84,6 +98,8 @@ impl Job {
             template_id: self.template_id,
             template_name: self.template_name.clone(),
             status: self.status.as_str().into(),
+            job_type: self.job_type().into(),
+            diff_mode: self.plan.diff_mode,
             extra_vars: self.extra_vars.clone(),
             created: format_api(self.created),
             finished: self.finished.map(format_api),
@@ -103,6 +119,12 @@ pub struct SimJob {
     pub template_id: u64,
     pub template_name: String,
     pub status: String,
+    /// `run` or `check` (Ansible's check mode); `run` for workflow jobs.
+    #[serde(default)]
+    pub job_type: String,
+    /// Whether the job runs in diff mode.
+    #[serde(default)]
+    pub diff_mode: bool,
     /// The extra vars the job received (after prompts were applied), as an object.
     pub extra_vars: Value,
     pub created: String,
@@ -207,6 +229,12 @@ impl Jobs {
                 job_explanation: String::new(),
                 result_traceback: String::new(),
                 plan,
+                effect: if kind == Kind::Job {
+                    template.resource_state.of(&template.name)
+                } else {
+                    ResourceEffect::None
+                },
+                record: None,
                 phase_since: Instant::now(),
                 cancel_requested: false,
                 forced: false,
@@ -371,7 +399,14 @@ mod tests {
     }
 
     fn launch(jobs: &mut Jobs, t: &SimTemplate, pending_seconds: f64, duration_seconds: f64) -> u64 {
-        let plan = Plan { pending_seconds, duration_seconds, outcome: Status::Successful, failure: String::new() };
+        let plan = Plan {
+            pending_seconds,
+            duration_seconds,
+            outcome: Status::Successful,
+            failure: String::new(),
+            check: false,
+            diff_mode: false,
+        };
         let user = User { id: 1, username: "admin".into() };
         jobs.launch(Kind::Job, t, json!({}), String::new(), plan, user)
     }

@@ -158,7 +158,12 @@ const JOB_FIELDS: &[&[Field]] = &[
         f("job_template__name", Str, "summary_fields.job_template.name"),
     ],
     UNIFIED_JOB_TAIL,
-    &[f("playbook", Str, "playbook"), f("event_processing_finished", Bool, "event_processing_finished")],
+    &[
+        f("playbook", Str, "playbook"),
+        f("event_processing_finished", Bool, "event_processing_finished"),
+        f("job_type", Str, "job_type"),
+        f("diff_mode", Bool, "diff_mode"),
+    ],
 ];
 
 const WORKFLOW_JOB_FIELDS: &[&[Field]] = &[

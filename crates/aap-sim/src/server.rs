@@ -294,6 +294,30 @@ impl SimHandle {
         self.shared.lock().jobs.remove(&id);
     }
 
+    /// The resource state the simulated playbooks recorded for the resource `id` (compared
+    /// case-insensitively): the JSON text a successful `run`-mode create job wrote.
+    pub fn resource_state(&self, id: &str) -> Option<String> {
+        self.shared.lock().resources.get(id).map(str::to_owned)
+    }
+
+    /// Every recorded resource state, by resource id.
+    pub fn resource_states(&self) -> BTreeMap<String, String> {
+        self.shared.lock().resources.all()
+    }
+
+    /// Overwrites (`Some`) or removes (`None`, or an empty text) the recorded state of the
+    /// resource `id`, behind the back of whoever launched the jobs (drift). [`crate::state_text`]
+    /// writes a state as the playbooks do.
+    pub fn set_resource_state(&self, id: &str, text: Option<String>) {
+        let mut state = self.shared.lock();
+        match text {
+            Some(text) => state.resources.set(id, text),
+            None => {
+                state.resources.remove(id);
+            }
+        }
+    }
+
     /// Forces a status (any AWX job status). The lifecycle stops driving the job (a pending
     /// cancel still applies); entering `running` or a terminal status sends the notifications
     /// AWX would. An unknown status or job is ignored (and logged).

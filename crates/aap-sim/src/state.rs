@@ -1,5 +1,6 @@
-//! The simulated controller's data: its configuration, jobs (driven by `lifecycle`), tokens,
-//! the request counters, the fault settings and generator, and the per-client Retry-After
+//! The simulated controller's data: its configuration, jobs (driven by `lifecycle`), the
+//! resource state its playbooks keep (`resources`: a job that ends successfully settles its
+//! record task here), tokens, the request counters, the fault settings and generator, and the per-client Retry-After
 //! accounting. AWX's JSON views of it are in `views`.
 //!
 //! Everything sits behind one `std::sync::Mutex` (held only for short, non-async sections): the
@@ -10,7 +11,8 @@ use std::time::Instant;
 
 use crate::awx::{Kind, Status, User};
 use crate::config::{Faults, SimConfig, SimTemplate};
-use crate::lifecycle::Jobs;
+use crate::lifecycle::{Jobs, NotifyEvent};
+use crate::resources::{Record, Resources, target};
 use crate::throttle::{Clients, FaultCounts, Violation};
 use crate::util::{Prng, now_micros};
 use crate::webhook::{Notice, notification_body};
@@ -29,6 +31,8 @@ pub struct State {
     /// When the simulator started: templates' `created`.
     pub boot: i64,
     pub jobs: Jobs,
+    /// What the simulated playbooks recorded, per resource.
+    pub resources: Resources,
     pub tokens: BTreeMap<u64, Token>,
     next_token_id: u64,
     pub requests: BTreeMap<String, u64>,
@@ -55,6 +59,7 @@ impl State {
             base_url,
             boot: now_micros(),
             jobs: Jobs::default(),
+            resources: Resources::default(),
             tokens: BTreeMap::new(),
             next_token_id: 1,
             requests: BTreeMap::new(),
@@ -135,15 +140,46 @@ impl State {
     /// Advances every active job; returns the notifications the transitions trigger.
     pub fn tick(&mut self, now: Instant) -> Vec<Notice> {
         let mut notices = Vec::new();
+        let mut succeeded = Vec::new();
         let base_url = &self.base_url;
-        self.jobs.tick(now, |event, job| notices.push(Notice { event, body: notification_body(base_url, job) }));
+        self.jobs.tick(now, |event, job| {
+            if event == NotifyEvent::Success {
+                succeeded.push(job.id);
+            }
+            notices.push(Notice { event, body: notification_body(base_url, job) });
+        });
+        for id in succeeded {
+            self.settle(id);
+        }
         notices
     }
 
     /// Forces a status (test hook; see [`Jobs::force_status`]); returns the notifications.
+    /// A job forced to succeed after it started settles its record task like one that ran.
     pub fn force_status(&mut self, id: u64, status: Status) -> Vec<Notice> {
         let events = self.jobs.force_status(id, status);
+        if events.contains(&NotifyEvent::Success) {
+            self.settle(id);
+        }
         let Some(job) = self.jobs.get(&id) else { return Vec::new() };
         events.into_iter().map(|event| Notice { event, body: notification_body(&self.base_url, job) }).collect()
+    }
+
+    /// A job that ran to success: its record task compares what it writes with what is
+    /// recorded and, in `run` mode, writes it (`check` mode only reports). Once per job.
+    fn settle(&mut self, id: u64) {
+        let Some(job) = self.jobs.get(&id) else { return };
+        if job.status != Status::Successful || job.started.is_none() || job.record.is_some() {
+            return;
+        }
+        let Some(t) = target(job.effect, &job.extra_vars) else { return };
+        let before = self.resources.get(&t.id).unwrap_or_default().to_owned();
+        let record = Record { task: t.task, path: t.path, before, after: t.proposed.unwrap_or_default() };
+        if !job.plan.check && record.changed() {
+            self.resources.set(&t.id, record.after.clone());
+        }
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.record = Some(record);
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! AWX's JSON views of the simulated controller, field for field as AWX 24.6.1's serializers
 //! write them: users, organizations, job templates and workflow job templates (with their
-//! summary fields: last job, recent jobs), jobs and workflow jobs (detail and launch views),
-//! and job events. Reading only: nothing here changes the state.
+//! summary fields: last job, recent jobs), jobs and workflow jobs (detail and launch views).
+//! Job events are in `events`. Reading only: nothing here changes the state.
 
 use serde_json::{Value, json};
 
@@ -137,7 +137,7 @@ impl State {
                     }),
                 );
                 for (k, val) in [
-                    ("job_type", json!("run")),
+                    ("job_type", json!(t.job_type)),
                     ("inventory", Value::Null),
                     ("project", Value::Null),
                     ("playbook", json!(format!("{}.yml", t.name))),
@@ -153,8 +153,8 @@ impl State {
                     ("use_fact_cache", json!(false)),
                     ("execution_environment", Value::Null),
                     ("host_config_key", json!("")),
-                    ("ask_diff_mode_on_launch", json!(false)),
-                    ("ask_job_type_on_launch", json!(false)),
+                    ("ask_diff_mode_on_launch", json!(t.ask_diff_mode_on_launch)),
+                    ("ask_job_type_on_launch", json!(t.ask_job_type_on_launch)),
                     ("ask_verbosity_on_launch", json!(false)),
                     ("ask_credential_on_launch", json!(false)),
                     ("ask_execution_environment_on_launch", json!(false)),
@@ -163,7 +163,7 @@ impl State {
                     ("ask_timeout_on_launch", json!(false)),
                     ("ask_instance_groups_on_launch", json!(false)),
                     ("become_enabled", json!(false)),
-                    ("diff_mode", json!(false)),
+                    ("diff_mode", json!(t.diff_mode)),
                     ("custom_virtualenv", Value::Null),
                     ("job_slice_count", json!(1)),
                     ("prevent_instance_group_fallback", json!(false)),
@@ -273,7 +273,7 @@ impl State {
                 );
                 let played = job.started.is_some();
                 for (k, val) in [
-                    ("job_type", json!("run")),
+                    ("job_type", json!(job.job_type())),
                     ("inventory", Value::Null),
                     ("project", Value::Null),
                     ("playbook", json!(format!("{}.yml", job.template_name))),
@@ -291,13 +291,13 @@ impl State {
                     ("execution_environment", Value::Null),
                     ("execution_node", json!(if played { "aap-sim" } else { "" })),
                     ("controller_node", json!(if played { "aap-sim" } else { "" })),
-                    ("event_processing_finished", json!(terminal)),
+                    ("event_processing_finished", json!(self.events_processed(job))),
                     ("job_template", json!(job.template_id)),
                     ("passwords_needed_to_start", json!([])),
                     ("artifacts", artifacts(job)),
                     ("scm_revision", json!("")),
                     ("instance_group", Value::Null),
-                    ("diff_mode", json!(false)),
+                    ("diff_mode", json!(job.plan.diff_mode)),
                     ("job_slice_number", json!(0)),
                     ("job_slice_count", json!(1)),
                 ] {
@@ -352,104 +352,6 @@ impl State {
         }
         m.insert("summary_fields".into(), summary);
         v
-    }
-
-    /// The minimal event stream of a job: `playbook_on_start` once it runs, then a runner
-    /// event and `playbook_on_stats` once the play has an outcome.
-    pub fn job_events(&self, job: &Job) -> Vec<Value> {
-        if job.kind != Kind::Job {
-            return Vec::new();
-        }
-        let Some(started) = job.started else { return Vec::new() };
-        let playbook = format!("{}.yml", job.template_name);
-        let job_url = self.api(&format!("jobs/{}/", job.id));
-        let summary_job = json!({"id": job.id, "name": job.template_name, "description": "", "status": job.status.as_str(),
-            "failed": job.status.is_failed(), "elapsed": job.elapsed(now_micros()), "type": "job",
-            "job_template_id": job.template_id, "job_template_name": job.template_name});
-        let uuid = |counter: u64| format!("{:08x}-0000-4000-8000-{:012x}", job.id, counter);
-        let event = |counter: u64,
-                     name: &str,
-                     display: &str,
-                     at: i64,
-                     level: u64,
-                     host: &str,
-                     failed: bool,
-                     stdout: String,
-                     data: Value| {
-            let id = job.id * 100 + counter;
-            json!({
-                "id": id, "type": "job_event", "url": self.api(&format!("job_events/{id}/")),
-                "related": {"job": job_url, "children": self.api(&format!("job_events/{id}/children/"))},
-                "summary_fields": {"job": summary_job},
-                "created": format_api(at), "modified": format_api(at),
-                "job": job.id, "event": name, "counter": counter, "event_display": display,
-                "event_data": data, "event_level": level, "failed": failed, "changed": false,
-                "uuid": uuid(counter), "parent_uuid": if counter == 1 { String::new() } else { uuid(1) },
-                "host": Value::Null, "host_name": host, "playbook": playbook,
-                "play": if counter == 1 { "" } else { "aap-sim" }, "task": if level == 3 { "simulated task" } else { "" },
-                "role": "", "stdout": stdout, "start_line": counter - 1, "end_line": counter, "verbosity": 0,
-            })
-        };
-        let mut out = vec![event(
-            1,
-            "playbook_on_start",
-            "Playbook Started",
-            started,
-            0,
-            "",
-            false,
-            String::new(),
-            json!({"playbook": playbook}),
-        )];
-        if let (Some((_, failed)), Some(finished)) = (job.host_stats(), job.finished) {
-            let (name, display, res) = if failed {
-                (
-                    "runner_on_failed",
-                    "Host Failed",
-                    json!({"failed": true, "msg": job.result_traceback, "changed": false}),
-                )
-            } else {
-                ("runner_on_ok", "Host OK", json!({"changed": false, "msg": "ok"}))
-            };
-            let stdout = if failed {
-                format!(
-                    "fatal: [localhost]: FAILED! => {{\"msg\": {}}}",
-                    serde_json::to_string(&job.result_traceback).unwrap_or_default()
-                )
-            } else {
-                "ok: [localhost]".to_string()
-            };
-            out.push(event(
-                2,
-                name,
-                display,
-                finished,
-                3,
-                "localhost",
-                failed,
-                stdout,
-                json!({"host": "localhost", "task": "simulated task", "res": res}),
-            ));
-            let f = u64::from(failed);
-            let stats = json!({"ok": {"localhost": 1 - f}, "failures": {"localhost": f}, "changed": {}, "dark": {},
-                               "skipped": {}, "processed": {"localhost": 1}, "rescued": {}, "ignored": {}, "artifact_data": {}});
-            let recap = format!("PLAY RECAP *********\nlocalhost : ok={} changed=0 unreachable=0 failed={f}", 1 - f);
-            out.push(event(3, "playbook_on_stats", "Playbook Complete", finished, 0, "", false, recap, stats));
-        }
-        out
-    }
-
-    /// A job's standard output as AWX's `stdout` endpoint builds it: its events' `stdout`,
-    /// one per line, in counter order.
-    pub fn job_stdout(&self, job: &Job) -> String {
-        let mut out = String::new();
-        for event in self.job_events(job) {
-            if let Some(line) = event["stdout"].as_str().filter(|s| !s.is_empty()) {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out
     }
 }
 

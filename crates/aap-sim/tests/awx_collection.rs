@@ -1,15 +1,20 @@
 //! Fidelity check: the real `awx.awx` 24.6.1 collection (from the PyPI `ansible` 12.3.0 bundle,
 //! installed into `.venv/collections` by `scripts/setup-python.sh`) drives the simulator with
 //! `job_launch`, `job_wait`, `job_cancel` and `workflow_launch`, unmodified, with token and with
-//! basic auth, under `/api/` and under `/api/controller/`.
+//! basic auth, under `/api/` and under `/api/controller/`: extra vars, waits, failures,
+//! cancels, workflows, and a check-mode launch (`job_type: check`, `diff_mode`) of a template
+//! that prompts for them — the collection refuses one that does not, from the template's
+//! `ask_job_type_on_launch`.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use aap_sim::{Sim, SimConfig, SimTemplate, SimUser};
+use aap_sim::{ResourceEffect, Sim, SimConfig, SimTemplate, SimUser};
 
 const TOKEN: &str = "fidelity-token";
+/// The resource the check-mode job previews.
+const RESOURCE: &str = "/subscriptions/s1/resourceGroups/rg/providers/P.N/things/a";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
@@ -55,6 +60,12 @@ fn config(api_prefix: &str) -> SimConfig {
             quick(7, "Deploy", true),
             // Long enough that only the cancel can end it.
             SimTemplate { duration_seconds: 600.0, ..quick(8, "Long", false) },
+            SimTemplate {
+                ask_job_type_on_launch: true,
+                ask_diff_mode_on_launch: true,
+                resource_state: ResourceEffect::Record,
+                ..quick(10, "Preview", true)
+            },
         ],
         workflow_job_templates: vec![quick(9, "Pipeline", true)],
         tick_ms: 20,
@@ -127,6 +138,25 @@ fn playbook(auth: &str) -> String {
         job_id: "{{{{ long.id }}}}"
       register: recancel
 
+    - name: Launch in check mode with diff, as a what-if does
+      awx.awx.job_launch:
+        name: Preview
+        job_type: check
+        diff_mode: true
+        extra_vars:
+          slipway: {{resource: {{id: "{RESOURCE}", type: P.N/things, name: a, properties: {{size: 1}}}}}}
+        wait: true
+        interval: 0.2
+        timeout: 120
+      register: checked
+
+    - name: The collection refuses check mode for a template that does not prompt for it
+      awx.awx.job_launch:
+        name: Deploy
+        job_type: check
+      register: unprompted
+      ignore_errors: true
+
     - name: Launch a workflow and wait
       awx.awx.workflow_launch:
         name: Pipeline
@@ -152,6 +182,10 @@ fn playbook(auth: &str) -> String {
           - recancel is not changed
           - workflow is changed
           - workflow.status == "successful"
+          - checked is changed
+          - checked.status == "successful"
+          - unprompted is failed
+          - unprompted.errors | select("search", "job_type was specified") | list | length == 1
 "#
     )
 }
@@ -210,9 +244,13 @@ async fn run_collection(api_prefix: &str, basic_auth: bool) {
     );
 
     let count = |key: &str| requests.get(&key.replace("{p}", api_prefix)).copied().unwrap_or(0);
-    assert_eq!(count("GET {p}v2/job_templates/"), 3, "template lookups by name: {requests:#?}");
+    assert_eq!(count("GET {p}v2/job_templates/"), 5, "template lookups by name: {requests:#?}");
     assert_eq!(count("GET {p}v2/job_templates/{id}/"), 1, "the named-URL lookup: {requests:#?}");
-    assert_eq!(count("POST {p}v2/job_templates/{id}/launch/"), 4, "{requests:#?}");
+    assert_eq!(
+        count("POST {p}v2/job_templates/{id}/launch/"),
+        5,
+        "the refused check launch is not sent: {requests:#?}"
+    );
     assert!(count("GET {p}v2/jobs/") >= 2, "job_wait/job_cancel look jobs up by id: {requests:#?}");
     assert!(count("GET {p}v2/jobs/{id}/") >= 2, "waits poll the job url: {requests:#?}");
     assert_eq!(count("GET {p}v2/jobs/{id}/cancel/"), 2, "{requests:#?}");
@@ -243,6 +281,28 @@ async fn run_collection(api_prefix: &str, basic_auth: bool) {
     assert_eq!(jobs[0].extra_vars, serde_json::json!({"app": "web", "version": "1.2.3"}));
     let wf = jobs.iter().find(|j| j.kind == "workflow_job").expect("workflow job");
     assert_eq!(wf.extra_vars, serde_json::json!({"x": 1}));
+
+    // The check job ran as one, as the API reports it, and changed nothing it previewed.
+    let preview = jobs.iter().find(|j| j.template_name == "Preview").expect("the check job");
+    assert_eq!((preview.status.as_str(), preview.job_type.as_str(), preview.diff_mode), ("successful", "check", true));
+    assert!(jobs.iter().filter(|j| j.template_name != "Preview").all(|j| j.job_type == "run"), "{jobs:#?}");
+    let api = format!("{}{api_prefix}v2/jobs/{}/", sim.base_url(), preview.id);
+    let http = reqwest::Client::new();
+    let job: serde_json::Value =
+        http.get(&api).bearer_auth(TOKEN).send().await.expect("job").json().await.expect("JSON");
+    assert_eq!((&job["job_type"], &job["diff_mode"]), (&serde_json::json!("check"), &serde_json::json!(true)));
+    let events: serde_json::Value = http
+        .get(format!("{api}job_events/?event=runner_on_ok&changed=true"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("events")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(events["count"], 1, "{events}");
+    assert_eq!(events["results"][0]["event_data"]["res"]["diff"]["before"], "", "{events}");
+    assert_eq!(sim.handle().resource_state(RESOURCE), None);
     sim.shutdown().await;
 }
 

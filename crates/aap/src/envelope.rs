@@ -144,6 +144,7 @@ mod tests {
             parent: None,
             references: Default::default(),
             parameters: Value::Null,
+            check_mode: false,
         }
     }
 

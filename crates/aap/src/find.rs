@@ -1,6 +1,6 @@
 //! `find`: every job of an idempotency key, oldest first, from the template's job list
 //! (newest first, bounded by the intent time and the configured window), matched by the
-//! `slipway_idempotency_key` extra var. An empty answer comes only after the whole list (or the
+//! `slipway_idempotency_key` extra var; a job with `job_type: check` gets a check handle. An empty answer comes only after the whole list (or the
 //! window) was read without error.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use slipway_domain::JobState;
 use slipway_provider::{LaunchRequest, Launched, ProviderError};
 
 use crate::envelope::key_of;
-use crate::job::{JobKind, map_status, parse_handle};
+use crate::job::{JobKind, map_status, parse_handle, runs_in_check_mode};
 use crate::{AapProvider, append};
 
 /// How far AAP's clock may be behind Slipway's when `find` bounds its search by the intent
@@ -88,7 +88,9 @@ impl AapProvider {
                 continue;
             }
             tracing::info!(provider = %self.name, template = %name, job = id, key, "found an AAP job for the key");
-            jobs.push(Launched { handle: t.handle(kind, id), state, template: name.clone() });
+            // A check-mode job is known as one from its own row, as its launch would have
+            // made its handle: its status then reads its changes.
+            jobs.push(Launched { handle: t.handle(kind, id, runs_in_check_mode(row)), state, template: name.clone() });
         }
         Ok(jobs)
     }

@@ -85,12 +85,26 @@ pub fn map_status(word: &str) -> JobState {
 
 /// The handle of AAP job `id` of `kind`, started from template `template` (`template_id`, when
 /// known): what [`parse_handle`] reads back. Launch, `find` and listing all build it here, so
-/// a job found or listed again carries the handle its launch gave it.
-pub(crate) fn job_handle(kind: JobKind, id: u64, template_id: Option<u64>, template: &str) -> JobHandle {
-    JobHandle {
-        job_id: id.to_string().into(),
-        data: json!({ "kind": kind.as_str(), "template_id": template_id, "template": template }),
+/// a job found or listed again carries the handle its launch gave it. A job that runs in
+/// check mode (`job_type: check`) carries `"check": true` ([`is_check`]); others carry no
+/// `check` key.
+pub(crate) fn job_handle(kind: JobKind, id: u64, template_id: Option<u64>, template: &str, check: bool) -> JobHandle {
+    let mut data = json!({ "kind": kind.as_str(), "template_id": template_id, "template": template });
+    if check {
+        data["check"] = Value::Bool(true);
     }
+    JobHandle { job_id: id.to_string().into(), data }
+}
+
+/// Whether a handle is a check-mode job's (`"check": true`): its status, once it ended, carries
+/// the tasks it would have changed.
+pub fn is_check(h: &JobHandle) -> bool {
+    h.data.get("check").and_then(Value::as_bool) == Some(true)
+}
+
+/// Whether an AWX job row (list or detail, launch answer) runs in check mode.
+pub(crate) fn runs_in_check_mode(row: &Value) -> bool {
+    row.get("job_type").and_then(Value::as_str) == Some("check")
 }
 
 /// The job kind and numeric id a handle refers to.

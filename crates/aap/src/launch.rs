@@ -3,6 +3,16 @@
 //! throttle gate: refused while it is closed), what its answer or failure means
 //! ([`launch_status_error`], [`launch_transport_error`]), and the job AAP started while
 //! ignoring the extra vars, cancelled and reported as a permanent failure.
+//!
+//! Check mode (`LaunchRequest::check_mode`): AAP ignores a `job_type` the template does not
+//! prompt for and runs the job as `run` — it would change what it was only to predict. So
+//! the launch is refused unsent (`Unsupported`) unless the resolved template is a job
+//! template that prompts for its job type (a workflow has no job type; a sliced job template
+//! starts a workflow of slices); it then sends `"job_type": "check"`, and `"diff_mode": true`
+//! when the template prompts for diff mode (else the job reports changes without diffs). A
+//! launch answer saying the job type was ignored all the same (the template changed since it
+//! was resolved) means a `run` job started: it is cancelled and the launch fails (see
+//! [`AapProvider::reject_run_mode`]).
 
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -12,7 +22,7 @@ use slipway_provider::{LaunchRequest, Launched, ProviderError};
 use crate::AapProvider;
 use crate::envelope::extra_vars;
 use crate::http::{self, Http, HttpError};
-use crate::job::{JobKind, map_status};
+use crate::job::{JobKind, map_status, runs_in_check_mode};
 use crate::template::Template;
 
 /// How a launch that got no usable answer is reported.
@@ -55,9 +65,19 @@ impl AapProvider {
     pub(crate) async fn launch_once(&self, request: &LaunchRequest) -> Result<Launched, ProviderError> {
         let name = self.template_name(request)?;
         let t = self.launchable_template(&name).await?;
+        let check = request.check_mode;
+        if check {
+            self.check_mode_launchable(&t)?;
+        }
         let url = self.http.url(&format!("{}{}/launch/", t.kind.templates_path(), t.id));
         let what = Http::what(&Method::POST, &url);
-        let body = json!({ "extra_vars": extra_vars(self.envelope, request) });
+        let mut body = json!({ "extra_vars": extra_vars(self.envelope, request) });
+        if check {
+            body["job_type"] = json!("check");
+            if t.prompts_for_diff_mode {
+                body["diff_mode"] = json!(true);
+            }
+        }
         // Exactly one try: a repeated POST can start a second job. Never held at the throttle
         // gate either: refused (RateLimited) while it is closed.
         let reply = match self.http.send_now(Method::POST, &url, Some(&body)).await {
@@ -79,11 +99,56 @@ impl AapProvider {
         }
         let answer = reply.json(&what).map_err(launch_transport_error)?;
         let (kind, id, state) = self.launched(&t, &answer)?;
-        if let Some(ignored) = answer.get("ignored_fields").filter(|v| v.as_object().is_some_and(|m| !m.is_empty())) {
-            return Err(self.reject_ignored(&t, kind, id, ignored).await);
+        let mut ignored: Vec<&str> = answer
+            .get("ignored_fields")
+            .and_then(Value::as_object)
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        if check {
+            // Ignored, or not reported ignored but started as `run` all the same.
+            let ran_as_run =
+                answer.get("job_type").and_then(Value::as_str).is_some_and(|_| !runs_in_check_mode(&answer));
+            if ignored.contains(&"job_type") || ran_as_run {
+                return Err(self.reject_run_mode(&t, kind, id).await);
+            }
+            if ignored.contains(&"diff_mode") {
+                // Still a check job: it reports its changed tasks, only without their diffs.
+                self.forget_template(&t.name);
+                tracing::warn!(provider = %self.name, template = %name, job = id, "AAP ignored diff_mode: the check job reports no diffs");
+                ignored.retain(|f| *f != "diff_mode");
+            }
         }
-        tracing::info!(provider = %self.name, template = %name, job = id, kind = kind.as_str(), key = %request.idempotency_key, "launched AAP job");
-        Ok(Launched { handle: t.handle(kind, id), state, template: name })
+        if !ignored.is_empty() {
+            return Err(self.reject_ignored(&t, kind, id, &ignored).await);
+        }
+        tracing::info!(provider = %self.name, template = %name, job = id, kind = kind.as_str(), check, key = %request.idempotency_key, "launched AAP job");
+        Ok(Launched { handle: t.handle(kind, id, check), state, template: name })
+    }
+
+    /// Whether `t` can run a check-mode job (see the module doc); refused unsent otherwise.
+    /// A template refused for what it does not prompt for is not kept cached: fixing it in AAP
+    /// takes effect on the next attempt.
+    fn check_mode_launchable(&self, t: &Template) -> Result<(), ProviderError> {
+        let name = &t.name;
+        let why = if t.kind == JobKind::WorkflowJob {
+            format!(
+                "the workflow job template '{name}' cannot run in check mode: AAP runs only job templates in check mode (a workflow has no job type)"
+            )
+        } else if !t.prompts_for_job_type {
+            self.forget_template(name);
+            format!(
+                "the job template '{name}' does not prompt for its job type on launch: turn on 'Prompt on launch' for Job Type (ask_job_type_on_launch) to run it in check mode"
+            )
+        } else if t.sliced {
+            self.forget_template(name);
+            format!(
+                "the job template '{name}' is sliced (job_slice_count above 1): its launch starts a workflow of slices, whose changes cannot be read; set job_slice_count to 1 to run it in check mode"
+            )
+        } else {
+            return Ok(());
+        };
+        tracing::info!(provider = %self.name, template = %name, reason = %why, "AAP check-mode launch refused");
+        Err(ProviderError::Unsupported(why))
     }
 
     /// A launch answer (2xx) → the job it started.
@@ -104,13 +169,9 @@ impl AapProvider {
 
     /// AAP started a job but dropped the extra vars: the job runs without the resource and
     /// cannot be found by key. It is cancelled (best effort) and the launch fails.
-    async fn reject_ignored(&self, t: &Template, kind: JobKind, id: u64, ignored: &Value) -> ProviderError {
+    async fn reject_ignored(&self, t: &Template, kind: JobKind, id: u64, fields: &[&str]) -> ProviderError {
         self.forget_template(&t.name);
-        let fields: Vec<&str> = ignored.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default();
-        let cancelled = match self.cancel_job(kind, id).await {
-            Ok(_) => "cancelled".to_owned(),
-            Err(e) => format!("NOT cancelled ({e})"),
-        };
+        let cancelled = self.cancel_started(kind, id).await;
         tracing::warn!(provider = %self.name, template = %t.name, job = id, ?fields, "AAP ignored launch fields");
         ProviderError::Permanent(format!(
             "{} {:?} ignored the launch fields [{}]: enable 'Prompt on launch' for variables; AAP {} {id} was {cancelled}",
@@ -119,6 +180,33 @@ impl AapProvider {
             fields.join(", "),
             kind.noun()
         ))
+    }
+
+    /// A check-mode launch whose job AAP started in `run` mode (it ignored `job_type`: the
+    /// template stopped prompting for it after it was resolved). That job changes what it
+    /// was only to predict, so it is cancelled at once (best effort) and logged as an error.
+    /// The launch fails `Permanent`, not `Unsupported`: a job did start, and may have changed
+    /// something before its cancel took effect; the message says so. It is not returned as
+    /// launched: tracked as the check job, its end would read as a prediction, which it is
+    /// not.
+    async fn reject_run_mode(&self, t: &Template, kind: JobKind, id: u64) -> ProviderError {
+        self.forget_template(&t.name);
+        let cancelled = self.cancel_started(kind, id).await;
+        tracing::error!(provider = %self.name, template = %t.name, job = id, %cancelled, "AAP started a check-mode launch in run mode (job_type ignored)");
+        ProviderError::Permanent(format!(
+            "the {} '{}' ignored job_type \"check\" (it does not prompt for its job type on launch: turn on 'Prompt on launch' for Job Type (ask_job_type_on_launch)): AAP {} {id} started in run mode and was {cancelled}; it may have changed something before that",
+            t.kind.template_noun(),
+            t.name,
+            kind.noun()
+        ))
+    }
+
+    /// Cancels a job a launch should not have started: `cancelled`, or `NOT cancelled (why)`.
+    async fn cancel_started(&self, kind: JobKind, id: u64) -> String {
+        match self.cancel_job(kind, id).await {
+            Ok(_) => "cancelled".to_owned(),
+            Err(e) => format!("NOT cancelled ({e})"),
+        }
     }
 }
 
@@ -165,7 +253,7 @@ mod tests {
     #[test]
     fn launch_answers() {
         let p = AapProvider::new(AapOptions { base_url: "http://127.0.0.1:1".into(), ..Default::default() }).unwrap();
-        let t = Template { id: 3, kind: JobKind::Job, name: "jt".into(), prompts_for_variables: true };
+        let t = Template::new(3, JobKind::Job, "jt", true);
         assert_eq!(
             p.launched(&t, &json!({"id": 12, "type": "job", "job": 12, "status": "pending"})).unwrap(),
             (JobKind::Job, 12, JobState::Pending)

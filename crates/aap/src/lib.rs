@@ -17,6 +17,19 @@
 //!   answer `workflow_job`) goes into the handle, so status and cancel use the right
 //!   endpoint. If AAP reports it ignored the extra vars, the job it started cannot do its
 //!   work and is not findable by key: it is cancelled and the launch fails permanently.
+//! * **Check mode** (`LaunchRequest::check_mode`, a what-if): the launch adds
+//!   `"job_type": "check"` (and `"diff_mode": true` when the template prompts for it). AAP
+//!   would silently run a job template that does not prompt for its job type as `run`, so
+//!   the template must be a job template with `ask_job_type_on_launch` (read with its
+//!   resolution), not sliced: otherwise the launch is refused unsent,
+//!   [`ProviderError::Unsupported`] naming the template and the setting (workflow job
+//!   templates have no job type). An answer saying `job_type` was ignored all the same means
+//!   a `run` job started: it is cancelled, logged as an error, and the launch fails
+//!   permanently. A check job's handle carries `"check": true` ([`is_check`]; `find` and
+//!   `jobs_since` set it from the job's own `job_type`), and its status, once it ended,
+//!   carries its changed tasks (`JobStatus::changes`, from its `runner_on_ok` events with
+//!   `changed`), read once AAP has saved the job's events (until then it is reported
+//!   `Running`).
 //! * **Status** is batched: one `GET …/jobs/?id__in=…&page_size=200` (and `workflow_jobs/`)
 //!   per 200 handles, following `next` links. A job that turns `failed`/`error` gets its
 //!   detail fetched once (the list view has no `result_traceback`). A job missing from the
@@ -43,10 +56,11 @@
 //! `find`'s `created__gt`) come from [`AapOptions::clock`].
 //!
 //! Modules: `options` (options, errors, construction), `template` (names, resolution, the
-//! cache), `launch`, `status`, `find`, `listing`, `job` (kinds, status words, handles,
-//! cancel), `http` (requests, retries, the throttle gate), `envelope` (the extra vars),
-//! `naming`, `secret`.
+//! cache), `launch`, `status`, `changes` (a check job's changed tasks), `find`, `listing`,
+//! `job` (kinds, status words, handles, cancel), `http` (requests, retries, the throttle
+//! gate), `envelope` (the extra vars), `naming`, `secret`.
 
+mod changes;
 mod envelope;
 mod find;
 mod http;
@@ -76,7 +90,7 @@ use status::Bounded;
 use template::Template;
 
 pub use envelope::{Envelope, KEY_VAR, OSAC_API_VERSION, extra_vars, key_of, resource_group};
-pub use job::{JobKind, map_status, parse_handle};
+pub use job::{JobKind, is_check, map_status, parse_handle};
 pub use naming::{TemplateNaming, kebab};
 pub use options::{AapAuth, AapError, AapOptions};
 pub use secret::{Secret, SecretError};
@@ -110,6 +124,8 @@ pub struct AapProvider {
     resolving: tokio::sync::Mutex<()>,
     /// Failure details of terminal failed jobs.
     details: Mutex<Bounded<(JobKind, u64), String>>,
+    /// The changed tasks of ended check-mode jobs.
+    changes: Mutex<Bounded<(JobKind, u64), Vec<slipway_provider::TaskChange>>>,
     /// When a job was first seen missing from AAP's list.
     missing: Mutex<Bounded<(JobKind, u64), Instant>>,
 }
@@ -129,7 +145,8 @@ fn append(e: &mut ProviderError, text: &str) {
         | ProviderError::NotFound(message)
         | ProviderError::Transient(message)
         | ProviderError::Indeterminate(message)
-        | ProviderError::Permanent(message) => message.push_str(text),
+        | ProviderError::Permanent(message)
+        | ProviderError::Unsupported(message) => message.push_str(text),
     }
 }
 

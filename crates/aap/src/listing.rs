@@ -12,7 +12,7 @@ use slipway_provider::{Launched, ListedJob, ProviderError};
 
 use crate::envelope::{ANNOTATION_ACTION, ANNOTATION_RESOURCE_ID, key_of};
 use crate::find::found_job;
-use crate::job::{JobKind, job_handle};
+use crate::job::{JobKind, job_handle, runs_in_check_mode};
 use crate::{AapProvider, append};
 
 impl AapProvider {
@@ -81,7 +81,8 @@ impl Listing {
         };
         // A child's creation stands in for its workflow job's: a little later, never earlier.
         let launched_at = row.get("created").and_then(Value::as_str).and_then(Timestamp::parse_rfc3339);
-        let job = Launched { handle: job_handle(kind, id, template_id, &template), state, template };
+        let handle = job_handle(kind, id, template_id, &template, runs_in_check_mode(row));
+        let job = Launched { handle, state, template };
         self.jobs.push((id, ListedJob { key: key.into(), resource_id, action, job, launched_at }));
     }
 
@@ -187,6 +188,21 @@ mod tests {
         assert_eq!(jobs[0].job.state, JobState::Running);
         assert_eq!(jobs[1].job.template, "tpl");
         assert_eq!(jobs[1].job.handle.data, json!({"kind": "workflow_job", "template_id": 7, "template": "tpl"}));
+    }
+
+    /// A check-mode job is listed with a check handle, as its launch made it.
+    #[test]
+    fn check_jobs_keep_their_check_handle() {
+        let mut l = Listing::default();
+        let mut check = row(30, "job", "2025-01-01T00:00:01Z", slipway_vars("k-c", "create"));
+        check["job_type"] = json!("check");
+        l.add(&check, JobKind::Job);
+        let mut run = row(31, "job", "2025-01-01T00:00:02Z", slipway_vars("k-r", "create"));
+        run["job_type"] = json!("run");
+        l.add(&run, JobKind::Job);
+        let jobs = l.sorted();
+        assert_eq!(jobs[0].job.handle.data, json!({"kind": "job", "template_id": 7, "template": "tpl", "check": true}));
+        assert_eq!(jobs[1].job.handle.data, json!({"kind": "job", "template_id": 7, "template": "tpl"}));
     }
 
     /// A slice whose workflow job was not listed (created before the bound) stands for it,

@@ -258,6 +258,7 @@ impl AapProvider {
             templates: Mutex::new(HashMap::new()),
             resolving: tokio::sync::Mutex::new(()),
             details: Mutex::new(Bounded::new(DETAILS_CACHE)),
+            changes: Mutex::new(Bounded::new(DETAILS_CACHE)),
             missing: Mutex::new(Bounded::new(MISSING_CACHE)),
         })
     }

@@ -1,7 +1,7 @@
 //! Status reads: one `GET …/jobs/?id__in=…` (and `workflow_jobs/`) per [`PAGE_SIZE`] handles,
 //! following `next` links; the detail (and failure events) of a job that failed, fetched once
-//! and remembered; and a job missing from AAP's list, `Transient` for `purge_grace`, then
-//! `NotFound`.
+//! and remembered; a check-mode job's changed tasks once it ended (`changes`); and a job
+//! missing from AAP's list, `Transient` for `purge_grace`, then `NotFound`.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -12,7 +12,7 @@ use slipway_provider::{JobHandle, JobStatus, ProviderError};
 use tokio::time::Instant;
 
 use crate::http::{self, HttpError};
-use crate::job::{JobKind, map_status, parse_handle};
+use crate::job::{JobKind, is_check, map_status, parse_handle};
 use crate::{AapProvider, lock};
 
 /// Rows per list page (AWX's `MAX_PAGE_SIZE`), and ids per batched status request.
@@ -107,11 +107,11 @@ impl AapProvider {
             }
         }
         let mut out = Vec::with_capacity(handles.len());
-        for p in parsed {
+        for (p, h) in parsed.into_iter().zip(handles) {
             let result = match p {
                 Err(e) => Err(e),
                 Ok((kind, id)) => match rows.get(&(kind, id)) {
-                    Some(Ok(row)) => Ok(self.observe(kind, id, row).await),
+                    Some(Ok(row)) => self.observe(kind, id, is_check(h), row).await,
                     Some(Err(e)) => Err(e.clone()),
                     None => Err(self.missing(kind, id)),
                 },
@@ -140,8 +140,9 @@ impl AapProvider {
         Ok(rows)
     }
 
-    /// The status of a job AAP listed.
-    async fn observe(&self, kind: JobKind, id: u64, row: &StatusRow) -> JobStatus {
+    /// The status of a job AAP listed; a check-mode job's (`check`) that ended carries its
+    /// changed tasks, and stays `Running` until AAP has saved its events.
+    async fn observe(&self, kind: JobKind, id: u64, check: bool, row: &StatusRow) -> Result<JobStatus, ProviderError> {
         lock(&self.missing).remove(&(kind, id));
         let word = row.status.as_str();
         let state = map_status(word);
@@ -152,11 +153,22 @@ impl AapProvider {
         } else {
             format!("{word_text}: {}", first_line(explanation))
         };
+        let changes = if check && state.is_terminal() {
+            match self.check_changes(kind, id).await? {
+                Some(changes) => Some(changes),
+                None => {
+                    let waiting = format!("{message} (AAP is still saving the job's events)");
+                    return Ok(JobStatus::new(JobState::Running, waiting));
+                }
+            }
+        } else {
+            None
+        };
         let error_details =
             if state == JobState::Failed { self.failure_details(kind, id, explanation).await } else { String::new() };
         // A failed job's report counts too: a preflight job fails with its checks.
         let stats = slipway_provider::stats_in(row.artifacts.as_ref());
-        JobStatus { state, message, error_details, stats }
+        Ok(JobStatus { state, message, error_details, stats, changes })
     }
 
     /// Why a job failed: its `result_traceback` (detail view), else its failed tasks (job

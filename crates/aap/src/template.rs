@@ -2,7 +2,8 @@
 //! resolution by name among job templates, then workflow job templates (a job template wins;
 //! within the configured organization if any), and the cache of resolutions: single-flight
 //! (a burst of launches of one uncached template makes one lookup) and dropped when AAP
-//! answers that the template is gone or refuses it.
+//! answers that the template is gone or refuses it. A resolution also says what a launch may
+//! set beyond the extra vars: the job type and diff mode a check-mode launch needs.
 
 use serde_json::Value;
 use slipway_provider::{JobHandle, LaunchRequest, ProviderError};
@@ -19,12 +20,32 @@ pub(crate) struct Template {
     pub name: String,
     /// `ask_variables_on_launch || survey_enabled`: AAP passes our extra vars on.
     pub prompts_for_variables: bool,
+    /// `ask_job_type_on_launch` (job templates): a launch may ask for `job_type: check`.
+    pub prompts_for_job_type: bool,
+    /// `ask_diff_mode_on_launch` (job templates): a launch may ask for `diff_mode: true`.
+    pub prompts_for_diff_mode: bool,
+    /// `job_slice_count` above 1: a launch starts a workflow job of slices.
+    pub sliced: bool,
 }
 
 impl Template {
+    /// A resolution with the given prompts and nothing else (not sliced).
+    pub fn new(id: u64, kind: JobKind, name: &str, prompts_for_variables: bool) -> Template {
+        Template {
+            id,
+            kind,
+            name: name.to_owned(),
+            prompts_for_variables,
+            prompts_for_job_type: false,
+            prompts_for_diff_mode: false,
+            sliced: false,
+        }
+    }
+
     /// The handle of job `id` (of `kind`) this template started: what `parse_handle` reads.
-    pub fn handle(&self, kind: JobKind, id: u64) -> JobHandle {
-        job_handle(kind, id, Some(self.id), &self.name)
+    /// `check`: the job runs in check mode.
+    pub fn handle(&self, kind: JobKind, id: u64, check: bool) -> JobHandle {
+        job_handle(kind, id, Some(self.id), &self.name, check)
     }
 }
 
@@ -40,10 +61,12 @@ impl AapProvider {
     }
 
     /// Seeds the template cache, e.g. with a resolution AAP no longer has (tests of the
-    /// 404-at-launch invalidation).
+    /// 404-at-launch invalidation), as one that prompts for variables, job type and diff mode.
     #[doc(hidden)]
     pub fn cache_template(&self, name: &str, id: u64, kind: JobKind) {
-        let t = Template { id, kind, name: name.to_owned(), prompts_for_variables: true };
+        let mut t = Template::new(id, kind, name, true);
+        t.prompts_for_job_type = kind == JobKind::Job;
+        t.prompts_for_diff_mode = kind == JobKind::Job;
         lock(&self.templates).insert(name.to_owned(), t);
     }
 
@@ -129,11 +152,16 @@ impl AapProvider {
                     ProviderError::Transient(format!("AAP {} {name:?} has no numeric id", kind.template_noun()))
                 })?;
                 let flag = |f: &str| row.get(f).and_then(Value::as_bool).unwrap_or(false);
+                // Workflow job templates have no job type: their flags stay false.
+                let job_template = kind == JobKind::Job;
                 Ok(Some(Template {
                     id,
                     kind,
                     name: name.to_owned(),
                     prompts_for_variables: flag("ask_variables_on_launch") || flag("survey_enabled"),
+                    prompts_for_job_type: job_template && flag("ask_job_type_on_launch"),
+                    prompts_for_diff_mode: job_template && flag("ask_diff_mode_on_launch"),
+                    sliced: job_template && row.get("job_slice_count").and_then(Value::as_u64).is_some_and(|n| n > 1),
                 }))
             }
             _ => {
@@ -169,14 +197,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::job::parse_handle;
+    use crate::job::{is_check, parse_handle};
 
     #[test]
     fn handles() {
-        let t = Template { id: 9, kind: JobKind::WorkflowJob, name: "wf".into(), prompts_for_variables: true };
-        let made = t.handle(JobKind::WorkflowJob, 5);
+        let t = Template::new(9, JobKind::WorkflowJob, "wf", true);
+        let made = t.handle(JobKind::WorkflowJob, 5, false);
         assert_eq!(made.job_id, "5");
         assert_eq!(made.data, json!({"kind": "workflow_job", "template_id": 9, "template": "wf"}));
         assert_eq!(parse_handle(&made).unwrap(), (JobKind::WorkflowJob, 5));
+        assert!(!is_check(&made));
+        let check = Template::new(3, JobKind::Job, "jt", true).handle(JobKind::Job, 6, true);
+        assert_eq!(check.data, json!({"kind": "job", "template_id": 3, "template": "jt", "check": true}));
+        assert_eq!(parse_handle(&check).unwrap(), (JobKind::Job, 6));
+        assert!(is_check(&check));
     }
 }

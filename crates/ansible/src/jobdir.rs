@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use slipway_provider::LaunchRequest;
+use slipway_provider::{LaunchRequest, MAX_TASK_CHANGES, TaskChange};
+
+/// What a check-mode job passes `ansible-playbook`: report what would change, with diffs,
+/// and change nothing.
+const CHECK_MODE_ARGS: &str = "--check --diff";
 
 /// The `--ident` we run with, so artifacts always land in `artifacts/run/`.
 pub const IDENT: &str = "run";
@@ -117,6 +121,16 @@ impl JobDir {
         self.dir.is_dir()
     }
 
+    /// Extra `ansible-playbook` arguments runner reads; written only for a check-mode job,
+    /// so its presence is what says the job is one (across restarts and adoption).
+    fn cmdline(&self) -> PathBuf {
+        self.dir.join("env/cmdline")
+    }
+
+    pub fn is_check(&self) -> bool {
+        self.cmdline().is_file()
+    }
+
     /// Creates the directory (exclusively: an existing dir is an error) and everything
     /// ansible-runner reads from it.
     pub fn create(&self, layout: &Layout<'_>) -> io::Result<()> {
@@ -153,6 +167,9 @@ impl JobDir {
             "ANSIBLE_NOCOLOR": "1",
         });
         write_private(&self.dir.join("env/envvars"), envvars.to_string().as_bytes())?;
+        if layout.request.check_mode {
+            write_private(&self.cmdline(), CHECK_MODE_ARGS.as_bytes())?;
+        }
         Ok(())
     }
 
@@ -247,6 +264,19 @@ impl JobDir {
             (ev.get("event").and_then(Value::as_str) == Some("playbook_on_stats")).then_some(ev)
         })?;
         slipway_provider::stats_in(stats.get("event_data")?.get("artifact_data"))
+    }
+
+    /// Every task that reported a change (a check-mode job's prediction), in the order they
+    /// ran, at most [`MAX_TASK_CHANGES`].
+    pub fn changes(&self) -> Vec<TaskChange> {
+        self.event_files()
+            .into_iter()
+            .filter_map(|path| {
+                let ev: Value = serde_json::from_slice(&fs::read(path).ok()?).ok()?;
+                TaskChange::from_event(ev.get("event")?.as_str()?, ev.get("event_data")?)
+            })
+            .take(MAX_TASK_CHANGES)
+            .collect()
     }
 
     /// Why the job failed, for `error_details`: the failed tasks' messages, else the tail

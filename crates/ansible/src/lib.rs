@@ -311,8 +311,14 @@ impl Inner {
         })
     }
 
+    /// A check-mode job's handle says so (`"check": true`), as the provider contract asks;
+    /// the job directory itself is what `status` goes by.
     fn handle(&self, name: &str, job: &JobDir) -> JobHandle {
-        JobHandle { job_id: name.into(), data: json!({ "dir": job.dir.display().to_string() }) }
+        let mut data = json!({ "dir": job.dir.display().to_string() });
+        if job.is_check() {
+            data["check"] = json!(true);
+        }
+        JobHandle { job_id: name.into(), data }
     }
 
     /// The job directory a handle refers to. `data.dir` is preferred, so jobs stay

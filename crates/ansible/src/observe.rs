@@ -65,9 +65,10 @@ impl Inner {
                 let error_details = if state == JobState::Failed { job.failure_details() } else { String::new() };
                 // A failed job's report counts too: a preflight job fails with its checks.
                 let stats = job.stats();
+                let changes = job.is_check().then(|| job.changes());
                 let ended_normally = state == JobState::Succeeded || word == "failed";
                 self.finished(name, job, ended_normally, alive);
-                JobStatus { state, message, error_details, stats }
+                JobStatus { state, message, error_details, stats, changes }
             }
             None if alive.is_some() => {
                 lock(&self.active).insert(name.to_owned());

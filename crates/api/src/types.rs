@@ -94,6 +94,8 @@ pub struct ResourceType {
     /// POST actions by lowercased name.
     actions: HashMap<String, ActionType>,
     pub resource_kind: ResourceKind,
+    /// Whether `POST {id}/whatIf` is offered (a type's `what_if`, default on).
+    pub what_if: bool,
 }
 
 /// A POST action a type declares (`POST {resourceId}/{name}`), with the JSON Schema of its
@@ -205,6 +207,7 @@ impl ResourceType {
             names: NameRule::default(),
             actions: HashMap::new(),
             resource_kind,
+            what_if: true,
         })
     }
 
@@ -287,6 +290,12 @@ impl ResourceType {
         for name in &self.outputs {
             properties.remove(name);
         }
+    }
+
+    /// Whether the type offers what-if (its jobs can run in check mode).
+    pub fn with_what_if(mut self, offered: bool) -> Self {
+        self.what_if = offered;
+        self
     }
 
     /// Tracked or proxy, when not the default for the type's shape.

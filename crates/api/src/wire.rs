@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use slipway_domain::{CloudError, Operation, ResourceRecord};
+use slipway_domain::whatif::WhatIf;
+use slipway_domain::{CloudError, Operation, ProvisioningState, ResourceRecord};
 
 use crate::error::ArmError;
 use crate::types::ResourceType;
@@ -216,6 +217,67 @@ fn operation_status_path(subscription: &str, resource_id: &str, id: &str, locati
     format!("/subscriptions/{subscription}/providers/{namespace}/locations/{location}/operationStatuses/{id}")
 }
 
+/// ARM's `WhatIfOperationResult`: the status, the changes, and the error if it failed.
+pub fn what_if_result(resource_id: &str, w: &WhatIf, status: ProvisioningState, error: Option<&CloudError>) -> Value {
+    let mut body = json!({
+        "status": status.as_str(),
+        "properties": { "changes": what_if_changes(resource_id, w) },
+    });
+    if let Some(err) = error {
+        body["error"] = json!(WireError::from(err));
+    }
+    body
+}
+
+/// The one resource's `WhatIfChange`: ARM's `changeType`, `before`, `after` and `delta`, with
+/// secret properties left out (a changed secret shows as a path without values), and
+/// Slipway's `automation`: the tasks the check-mode job would change.
+fn what_if_changes(resource_id: &str, w: &WhatIf) -> Value {
+    let shown = |spec: &Option<slipway_domain::Spec>| {
+        spec.as_ref().map(|s| {
+            let mut v = slipway_domain::whatif::spec_value(s);
+            if let Some(Value::Object(p)) = v.get("properties") {
+                v["properties"] = Value::Object(slipway_secrets::without_secrets(p));
+            }
+            v
+        })
+    };
+    let secret = |v: &Option<Value>| v.as_ref().is_some_and(|v| slipway_secrets::sealed_text(v).is_some());
+    let delta: Vec<Value> = w
+        .delta()
+        .into_iter()
+        .map(|c| {
+            let mut d = json!({ "path": c.path, "propertyChangeType": c.change_type.as_str() });
+            if !secret(&c.before) && !secret(&c.after) {
+                insert_present(&mut d, [("before", c.before), ("after", c.after)]);
+            }
+            d
+        })
+        .collect();
+    let mut change = json!({
+        "resourceId": resource_id,
+        "changeType": w.change_type().as_str(),
+        "delta": delta,
+    });
+    insert_present(&mut change, [("before", shown(&w.before)), ("after", shown(&w.after))]);
+    change["automation"] = match &w.predicted {
+        Some(tasks) => json!({
+            "job": w.job_word(),
+            "changedTasks": tasks.iter().map(|t| {
+                let mut v = json!({ "task": t.task, "host": t.host });
+                insert_present(&mut v, [("diff", Some(t.diff.clone()).filter(|d| !d.is_null()))]);
+                v
+            }).collect::<Vec<_>>(),
+        }),
+        None if w.before.is_none() => json!({
+            "job": w.job_word(),
+            "unsupportedReason": "The resource does not exist yet: its create job runs in check mode only for an existing resource.",
+        }),
+        None => json!({ "job": w.job_word() }),
+    };
+    json!([change])
+}
+
 /// The operation-status document (also the async-notification body).
 pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     let mut body = json!({
@@ -253,6 +315,9 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     }
     if let Some(note) = &op.note {
         properties.insert("message".into(), json!(note));
+    }
+    if let Some(w) = op.what_if.as_ref().filter(|_| op.status == ProvisioningState::Succeeded) {
+        properties.insert("changes".into(), what_if_changes(&op.resource_id, w));
     }
     if !properties.is_empty() {
         body["properties"] = Value::Object(properties);

@@ -39,6 +39,11 @@ impl OutputArgs {
         Ok(())
     }
 
+    /// Whether answers print as the default table (no `--query` reshaping them).
+    pub fn shows_table(&self) -> bool {
+        self.output == Format::Table && self.query.is_none()
+    }
+
     pub fn render(&self, value: &Value, columns: &[Column]) -> Result<String, CliError> {
         let (value, columns) = match &self.query {
             Some(expr) => (query(expr, value)?, &[][..]),

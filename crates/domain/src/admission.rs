@@ -11,6 +11,7 @@ use crate::operation::{ActionCall, CloudError, Initiator, Operation, OperationRe
 use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
+use crate::whatif::WhatIf;
 
 /// Everything about the request that is not the resource itself.
 #[derive(Clone, Debug)]
@@ -109,6 +110,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         child_operations: Vec::new(),
         action: None,
         rerun: None,
+        what_if: None,
         note: None,
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),
@@ -192,8 +194,11 @@ fn change_spec(snap: &mut Snapshot, spec: Spec, ctx: &RequestContext) -> Result<
     }
     let desired = spec.config_version();
     if let Some(op) = active {
-        if desired == res.desired_config_version && op.request != OperationRequest::Delete {
+        if desired == res.desired_config_version && op.provisions() {
             return Ok(Admitted::InProgress { operation: op });
+        }
+        if !op.request.moves_resource() {
+            return Err(conflict(res, format!("Cannot update the resource while {} is in progress", doing(&op))));
         }
         return Err(busy(res));
     }
@@ -302,14 +307,51 @@ pub fn admit_action(snap: &mut Snapshot, call: ActionCall, ctx: &RequestContext)
     Ok(Admitted::Accepted { operation: op, created: false })
 }
 
+/// `POST {resourceId}/whatIf`: what `proposed` (a PUT's spec, secrets sealed; `None`: a
+/// DELETE) would do, as an operation of its own that runs the type's job in check mode
+/// (docs/arm-contract.md#what-if). Like an action it is the resource's active operation (a
+/// `409` for other requests while it runs, so its prediction is of the resource as it is),
+/// and it leaves the spec, config version, `provisioningState` and the jobs' requester alone.
+/// A resource that does not exist yet runs nothing: [`Admitted::Absent`], and the caller
+/// answers with the Slipway-level `Create` alone.
+pub fn admit_what_if(
+    snap: &mut Snapshot,
+    id: &ArmId,
+    proposed: Option<Spec>,
+    ctx: &RequestContext,
+) -> Result<Admitted, Rejection> {
+    check_parent(snap, id)?;
+    let Some(res) = snap.resource.as_ref() else {
+        return if proposed.is_some() { Ok(Admitted::Absent) } else { Err(Rejection::NotFound) };
+    };
+    if res.is_deleting() {
+        return Err(conflict(res, "Cannot run a what-if while the resource is being deleted".into()));
+    }
+    refuse_while_busy(snap, res, "run a what-if on")?;
+    let res = snap.resource.as_mut().expect("checked above");
+    let mut op = new_operation(&res.id, OperationRequest::WhatIf, ProvisioningState::Accepted, ctx);
+    op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: proposed, predicted: None });
+    res.active_operation_id = Some(op.id.clone());
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    snap.operations.push(op.clone());
+    Ok(Admitted::Accepted { operation: op, created: false })
+}
+
 /// `409` while another operation runs: `verb` (an action's name, `retry`) waits for it.
 fn refuse_while_busy(snap: &Snapshot, res: &ResourceRecord, verb: &str) -> Result<(), Rejection> {
     let Some(op) = snap.active_operation() else { return Ok(()) };
-    let doing = match (&op.action, op.request) {
+    Err(conflict(res, format!("Cannot {verb} the resource while {} is in progress", doing(op))))
+}
+
+/// What an operation is doing, as a conflict's message names it.
+fn doing(op: &Operation) -> String {
+    match (&op.action, op.request) {
         (Some(a), _) => format!("the action '{}'", a.name),
-        (None, request) => format!("a {} operation", format!("{request:?}").to_ascii_lowercase()),
-    };
-    Err(conflict(res, format!("Cannot {verb} the resource while {doing} is in progress")))
+        (None, OperationRequest::WhatIf) => "a what-if".to_owned(),
+        (None, OperationRequest::Update) => "an update operation".to_owned(),
+        (None, request) => format!("a {} operation", request.as_str()),
+    }
 }
 
 /// `POST {resourceId}/retry`: a `Failed` or `Canceled` resource's spec run again now, as an

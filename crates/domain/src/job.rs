@@ -25,6 +25,9 @@ pub enum JobType {
     Action,
     /// The type's validation job, run before an operation's provisioning job.
     Preflight,
+    /// The type's create or delete job (`Job::action` says which) run in Ansible's check
+    /// mode with diff: a what-if's prediction. It changes nothing.
+    Check,
 }
 
 impl JobType {
@@ -35,6 +38,7 @@ impl JobType {
             JobType::Deprovision => "deprovision",
             JobType::Action => "action",
             JobType::Preflight => "preflight",
+            JobType::Check => "check",
         }
     }
 }
@@ -132,7 +136,8 @@ pub struct Job {
     /// duplicates it listed (if any) were recorded.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique_confirmed: bool,
-    /// An action job's action (`restart`); empty for every other type.
+    /// An action job's action (`restart`), a check job's job word (`create`, `delete`);
+    /// empty for every other type.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub action: String,
     /// When Slipway saw the job end (it recorded a terminal state).

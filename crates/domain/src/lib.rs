@@ -6,7 +6,7 @@
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
 //! (stored resource, transaction snapshot), [`reference`] (references between resources), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
-//! (what the engine does), [`policy`], [`readiness`] (a provider's last readiness answer).
+//! (what the engine does), [`policy`], [`readiness`] (a provider's last readiness answer), [`whatif`] (a proposed change compared, and what a check-mode job predicted).
 
 pub mod access;
 pub mod admission;
@@ -31,6 +31,7 @@ pub mod retry;
 pub mod state;
 pub mod subscription;
 pub mod time;
+pub mod whatif;
 
 pub use config_version::ConfigVersion;
 pub use identity::{JobContext, Principal, PrincipalKind, RequestedBy, TenantContext};

@@ -13,6 +13,27 @@ pub enum OperationRequest {
     Delete,
     /// A POST action (`Operation::action` says which).
     Action,
+    /// `POST {id}/whatIf`: a proposed change run in check mode (`Operation::what_if`).
+    WhatIf,
+}
+
+impl OperationRequest {
+    /// The word logs, errors and metrics use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationRequest::Create => "create",
+            OperationRequest::Update => "update",
+            OperationRequest::Delete => "delete",
+            OperationRequest::Action => "action",
+            OperationRequest::WhatIf => "whatIf",
+        }
+    }
+
+    /// Whether the operation's status is the resource's `provisioningState` while it runs:
+    /// creates, updates and deletes; an action or a what-if leaves the state alone.
+    pub fn moves_resource(self) -> bool {
+        matches!(self, OperationRequest::Create | OperationRequest::Update | OperationRequest::Delete)
+    }
 }
 
 /// Why an update runs its resource's spec again though the spec did not change
@@ -75,6 +96,10 @@ pub mod codes {
     pub const PREFLIGHT_FAILED: &str = "PreflightValidationFailed";
     /// One failed preflight check (its name is the `target`).
     pub const PREFLIGHT_CHECK_FAILED: &str = "PreflightCheckFailed";
+    /// A what-if's check-mode job failed.
+    pub const WHAT_IF_FAILED: &str = "WhatIfFailed";
+    /// The backend cannot run the type's job in check mode (the message says what to change).
+    pub const WHAT_IF_NOT_SUPPORTED: &str = "WhatIfNotSupported";
 }
 
 /// A child's delete, started by its parent's.
@@ -130,6 +155,9 @@ pub struct Operation {
     /// An update that runs the unchanged spec again, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<Rerun>,
+    /// A what-if's proposal and, once its check job ended, the automation's prediction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<crate::whatif::WhatIf>,
     /// What a client should know about how the operation ended (a forced delete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -209,6 +237,7 @@ pub(crate) mod tests {
             child_operations: Vec::new(),
             action: None,
             rerun: None,
+            what_if: None,
             note: None,
             notification_uri: None,
             initiator: Initiator::default(),

@@ -93,7 +93,7 @@ impl TypePolicy {
     pub fn deadline(&self, request: OperationRequest) -> Duration {
         match request {
             OperationRequest::Create => self.create_deadline,
-            OperationRequest::Update | OperationRequest::Action => self.update_deadline,
+            OperationRequest::Update | OperationRequest::Action | OperationRequest::WhatIf => self.update_deadline,
             OperationRequest::Delete => self.delete_deadline,
         }
     }

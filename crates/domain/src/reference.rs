@@ -104,12 +104,24 @@ pub fn record(
     references: Vec<Reference>,
     walked: &[ResourceKey],
 ) -> Result<(), Rejection> {
-    check(snap, id, &references)?;
-    crate::cycle::check_within(snap, id, &references, walked)?;
+    check_all(snap, id, &references, walked)?;
     if let Some(res) = snap.resource.as_mut() {
         res.references = references;
     }
     Ok(())
+}
+
+/// Every rule a spec's references must keep — they exist, none is being deleted, none closes
+/// a cycle — checked inside the change: for a PUT (through [`record`]) and a what-if's
+/// proposal alike.
+pub fn check_all(
+    snap: &Snapshot,
+    id: &ArmId,
+    references: &[Reference],
+    walked: &[ResourceKey],
+) -> Result<(), Rejection> {
+    check(snap, id, references)?;
+    crate::cycle::check_within(snap, id, references, walked)
 }
 
 /// A delete is refused while other resources reference the resource or anything under it

@@ -233,8 +233,9 @@ impl Snapshot {
                 uri: uri.clone(),
             });
         }
-        // An action's operation leaves the resource's state alone (see `admit_action`).
-        let follows = op.request != crate::operation::OperationRequest::Action;
+        // An action's or a what-if's operation leaves the resource's state alone (see
+        // `admit_action`).
+        let follows = op.request.moves_resource();
         if let Some(res) = self.resource.as_mut()
             && res.active_operation_id.as_ref() == Some(op_id)
         {

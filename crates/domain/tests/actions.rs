@@ -28,6 +28,7 @@ fn with_stats(state: JobState, stats: Value) -> Outcome {
         message: state.as_str().to_lowercase(),
         error_details: String::new(),
         stats: Some(stats),
+        changes: None,
     })
 }
 

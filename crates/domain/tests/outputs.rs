@@ -15,6 +15,7 @@ fn succeeded_with(outputs: Option<Value>) -> Outcome {
         message: "successful".into(),
         error_details: String::new(),
         stats: reported(outputs),
+        changes: None,
     })
 }
 
@@ -37,6 +38,7 @@ fn create_reporting(state: JobState, outputs: Option<Value>, limit: usize) -> Wo
         message: state.as_str().to_lowercase(),
         error_details: String::new(),
         stats: reported(outputs),
+        changes: None,
     });
     assert_eq!(w.poll(&key(1, 1), outcome), None);
     w.decide();
@@ -156,6 +158,7 @@ fn a_running_job_or_a_delete_job_sets_no_outputs() {
         message: "running".into(),
         error_details: String::new(),
         stats: reported(Some(json!({"early": true}))),
+        changes: None,
     });
     w.poll(&key(1, 1), running);
     assert!(w.res().outputs.is_empty(), "only a finished success reports");

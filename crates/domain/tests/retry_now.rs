@@ -65,7 +65,7 @@ fn retry_admission_rules() {
     assert_eq!(w.res().last_error, None);
     assert_eq!((&w.res().spec, &w.res().desired_config_version), (&spec, &version), "the spec stays");
     assert_eq!(w.res().system_data, modified, "nobody modified the resource");
-    assert_eq!(retry(&mut w, 4), Err(conflict("Cannot retry the resource while a update operation is in progress")));
+    assert_eq!(retry(&mut w, 4), Err(conflict("Cannot retry the resource while an update operation is in progress")));
 }
 
 #[test]

@@ -336,6 +336,7 @@ impl Sim {
                         message: state.as_str().to_ascii_lowercase(),
                         error_details: details.into(),
                         stats: None,
+                        changes: None,
                     }));
                 }
                 self.stats.cancels += 1;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::resource::Snapshot;
-use slipway_domain::{Job, JobType, ProviderName, ResourceRecord, TypeKey, TypePolicy};
+use slipway_domain::{Job, JobType, ProviderName, ResourceRecord, Spec, TypeKey, TypePolicy};
 use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider, RelatedResource};
 use slipway_secrets::Keyring;
 
@@ -37,13 +37,16 @@ impl Backends<'_> {
 }
 
 /// What the provider is asked to run. Sealed secret properties stay sealed here; see
-/// [`open_secrets`].
-pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
+/// [`open_secrets`]. The spec is the resource's, or for a what-if's jobs the one proposed
+/// (`spec`, see [`job_spec`]).
+pub fn launch_request(res: &ResourceRecord, job: &Job, spec: &Spec) -> LaunchRequest {
     LaunchRequest {
         idempotency_key: job.idempotency_key.clone(),
         action: match job.job_type {
             JobType::Provision => JobAction::Create,
             JobType::Deprovision => JobAction::Delete,
+            JobType::Check if job.action == "delete" => JobAction::Delete,
+            JobType::Check => JobAction::Create,
             JobType::Preflight => JobAction::Validate,
             JobType::Action => JobAction::Run(job.action.clone()),
         },
@@ -51,9 +54,9 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         resource_type: res.id.type_key().to_string(),
         resource_id: res.id.to_string(),
         resource_name: res.id.name.clone(),
-        location: res.spec.location.clone(),
-        tags: res.spec.tags.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
-        properties: res.spec.properties.clone(),
+        location: spec.location.clone(),
+        tags: spec.tags.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
+        properties: spec.properties.clone(),
         outputs: res.outputs.clone(),
         operation_id: job.operation_id.as_ref().map(|o| o.to_string()),
         config_version: job.config_version.to_string(),
@@ -63,7 +66,19 @@ pub fn launch_request(res: &ResourceRecord, job: &Job) -> LaunchRequest {
         parent: None,
         references: Default::default(),
         parameters: serde_json::Value::Null,
+        check_mode: job.job_type == JobType::Check,
     }
+}
+
+/// The spec a job acts on: a what-if's proposal for its jobs (its delete's: the spec it
+/// would remove), the resource's for every other job.
+pub fn job_spec<'a>(snap: &'a Snapshot, res: &'a ResourceRecord, job: &Job) -> &'a Spec {
+    job.operation_id
+        .as_ref()
+        .and_then(|id| snap.operation(id))
+        .and_then(|o| o.what_if.as_ref())
+        .and_then(|w| w.after.as_ref())
+        .unwrap_or(&res.spec)
 }
 
 /// The launch request with its sealed secret properties opened and moved out of
@@ -131,6 +146,7 @@ fn outcome_word(outcome: &Outcome) -> &'static str {
             FailureKind::Transient => "transient",
             FailureKind::Indeterminate => "indeterminate",
             FailureKind::Permanent => "permanent",
+            FailureKind::Unsupported => "unsupported",
         },
         _ => "ok",
     }
@@ -252,7 +268,7 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
                 parent: parent_of(snap, res, backends),
                 references: references_of(snap, res, backends),
                 parameters: parameters.map(|a| a.parameters.clone()).unwrap_or_default(),
-                ..launch_request(res, job)
+                ..launch_request(res, job, job_spec(snap, res, job))
             };
             let req = match open_secrets(req, backends.secrets) {
                 Ok(req) => req,
@@ -263,7 +279,7 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
                 Err(e) => Outcome::Failed(e.into()),
             }
         }
-        Io::Find => match provider.find(&launch_request(res, job)).await {
+        Io::Find => match provider.find(&launch_request(res, job, job_spec(snap, res, job))).await {
             Ok(found) => {
                 if found.len() > 1 {
                     let ids: Vec<&str> = found.iter().map(|l| l.handle.job_id.as_str()).collect();
@@ -305,6 +321,7 @@ async fn poll_io(backends: &Backends<'_>, provider: &dyn Provider, job: &Job) ->
             message: s.message,
             error_details: s.error_details,
             stats: s.stats,
+            changes: s.changes,
         }),
         Err(e) => Outcome::Failed(e.into()),
     }

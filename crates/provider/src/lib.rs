@@ -53,6 +53,12 @@ pub struct LaunchRequest {
     pub references: serde_json::Map<String, Value>,
     /// A POST action's request body (`slipway.parameters`; `null` for other jobs).
     pub parameters: Value,
+    /// Run the job's playbook or template in Ansible's check mode with diff (`--check
+    /// --diff`; AWX's `job_type: check` with `diff_mode`): it reports what it would change
+    /// and changes nothing. Its handle says so, so that [`Provider::status`] reads the
+    /// changed tasks ([`JobStatus::changes`]) once it ends. A provider that cannot run one
+    /// answers [`ProviderError::Unsupported`] naming what is missing.
+    pub check_mode: bool,
 }
 
 /// A resource a job depends on (a child's parent): its id, type, properties (secrets left
@@ -142,14 +148,20 @@ pub struct JobStatus {
     /// What the job reported with `set_stats` (the runner's `artifact_data`, AWX's
     /// `artifacts`): [`OUTPUTS_STAT`], a preflight job's [`CHECKS_STAT`]. `None`: nothing.
     pub stats: Option<Value>,
+    /// A check-mode job that ended: every task that reported a change, in the order they
+    /// ran, at most [`MAX_TASK_CHANGES`] ([`TaskChange::from_event`] reads each from a
+    /// `runner_on_ok` event). `None` for any other job, and while one runs.
+    pub changes: Option<Vec<TaskChange>>,
 }
 
 impl JobStatus {
     /// A status without failure details or outputs.
     pub fn new(state: JobState, message: impl Into<String>) -> Self {
-        JobStatus { state, message: message.into(), error_details: String::new(), stats: None }
+        JobStatus { state, message: message.into(), error_details: String::new(), stats: None, changes: None }
     }
 }
+
+pub use slipway_domain::whatif::{MAX_TASK_CHANGES, TaskChange};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CancelOutcome {
@@ -172,6 +184,10 @@ pub enum ProviderError {
     Indeterminate(String),
     #[error("{0}")]
     Permanent(String),
+    /// The backend cannot run what was asked in the way it was asked (a check-mode launch
+    /// of a template that does not prompt for its job type); nothing happened.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl From<ProviderError> for Failure {
@@ -181,7 +197,8 @@ impl From<ProviderError> for Failure {
             ProviderError::NotFound(m)
             | ProviderError::Transient(m)
             | ProviderError::Indeterminate(m)
-            | ProviderError::Permanent(m) => m.clone(),
+            | ProviderError::Permanent(m)
+            | ProviderError::Unsupported(m) => m.clone(),
         };
         let kind = match e {
             ProviderError::RateLimited { retry_after, .. } => FailureKind::RateLimited { retry_after },
@@ -189,6 +206,7 @@ impl From<ProviderError> for Failure {
             ProviderError::Transient(_) => FailureKind::Transient,
             ProviderError::Indeterminate(_) => FailureKind::Indeterminate,
             ProviderError::Permanent(_) => FailureKind::Permanent,
+            ProviderError::Unsupported(_) => FailureKind::Unsupported,
         };
         Failure { kind, message }
     }
@@ -369,7 +387,8 @@ pub fn conventional_name(prefix: Option<&str>, action: &str, suffix: &str) -> St
 
 /// The `slipway` extra-vars envelope every provider hands a job, plus the key variable:
 /// `{"slipway": {"resource": {…}, "operationId", "action", "configVersion",
-/// "idempotencyKey", "requestedBy", "secrets", "tenant", "parent"}, "slipway_idempotency_key": key}`.
+/// "idempotencyKey", "requestedBy", "secrets", "tenant", "parent", "references",
+/// "parameters", "checkMode"}, "slipway_idempotency_key": key}`.
 pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
     let mut vars = serde_json::Map::new();
     vars.insert(
@@ -395,6 +414,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "parent": r.parent.as_ref().map(RelatedResource::extra_vars),
             "references": r.references,
             "parameters": r.parameters,
+            "checkMode": r.check_mode,
         }),
     );
     vars.insert(KEY_VAR.into(), json!(r.idempotency_key));

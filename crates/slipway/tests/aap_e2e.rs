@@ -24,6 +24,10 @@ async fn sim(webhook_to: Option<u16>) -> Sim {
     let mut config = SimConfig { tick_ms: 20, token: Some("sim-token".into()), ..SimConfig::default() };
     for t in &mut config.job_templates {
         t.duration_seconds = 0.5;
+        // One template a what-if cannot use: it does not let a launch choose check mode.
+        if t.name == "slipway-create-compute-instance" {
+            t.ask_job_type_on_launch = false;
+        }
     }
     if let Some(port) = webhook_to {
         config.notifications.push(SimWebhook {
@@ -205,6 +209,44 @@ async fn lifecycle_through_aap() {
     let names: Vec<String> = h.sim.handle().jobs().into_iter().map(|j| j.template_name).collect();
     assert_eq!(names.last().map(String::as_str), Some("slipway-delete-virtual-network"), "{names:?}");
     assert!(jobs_by_key(&h.sim).values().all(|n| *n == 1), "one AAP job per idempotency key");
+    h.stop().await;
+}
+
+/// A what-if runs the create template in check mode (`job_type: check`, diff on) and
+/// reports the record task's diff; nothing changes on the controller's side. A template that
+/// does not prompt for its job type ends the what-if `WhatIfNotSupported`, launching nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_runs_the_template_in_check_mode() {
+    let h = Harness::start(false, 0.2).await;
+    let id = rid("virtualNetworks", "vnet-whatif");
+    let r = h.put(&id, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let recorded = h.sim.handle().resource_state(&id).expect("the create job recorded the network");
+
+    let proposal = json!({"location": "local", "properties": {"addressSpace": "10.1.0.0/16"}});
+    let r = h.http.post(h.url(&format!("{id}/whatIf"))).json(&proposal).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let done = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let change = &done["properties"]["changes"][0];
+    assert_eq!(change["changeType"], "Modify", "{done}");
+    let task = &change["automation"]["changedTasks"][0];
+    assert_eq!((task["task"].as_str(), task["host"].as_str()), (Some("Record the resource"), Some("localhost")), "{change}");
+    assert!(task["diff"]["before"].as_str().unwrap().contains("10.0.0.0/16"), "{task}");
+    assert!(task["diff"]["after"].as_str().unwrap().contains("10.1.0.0/16"), "{task}");
+    let check = h.sim.handle().jobs().into_iter().last().unwrap();
+    assert_eq!((check.job_type.as_str(), check.diff_mode), ("check", true));
+    assert_eq!(h.sim.handle().resource_state(&id), Some(recorded), "a check changes nothing");
+
+    let vm = rid("computeInstances", "vm-whatif");
+    let r = h.put(&vm, json!({"location": "local", "properties": {"size": "small", "image": "debian"}})).await;
+    h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Succeeded").await;
+    let launched = h.sim.handle().job_count();
+    let proposal = json!({"location": "local", "properties": {"size": "large", "image": "debian"}});
+    let r = h.http.post(h.url(&format!("{vm}/whatIf"))).json(&proposal).send().await.unwrap();
+    let refused = h.wait_op(&header(&r, "azure-asyncoperation").unwrap(), "Failed").await;
+    assert_eq!(refused["error"]["code"], "WhatIfNotSupported", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("ask_job_type_on_launch"), "{refused}");
+    assert_eq!(h.sim.handle().job_count(), launched, "nothing was launched");
     h.stop().await;
 }
 

@@ -139,6 +139,16 @@ async fn a_resource_lives_and_dies_through_the_cli() {
     let streamed = cli.run(&["op", "logs", "-f", &newest]).await.expect(0);
     assert!(streamed.stdout.contains("PLAY RECAP"), "{}", streamed.stdout);
 
+    // What-if: the table lists the changed property and the task; nothing changes.
+    let table = cli.run(&["resource", "what-if", &id, "--set", "addressSpace=10.9.0.0/16"]).await.expect(0).stdout;
+    for shown in ["Modify", "properties.addressSpace", "10.9.0.0/16", "task 'Record the resource' on localhost"] {
+        assert!(table.contains(shown), "{shown} in {table}");
+    }
+    let unchanged = cli.run(&["resource", "get", &id, "-o", "json"]).await.expect(0).json();
+    assert_eq!(unchanged["properties"]["addressSpace"], "10.0.0.0/16");
+    let delete = cli.run(&["resource", "what-if", &id, "--delete", "-o", "json"]).await.expect(0).json();
+    assert_eq!(delete["properties"]["changes"][0]["changeType"], "Delete", "{delete}");
+
     cli.run(&["resource", "delete", &id]).await.expect(0);
     let gone = cli.run(&["resource", "get", &id]).await.expect(7);
     assert!(gone.stderr.contains("404") && gone.stderr.contains("ResourceNotFound"), "{}", gone.stderr);

@@ -58,6 +58,7 @@ mod operation;
 mod resource;
 #[cfg(test)]
 mod tests;
+mod whatif;
 
 pub(crate) use operation::OperationDocument;
 pub(crate) use resource::ResourceDocument;

@@ -52,15 +52,6 @@ fn type_of(op: &Operation) -> String {
     ArmId::read_stored(&op.resource_id).map(|id| id.type_key().to_string()).unwrap_or_default()
 }
 
-fn request_word(request: OperationRequest) -> &'static str {
-    match request {
-        OperationRequest::Create => "create",
-        OperationRequest::Update => "update",
-        OperationRequest::Delete => "delete",
-        OperationRequest::Action => "action",
-    }
-}
-
 /// What one change did to operations, known once its closure ran; counted only after the
 /// change committed.
 #[derive(Clone, Default)]
@@ -82,7 +73,7 @@ pub(crate) fn tally(change: ChangeFn) -> (ChangeFn, Tally) {
         let mut counted = Vec::new();
         for op in &snap.operations {
             let was = before.iter().find(|(id, _)| *id == op.id).map(|(_, terminal)| *terminal);
-            let (r#type, request) = (type_of(op), request_word(op.request).to_string());
+            let (r#type, request) = (type_of(op), OperationRequest::as_str(op.request).to_string());
             if was.is_none() {
                 counted.push(Counted::Accepted(OperationLabels { r#type: r#type.clone(), request: request.clone() }));
             }

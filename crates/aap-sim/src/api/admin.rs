@@ -1,4 +1,6 @@
-//! The `/_sim/` admin endpoints: request counters, injected faults, jobs, violations.
+//! The `/_sim/` admin endpoints: request counters, injected faults, jobs, violations, and the
+//! resource state the simulated playbooks keep (`resources/{resource id}`: the ARM id as the
+//! rest of the path, or percent-encoded as one segment).
 
 use super::*;
 
@@ -54,6 +56,49 @@ pub(super) async fn admin(shared: &Shared, method: &Method, path: &str, req: Req
             }
             Err(e) => detail(400, &format!("Invalid faults: {e}")),
         },
+        (method, ["resources", rest @ ..]) => resources(&mut st, &method, rest, &body),
         _ => no_route(),
+    }
+}
+
+/// `GET resources` (every record: `[{"id", "content"}]`), and for one resource id `GET`
+/// (`{"id", "content"}`, 404 when none), `PUT` (`{"content": text}` exactly as written, or
+/// `{"state": value}` written as the playbooks write it; an empty text removes it) and
+/// `DELETE` (204, 404 when none).
+fn resources(st: &mut State, method: &Method, rest: &[&str], body: &[u8]) -> Response {
+    let no_content = || StatusCode::NO_CONTENT.into_response();
+    if rest.is_empty() {
+        if *method != Method::GET {
+            return method_not_allowed(method);
+        }
+        let all: Vec<Value> =
+            st.resources.all().into_iter().map(|(id, content)| json!({"id": id, "content": content})).collect();
+        return json_response(200, &json!(all));
+    }
+    let id = percent_decode(&rest.join("/"), false);
+    let id = if id.starts_with('/') { id } else { format!("/{id}") };
+    match *method {
+        Method::GET => match st.resources.get(&id) {
+            Some(content) => json_response(200, &json!({"id": id, "content": content})),
+            None => not_found(),
+        },
+        Method::PUT => {
+            let parsed = serde_json::from_slice::<Value>(body).ok();
+            let text = match parsed.as_ref().map(|v| (v.get("content"), v.get("state"))) {
+                Some((Some(Value::String(text)), None)) => text.clone(),
+                Some((None, Some(state))) => crate::resources::state_text(state),
+                _ => return detail(400, "Expected {\"content\": <text>} or {\"state\": <JSON>}."),
+            };
+            st.resources.set(&id, text);
+            no_content()
+        }
+        Method::DELETE => {
+            if st.resources.remove(&id) {
+                no_content()
+            } else {
+                not_found()
+            }
+        }
+        _ => method_not_allowed(method),
     }
 }

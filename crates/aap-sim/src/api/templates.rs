@@ -59,23 +59,25 @@ pub(super) fn templates(ctx: &Ctx, st: &mut State, kind: Kind, rest: &[&str], us
     }
 }
 
-/// `GET …/launch/`: what a launch will need. Nothing is ever needed in the simulator.
+/// `GET …/launch/`: what a launch will need (nothing, in the simulator), what it may set,
+/// and the template's values it otherwise runs with.
 fn launch_info(kind: Kind, t: &SimTemplate) -> Value {
     let data = json!({"name": t.name, "id": t.id, "description": ""});
     match kind {
         Kind::Job => json!({
             "can_start_without_user_input": true, "passwords_needed_to_start": [],
             "ask_scm_branch_on_launch": false, "ask_variables_on_launch": t.ask_variables_on_launch,
-            "ask_tags_on_launch": false, "ask_diff_mode_on_launch": false, "ask_skip_tags_on_launch": false,
-            "ask_job_type_on_launch": false, "ask_limit_on_launch": false, "ask_verbosity_on_launch": false,
+            "ask_tags_on_launch": false, "ask_diff_mode_on_launch": t.ask_diff_mode_on_launch,
+            "ask_skip_tags_on_launch": false, "ask_job_type_on_launch": t.ask_job_type_on_launch,
+            "ask_limit_on_launch": false, "ask_verbosity_on_launch": false,
             "ask_inventory_on_launch": false, "ask_credential_on_launch": false,
             "ask_execution_environment_on_launch": false, "ask_labels_on_launch": false, "ask_forks_on_launch": false,
             "ask_job_slice_count_on_launch": false, "ask_timeout_on_launch": false,
             "ask_instance_groups_on_launch": false, "survey_enabled": t.survey_enabled,
             "variables_needed_to_start": [], "credential_needed_to_start": false,
             "inventory_needed_to_start": false, "job_template_data": data,
-            "defaults": {"extra_vars": "", "diff_mode": false, "limit": "", "job_tags": "", "skip_tags": "",
-                         "job_type": "run", "verbosity": 0, "inventory": {"name": null, "id": null},
+            "defaults": {"extra_vars": "", "diff_mode": t.diff_mode, "limit": "", "job_tags": "", "skip_tags": "",
+                         "job_type": t.job_type, "verbosity": 0, "inventory": {"name": null, "id": null},
                          "scm_branch": "", "credentials": [], "execution_environment": {}, "labels": [],
                          "forks": 0, "job_slice_count": 1, "timeout": 0, "instance_groups": []},
         }),
@@ -94,7 +96,8 @@ fn launch_info(kind: Kind, t: &SimTemplate) -> Value {
 
 /// Launch fields other than `extra_vars` a template may prompt for, with the template value
 /// (a value equal to it counts as neither accepted nor ignored). The simulator's templates
-/// prompt for none of them.
+/// prompt for `job_type` and `diff_mode` when configured to ([`prompted`]; their template
+/// values are the template's own), for none of the others.
 const JT_PROMPT_FIELDS: &[(&str, &str)] = &[
     ("inventory", "null"),
     ("credentials", "[]"),
@@ -150,18 +153,38 @@ fn launch(ctx: &Ctx, st: &mut State, kind: Kind, t: &SimTemplate, user: User) ->
         Some(_) => return json_response(400, &json!({"extra_vars": ["Must be a valid JSON or YAML dictionary."]})),
     };
 
+    // The serializer's field validation comes before the prompts are considered.
+    let (job_type, diff_mode) = match mode_fields(kind, &body) {
+        Ok(fields) => fields,
+        Err(resp) => return *resp,
+    };
+
     // `_accept_or_ignore_job_kwargs`: unprompted fields are dropped for job templates
     // (`_exclude_errors=['prompts']`) and rejected for workflow job templates.
     let mut ignored = Map::new();
     let mut errors = Map::new();
+    let mut accepted = Map::new();
     let prompt_fields = if kind == Kind::Job { JT_PROMPT_FIELDS } else { WFJT_PROMPT_FIELDS };
     for (field, default) in prompt_fields {
-        let Some(value) = body.get(*field) else { continue };
-        let default: Value = serde_json::from_str(default).expect("valid default");
-        if *value == default || value.is_null() {
+        let value = match (kind, *field) {
+            (Kind::Job, "job_type") => job_type.as_ref().map(|t| json!(t)),
+            (Kind::Job, "diff_mode") => diff_mode.map(Value::Bool),
+            _ => body.get(*field).cloned(),
+        };
+        let Some(value) = value else { continue };
+        let default: Value = match (kind, *field) {
+            (Kind::Job, "job_type") => json!(t.job_type),
+            (Kind::Job, "diff_mode") => json!(t.diff_mode),
+            _ => serde_json::from_str(default).expect("valid default"),
+        };
+        if value == default || value.is_null() {
             continue;
         }
-        ignored.insert(field.to_string(), value.clone());
+        if kind == Kind::Job && prompted(t, field) {
+            accepted.insert(field.to_string(), value);
+            continue;
+        }
+        ignored.insert(field.to_string(), value);
         errors.insert(field.to_string(), json!(["Field is not configured to prompt on launch."]));
     }
     let accept_vars = t.ask_variables_on_launch || t.survey_enabled;
@@ -184,10 +207,15 @@ fn launch(ctx: &Ctx, st: &mut State, kind: Kind, t: &SimTemplate, user: User) ->
         return json_response(400, &Value::Object(errors));
     }
 
-    let plan = match plan_for(t, &accepted_vars) {
+    let mut plan = match plan_for(t, &accepted_vars) {
         Ok(p) => p,
         Err(msg) => return json_response(400, &json!({"extra_vars": [msg]})),
     };
+    if kind == Kind::Job {
+        let job_type = accepted.get("job_type").and_then(Value::as_str).unwrap_or(&t.job_type);
+        plan.check = job_type == "check";
+        plan.diff_mode = accepted.get("diff_mode").and_then(Value::as_bool).unwrap_or(t.diff_mode);
+    }
     let limit = if ignored.contains_key("limit") {
         String::new()
     } else {
@@ -218,6 +246,57 @@ fn launch(ctx: &Ctx, st: &mut State, kind: Kind, t: &SimTemplate, user: User) ->
     resp
 }
 
+/// Whether a job template prompts for `field` on launch (the simulator's templates may
+/// prompt for `job_type` and `diff_mode` only).
+fn prompted(t: &SimTemplate, field: &str) -> bool {
+    match field {
+        "job_type" => t.ask_job_type_on_launch,
+        "diff_mode" => t.ask_diff_mode_on_launch,
+        _ => false,
+    }
+}
+
+/// A job template launch's `job_type` and `diff_mode`, validated as the launch serializer's
+/// fields are (`null` or absent: not given); a workflow job template has no such fields and
+/// drops them unread, as DRF drops unknown fields.
+fn mode_fields(kind: Kind, body: &Map<String, Value>) -> Result<(Option<String>, Option<bool>), Box<Response>> {
+    if kind != Kind::Job {
+        return Ok((None, None));
+    }
+    let job_type = match body.get("job_type") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s == "run" || s == "check" => Some(s.clone()),
+        Some(other) => {
+            let shown = other.as_str().map(str::to_owned).unwrap_or_else(|| other.to_string());
+            let msg = format!("\"{shown}\" is not a valid choice.");
+            return Err(Box::new(json_response(400, &json!({"job_type": [msg]}))));
+        }
+    };
+    let diff_mode = match body.get("diff_mode") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            drf_bool(v)
+                .ok_or_else(|| Box::new(json_response(400, &json!({"diff_mode": ["Must be a valid boolean."]}))))?,
+        ),
+    };
+    Ok((job_type, diff_mode))
+}
+
+/// DRF's `BooleanField`: a boolean, or one of the usual words and digits.
+fn drf_bool(v: &Value) -> Option<bool> {
+    let word = match v {
+        Value::Bool(b) => return Some(*b),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.to_ascii_lowercase(),
+        _ => return None,
+    };
+    match word.as_str() {
+        "true" | "t" | "yes" | "y" | "on" | "1" => Some(true),
+        "false" | "f" | "no" | "n" | "off" | "0" => Some(false),
+        _ => None,
+    }
+}
+
 /// The job's timings and outcome: the template's, overridden per launch by the extra vars
 /// `aap_sim_outcome` / `aap_sim_duration_seconds` / `aap_sim_pending_seconds`, or by Slipway's
 /// envelope (`slipway.resource.properties.simulateFailure` / `.delaySeconds` for create jobs,
@@ -230,6 +309,8 @@ fn plan_for(t: &SimTemplate, vars: &Map<String, Value>) -> Result<Plan, String> 
         duration_seconds: t.duration_seconds,
         outcome,
         failure: format!("aap-sim: template {:?} is configured to end {}", t.name, t.outcome),
+        check: false,
+        diff_mode: false,
     };
     let slipway = match vars.get("slipway") {
         Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::Null),

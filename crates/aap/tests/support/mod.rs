@@ -69,6 +69,7 @@ pub fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
         parent: None,
         references: Default::default(),
         parameters: Value::Null,
+        check_mode: false,
     }
 }
 

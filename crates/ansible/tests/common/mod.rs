@@ -85,6 +85,7 @@ pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
         parent: None,
         references: Default::default(),
         parameters: Value::Null,
+        check_mode: false,
     }
 }
 

@@ -42,6 +42,7 @@ mod operations;
 mod overview;
 mod resources;
 mod tokens;
+pub(crate) mod whatif;
 
 use actions::*;
 use body::*;
@@ -206,6 +207,9 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             let action = type_name.rsplit('/').next().unwrap_or_default();
             if action.eq_ignore_ascii_case(actions::RETRY_SEGMENT) {
                 return actions::post_retry(state, ctx, id, body).await;
+            }
+            if action.eq_ignore_ascii_case(whatif::WHAT_IF_SEGMENT) {
+                return whatif::post_what_if(state, ctx, id, body).await;
             }
             post_action(state, ctx, id, action, body).await
         }

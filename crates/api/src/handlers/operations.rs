@@ -129,6 +129,11 @@ pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(state.options.retry_after_secs));
         return Ok(resp);
     }
+    if op.status == ProvisioningState::Succeeded
+        && let Some(w) = &op.what_if
+    {
+        return Ok(json_response(StatusCode::OK, wire::what_if_result(&op.resource_id, w, op.status, None)));
+    }
     match op.status {
         ProvisioningState::Succeeded if op.request == OperationRequest::Delete => {
             Ok(StatusCode::NO_CONTENT.into_response())

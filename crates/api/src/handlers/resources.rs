@@ -47,6 +47,39 @@ pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType
     Ok(with_etag(StatusCode::OK, wire::resource_body(&res, ty)))
 }
 
+/// A PUT body, read and checked before its change as every PUT is: the spec (secrets not
+/// sealed yet), what it references — each readable by the caller — and the cycle check's
+/// walk over the stored records. A what-if reads its proposal the same way.
+pub(crate) struct Proposal {
+    pub spec: Spec,
+    pub references: Vec<Reference>,
+    pub walked: Vec<ResourceKey>,
+}
+
+pub(crate) async fn read_proposal(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: &ArmId,
+    ty: &ResourceType,
+    body: Body,
+    grants: &access::Grants,
+) -> Result<Proposal, ArmError> {
+    ty.check_name(&id.name)?;
+    let input: PutBody = json_body(state, ctx, body).await?;
+    let location = match ty.resource_kind.has_location() {
+        true => Some(wire::required_location(input.location)?),
+        false => None,
+    };
+    let tags = input.tags.unwrap_or_default();
+    limits::check_tags(&tags)?;
+    let properties = wire::spec_properties(input.properties, ty)?;
+    ty.validate(&properties)?;
+    let references = ty.references_in(&properties, &id.subscription)?;
+    may_reference(ctx, grants, &references)?;
+    let walked = reference_walk(state.store.as_ref(), id, &references).await?;
+    Ok(Proposal { spec: Spec { location, tags, properties }, references, walked })
+}
+
 pub(crate) async fn put_resource(
     state: &ApiState,
     ctx: &Ctx,
@@ -56,20 +89,7 @@ pub(crate) async fn put_resource(
     tenant: Option<TenantContext>,
     grants: &access::Grants,
 ) -> Result<Response, ArmError> {
-    ty.check_name(&id.name)?;
-    let input: PutBody = json_body(state, ctx, body).await?;
-    let location = match ty.resource_kind.has_location() {
-        true => Some(wire::required_location(input.location)?),
-        false => None,
-    };
-    let tags = input.tags.unwrap_or_default();
-    limits::check_tags(&tags)?;
-    let properties = wire::spec_properties(input.properties, &ty)?;
-    ty.validate(&properties)?;
-    let references = ty.references_in(&properties, &id.subscription)?;
-    may_reference(ctx, grants, &references)?;
-    let walked = reference_walk(state.store.as_ref(), &id, &references).await?;
-    let mut spec = Spec { location, tags, properties };
+    let Proposal { mut spec, references, walked } = read_proposal(state, ctx, &id, &ty, body, grants).await?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let kind = ty.kind.clone();
     let target = id.clone();
@@ -334,7 +354,7 @@ impl Sealer {
         Ok(Some(Sealer { keyring, names }))
     }
 
-    fn seal(&self, properties: &Value, stored: Option<&ResourceRecord>) -> Result<Value, admission::Rejection> {
+    pub fn seal(&self, properties: &Value, stored: Option<&ResourceRecord>) -> Result<Value, admission::Rejection> {
         self.keyring
             .seal_properties(&self.names, properties, stored.map(|r| &r.spec.properties))
             .map_err(|e| admission::Rejection::Internal(e.to_string()))

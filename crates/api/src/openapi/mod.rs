@@ -12,6 +12,7 @@ mod overview_paths;
 mod paths;
 mod platform_paths;
 mod schemas;
+mod whatif;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -98,6 +99,7 @@ fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
     overview_paths::overview_paths(setting, &mut paths);
     event_paths::event_paths(setting, &mut paths);
     event_paths::event_schemas(&mut schemas);
+    whatif::schemas(&mut schemas);
     platform_paths::api_token_schemas(&mut schemas);
     overview_paths::overview_schemas(&types.all().map(|t| t.as_ref()).collect::<Vec<_>>(), &mut schemas);
     for members in namespaces.values_mut() {

@@ -6,10 +6,10 @@
 use serde_json::{Map, Value, json};
 
 use super::schemas::{self, TypeNames, schema_ref};
-use crate::RETRY_SEGMENT;
 use crate::handlers::discovery::PLATFORM_API_VERSIONS;
 use crate::route::EVENTS_SEGMENT;
 use crate::types::ResourceType;
+use crate::{RETRY_SEGMENT, WHAT_IF_SEGMENT};
 
 /// What the running configuration changes in every operation.
 pub(super) struct Setting {
@@ -475,6 +475,11 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
         json!({"type": "object", "maxProperties": 0}),
     );
     out.insert(format!("{resource_path}/{RETRY_SEGMENT}"), json!({"post": retry}));
+    if ty.what_if {
+        let op =
+            super::whatif::operation(format!("{prefix}_WhatIf"), ty, &tag, base(true), schema_ref(&n.put), setting);
+        out.insert(format!("{resource_path}/{WHAT_IF_SEGMENT}"), json!({"post": op}));
+    }
 
     let paging = [
         json!({"name": "$top", "in": "query", "required": false, "description": "Page size (default `server.page_size`).", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}),

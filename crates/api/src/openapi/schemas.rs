@@ -364,6 +364,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                             "action": {"type": "string", "description": "A POST action's name."},
                             "rerun": {"enum": ["retry"], "description": "An update that runs the unchanged spec again, and why (`POST {id}/retry`)."},
                             "message": {"type": "string", "description": "How the operation ended, when a client should know (a forced delete)."},
+                            "changes": {"type": "array", "items": schema_ref("WhatIfChange"), "description": "A what-if that succeeded: what would change."},
                             "childOperations": {
                                 "type": "array",
                                 "description": "A cascading delete's children and their own delete operations.",

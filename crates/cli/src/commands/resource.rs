@@ -63,7 +63,24 @@ pub enum ResourceCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// What a PUT of the body (or with --delete, a DELETE) would change, without changing it
+    /// (POST {id}/whatIf): the spec's changed properties and the tasks the type's job, run in
+    /// check mode, would change. Waits for the answer.
+    WhatIf {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        body: BodyArgs,
+        /// Ask about deleting the resource instead (no body).
+        #[arg(long, conflicts_with_all = ["file", "set", "tags", "location"])]
+        delete: bool,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
 }
+
+/// A what-if's table: one row per changed property and per changed task.
+const WHAT_IF_COLUMNS: &[Column] = &[("CHANGE", "change"), ("WHAT", "what"), ("BEFORE", "before"), ("AFTER", "after")];
 
 #[derive(Args, Clone, Debug)]
 pub struct MutateArgs {
@@ -120,6 +137,7 @@ pub async fn run(ctx: &Context, command: ResourceCommand) -> Result<(), CliError
             let reply = ctx.client.call(Method::POST, &target, &at.api_version, Some(&body)).await?;
             finish(ctx, &reply, &wait, None).await
         }
+        ResourceCommand::WhatIf { resource, body, delete, wait } => what_if(ctx, resource, body, delete, wait).await,
         ResourceCommand::Retry { resource, wait } => {
             let at = resource.resolve(&ctx.settings, &ctx.client).await?;
             let target = format!("{}/retry", at.resource.id);
@@ -127,6 +145,66 @@ pub async fn run(ctx: &Context, command: ResourceCommand) -> Result<(), CliError
             finish(ctx, &reply, &wait, Some(&at)).await
         }
     }
+}
+
+async fn what_if(
+    ctx: &Context,
+    resource: ResourceArgs,
+    body: BodyArgs,
+    delete: bool,
+    wait: WaitArgs,
+) -> Result<(), CliError> {
+    let at = resource.resolve(&ctx.settings, &ctx.client).await?;
+    let (target, body) = if delete {
+        (format!("{}/whatIf?operation=delete", at.resource.id), None)
+    } else {
+        let mut body = body.build()?;
+        if body.get("location").is_none()
+            && let Some(location) = default_location(ctx, &at).await?
+        {
+            body["location"] = Value::String(location);
+        }
+        (format!("{}/whatIf", at.resource.id), Some(body))
+    };
+    let reply = ctx.client.call(Method::POST, &target, &at.api_version, body.as_ref()).await?;
+    let result = match (reply.header("azure-asyncoperation"), reply.header("location")) {
+        (Some(status_url), Some(location)) if !wait.no_wait => {
+            wait::outcome(wait::follow(&ctx.client, &status_url, wait.timeout.duration()?).await?)?;
+            ctx.client.get(&location, &at.api_version).await?
+        }
+        (Some(status_url), _) => {
+            let doc = ctx.client.get(&status_url, PLATFORM_API).await?;
+            return ctx.out.print(&with_status_url(doc, &status_url), OPERATION_COLUMNS);
+        }
+        _ => reply.body.clone(),
+    };
+    if ctx.out.shows_table() {
+        ctx.out.print(&what_if_rows(&result), WHAT_IF_COLUMNS)
+    } else {
+        ctx.out.print(&result, &[])
+    }
+}
+
+/// The changes of a `WhatIfOperationResult` as table rows: the resource's change type, each
+/// changed property with its values, and each task the job would change on its host.
+fn what_if_rows(result: &Value) -> Value {
+    let mut rows = Vec::new();
+    for change in result["properties"]["changes"].as_array().into_iter().flatten() {
+        rows.push(serde_json::json!({"change": change["changeType"], "what": change["resourceId"]}));
+        for d in change["delta"].as_array().into_iter().flatten() {
+            rows.push(serde_json::json!({
+                "change": d["propertyChangeType"], "what": d["path"], "before": d["before"], "after": d["after"],
+            }));
+        }
+        for t in change["automation"]["changedTasks"].as_array().into_iter().flatten() {
+            let what = format!("task '{}' on {}", t["task"].as_str().unwrap_or("?"), t["host"].as_str().unwrap_or("?"));
+            rows.push(serde_json::json!({"change": "Changed", "what": what}));
+        }
+        if let Some(why) = change["automation"]["unsupportedReason"].as_str() {
+            rows.push(serde_json::json!({"change": "NotChecked", "what": why}));
+        }
+    }
+    Value::Array(rows)
 }
 
 async fn mutate(ctx: &Context, method: Method, args: MutateArgs) -> Result<(), CliError> {

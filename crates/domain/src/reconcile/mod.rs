@@ -112,6 +112,8 @@ pub struct Observation {
     /// What the job reported with `set_stats` (its `slipway_outputs`, a preflight job's
     /// `slipway_checks`); `None`: nothing.
     pub stats: Option<Value>,
+    /// A check-mode job that ended: the tasks it would have changed.
+    pub changes: Option<Vec<crate::whatif::TaskChange>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,6 +134,8 @@ pub enum FailureKind {
     Indeterminate,
     /// Nothing happened and trying again will not help.
     Permanent,
+    /// Nothing happened: the backend cannot run the job as asked (check mode).
+    Unsupported,
 }
 
 /// Decides the next effect, applying I/O-free changes to `snap`. A resource that becomes
@@ -200,12 +204,7 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
     if now < op.start_time.add(limit) {
         return;
     }
-    let what = match op.request {
-        OperationRequest::Create => "create",
-        OperationRequest::Update => "update",
-        OperationRequest::Delete => "delete",
-        OperationRequest::Action => "action",
-    };
+    let what = op.request.as_str();
     let id = op.id.clone();
     let last_job =
         res(snap).jobs.last().map(|j| format!("; last job: {} {}", j.state.as_str(), j.message_with_details()));
@@ -270,12 +269,13 @@ fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
     }
     let op = job.operation_id.as_ref().and_then(|id| snap.operation(id));
     let canceling = op.is_some_and(|o| o.status == ProvisioningState::Canceling);
-    let action_over = job.job_type == JobType::Action && op.is_none_or(|o| o.is_terminal());
-    !res.is_deleting()
-        && !canceling
-        && !action_over
-        && !job.kill_requested
-        && job.config_version == res.desired_config_version
+    // An action's or a what-if's job acts for its operation alone, and a what-if's on a
+    // spec of its own (`whatif::WhatIf::job_version`).
+    let for_its_operation = matches!(op.map(|o| o.request), Some(OperationRequest::Action | OperationRequest::WhatIf))
+        || job.job_type == JobType::Action;
+    let over = for_its_operation && op.is_none_or(|o| o.is_terminal());
+    let spec_current = for_its_operation || job.config_version == res.desired_config_version;
+    !res.is_deleting() && !canceling && !over && !job.kill_requested && spec_current
 }
 
 /// Records a `Launching` entry (the intent) and names it.
@@ -315,7 +315,8 @@ fn record_intent(
     job.idempotency_key = key;
     job.provider = policy.provider.clone();
     job.operation_id = op.clone();
-    // Every job carries the version it acts on (a delete job: the one it removes).
+    // Every job carries the version it acts on (a delete job: the one it removes; a
+    // what-if's: the one proposed).
     job.config_version = res.desired_config_version.clone();
     if job_type == JobType::Deprovision {
         job.block_deletion_on_failure = policy.block_deletion_on_failure;
@@ -324,6 +325,12 @@ fn record_intent(
     if job_type == JobType::Action {
         job.action = operation.and_then(|o| o.action.as_ref()).map(|c| c.name.clone()).unwrap_or_default();
     }
+    if let Some(w) = operation.and_then(|o| o.what_if.as_ref()) {
+        job.config_version = w.job_version(&job.config_version);
+        if job_type == JobType::Check {
+            job.action = w.job_word().to_owned();
+        }
+    }
     job.rerun = operation.and_then(|o| o.rerun);
     let res = res_mut(snap);
     mark_sent(&mut job, now);
@@ -331,7 +338,9 @@ fn record_intent(
     if let Some(op_id) = op {
         let running = match snap.operation(&op_id).map(|o| o.request) {
             Some(OperationRequest::Create) => Some(ProvisioningState::Provisioning),
-            Some(OperationRequest::Update | OperationRequest::Action) => Some(ProvisioningState::Updating),
+            Some(OperationRequest::Update | OperationRequest::Action | OperationRequest::WhatIf) => {
+                Some(ProvisioningState::Updating)
+            }
             _ => None,
         };
         if let Some(status) = running {
@@ -374,6 +383,7 @@ fn job_error(code: &str, job: &Job, fallback: &str) -> CloudError {
 fn finish_from_job(snap: &mut Snapshot, op: &Operation, job: &Job, user_canceled: bool, now: Timestamp) {
     let failed = || match job.job_type {
         JobType::Action => job_error(codes::ACTION_FAILED, job, "The action job failed"),
+        JobType::Check => job_error(codes::WHAT_IF_FAILED, job, "The check-mode job failed"),
         JobType::Preflight => preflight::failure(job, None)
             .unwrap_or_else(|| CloudError::new(codes::PREFLIGHT_FAILED, "The preflight job failed")),
         _ => job_error(codes::PROVISIONING_FAILED, job, "The provisioning job failed"),
@@ -392,7 +402,7 @@ fn finish_from_job(snap: &mut Snapshot, op: &Operation, job: &Job, user_canceled
     };
     let op_id = &op.id;
     if !op.provisions() {
-        // An action changes nothing convergence keeps.
+        // An action or a what-if changes nothing convergence keeps.
         snap.set_operation_status(op_id, status, error, now);
         return;
     }
@@ -445,15 +455,23 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
         // The operation's own job, or an earlier one that must finish first.
         return Some(Effect::Poll { key: j.idempotency_key.clone() });
     }
+    // What a what-if runs once its preflight passed, or at once: the job it asks about, in
+    // check mode.
+    let main_job = if op.what_if.is_some() { JobType::Check } else { JobType::Provision };
     match op_job {
         // Passed (a failed verdict ended the operation when the job's end was recorded).
         Some(j) if j.job_type == JobType::Preflight && j.state == JobState::Succeeded => {
-            Some(begin_launch(snap, policy, JobType::Provision, Some(op.id.clone()), now))
+            Some(begin_launch(snap, policy, main_job, Some(op.id.clone()), now))
         }
         Some(j) => {
             finish_from_job(snap, op, &j, false, now);
             None
         }
+        // A proposed spec is checked as its PUT would be; a delete has no preflight.
+        None if op.what_if.as_ref().is_some_and(|w| w.after.is_some()) && policy.preflight => {
+            Some(begin_launch(snap, policy, JobType::Preflight, Some(op.id.clone()), now))
+        }
+        None if op.what_if.is_some() => Some(begin_launch(snap, policy, JobType::Check, Some(op.id.clone()), now)),
         None if !op.provisions() => Some(begin_launch(snap, policy, JobType::Action, Some(op.id.clone()), now)),
         None => {
             if let Some(blocker) = waiting_on(snap) {

@@ -8,10 +8,12 @@ use serde_json::Value;
 use super::{Effect, Failure, FailureKind, JobStart, Observation, Outcome, job_mut};
 use crate::job::{Job, JobState, JobType, OUTPUTS_STAT};
 use crate::names::IdempotencyKey;
+use crate::operation::{CloudError, codes};
 use crate::policy::TypePolicy;
 use crate::resource::Snapshot;
 use crate::retry::launch_retry;
 use crate::time::Timestamp;
+use crate::whatif::TaskChange;
 
 /// Folds an effect's outcome into `snap`. Returns the earliest time the engine should
 /// decide again (`None`: right away).
@@ -31,7 +33,12 @@ pub fn apply(
             super::cascade::record_child_operations(snap, started);
             return pause;
         }
-        Effect::Launch { key } => (key, JobIo::Launch),
+        Effect::Launch { key } => {
+            if let Outcome::Failed(Failure { kind: FailureKind::Unsupported, message }) = &outcome {
+                refuse_what_if(snap, key, message, now);
+            }
+            (key, JobIo::Launch)
+        }
         Effect::Find { key } => {
             return match outcome {
                 Outcome::Found(found) => record_found(snap, key, found, policy, now),
@@ -70,6 +77,10 @@ fn record_poll(
         Outcome::Observed(obs) => (None, obs.stats.take()),
         _ => (None, None),
     };
+    let changes = match &mut outcome {
+        Outcome::Observed(obs) => obs.changes.take(),
+        _ => None,
+    };
     // A long job's next poll may be far off (`TypePolicy::poll_interval_at`): not past the
     // deadline that would end its operation.
     let deadline = super::operation_deadline(snap, policy).filter(|d| *d > now);
@@ -87,6 +98,9 @@ fn record_poll(
     }
     if ended && job.job_type == JobType::Preflight {
         judge_preflight(snap, &job, stats.as_ref(), now);
+    }
+    if ended && succeeded && job.job_type == JobType::Check {
+        record_prediction(snap, &job, changes);
     }
     if let Some(outputs) = outputs.filter(|_| succeeded) {
         let res = snap.resource.as_mut()?;
@@ -107,13 +121,33 @@ fn judge_preflight(snap: &mut Snapshot, job: &Job, stats: Option<&Value>, now: T
         return;
     }
     if let Some(error) = super::preflight::failure(job, stats) {
-        let id = op.id.clone();
+        let (id, provisions) = (op.id.clone(), op.provisions());
         snap.set_operation_status(&id, crate::state::ProvisioningState::Failed, Some(error), now);
-        // The spec failed its checks: convergence must not provision it (a new spec may).
-        if let Some(res) = snap.resource.as_mut() {
+        // The spec failed its checks: convergence must not provision it (a new spec may). A
+        // what-if's proposal was never the resource's spec.
+        if let Some(res) = snap.resource.as_mut().filter(|_| provisions) {
             res.convergence_stopped_for = Some(res.desired_config_version.clone());
         }
     }
+}
+
+/// A check job that succeeded: what it would have changed is the what-if's prediction.
+fn record_prediction(snap: &mut Snapshot, job: &Job, changes: Option<Vec<TaskChange>>) {
+    let Some(op) = job.operation_id.as_ref().and_then(|id| snap.operation_mut(id)) else { return };
+    if let Some(w) = op.what_if.as_mut() {
+        w.predicted = Some(changes.unwrap_or_default());
+    }
+}
+
+/// The backend cannot run the check job at all: the what-if ends `WhatIfNotSupported`, saying
+/// what the backend would need.
+fn refuse_what_if(snap: &mut Snapshot, key: &IdempotencyKey, message: &str, now: Timestamp) {
+    let Some(op_id) = job_mut(snap, key).filter(|j| j.job_type == JobType::Check).and_then(|j| j.operation_id.clone())
+    else {
+        return;
+    };
+    let error = CloudError::new(codes::WHAT_IF_NOT_SUPPORTED, message);
+    snap.set_operation_status(&op_id, crate::state::ProvisioningState::Failed, Some(error), now);
 }
 
 /// The outputs of a successful job, if they can be kept; otherwise the observation becomes
@@ -290,6 +324,7 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
                 JobType::Deprovision => "Deprovision job triggered",
                 JobType::Action => "Action job triggered",
                 JobType::Preflight => "Preflight job triggered",
+                JobType::Check => "Check-mode job triggered",
             };
             adopt(job, start, message.into());
             poll_later
@@ -298,7 +333,7 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
             // The look for a second job of a finished job's key. The job's own message stays:
             // its operation's outcome is read from it. A provider that cannot list the key's
             // jobs at all (template gone, access refused) is not asked again.
-            let give_up = matches!(f.kind, FailureKind::Permanent | FailureKind::NotFound);
+            let give_up = matches!(f.kind, FailureKind::Permanent | FailureKind::Unsupported | FailureKind::NotFound);
             job.unique_confirmed = give_up;
             match f.kind {
                 FailureKind::RateLimited { retry_after } => Some(now.add(retry_after)),
@@ -312,6 +347,7 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
                 && matches!(
                     f.kind,
                     FailureKind::Permanent
+                        | FailureKind::Unsupported
                         | FailureKind::NotFound
                         | FailureKind::RateLimited { .. }
                         | FailureKind::Transient
@@ -323,7 +359,7 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
             match f.kind {
                 // Only a launch the provider refused is known not to have started; a failed
                 // `Find` proves nothing either way, so its entry stays `Launching` (below).
-                FailureKind::Permanent | FailureKind::NotFound if launch => {
+                FailureKind::Permanent | FailureKind::Unsupported | FailureKind::NotFound if launch => {
                     job.state = JobState::Failed;
                     job.message = format!("Launch failed: {}", f.message);
                     None
@@ -337,6 +373,7 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
                 FailureKind::Transient
                 | FailureKind::Indeterminate
                 | FailureKind::Permanent
+                | FailureKind::Unsupported
                 | FailureKind::NotFound => {
                     job.launch_attempts += 1;
                     // Only a launch that surely did not happen may skip the next Find.

@@ -111,7 +111,13 @@ pub fn launched(job_id: &str) -> Outcome {
 }
 
 pub fn observed(state: JobState, message: &str, details: &str) -> Outcome {
-    Outcome::Observed(Observation { state, message: message.into(), error_details: details.into(), stats: None })
+    Outcome::Observed(Observation {
+        state,
+        message: message.into(),
+        error_details: details.into(),
+        stats: None,
+        changes: None,
+    })
 }
 
 pub fn failed(kind: FailureKind, message: &str) -> Outcome {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use slipway_api::types::{NameRule, ResourceKind};
-use slipway_api::{EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT};
+use slipway_api::{EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 use slipway_domain::TypePolicy;
 use slipway_domain::ids::ARM_NAME_MAX_LENGTH;
 
@@ -78,6 +78,11 @@ pub struct TypeConfig {
     /// POST actions, `[types.actions.restart]`.
     #[serde(default)]
     pub actions: BTreeMap<String, ActionConfig>,
+    /// Offer `POST {id}/whatIf`: the type's create and delete jobs can run in Ansible's check
+    /// mode (tasks that would change something say so, with a diff, and change nothing).
+    /// `false` for playbooks or templates that cannot.
+    #[serde(default = "default_what_if")]
+    pub what_if: bool,
 }
 
 /// One POST action of a type: `POST {resourceId}/{name}` runs `{prefix}-{name}-{kind-kebab}`.
@@ -119,6 +124,8 @@ impl TypeConfig {
                 Some("`{id}/events` is the resource's event feed")
             } else if name.eq_ignore_ascii_case(RETRY_SEGMENT) {
                 Some("`POST {id}/retry` runs a failed resource's spec again")
+            } else if name.eq_ignore_ascii_case(WHAT_IF_SEGMENT) {
+                Some("`POST {id}/whatIf` tells what a change would do")
             } else if children
                 .iter()
                 .any(|c| c.type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(name)))
@@ -165,6 +172,9 @@ fn policy() -> TypePolicy {
 }
 fn default_poll() -> f64 {
     policy().poll_interval.as_secs_f64()
+}
+fn default_what_if() -> bool {
+    true
 }
 fn default_retry_failures() -> bool {
     policy().backoff.is_some()

@@ -106,7 +106,8 @@ fn build_type(config: &Config, t: &TypeConfig) -> Result<ResourceType, String> {
         .map_err(|e| e.to_string())?
         .with_name_rule(names)
         .with_resource_kind(t.resource_kind.unwrap_or_else(|| ResourceKind::default_for(&t.type_name)))
-        .with_actions(actions))
+        .with_actions(actions)
+        .with_what_if(t.what_if))
 }
 
 /// A JSON Schema file, resolved against the configuration's directory.

@@ -76,6 +76,8 @@ pub(crate) enum JobTypeDocument {
     Action,
     #[serde(rename = "preflight")]
     Preflight,
+    #[serde(rename = "check")]
+    Check,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +227,7 @@ impl From<JobType> for JobTypeDocument {
             JobType::Deprovision => JobTypeDocument::Deprovision,
             JobType::Action => JobTypeDocument::Action,
             JobType::Preflight => JobTypeDocument::Preflight,
+            JobType::Check => JobTypeDocument::Check,
         }
     }
 }
@@ -236,6 +239,7 @@ impl From<JobTypeDocument> for JobType {
             JobTypeDocument::Deprovision => JobType::Deprovision,
             JobTypeDocument::Action => JobType::Action,
             JobTypeDocument::Preflight => JobType::Preflight,
+            JobTypeDocument::Check => JobType::Check,
         }
     }
 }

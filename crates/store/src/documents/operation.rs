@@ -9,6 +9,9 @@ use slipway_domain::operation::{
 use slipway_domain::state::ProvisioningState;
 use slipway_domain::time::Timestamp;
 
+use slipway_domain::whatif::WhatIf;
+
+use super::whatif::WhatIfDocument;
 use super::{DocumentError, check_version, is_version_1, operation_id, version_1};
 
 /// An `operations` row's body.
@@ -55,6 +58,10 @@ pub(crate) struct OperationDocument {
     /// reader that does not know it reads the operation as the update it is.
     #[serde(rename = "rerun", default, skip_serializing_if = "Option::is_none")]
     rerun: Option<RerunDocument>,
+    /// A what-if's proposal and prediction. A reader that knows no `whatIf` request cannot
+    /// read such an operation: what-ifs wait until every replica runs this version.
+    #[serde(rename = "whatIf", default, skip_serializing_if = "Option::is_none")]
+    what_if: Option<WhatIfDocument>,
     #[serde(rename = "note", default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
@@ -99,6 +106,8 @@ pub(crate) enum OperationRequestDocument {
     Delete,
     #[serde(rename = "Action")]
     Action,
+    #[serde(rename = "WhatIf")]
+    WhatIf,
 }
 
 /// Why an update (and its jobs) ran the unchanged spec again.
@@ -188,6 +197,7 @@ impl From<&Operation> for OperationDocument {
             child_operations,
             action,
             rerun,
+            what_if,
             note,
             notification_uri,
             initiator,
@@ -211,6 +221,7 @@ impl From<&Operation> for OperationDocument {
                 .as_ref()
                 .map(|a| ActionCallDocument { name: a.name.clone(), parameters: a.parameters.clone() }),
             rerun: rerun.map(RerunDocument::from),
+            what_if: what_if.as_ref().map(WhatIfDocument::from),
             note: note.clone(),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
@@ -239,6 +250,7 @@ impl TryFrom<OperationDocument> for Operation {
             child_operations,
             action,
             rerun,
+            what_if,
             note,
             notification_uri,
             initiator,
@@ -268,6 +280,7 @@ impl TryFrom<OperationDocument> for Operation {
                 .collect::<Result<_, DocumentError>>()?,
             action: action.map(|a| ActionCall { name: a.name, parameters: a.parameters }),
             rerun: rerun.map(Rerun::from),
+            what_if: what_if.map(WhatIf::from),
             note,
             notification_uri,
             initiator: initiator.into(),
@@ -283,6 +296,7 @@ impl From<OperationRequest> for OperationRequestDocument {
             OperationRequest::Update => OperationRequestDocument::Update,
             OperationRequest::Delete => OperationRequestDocument::Delete,
             OperationRequest::Action => OperationRequestDocument::Action,
+            OperationRequest::WhatIf => OperationRequestDocument::WhatIf,
         }
     }
 }
@@ -294,6 +308,7 @@ impl From<OperationRequestDocument> for OperationRequest {
             OperationRequestDocument::Update => OperationRequest::Update,
             OperationRequestDocument::Delete => OperationRequest::Delete,
             OperationRequestDocument::Action => OperationRequest::Action,
+            OperationRequestDocument::WhatIf => OperationRequest::WhatIf,
         }
     }
 }

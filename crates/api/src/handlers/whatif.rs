@@ -1,0 +1,94 @@
+//! `POST {resourceId}/whatIf`: what a PUT of the body (or, with `?operation=delete`, a
+//! DELETE) would do, without doing it (docs/arm-contract.md#what-if). The proposal is read
+//! and checked exactly as the PUT would be; an existing resource gets an operation of its own
+//! whose job runs in check mode, a resource that does not exist yet the Slipway-level
+//! `Create` at once.
+
+use slipway_domain::reference;
+use slipway_domain::whatif::WhatIf;
+
+use super::*;
+
+/// The segment of `POST {resourceId}/whatIf`; no action or child type may take the name.
+pub const WHAT_IF_SEGMENT: &str = "whatIf";
+
+/// `?operation=put|delete` (absent: put): which request the what-if is about.
+fn asks_about_delete(ctx: &Ctx) -> Result<bool, ArmError> {
+    match ctx.query.get("operation").map(|v| v.to_ascii_lowercase()).as_deref() {
+        None | Some("put") => Ok(false),
+        Some("delete") => Ok(true),
+        Some(v) => Err(ArmError::bad_request(
+            "InvalidParameter",
+            format!("operation must be put or delete, not '{}'.", echo(v, 16)),
+        )
+        .with_target("operation")),
+    }
+}
+
+/// Answers `202` with the async headers (the `Location` target answers with the what-if's
+/// result once it ended), or `200` with the result for a resource that does not exist yet.
+pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: Body) -> Result<Response, ArmError> {
+    let ty = resource_type(state, &id.namespace, &id.type_name)?;
+    check_version(ctx, &ty)?;
+    if !ty.what_if {
+        return Err(ArmError::bad_request(
+            slipway_domain::operation::codes::WHAT_IF_NOT_SUPPORTED,
+            format!("The resource type '{}' does not offer what-if (what_if = false).", ty.display_name()),
+        ));
+    }
+    let delete = asks_about_delete(ctx)?;
+    let permission = if delete { Permission::Delete } else { Permission::Write };
+    let subscription = SubscriptionId::new(&id.subscription);
+    let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
+    let action = access::resource_action(&ty.namespace, &ty.type_name, permission);
+    grants.require(&ctx.caller, permission, &resource_scope(&id), &action)?;
+    access::check_subscription(state, &subscription, Intent::Change).await?;
+    let proposal = if delete {
+        if !body_bytes(state, ctx, body).await?.iter().all(u8::is_ascii_whitespace) {
+            return Err(ArmError::invalid_content("A delete's what-if takes no body.", ""));
+        }
+        None
+    } else {
+        Some(read_proposal(state, ctx, &id, &ty, body, &grants).await?)
+    };
+    let rctx = request_context(state, ctx, ctx.api_version()?, None)?;
+    let references = proposal.as_ref().map(|p| p.references.clone()).unwrap_or_default();
+    let mut req = change_request(&id, &references, rctx.now);
+    if let Some(p) = &proposal {
+        req = req.with_related(p.walked.clone());
+    }
+    let sealer = Sealer::of(state, &ty)?;
+    let target = id.clone();
+    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
+        let spec = match proposal {
+            Some(mut p) => {
+                reference::check_all(snap, &target, &p.references, &p.walked)?;
+                if let Some(sealer) = &sealer {
+                    p.spec.properties = sealer.seal(&p.spec.properties, snap.resource.as_ref())?;
+                }
+                Some(p.spec)
+            }
+            None => None,
+        };
+        let absent = snap.resource.is_none().then(|| spec.clone()).flatten();
+        Ok((admission::admit_what_if(snap, &target, spec, &rctx)?, absent))
+    })
+    .await
+    .map_err(|e| missing_as_not_found(e, &id))?;
+    match admitted {
+        (Admitted::Accepted { operation, .. }, _) => {
+            (state.on_accept)();
+            let mut resp = StatusCode::ACCEPTED.into_response();
+            add_async_headers(state, ctx, &operation, resp.headers_mut());
+            Ok(resp)
+        }
+        (Admitted::Absent, Some(after)) => {
+            let w = WhatIf { before: None, after: Some(after), predicted: None };
+            Ok(json_response(
+                StatusCode::OK,
+                wire::what_if_result(&id.to_string(), &w, ProvisioningState::Succeeded, None),
+            ))
+        }
+        _ => Err(ArmError::internal()),
+    }
+}

@@ -1,0 +1,116 @@
+//! The what-if endpoint's operation (`POST {id}/whatIf`) and ARM's what-if shapes it answers
+//! with (docs/arm-contract.md#what-if).
+
+use serde_json::{Map, Value, json};
+
+use super::paths::{Op, Setting, async_headers, json_answer, lro, plain, request_id};
+use super::schemas::schema_ref;
+use crate::types::ResourceType;
+
+/// `POST {id}/whatIf` of a type: `params` its path and api-version, `put_body` its PUT's body.
+pub(super) fn operation(
+    id: String,
+    ty: &ResourceType,
+    tag: &str,
+    mut params: Vec<Value>,
+    put_body: Value,
+    setting: &Setting,
+) -> Value {
+    params.push(json!({"name": "operation", "in": "query", "required": false,
+        "description": "The request asked about: `put` (the default; the body is the PUT's) or `delete` (no body).",
+        "schema": {"enum": ["put", "delete"]}}));
+    let [lro_flag, lro_options] = lro("azure-async-operation");
+    let summary = format!(
+        "What a PUT (or DELETE) of a {} would change, without changing it: the spec's delta and the tasks its job, \
+         run in check mode, would change.",
+        ty.kind
+    );
+    Op::new(id, summary, tag, params)
+        .optional_body(put_body)
+        .answer(
+            200,
+            json_answer(
+                "The resource does not exist yet: the create, at once.",
+                schema_ref("WhatIfOperationResult"),
+                request_id(),
+            ),
+        )
+        .answer(202, {
+            let mut r =
+                plain("Accepted; follow `Azure-AsyncOperation`. `Location` answers with the `WhatIfOperationResult`.");
+            r["headers"] = async_headers(true);
+            r
+        })
+        .errors(&[400, 403, 404, 408, 409, 413, 415, 500, 503])
+        .with(lro_flag.0, json!(true))
+        .with(lro_options.0, json!({"final-state-via": "location"}))
+        .build(setting)
+}
+
+/// `WhatIfChange` and `WhatIfOperationResult`.
+pub(super) fn schemas(out: &mut Map<String, Value>) {
+    let entries = [
+        (
+            "WhatIfChange",
+            json!({
+                "type": "object",
+                "description": "ARM's `WhatIfChange` for the one resource, with Slipway's `automation`: what the type's job, run in check mode with diff, would change.",
+                "required": ["resourceId", "changeType", "delta", "automation"],
+                "properties": {
+                    "resourceId": {"type": "string"},
+                    "changeType": {"enum": ["Create", "Delete", "Modify", "NoChange"]},
+                    "before": {"type": "object", "description": "`location`, `tags`, `properties` as they are (secrets left out)."},
+                    "after": {"type": "object", "description": "As proposed (secrets left out)."},
+                    "delta": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["path", "propertyChangeType"],
+                            "properties": {
+                                "path": {"type": "string"},
+                                "propertyChangeType": {"enum": ["Create", "Delete", "Modify"]},
+                                "before": {},
+                                "after": {},
+                            },
+                        },
+                    },
+                    "automation": {
+                        "type": "object",
+                        "required": ["job"],
+                        "properties": {
+                            "job": {"enum": ["create", "delete"], "description": "The job run in check mode."},
+                            "changedTasks": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["task", "host"],
+                                    "properties": {"task": {"type": "string"}, "host": {"type": "string"}, "diff": {"description": "Ansible's diff, as the task reported it."}},
+                                },
+                            },
+                            "unsupportedReason": {"type": "string", "description": "Why no job ran (the resource does not exist yet)."},
+                        },
+                    },
+                },
+            }),
+        ),
+        (
+            "WhatIfOperationResult",
+            json!({
+                "type": "object",
+                "required": ["status", "properties"],
+                "properties": {
+                    "status": schema_ref("ProvisioningState"),
+                    "properties": {
+                        "type": "object",
+                        "required": ["changes"],
+                        "properties": {"changes": {"type": "array", "items": schema_ref("WhatIfChange")}},
+                    },
+                    "error": schema_ref("ErrorDetail"),
+                },
+            }),
+        ),
+    ];
+    for (name, schema) in entries {
+        out.insert(name.to_string(), schema);
+    }
+}
