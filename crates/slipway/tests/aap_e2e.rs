@@ -230,7 +230,11 @@ async fn what_if_runs_the_template_in_check_mode() {
     let change = &done["properties"]["changes"][0];
     assert_eq!(change["changeType"], "Modify", "{done}");
     let task = &change["automation"]["changedTasks"][0];
-    assert_eq!((task["task"].as_str(), task["host"].as_str()), (Some("Record the resource"), Some("localhost")), "{change}");
+    assert_eq!(
+        (task["task"].as_str(), task["host"].as_str()),
+        (Some("Record the resource"), Some("localhost")),
+        "{change}"
+    );
     assert!(task["diff"]["before"].as_str().unwrap().contains("10.0.0.0/16"), "{task}");
     assert!(task["diff"]["after"].as_str().unwrap().contains("10.1.0.0/16"), "{task}");
     let check = h.sim.handle().jobs().into_iter().last().unwrap();
