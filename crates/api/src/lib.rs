@@ -39,7 +39,7 @@ pub use edge::{EdgeOptions, PeerAddr};
 pub use error::ArmError;
 pub use handlers::actions::RETRY_SEGMENT;
 pub use handlers::jobs::JOBS_SEGMENT;
-pub use handlers::whatif::WHAT_IF_SEGMENT;
+pub use handlers::whatif::{CHECK_DRIFT_SEGMENT, WHAT_IF_SEGMENT};
 pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
 pub use metrics::MetricsAccess;
 pub use openapi::OpenApiCache;

@@ -56,7 +56,7 @@ pub fn required_location(location: Option<String>) -> Result<String, ArmError> {
 }
 
 /// Server-owned fields a client may echo back inside `properties`; they are not spec.
-const SERVER_PROPERTIES: &[&str] = &["provisioningState"];
+const SERVER_PROPERTIES: &[&str] = &["provisioningState", "drift"];
 
 /// `properties` must be an object (or absent: `{}`); server-owned fields — the
 /// provisioning state and the type's read-only outputs — are dropped.
@@ -95,6 +95,9 @@ pub fn resource_body(res: &ResourceRecord, ty: &ResourceType) -> Value {
         }
     }
     properties.insert("provisioningState".into(), json!(res.provisioning_state.as_str()));
+    if let Some(drift) = &res.drift {
+        properties.insert("drift".into(), drift_body(drift));
+    }
     let sd = &res.system_data;
     let mut body = json!({
         "id": res.id.to_string(),
@@ -217,6 +220,29 @@ fn operation_status_path(subscription: &str, resource_id: &str, id: &str, locati
     format!("/subscriptions/{subscription}/providers/{namespace}/locations/{location}/operationStatuses/{id}")
 }
 
+/// `properties.drift`: what the resource's last drift check found.
+fn drift_body(d: &slipway_domain::drift::Drift) -> Value {
+    let mut body = json!({ "state": d.state.as_str(), "lastCheckedAt": d.last_checked_at.to_rfc3339() });
+    if !d.changes.is_empty() {
+        body["changedTasks"] = Value::Array(d.changes.iter().map(task_change).collect());
+    }
+    insert_present(
+        &mut body,
+        [
+            ("message", Some(json!(d.message)).filter(|_| !d.message.is_empty())),
+            ("remediationOperationId", d.remediation.as_ref().map(|o| json!(o.as_str()))),
+        ],
+    );
+    body
+}
+
+/// One changed task: its name, host and Ansible's diff (when it reported one).
+fn task_change(t: &slipway_domain::whatif::TaskChange) -> Value {
+    let mut v = json!({ "task": t.task, "host": t.host });
+    insert_present(&mut v, [("diff", Some(t.diff.clone()).filter(|d| !d.is_null()))]);
+    v
+}
+
 /// ARM's `WhatIfOperationResult`: the status, the changes, and the error if it failed.
 pub fn what_if_result(resource_id: &str, w: &WhatIf, status: ProvisioningState, error: Option<&CloudError>) -> Value {
     let mut body = json!({
@@ -263,11 +289,7 @@ fn what_if_changes(resource_id: &str, w: &WhatIf) -> Value {
     change["automation"] = match &w.predicted {
         Some(tasks) => json!({
             "job": w.job_word(),
-            "changedTasks": tasks.iter().map(|t| {
-                let mut v = json!({ "task": t.task, "host": t.host });
-                insert_present(&mut v, [("diff", Some(t.diff.clone()).filter(|d| !d.is_null()))]);
-                v
-            }).collect::<Vec<_>>(),
+            "changedTasks": tasks.iter().map(task_change).collect::<Vec<_>>(),
         }),
         None if w.before.is_none() => json!({
             "job": w.job_word(),

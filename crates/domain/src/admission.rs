@@ -154,6 +154,7 @@ pub fn admit_put(
             job_context: ctx.job_context.clone(),
             references: Vec::new(),
             outputs: serde_json::Map::new(),
+            drift: None,
             last_error: None,
             schedule: Schedule::now(ctx.now),
             lease: None,
@@ -215,7 +216,7 @@ fn change_spec(snap: &mut Snapshot, spec: Spec, ctx: &RequestContext) -> Result<
 
 /// A new update operation under the resource's spec as it now is (changed, or run again for
 /// `rerun`): the resource goes `Accepted`, convergence resumes, the engine looks at once.
-fn start_update(snap: &mut Snapshot, rerun: Option<Rerun>, ctx: &RequestContext) -> Admitted {
+pub(crate) fn start_update(snap: &mut Snapshot, rerun: Option<Rerun>, ctx: &RequestContext) -> Admitted {
     let res = snap.resource.as_mut().expect("caller checked the resource exists");
     let mut op = new_operation(&res.id, OperationRequest::Update, ProvisioningState::Accepted, ctx);
     op.rerun = rerun;
@@ -338,6 +339,35 @@ pub fn admit_what_if(
     Ok(Admitted::Accepted { operation: op, created: false })
 }
 
+/// `POST {resourceId}/checkDrift`: a drift check now, as an operation of its own that runs
+/// the type's create job in check mode under the resource's own spec; when it ends, what it
+/// found is the resource's `drift` too (docs/osac-lifecycle.md#drift-detection). Only a
+/// `Succeeded` resource, and no other operation running: drift is measured from a spec that
+/// was put in place.
+pub fn admit_check_drift(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    let res = snap.resource.as_ref().ok_or(Rejection::NotFound)?;
+    check_parent(snap, &res.id)?;
+    if res.is_deleting() {
+        return Err(conflict(res, "Cannot check the resource for drift while it is being deleted".into()));
+    }
+    refuse_while_busy(snap, res, "check")?;
+    if res.provisioning_state != ProvisioningState::Succeeded {
+        let state = res.provisioning_state.as_str();
+        return Err(conflict(
+            res,
+            format!("The resource is {state}: only a Succeeded resource can be checked for drift"),
+        ));
+    }
+    let res = snap.resource.as_mut().expect("checked above");
+    let mut op = new_operation(&res.id, OperationRequest::CheckDrift, ProvisioningState::Accepted, ctx);
+    op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: Some(res.spec.clone()), predicted: None });
+    res.active_operation_id = Some(op.id.clone());
+    res.schedule = Schedule::now(ctx.now);
+    res.generation += 1;
+    snap.operations.push(op.clone());
+    Ok(Admitted::Accepted { operation: op, created: false })
+}
+
 /// `409` while another operation runs: `verb` (an action's name, `retry`) waits for it.
 fn refuse_while_busy(snap: &Snapshot, res: &ResourceRecord, verb: &str) -> Result<(), Rejection> {
     let Some(op) = snap.active_operation() else { return Ok(()) };
@@ -349,6 +379,7 @@ fn doing(op: &Operation) -> String {
     match (&op.action, op.request) {
         (Some(a), _) => format!("the action '{}'", a.name),
         (None, OperationRequest::WhatIf) => "a what-if".to_owned(),
+        (None, OperationRequest::CheckDrift) => "a drift check".to_owned(),
         (None, OperationRequest::Update) => "an update operation".to_owned(),
         (None, request) => format!("a {} operation", request.as_str()),
     }

@@ -22,17 +22,21 @@ pub enum EventKind {
     /// What its jobs reported (`outputs`) changed.
     ResourceOutputsChanged,
     ResourceDeleted,
+    /// A drift check found the resource changed behind Slipway's back (or changed otherwise
+    /// than the last one found).
+    DriftDetected,
     /// An operation was accepted.
     OperationCreated,
     OperationStatusChanged,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 6] = [
+    pub const ALL: [EventKind; 7] = [
         EventKind::ResourceCreated,
         EventKind::ResourceStateChanged,
         EventKind::ResourceOutputsChanged,
         EventKind::ResourceDeleted,
+        EventKind::DriftDetected,
         EventKind::OperationCreated,
         EventKind::OperationStatusChanged,
     ];
@@ -44,6 +48,7 @@ impl EventKind {
             EventKind::ResourceStateChanged => "resourceStateChanged",
             EventKind::ResourceOutputsChanged => "resourceOutputsChanged",
             EventKind::ResourceDeleted => "resourceDeleted",
+            EventKind::DriftDetected => "driftDetected",
             EventKind::OperationCreated => "operationCreated",
             EventKind::OperationStatusChanged => "operationStatusChanged",
         }
@@ -120,6 +125,11 @@ pub fn derive(before: &Snapshot, after: &Snapshot, now: Timestamp) -> Vec<Event>
             if old.outputs != new.outputs {
                 events.push(resource(EventKind::ResourceOutputsChanged, new));
             }
+            if let Some(changes) = drifted(new)
+                && drifted(old) != Some(changes)
+            {
+                events.push(resource(EventKind::DriftDetected, new));
+            }
         }
         (None, None) => {}
     }
@@ -157,6 +167,11 @@ pub fn derive(before: &Snapshot, after: &Snapshot, now: Timestamp) -> Vec<Event>
         }
     }
     events
+}
+
+/// The changes a resource's last drift check found, if it found drift.
+fn drifted(r: &ResourceRecord) -> Option<&Vec<crate::whatif::TaskChange>> {
+    r.drift.as_ref().filter(|d| d.state == crate::drift::DriftState::Drifted).map(|d| &d.changes)
 }
 
 fn operation_change(op: &Operation, previous: Option<ProvisioningState>) -> OperationEvent {

@@ -6,7 +6,7 @@
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
 //! (stored resource, transaction snapshot), [`reference`] (references between resources), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
-//! (what the engine does), [`policy`], [`readiness`] (a provider's last readiness answer), [`whatif`] (a proposed change compared, and what a check-mode job predicted).
+//! (what the engine does), [`policy`], [`readiness`] (a provider's last readiness answer), [`whatif`] (a proposed change compared, and what a check-mode job predicted), [`drift`] (what a scheduled check found, and when the next is due).
 
 pub mod access;
 pub mod admission;
@@ -14,6 +14,7 @@ pub mod backoff;
 pub mod composite;
 pub mod config_version;
 pub mod cycle;
+pub mod drift;
 pub mod evaluate;
 pub mod event;
 pub mod identity;

@@ -15,6 +15,9 @@ pub enum OperationRequest {
     Action,
     /// `POST {id}/whatIf`: a proposed change run in check mode (`Operation::what_if`).
     WhatIf,
+    /// `POST {id}/checkDrift`: the resource's own spec run in check mode now; its result is
+    /// the resource's drift (`Operation::what_if` holds the spec twice).
+    CheckDrift,
 }
 
 impl OperationRequest {
@@ -26,6 +29,7 @@ impl OperationRequest {
             OperationRequest::Delete => "delete",
             OperationRequest::Action => "action",
             OperationRequest::WhatIf => "whatIf",
+            OperationRequest::CheckDrift => "checkDrift",
         }
     }
 
@@ -44,12 +48,16 @@ impl OperationRequest {
 pub enum Rerun {
     /// `POST {id}/retry`: a client asked for the failed spec to be run again now.
     Retry,
+    /// A drift check found the resource changed behind Slipway's back, and its type puts
+    /// drift right (`drift_remediation = "auto"`).
+    Drift,
 }
 
 impl Rerun {
     pub fn as_str(self) -> &'static str {
         match self {
             Rerun::Retry => "retry",
+            Rerun::Drift => "drift",
         }
     }
 }

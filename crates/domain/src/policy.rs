@@ -53,6 +53,11 @@ pub struct TypePolicy {
     /// The type declares a validation job: every create and update runs it first, and only
     /// a pass lets the provisioning job launch.
     pub preflight: bool,
+    /// Scheduled drift checks, when the type has them.
+    pub drift: Option<crate::drift::DriftPolicy>,
+    /// The api-version an operation the engine starts itself (a drift remediation) names
+    /// on its status URLs: the type's newest.
+    pub api_version: String,
 }
 
 /// The longest a running job goes unpolled unless its type says otherwise: half a minute,
@@ -85,6 +90,8 @@ impl Default for TypePolicy {
             has_child_types: false,
             is_referenced: false,
             preflight: false,
+            drift: None,
+            api_version: String::new(),
         }
     }
 }
@@ -93,7 +100,10 @@ impl TypePolicy {
     pub fn deadline(&self, request: OperationRequest) -> Duration {
         match request {
             OperationRequest::Create => self.create_deadline,
-            OperationRequest::Update | OperationRequest::Action | OperationRequest::WhatIf => self.update_deadline,
+            OperationRequest::Update
+            | OperationRequest::Action
+            | OperationRequest::WhatIf
+            | OperationRequest::CheckDrift => self.update_deadline,
             OperationRequest::Delete => self.delete_deadline,
         }
     }

@@ -68,11 +68,16 @@ pub struct Deletion {
 pub struct Schedule {
     pub next_due: Option<Timestamp>,
     pub intent: bool,
+    /// When the resource's next drift check is due: the drift lane, which the engine serves
+    /// last and only while nothing else is due for the resource (`next_due` is `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_due: Option<Timestamp>,
 }
 
 impl Schedule {
+    /// Due now, in the intent lane; a drift check's time is kept.
     pub fn now(now: Timestamp) -> Self {
-        Schedule { next_due: Some(now), intent: true }
+        Schedule { next_due: Some(now), intent: true, drift_due: None }
     }
 }
 
@@ -124,6 +129,9 @@ pub struct ResourceRecord {
     /// shown next to the spec's and handed to later jobs. Not part of the config version.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub outputs: serde_json::Map<String, Value>,
+    /// What the last drift check found (a type with drift checks, or `POST {id}/checkDrift`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::drift::Drift>,
     /// The last operation's failure, shown on the resource while it is Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<CloudError>,

@@ -65,7 +65,7 @@ fn put_create_records_resource_and_accepted_operation() {
     assert_eq!(res.desired_config_version, spec(v1()).config_version());
     assert_eq!(res.active_operation_id, Some(op_id(1)));
     assert_eq!(res.last_operation_id, op_id(1));
-    assert_eq!(res.schedule, Schedule { next_due: Some(at(5)), intent: true });
+    assert_eq!(res.schedule, Schedule { next_due: Some(at(5)), intent: true, drift_due: None });
     assert_eq!(res.generation, 1);
     assert_eq!(res.job_seq, 0);
     assert!(res.jobs.is_empty());

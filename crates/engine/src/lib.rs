@@ -57,6 +57,18 @@ pub struct EngineOptions {
     /// last: renewing ten thousand leases in one write held SQLite's writer — and every
     /// client write queued behind it — for 150-320 ms, the whole of the accept p99.
     pub renew_batch: usize,
+    /// Most resources this node takes from the drift lane at once (drift checks in flight)…
+    pub max_drift_checks: usize,
+    /// …and at most this share of `max_concurrent`, so real work always has the rest.
+    pub drift_share: f64,
+}
+
+impl EngineOptions {
+    /// Drift checks this node runs at once: the smaller of the two caps, at least one.
+    pub fn drift_cap(&self) -> usize {
+        let share = (self.max_concurrent as f64 * self.drift_share).floor() as usize;
+        self.max_drift_checks.min(share.max(1))
+    }
 }
 
 impl Default for EngineOptions {
@@ -73,6 +85,8 @@ impl Default for EngineOptions {
             status_batch: 200,
             status_window: Duration::from_millis(10),
             renew_batch: 500,
+            max_drift_checks: 16,
+            drift_share: 0.1,
         }
     }
 }
@@ -166,6 +180,9 @@ pub(crate) struct Shared {
     /// this (or past its own claim's `until`, whichever is later).
     pub renewed_until: std::sync::atomic::AtomicI64,
     pub readiness: readiness::ProviderReadiness,
+    /// One permit per drift check this node may run; a worker of a resource taken from the
+    /// drift lane holds one until it lets the resource go.
+    pub drift_permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -243,11 +260,12 @@ impl Engine {
             secrets: None,
             metrics: Default::default(),
             clock,
-            options,
+            options: options.clone(),
             outbox: Arc::new(Notify::new()),
             running: Mutex::new(HashMap::new()),
             watched: Mutex::new(HashMap::new()),
             renewed_until: std::sync::atomic::AtomicI64::new(0),
+            drift_permits: Arc::new(tokio::sync::Semaphore::new(options.drift_cap())),
         };
         Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
     }
@@ -380,6 +398,7 @@ async fn claim_and_dispatch(
                 lease_for: opts.lease_for,
                 intent_limit: room.div_ceil(2),
                 followup_limit: room / 2,
+                drift_limit: shared.drift_permits.available_permits(),
             })
             .await?;
         let full = claimed.len() >= room;
@@ -404,8 +423,19 @@ async fn claim_and_dispatch(
             let job = worker::Worker::new(shared.clone(), &record, &lease, slot, stop.clone());
             // Every line the worker logs names its resource (a span field).
             let span = tracing::info_span!("worker", resource = %record.id);
-            workers.spawn(tracing::Instrument::instrument(job.run(), span));
+            let drift_permit = ClaimRequest::drift_lane(&record)
+                .then(|| shared.drift_permits.clone().try_acquire_owned().ok())
+                .flatten();
+            workers.spawn(tracing::Instrument::instrument(
+                async move {
+                    job.run().await;
+                    drop(drift_permit);
+                },
+                span,
+            ));
         }
+        let cap = opts.drift_cap();
+        shared.metrics.drift_workers.set((cap - shared.drift_permits.available_permits().min(cap)) as i64);
         if !full {
             return Ok(());
         }

@@ -12,6 +12,7 @@ use slipway_domain::{JobState, ProvisioningState, Timestamp};
 pub(crate) struct Before {
     operations: Vec<ProvisioningState>,
     jobs: Vec<(Timestamp, JobState)>,
+    drift_checked: Option<Timestamp>,
 }
 
 impl Before {
@@ -19,6 +20,7 @@ impl Before {
         Before {
             operations: snap.operations.iter().map(|o| o.status).collect(),
             jobs: snap.resource.iter().flat_map(|r| r.jobs.iter().map(|j| (j.timestamp, j.state))).collect(),
+            drift_checked: snap.resource.as_ref().and_then(|r| r.drift.as_ref()).map(|d| d.last_checked_at),
         }
     }
 
@@ -32,6 +34,15 @@ impl Before {
             }
         }
         let Some(res) = after.resource.as_ref() else { return };
+        if let Some(drift) = res.drift.as_ref().filter(|d| Some(d.last_checked_at) != self.drift_checked) {
+            let labels = slipway_metrics::DriftCheckLabels {
+                r#type: res.id.type_key().to_string(),
+                result: drift.state.as_str().into(),
+            };
+            metrics.drift_checks.get_or_create(&labels).inc();
+            tracing::info!(resource, result = drift.state.as_str(), changed_tasks = drift.changes.len(),
+                message = %drift.message, "drift checked");
+        }
         for job in &res.jobs {
             let was = self.jobs.iter().find(|(t, _)| *t == job.timestamp).map(|(_, s)| *s);
             if was.is_some_and(|w| !w.is_terminal()) && job.state.is_terminal() {

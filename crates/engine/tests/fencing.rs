@@ -121,6 +121,7 @@ async fn a_launch_in_flight_when_the_lease_passed_on_never_reaches_the_provider(
             lease_for: LEASE,
             intent_limit: 1,
             followup_limit: 1,
+            drift_limit: 0,
         })
         .await
         .unwrap();

@@ -135,10 +135,18 @@ pub struct JobRequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JobEndLabels {
     pub provider: String,
-    /// `provision`, `deprovision`, `preflight` or `action`.
+    /// `provision`, `deprovision`, `preflight`, `action` or `check`.
     pub r#type: String,
     /// `Succeeded`, `Failed` or `Canceled`.
     pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DriftCheckLabels {
+    /// The resource type as configured (`Slipway.Example/virtualNetworks`).
+    pub r#type: String,
+    /// `InSync`, `Drifted` or `Unknown`.
+    pub result: String,
 }
 
 /// The engine's lanes and the jobs it drives.
@@ -156,6 +164,10 @@ pub struct EngineMetrics {
     pub jobs_ended: Family<JobEndLabels, Counter>,
     /// 1 while a provider's last readiness check passed (reachable, credentials accepted).
     pub providers_ready: Family<ProviderLabels, Gauge>,
+    /// Drift checks judged, by type and result.
+    pub drift_checks: Family<DriftCheckLabels, Counter>,
+    /// Resources this node took from the drift lane and is working on now.
+    pub drift_workers: Gauge,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -346,6 +358,12 @@ impl Metrics {
             engine.fenced_writes.clone(),
         );
         f.gauge("slipway_engine_workers", "Resources this node is working on", engine.workers.clone());
+        f.counter("slipway_drift_checks", "Drift checks judged, by type and result", engine.drift_checks.clone());
+        f.gauge(
+            "slipway_engine_drift_workers",
+            "Resources this node took from the drift lane and is working on (at most its drift cap)",
+            engine.drift_workers.clone(),
+        );
         f.gauge(
             "slipway_provider_ready",
             "1 while the provider's last readiness check passed (checked every minute)",

@@ -148,6 +148,8 @@ async fn a_resource_lives_and_dies_through_the_cli() {
     assert_eq!(unchanged["properties"]["addressSpace"], "10.0.0.0/16");
     let delete = cli.run(&["resource", "what-if", &id, "--delete", "-o", "json"]).await.expect(0).json();
     assert_eq!(delete["properties"]["changes"][0]["changeType"], "Delete", "{delete}");
+    let checked = cli.run(&["resource", "check-drift", &id, "-o", "json"]).await.expect(0).json();
+    assert_eq!(checked["properties"]["drift"]["state"], "InSync", "{checked}");
 
     cli.run(&["resource", "delete", &id]).await.expect(0);
     let gone = cli.run(&["resource", "get", &id]).await.expect(7);

@@ -23,6 +23,8 @@ pub(crate) struct ResourceColumns {
     pub(crate) lease_epoch: Option<i64>,
     pub(crate) generation: i64,
     pub(crate) body: String,
+    /// The drift lane's time (`Schedule::drift_due`).
+    pub(crate) drift_due: Option<i64>,
 }
 
 impl ResourceColumns {
@@ -44,12 +46,14 @@ impl ResourceColumns {
             lease_epoch: lease.map(|l| to_i64(l.epoch, "lease epoch")).transpose()?,
             generation: to_i64(rec.generation, "generation")?,
             body,
+            drift_due: rec.schedule.drift_due.map(Timestamp::as_millis),
         })
     }
 }
 
 /// The two claim lanes: resources a client's write (or a wake-up) made due, and the engine's
-/// own follow-ups (polls, retries). The `intent` column says which a due row is in.
+/// own follow-ups (polls, retries). The `intent` column says which a due row is in. A third,
+/// the drift lane (`drift_due`), is served after both, with whatever room they leave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lane {
     Intent,
@@ -98,10 +102,13 @@ pub(crate) fn normalize_key(key: &ResourceKey) -> ResourceKey {
 /// The `resources` columns every engine reads a row by, as a literal for `concat!`.
 macro_rules! resource_columns {
     () => {
-        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body"
+        "key, next_due, intent, lease_owner, lease_until, lease_epoch, generation, body, drift_due"
     };
 }
 pub(crate) use resource_columns;
+
+/// How many columns [`resource_columns!`] names: a query that selects more reads them after.
+pub(crate) const RESOURCE_COLUMN_COUNT: usize = 9;
 
 /// A `resources` row as stored, before its body is trusted.
 pub(crate) struct ResourceRow {
@@ -113,6 +120,7 @@ pub(crate) struct ResourceRow {
     pub(crate) lease_epoch: i64,
     pub(crate) generation: i64,
     pub(crate) body: String,
+    pub(crate) drift_due: Option<i64>,
 }
 
 impl ResourceRow {
@@ -124,7 +132,11 @@ impl ResourceRow {
         if rec.key().as_str() != self.key {
             return Err(corrupt("resource", &self.key, &format!("body is for {}", rec.id)));
         }
-        rec.schedule = Schedule { next_due: self.next_due.map(Timestamp), intent: self.intent };
+        rec.schedule = Schedule {
+            next_due: self.next_due.map(Timestamp),
+            intent: self.intent,
+            drift_due: self.drift_due.map(Timestamp),
+        };
         rec.lease = match (self.lease_owner, self.lease_until) {
             (Some(owner), Some(until)) => {
                 Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })

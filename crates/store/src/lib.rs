@@ -215,6 +215,17 @@ pub struct ClaimRequest {
     /// Most resources to take from the follow-up lane (timers, recovery). Unused room in
     /// one lane is given to the other.
     pub followup_limit: usize,
+    /// Most resources to take from the drift lane (`Schedule::drift_due` passed, nothing
+    /// else due), and only within the room the other two lanes leave: drift checks never
+    /// take a place real work could have.
+    pub drift_limit: usize,
+}
+
+impl ClaimRequest {
+    /// A resource this claim took from the drift lane: nothing else was due for it.
+    pub fn drift_lane(record: &ResourceRecord) -> bool {
+        record.schedule.next_due.is_none() && record.schedule.drift_due.is_some()
+    }
 }
 
 /// What a store has done since it was opened; for benchmarks and operators.

@@ -382,7 +382,8 @@ mod tests {
     #[test]
     fn a_claim_keeps_the_epoch_of_its_own_live_lease_and_moves_past_any_other() {
         let lease_for = Duration::from_secs(60);
-        let req = ClaimRequest { owner: "a".into(), now: NOW, lease_for, intent_limit: 1, followup_limit: 1 };
+        let req =
+            ClaimRequest { owner: "a".into(), now: NOW, lease_for, intent_limit: 1, followup_limit: 1, drift_limit: 0 };
         let lease = |owner: Option<&str>, until: Option<i64>| {
             claimed_lease(owner, until, 7, &req).map(|(l, e)| (l.owner, l.until, e)).unwrap()
         };

@@ -44,7 +44,7 @@ async fn seed_due(store: &Arc<dyn Store>, n: u64) -> BTreeSet<ResourceKey> {
     for i in 0..n {
         let store = Arc::clone(store);
         tasks.spawn(async move {
-            let schedule = Schedule { next_due: Some(at((i * 7 % 1000) as i64)), intent: i % 3 == 0 };
+            let schedule = Schedule { next_due: Some(at((i * 7 % 1000) as i64)), intent: i % 3 == 0, drift_due: None };
             seed(&*store, &vnet("sub-replicas", "rg", &format!("r{i:03}")), 1 + i, schedule).await
         });
     }
@@ -65,6 +65,7 @@ async fn claim_until(store: Arc<dyn Store>, owner: String, now: slipway_domain::
             lease_for: Duration::from_secs(30),
             intent_limit: 3,
             followup_limit: 4,
+            drift_limit: 0,
         };
         let got = store.claim(&req).await.expect("claim");
         assert!(got.len() <= 7, "at most the room asked for");

@@ -80,6 +80,7 @@ impl EngineHooks for SqliteHooks {
             c.execute_batch(
                 "DROP TABLE entries; DROP TABLE resource_references; DROP TABLE events; DROP TABLE event_cursors;
                  DROP INDEX resources_claimable; ALTER TABLE resources DROP COLUMN claimable_at;
+                 DROP INDEX resources_drift_due; ALTER TABLE resources DROP COLUMN drift_due;
                  CREATE INDEX resources_due ON resources (intent, next_due) WHERE next_due IS NOT NULL;
                  DELETE FROM schema_migrations WHERE version > 1",
             )

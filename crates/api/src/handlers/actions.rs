@@ -54,7 +54,7 @@ pub(crate) async fn post_retry(state: &ApiState, ctx: &Ctx, id: ArmId, body: Bod
 }
 
 /// `write` on the resource, in a subscription that takes changes; the tenant its jobs run for.
-async fn may_change(
+pub(crate) async fn may_change(
     state: &ApiState,
     ctx: &Ctx,
     id: &ArmId,
@@ -68,7 +68,7 @@ async fn may_change(
 }
 
 /// Runs `admit` in the resource's change and answers `202` with the new operation's URLs.
-async fn accept(
+pub(crate) async fn accept(
     state: &ApiState,
     ctx: &Ctx,
     id: ArmId,
@@ -88,7 +88,7 @@ async fn accept(
 }
 
 /// The action's body: a JSON object, or `{}` when none was sent.
-async fn action_body(state: &ApiState, ctx: &Ctx, body: Body) -> Result<Value, ArmError> {
+pub(crate) async fn action_body(state: &ApiState, ctx: &Ctx, body: Body) -> Result<Value, ArmError> {
     let declared_empty = ctx.header("content-length") == "0";
     let value: Value = if declared_empty {
         json!({})

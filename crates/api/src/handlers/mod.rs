@@ -211,6 +211,9 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             if action.eq_ignore_ascii_case(whatif::WHAT_IF_SEGMENT) {
                 return whatif::post_what_if(state, ctx, id, body).await;
             }
+            if action.eq_ignore_ascii_case(whatif::CHECK_DRIFT_SEGMENT) {
+                return whatif::post_check_drift(state, ctx, id, body).await;
+            }
             post_action(state, ctx, id, action, body).await
         }
         Route::Collection { subscription, resource_group, namespace, type_name, parent } => {

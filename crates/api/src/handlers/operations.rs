@@ -129,7 +129,10 @@ pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(state.options.retry_after_secs));
         return Ok(resp);
     }
+    // A what-if's result is its prediction; a drift check's, like an action's, the resource
+    // (its `properties.drift`).
     if op.status == ProvisioningState::Succeeded
+        && op.request == OperationRequest::WhatIf
         && let Some(w) = &op.what_if
     {
         return Ok(json_response(StatusCode::OK, wire::what_if_result(&op.resource_id, w, op.status, None)));

@@ -1,8 +1,9 @@
-//! `POST {resourceId}/whatIf`: what a PUT of the body (or, with `?operation=delete`, a
-//! DELETE) would do, without doing it (docs/arm-contract.md#what-if). The proposal is read
-//! and checked exactly as the PUT would be; an existing resource gets an operation of its own
-//! whose job runs in check mode, a resource that does not exist yet the Slipway-level
-//! `Create` at once.
+//! The requests that run a type's job in check mode. `POST {resourceId}/whatIf`: what a PUT
+//! of the body (or, with `?operation=delete`, a DELETE) would do, without doing it
+//! (docs/arm-contract.md#what-if). The proposal is read and checked exactly as the PUT would
+//! be; an existing resource gets an operation of its own whose job runs in check mode, a
+//! resource that does not exist yet the Slipway-level `Create` at once. `POST
+//! {resourceId}/checkDrift`: a drift check now (docs/osac-lifecycle.md#drift-detection).
 
 use slipway_domain::reference;
 use slipway_domain::whatif::WhatIf;
@@ -11,6 +12,33 @@ use super::*;
 
 /// The segment of `POST {resourceId}/whatIf`; no action or child type may take the name.
 pub const WHAT_IF_SEGMENT: &str = "whatIf";
+
+/// The segment of `POST {resourceId}/checkDrift`.
+pub const CHECK_DRIFT_SEGMENT: &str = "checkDrift";
+
+/// `400 WhatIfNotSupported` for a type whose jobs cannot run in check mode.
+fn check_mode_offered(ty: &ResourceType) -> Result<(), ArmError> {
+    if ty.what_if {
+        return Ok(());
+    }
+    Err(ArmError::bad_request(
+        slipway_domain::operation::codes::WHAT_IF_NOT_SUPPORTED,
+        format!("The resource type '{}' does not run its jobs in check mode (what_if = false).", ty.display_name()),
+    ))
+}
+
+/// Answers like an action: `202` and the async headers; `409` unless the resource is
+/// `Succeeded` with no operation running. The body, if any, must be `{}`.
+pub(crate) async fn post_check_drift(state: &ApiState, ctx: &Ctx, id: ArmId, body: Body) -> Result<Response, ArmError> {
+    let ty = resource_type(state, &id.namespace, &id.type_name)?;
+    check_version(ctx, &ty)?;
+    check_mode_offered(&ty)?;
+    let tenant = may_change(state, ctx, &id, &ty).await?;
+    if action_body(state, ctx, body).await?.as_object().is_some_and(|o| !o.is_empty()) {
+        return Err(ArmError::invalid_content("A drift check takes no parameters: send no body, or {}.", ""));
+    }
+    accept(state, ctx, id, tenant, admission::admit_check_drift).await
+}
 
 /// `?operation=put|delete` (absent: put): which request the what-if is about.
 fn asks_about_delete(ctx: &Ctx) -> Result<bool, ArmError> {
@@ -30,12 +58,7 @@ fn asks_about_delete(ctx: &Ctx) -> Result<bool, ArmError> {
 pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: Body) -> Result<Response, ArmError> {
     let ty = resource_type(state, &id.namespace, &id.type_name)?;
     check_version(ctx, &ty)?;
-    if !ty.what_if {
-        return Err(ArmError::bad_request(
-            slipway_domain::operation::codes::WHAT_IF_NOT_SUPPORTED,
-            format!("The resource type '{}' does not offer what-if (what_if = false).", ty.display_name()),
-        ));
-    }
+    check_mode_offered(&ty)?;
     let delete = asks_about_delete(ctx)?;
     let permission = if delete { Permission::Delete } else { Permission::Write };
     let subscription = SubscriptionId::new(&id.subscription);

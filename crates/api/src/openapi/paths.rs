@@ -9,7 +9,7 @@ use super::schemas::{self, TypeNames, schema_ref};
 use crate::handlers::discovery::PLATFORM_API_VERSIONS;
 use crate::route::EVENTS_SEGMENT;
 use crate::types::ResourceType;
-use crate::{RETRY_SEGMENT, WHAT_IF_SEGMENT};
+use crate::{CHECK_DRIFT_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 
 /// What the running configuration changes in every operation.
 pub(super) struct Setting {
@@ -476,6 +476,17 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     );
     out.insert(format!("{resource_path}/{RETRY_SEGMENT}"), json!({"post": retry}));
     if ty.what_if {
+        let check = post_on_resource(
+            format!("{prefix}_CheckDrift"),
+            format!(
+                "Checks a Succeeded {} for drift now: its create job in check mode under its own spec; the result \
+                 is the operation's `properties.changes` and the resource's `properties.drift`, which `Location` \
+                 answers with (a Slipway extension).",
+                ty.kind
+            ),
+            json!({"type": "object", "maxProperties": 0}),
+        );
+        out.insert(format!("{resource_path}/{CHECK_DRIFT_SEGMENT}"), json!({"post": check}));
         let op =
             super::whatif::operation(format!("{prefix}_WhatIf"), ty, &tag, base(true), schema_ref(&n.put), setting);
         out.insert(format!("{resource_path}/{WHAT_IF_SEGMENT}"), json!({"post": op}));

@@ -134,6 +134,7 @@ pub(super) fn type_schemas(ty: &ResourceType, out: &mut Map<String, Value>) {
             let props = m.entry("properties").or_insert_with(|| json!({}));
             if let Value::Object(p) = props {
                 p.insert("provisioningState".into(), provisioning_state.clone());
+                p.insert("drift".into(), schema_ref("Drift"));
             }
             let required = m.entry("required").or_insert_with(|| json!([]));
             if let Value::Array(r) = required {

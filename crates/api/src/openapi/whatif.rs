@@ -47,9 +47,26 @@ pub(super) fn operation(
         .build(setting)
 }
 
-/// `WhatIfChange` and `WhatIfOperationResult`.
+/// `WhatIfChange`, `WhatIfOperationResult`, and a resource's `Drift`.
 pub(super) fn schemas(out: &mut Map<String, Value>) {
     let entries = [
+        (
+            "Drift",
+            json!({
+                "type": "object",
+                "readOnly": true,
+                "description": "What the resource's last drift check found: its create job run in check mode under its own spec (a Slipway extension).",
+                "required": ["state", "lastCheckedAt"],
+                "properties": {
+                    "state": {"enum": ["InSync", "Drifted", "Unknown"]},
+                    "lastCheckedAt": {"type": "string", "format": "date-time"},
+                    "changedTasks": {"type": "array", "items": {"type": "object", "required": ["task", "host"],
+                        "properties": {"task": {"type": "string"}, "host": {"type": "string"}, "diff": {}}}},
+                    "message": {"type": "string", "description": "Unknown: why the check could not tell."},
+                    "remediationOperationId": {"type": "string", "description": "The update operation started to put the drift right (`drift_remediation = \"auto\"`)."},
+                },
+            }),
+        ),
         (
             "WhatIfChange",
             json!({

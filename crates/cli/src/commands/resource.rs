@@ -63,6 +63,14 @@ pub enum ResourceCommand {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Check a Succeeded resource for drift now (POST {id}/checkDrift): its create job in check
+    /// mode under its own spec. Waits, then prints the resource with its `properties.drift`.
+    CheckDrift {
+        #[command(flatten)]
+        resource: ResourceArgs,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
     /// What a PUT of the body (or with --delete, a DELETE) would change, without changing it
     /// (POST {id}/whatIf): the spec's changed properties and the tasks the type's job, run in
     /// check mode, would change. Waits for the answer.
@@ -138,13 +146,17 @@ pub async fn run(ctx: &Context, command: ResourceCommand) -> Result<(), CliError
             finish(ctx, &reply, &wait, None).await
         }
         ResourceCommand::WhatIf { resource, body, delete, wait } => what_if(ctx, resource, body, delete, wait).await,
-        ResourceCommand::Retry { resource, wait } => {
-            let at = resource.resolve(&ctx.settings, &ctx.client).await?;
-            let target = format!("{}/retry", at.resource.id);
-            let reply = ctx.client.call(Method::POST, &target, &at.api_version, None).await?;
-            finish(ctx, &reply, &wait, Some(&at)).await
-        }
+        ResourceCommand::Retry { resource, wait } => post_on(ctx, resource, "retry", wait).await,
+        ResourceCommand::CheckDrift { resource, wait } => post_on(ctx, resource, "checkDrift", wait).await,
     }
+}
+
+/// `POST {id}/{segment}` with no body, waiting as `put` does and printing the resource.
+async fn post_on(ctx: &Context, resource: ResourceArgs, segment: &str, wait: WaitArgs) -> Result<(), CliError> {
+    let at = resource.resolve(&ctx.settings, &ctx.client).await?;
+    let target = format!("{}/{segment}", at.resource.id);
+    let reply = ctx.client.call(Method::POST, &target, &at.api_version, None).await?;
+    finish(ctx, &reply, &wait, Some(&at)).await
 }
 
 async fn what_if(

@@ -19,6 +19,7 @@
 
 pub mod cascade;
 mod delete;
+mod drift;
 pub mod preflight;
 mod record;
 pub mod restore;
@@ -327,9 +328,10 @@ fn record_intent(
     }
     if let Some(w) = operation.and_then(|o| o.what_if.as_ref()) {
         job.config_version = w.job_version(&job.config_version);
-        if job_type == JobType::Check {
-            job.action = w.job_word().to_owned();
-        }
+    }
+    if job_type == JobType::Check {
+        // A drift check runs the create job, as a what-if of the spec in force would.
+        job.action = operation.and_then(|o| o.what_if.as_ref()).map_or("create", |w| w.job_word()).to_owned();
     }
     job.rerun = operation.and_then(|o| o.rerun);
     let res = res_mut(snap);
@@ -452,8 +454,13 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
         return None;
     }
     if let Some(j) = running_job(&res(snap).jobs) {
-        // The operation's own job, or an earlier one that must finish first.
-        return Some(Effect::Poll { key: j.idempotency_key.clone() });
+        // A scheduled drift check gives way to real work; the operation's own job, or an
+        // earlier one, must finish first.
+        let key = j.idempotency_key.clone();
+        if j.job_type == JobType::Check && j.operation_id.is_none() && j.state != JobState::Launching {
+            return Some(cancel_or_poll(snap, key, policy, now));
+        }
+        return Some(Effect::Poll { key });
     }
     // What a what-if runs once its preflight passed, or at once: the job it asks about, in
     // check mode.
@@ -467,8 +474,12 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
             finish_from_job(snap, op, &j, false, now);
             None
         }
-        // A proposed spec is checked as its PUT would be; a delete has no preflight.
-        None if op.what_if.as_ref().is_some_and(|w| w.after.is_some()) && policy.preflight => {
+        // A proposed spec is checked as its PUT would be; a delete has no preflight, nor has
+        // a drift check (its spec passed when it was put).
+        None if op.request == OperationRequest::WhatIf
+            && op.what_if.as_ref().is_some_and(|w| w.after.is_some())
+            && policy.preflight =>
+        {
             Some(begin_launch(snap, policy, JobType::Preflight, Some(op.id.clone()), now))
         }
         None if op.what_if.is_some() => Some(begin_launch(snap, policy, JobType::Check, Some(op.id.clone()), now)),
@@ -531,7 +542,7 @@ fn converge(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effect 
                 res.provisioning_state = ProvisioningState::Succeeded;
                 res.last_error = None;
             }
-            Effect::Sleep { until: None }
+            drift::step(snap, policy, now)
         }
         Action::Poll(latest) => Effect::Poll { key: latest.idempotency_key },
         Action::Requeue => Effect::Sleep { until: Some(now.add(policy.poll_interval)) },

@@ -99,8 +99,11 @@ fn record_poll(
     if ended && job.job_type == JobType::Preflight {
         judge_preflight(snap, &job, stats.as_ref(), now);
     }
-    if ended && succeeded && job.job_type == JobType::Check {
-        record_prediction(snap, &job, changes);
+    if ended && job.job_type == JobType::Check {
+        super::drift::record(snap, &job, changes.clone(), policy, now);
+        if succeeded {
+            record_prediction(snap, &job, changes);
+        }
     }
     if let Some(outputs) = outputs.filter(|_| succeeded) {
         let res = snap.resource.as_mut()?;

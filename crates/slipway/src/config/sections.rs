@@ -191,6 +191,10 @@ pub struct EngineConfig {
     pub shutdown_grace_seconds: u64,
     /// Most jobs in one provider status call (1 turns batching off).
     pub status_batch: usize,
+    /// Most drift checks this node runs at once…
+    pub max_drift_checks: usize,
+    /// …and at most this share of `max_concurrent` (0 < share ≤ 1).
+    pub drift_share: f64,
 }
 
 impl Default for EngineConfig {
@@ -202,6 +206,8 @@ impl Default for EngineConfig {
             max_concurrent: engine.max_concurrent,
             shutdown_grace_seconds: engine.shutdown_grace.as_secs(),
             status_batch: engine.status_batch,
+            max_drift_checks: engine.max_drift_checks,
+            drift_share: engine.drift_share,
         }
     }
 }

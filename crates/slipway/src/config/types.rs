@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use slipway_api::types::{NameRule, ResourceKind};
-use slipway_api::{EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
+use slipway_api::{CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 use slipway_domain::TypePolicy;
 use slipway_domain::ids::ARM_NAME_MAX_LENGTH;
 
@@ -83,6 +83,14 @@ pub struct TypeConfig {
     /// `false` for playbooks or templates that cannot.
     #[serde(default = "default_what_if")]
     pub what_if: bool,
+    /// Check `Succeeded` resources for drift this often (give or take a tenth): the create
+    /// job run in check mode under the resource's own spec. Off when absent.
+    #[serde(default)]
+    pub drift_check_interval_seconds: Option<u64>,
+    /// What a drift check that finds drift does: `report` (the default: show it) or `auto`
+    /// (also run the resource's spec again, as an update operation).
+    #[serde(default)]
+    pub drift_remediation: DriftRemediation,
 }
 
 /// One POST action of a type: `POST {resourceId}/{name}` runs `{prefix}-{name}-{kind-kebab}`.
@@ -126,6 +134,8 @@ impl TypeConfig {
                 Some("`POST {id}/retry` runs a failed resource's spec again")
             } else if name.eq_ignore_ascii_case(WHAT_IF_SEGMENT) {
                 Some("`POST {id}/whatIf` tells what a change would do")
+            } else if name.eq_ignore_ascii_case(CHECK_DRIFT_SEGMENT) {
+                Some("`POST {id}/checkDrift` checks the resource for drift")
             } else if children
                 .iter()
                 .any(|c| c.type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(name)))
@@ -173,6 +183,14 @@ fn policy() -> TypePolicy {
 fn default_poll() -> f64 {
     policy().poll_interval.as_secs_f64()
 }
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftRemediation {
+    #[default]
+    Report,
+    Auto,
+}
+
 fn default_what_if() -> bool {
     true
 }

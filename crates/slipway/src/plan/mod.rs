@@ -221,6 +221,8 @@ fn engine(config: &Config, owner: String, found: &mut Found) -> EngineOptions {
         max_concurrent: found.at_least("engine.max_concurrent", e.max_concurrent, 1),
         shutdown_grace: Duration::from_secs(e.shutdown_grace_seconds),
         status_batch: found.at_least("engine.status_batch", e.status_batch, 1),
+        max_drift_checks: found.at_least("engine.max_drift_checks", e.max_drift_checks, 1),
+        drift_share: found.between("engine.drift_share", e.drift_share, 0.001, 1.0),
         ..EngineOptions::default()
     }
 }

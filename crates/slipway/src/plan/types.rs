@@ -10,6 +10,7 @@ use std::time::Duration;
 use slipway_api::types::ResourceKind;
 use slipway_api::{ActionType, ResourceType, TypeRegistry};
 use slipway_domain::backoff::BackoffPolicy;
+use slipway_domain::drift::{DriftPolicy, Remediation};
 use slipway_domain::ids::namespace_ok;
 use slipway_domain::policy::DEFAULT_MAX_POLL_INTERVAL;
 use slipway_domain::{TypeKey, TypePolicy};
@@ -17,7 +18,7 @@ use slipway_provider::JobAction;
 use slipway_secrets::Keyring;
 
 use super::{Found, Problem};
-use crate::config::{Config, ProviderConfig, TypeConfig};
+use crate::config::{Config, DriftRemediation, ProviderConfig, TypeConfig};
 use crate::plan::providers::{explicit_names, launch_ambiguity};
 
 /// The registry the API serves and each type's engine policy; `None` when a type is wrong
@@ -117,6 +118,24 @@ fn read_schema(config: &Config, path: &std::path::Path) -> Result<serde_json::Va
     serde_json::from_str(&text).map_err(|e| format!("schema {}: {e}", path.display()))
 }
 
+/// The type's drift checks: an interval of at least a second, and only for a type whose jobs
+/// can run in check mode.
+fn drift(t: &TypeConfig, found: &mut Found) -> Option<Option<DriftPolicy>> {
+    let Some(secs) = t.drift_check_interval_seconds else { return Some(None) };
+    if !t.what_if {
+        found.add(format!(
+            "drift_check_interval_seconds = {secs}: drift checks run the create job in check mode, which what_if = false says it cannot"
+        ));
+        return None;
+    }
+    let secs = found.at_least("drift_check_interval_seconds", secs, 1);
+    let remediation = match t.drift_remediation {
+        DriftRemediation::Report => Remediation::Report,
+        DriftRemediation::Auto => Remediation::Auto,
+    };
+    Some(Some(DriftPolicy { interval: Duration::from_secs(secs), remediation }))
+}
+
 fn policy(config: &Config, t: &TypeConfig, found: &mut Found) -> Option<TypePolicy> {
     let poll_interval = Duration::try_from_secs_f64(t.poll_interval_seconds).map_err(|_| {
         format!("poll_interval_seconds = {}: must be a positive number of seconds", t.poll_interval_seconds)
@@ -145,6 +164,8 @@ fn policy(config: &Config, t: &TypeConfig, found: &mut Found) -> Option<TypePoli
         launch_ambiguity: launch_ambiguity(config, &t.provider),
         max_output_bytes: t.max_output_bytes,
         preflight: t.preflight,
+        drift: drift(t, found)?,
+        api_version: t.api_versions.iter().max().cloned().unwrap_or_default(),
         has_child_types: config.types.iter().any(|c| t.is_parent_of(c)),
         ..TypePolicy::default()
     })

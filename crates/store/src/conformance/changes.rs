@@ -229,7 +229,7 @@ pub async fn case_status_update_moves_operation_and_resource(store: &dyn Store) 
         assert!(s.set_operation_status(&op_id(1), ProvisioningState::Failed, Some(err), at(2 * SECOND)));
         let res = s.resource.as_mut().ok_or(Rejection::NotFound)?;
         res.job_seq = 1;
-        res.schedule = Schedule { next_due: Some(at(122 * SECOND)), intent: false };
+        res.schedule = Schedule { next_due: Some(at(122 * SECOND)), intent: false, drift_due: None };
         Ok(())
     })
     .await
@@ -245,7 +245,7 @@ pub async fn case_status_update_moves_operation_and_resource(store: &dyn Store) 
     assert_eq!(rec.active_operation_id, None);
     assert_eq!(rec.last_error, Some(failure));
     assert_eq!(rec.job_seq, 1);
-    assert_eq!(rec.schedule, Schedule { next_due: Some(at(122 * SECOND)), intent: false });
+    assert_eq!(rec.schedule, Schedule { next_due: Some(at(122 * SECOND)), intent: false, drift_due: None });
 }
 
 pub async fn case_status_update_skips_resource_of_another_operation(store: &dyn Store) {

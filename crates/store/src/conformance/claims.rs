@@ -7,9 +7,9 @@ pub async fn case_claim_intent_lane_first(store: &dyn Store) {
     let mut intent = Vec::new();
     for i in 0..3 {
         // Follow-ups due long before the intents: the lane wins over the due time.
-        let due = Schedule { next_due: Some(at(-300 * SECOND + i)), intent: false };
+        let due = Schedule { next_due: Some(at(-300 * SECOND + i)), intent: false, drift_due: None };
         follow.push(seed(store, &vnet("sub-lanes", "rg", &format!("f{i}")), 10 + i as u64, due).await);
-        let now = Schedule { next_due: Some(at(i * 10)), intent: true };
+        let now = Schedule { next_due: Some(at(i * 10)), intent: true, drift_due: None };
         intent.push(seed(store, &vnet("sub-lanes", "rg", &format!("i{i}")), 20 + i as u64, now).await);
     }
     let now = at(SECOND);
@@ -36,7 +36,7 @@ pub async fn case_claim_intent_lane_first(store: &dyn Store) {
 pub async fn case_claim_gives_unused_room_to_other_lane(store: &dyn Store) {
     let mut intent = Vec::new();
     for i in 0..4 {
-        let sched = Schedule { next_due: Some(at(i)), intent: true };
+        let sched = Schedule { next_due: Some(at(i)), intent: true, drift_due: None };
         intent.push(seed(store, &vnet("sub-room", "rg", &format!("i{i}")), 1 + i as u64, sched).await);
     }
     let got = store.claim(&claim_req("engine-a", at(SECOND), 1, 2)).await.expect("claim");
@@ -46,7 +46,7 @@ pub async fn case_claim_gives_unused_room_to_other_lane(store: &dyn Store) {
 
     let mut follow = Vec::new();
     for i in 0..3 {
-        let sched = Schedule { next_due: Some(at(i)), intent: false };
+        let sched = Schedule { next_due: Some(at(i)), intent: false, drift_due: None };
         follow.push(seed(store, &vnet("sub-room", "rg", &format!("f{i}")), 10 + i as u64, sched).await);
     }
     let got = store.claim(&claim_req("engine-c", at(SECOND), 2, 0)).await.expect("claim");
@@ -54,14 +54,49 @@ pub async fn case_claim_gives_unused_room_to_other_lane(store: &dyn Store) {
     assert_eq!(store.claim(&claim_req("engine-d", at(SECOND), 0, 0)).await, Ok(vec![]));
 }
 
+/// The drift lane takes resources whose check is due and that have nothing else due, in
+/// check order, up to its limit and only in the room the other lanes leave; the drift time
+/// survives the claim.
+pub async fn case_claim_drift_lane_last_and_only_idle_resources(store: &dyn Store) {
+    let drift = |n: i64| Schedule { next_due: None, intent: false, drift_due: Some(at(n)) };
+    let mut checks = Vec::new();
+    for i in 0..4 {
+        checks.push(seed(store, &vnet("sub-drift", "rg", &format!("d{i}")), 1 + i as u64, drift(i)).await);
+    }
+    seed(store, &vnet("sub-drift", "rg", "later"), 10, drift(10 * SECOND)).await;
+    let busy = Schedule { next_due: Some(at(0)), intent: false, drift_due: Some(at(0)) };
+    let follow = seed(store, &vnet("sub-drift", "rg", "busy"), 11, busy).await;
+    let req = |owner: &str, limit, drift_limit| ClaimRequest { drift_limit, ..claim_req(owner, at(SECOND), limit, 0) };
+
+    let got = store.claim(&req("engine-a", 2, 5)).await.expect("claim");
+    assert_eq!(keys(&got), vec![follow.clone(), checks[0].clone()], "the other lanes first, drift in the room left");
+    assert!(ClaimRequest::drift_lane(&got[1]) && !ClaimRequest::drift_lane(&got[0]));
+    assert_eq!(got[1].schedule.drift_due, Some(at(0)), "the drift time stays");
+    assert_eq!(got[1].lease, lease("engine-a", at(31 * SECOND), 1));
+    let got = store.claim(&req("engine-b", 10, 2)).await.expect("claim");
+    assert_eq!(keys(&got), checks[1..3].to_vec(), "at most the drift limit, earliest check first");
+    let got = store.claim(&req("engine-b", 10, 0)).await.expect("claim");
+    assert!(got.is_empty(), "no drift room: none");
+    let got = store.claim(&req("engine-c", 10, 10)).await.expect("claim");
+    assert_eq!(keys(&got), checks[3..].to_vec(), "leased ones and ones not due yet stay");
+}
+
 pub async fn case_claim_only_due_resources(store: &dyn Store) {
-    let later =
-        seed(store, &vnet("sub-due", "rg", "later"), 1, Schedule { next_due: Some(at(5 * SECOND)), intent: false })
-            .await;
-    seed(store, &vnet("sub-due", "rg", "idle"), 2, Schedule { next_due: None, intent: false }).await;
-    let asked =
-        seed(store, &vnet("sub-due", "rg", "asked"), 3, Schedule { next_due: Some(at(5 * SECOND)), intent: true })
-            .await;
+    let later = seed(
+        store,
+        &vnet("sub-due", "rg", "later"),
+        1,
+        Schedule { next_due: Some(at(5 * SECOND)), intent: false, drift_due: None },
+    )
+    .await;
+    seed(store, &vnet("sub-due", "rg", "idle"), 2, Schedule { next_due: None, intent: false, drift_due: None }).await;
+    let asked = seed(
+        store,
+        &vnet("sub-due", "rg", "asked"),
+        3,
+        Schedule { next_due: Some(at(5 * SECOND)), intent: true, drift_due: None },
+    )
+    .await;
 
     assert_eq!(store.claim(&claim_req("engine-a", at(5 * SECOND - 1), 10, 10)).await, Ok(vec![]));
     let got = store.claim(&claim_req("engine-a", at(5 * SECOND), 10, 10)).await.expect("claim");
@@ -138,7 +173,7 @@ pub async fn case_fencing(store: &dyn Store) {
     apply(store, ChangeRequest::new(key.clone(), at(SECOND)).fenced(a1.clone()), |s| {
         let res = s.resource.as_mut().ok_or(Rejection::NotFound)?;
         res.job_seq += 1;
-        res.schedule = Schedule { next_due: Some(at(60 * SECOND)), intent: false };
+        res.schedule = Schedule { next_due: Some(at(60 * SECOND)), intent: false, drift_due: None };
         Ok(())
     })
     .await

@@ -20,7 +20,8 @@ async fn seed_due(store: &dyn Store, id: &ArmId, op: u64, due: Option<Timestamp>
     let req = ChangeRequest::new(id.key(), T0).with_related(id.parent().map(|p| p.key()));
     apply(store, req, move |s| {
         admission::admit_put(s, &target, KIND, spec(1), &c)?;
-        s.resource.as_mut().ok_or(Rejection::NotFound)?.schedule = Schedule { next_due: due, intent: false };
+        s.resource.as_mut().ok_or(Rejection::NotFound)?.schedule =
+            Schedule { next_due: due, intent: false, drift_due: None };
         Ok(())
     })
     .await

@@ -8,7 +8,7 @@ use super::*;
 use crate::{EntryKind, Expect};
 
 /// The schema version both engines migrate to (their migration lists mirror each other).
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// A store opened by [`EngineHooks::open`], with the operation TTL it reports (the engine's own
 /// accessor, which the [`Store`] trait does not have).
@@ -174,7 +174,7 @@ pub async fn case_columns_follow_the_record(h: &mut Harness) {
     let store: &dyn Store = &**h;
     let hooks = h.hooks();
     let id = vnet("Sub-Cols", "RG-Cols", "R1");
-    let key = seed(store, &id, 1, Schedule { next_due: Some(at(5)), intent: true }).await;
+    let key = seed(store, &id, 1, Schedule { next_due: Some(at(5)), intent: true, drift_due: None }).await;
     let c = hooks.resource_row(&key).await;
     assert_eq!(
         (c.subscription.as_str(), c.resource_group.as_str(), c.type_key.as_str()),

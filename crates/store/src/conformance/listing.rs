@@ -226,6 +226,7 @@ pub async fn check_corrupt_rows_are_internal(store: &dyn Store, id: &ArmId, othe
         lease_for: Duration::from_secs(30),
         intent_limit: 10,
         followup_limit: 10,
+        drift_limit: 0,
     };
     assert!(internal(&store.claim(&claim).await.expect_err("corrupt")));
 }

@@ -165,6 +165,7 @@ macro_rules! conformance_suite {
             case_claim_intent_lane_first,
             case_claim_gives_unused_room_to_other_lane,
             case_claim_only_due_resources,
+            case_claim_drift_lane_last_and_only_idle_resources,
             case_claim_skips_live_leases,
             case_claim_epochs,
             case_fencing,
@@ -309,7 +310,14 @@ fn lease(owner: &str, until: Timestamp, epoch: u64) -> Option<Lease> {
 }
 
 fn claim_req(owner: &str, now: Timestamp, intent_limit: usize, followup_limit: usize) -> ClaimRequest {
-    ClaimRequest { owner: owner.into(), now, lease_for: Duration::from_secs(30), intent_limit, followup_limit }
+    ClaimRequest {
+        owner: owner.into(),
+        now,
+        lease_for: Duration::from_secs(30),
+        intent_limit,
+        followup_limit,
+        drift_limit: 0,
+    }
 }
 
 fn keys(records: &[slipway_domain::ResourceRecord]) -> Vec<ResourceKey> {

@@ -108,6 +108,8 @@ pub(crate) enum OperationRequestDocument {
     Action,
     #[serde(rename = "WhatIf")]
     WhatIf,
+    #[serde(rename = "CheckDrift")]
+    CheckDrift,
 }
 
 /// Why an update (and its jobs) ran the unchanged spec again.
@@ -115,12 +117,15 @@ pub(crate) enum OperationRequestDocument {
 pub(crate) enum RerunDocument {
     #[serde(rename = "retry")]
     Retry,
+    #[serde(rename = "drift")]
+    Drift,
 }
 
 impl From<Rerun> for RerunDocument {
     fn from(r: Rerun) -> Self {
         match r {
             Rerun::Retry => RerunDocument::Retry,
+            Rerun::Drift => RerunDocument::Drift,
         }
     }
 }
@@ -129,6 +134,7 @@ impl From<RerunDocument> for Rerun {
     fn from(r: RerunDocument) -> Self {
         match r {
             RerunDocument::Retry => Rerun::Retry,
+            RerunDocument::Drift => Rerun::Drift,
         }
     }
 }
@@ -297,6 +303,7 @@ impl From<OperationRequest> for OperationRequestDocument {
             OperationRequest::Delete => OperationRequestDocument::Delete,
             OperationRequest::Action => OperationRequestDocument::Action,
             OperationRequest::WhatIf => OperationRequestDocument::WhatIf,
+            OperationRequest::CheckDrift => OperationRequestDocument::CheckDrift,
         }
     }
 }
@@ -309,6 +316,7 @@ impl From<OperationRequestDocument> for OperationRequest {
             OperationRequestDocument::Delete => OperationRequest::Delete,
             OperationRequestDocument::Action => OperationRequest::Action,
             OperationRequestDocument::WhatIf => OperationRequest::WhatIf,
+            OperationRequestDocument::CheckDrift => OperationRequest::CheckDrift,
         }
     }
 }

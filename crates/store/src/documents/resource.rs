@@ -15,7 +15,9 @@ use slipway_domain::time::Timestamp;
 use super::context::JobContextDocument;
 use super::job::JobDocument;
 use super::operation::{CloudErrorDocument, ProvisioningStateDocument};
+use super::whatif::DriftDocument;
 use super::{DocumentError, check_version, is_version_1, operation_id, operation_id_opt, version_1};
+use slipway_domain::drift::Drift;
 
 /// A `resources` row's body: the record without its lease and schedule, which live in the
 /// row's columns (see the module documentation).
@@ -61,6 +63,10 @@ pub(crate) struct ResourceDocument {
     /// What jobs reported (`set_stats`), as they reported it.
     #[serde(rename = "outputs", default, skip_serializing_if = "serde_json::Map::is_empty")]
     outputs: serde_json::Map<String, serde_json::Value>,
+    /// The last drift check's verdict. Added without a version bump: an older reader drops
+    /// it, and the next check finds it again.
+    #[serde(rename = "drift", default, skip_serializing_if = "Option::is_none")]
+    drift: Option<DriftDocument>,
     #[serde(rename = "lastError", default, skip_serializing_if = "Option::is_none")]
     last_error: Option<CloudErrorDocument>,
     /// Written empty (`{"nextDue":null,"intent":false}`); read and dropped: the columns hold
@@ -180,6 +186,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             job_context,
             references,
             outputs,
+            drift,
             last_error,
             schedule: _,
             lease: _,
@@ -206,6 +213,7 @@ impl From<&ResourceRecord> for ResourceDocument {
                 .map(|r| ReferenceDocument { property: r.property.clone(), id: (&r.id).into() })
                 .collect(),
             outputs: outputs.clone(),
+            drift: drift.as_ref().map(DriftDocument::from),
             last_error: last_error.as_ref().map(CloudErrorDocument::from),
             schedule: ScheduleDocument::default(),
             lease: None,
@@ -238,6 +246,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             job_context,
             references,
             outputs,
+            drift,
             last_error,
             schedule: _,
             lease: _,
@@ -261,6 +270,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             job_context: job_context.map(JobContext::from),
             references: references.into_iter().map(|r| Reference { property: r.property, id: r.id.into() }).collect(),
             outputs,
+            drift: drift.map(Drift::try_from).transpose()?,
             last_error: last_error.map(CloudError::from),
             schedule: Schedule::default(),
             lease: None,

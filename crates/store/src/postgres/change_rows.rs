@@ -11,13 +11,13 @@ use crate::columns::ResourceColumns;
 use crate::plan::{ChangePlan, EventRow, OperationRow, ResourceWrite};
 
 const INSERT_RESOURCES: &str = "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
-         lease_owner, lease_until, lease_epoch, generation, body)
+         lease_owner, lease_until, lease_epoch, generation, body, drift_due)
      SELECT u.key, u.subscription, u.resource_group, u.type_key, u.next_due, u.intent, u.lease_owner,
-         u.lease_until, COALESCE(u.lease_epoch, 0), u.generation, u.body
+         u.lease_until, COALESCE(u.lease_epoch, 0), u.generation, u.body, u.drift_due
      FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[],
-                 $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[]) WITH ORDINALITY
+                 $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BIGINT[]) WITH ORDINALITY
           AS u(key, subscription, resource_group, type_key, next_due, intent, lease_owner, lease_until,
-               lease_epoch, generation, body, ord)
+               lease_epoch, generation, body, drift_due, ord)
      ORDER BY u.ord";
 
 /// Epochs only grow: a record that dropped its lease keeps the row's epoch, so a later claim
@@ -26,11 +26,11 @@ const UPDATE_RESOURCES: &str = "UPDATE resources r SET subscription = u.subscrip
          resource_group = u.resource_group, type_key = u.type_key, next_due = u.next_due, intent = u.intent,
          lease_owner = u.lease_owner, lease_until = u.lease_until,
          lease_epoch = GREATEST(r.lease_epoch, COALESCE(u.lease_epoch, 0)), generation = u.generation,
-         body = u.body
+         body = u.body, drift_due = u.drift_due
      FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[], $6::BOOLEAN[], $7::TEXT[],
-                 $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[])
+                 $8::BIGINT[], $9::BIGINT[], $10::BIGINT[], $11::TEXT[], $12::BIGINT[])
           AS u(key, subscription, resource_group, type_key, next_due, intent, lease_owner, lease_until,
-               lease_epoch, generation, body)
+               lease_epoch, generation, body, drift_due)
      WHERE r.key = u.key";
 
 const DELETE_RESOURCES: &str = "DELETE FROM resources WHERE key = ANY($1)";
@@ -295,6 +295,7 @@ struct ResourceRows {
     lease_epoch: Vec<Option<i64>>,
     generation: Vec<i64>,
     body: Vec<String>,
+    drift_due: Vec<Option<i64>>,
 }
 
 impl ResourceRows {
@@ -310,6 +311,7 @@ impl ResourceRows {
         self.lease_epoch.push(c.lease_epoch);
         self.generation.push(c.generation);
         self.body.push(c.body);
+        self.drift_due.push(c.drift_due);
     }
 
     fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
@@ -325,6 +327,7 @@ impl ResourceRows {
             &self.lease_epoch,
             &self.generation,
             &self.body,
+            &self.drift_due,
         ]
     }
 }

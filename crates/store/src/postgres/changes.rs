@@ -24,7 +24,7 @@ use tokio_postgres::types::ToSql;
 use super::change_rows::WriteRows;
 use super::writes::commit;
 use super::{Failure, Inner, rows};
-use crate::columns::{normalize_key, resource_columns};
+use crate::columns::{RESOURCE_COLUMN_COUNT, normalize_key, resource_columns};
 use crate::plan::{ChangePlan, Retention};
 use crate::{ChangeFn, ChangeRequest, StoreError};
 
@@ -399,7 +399,7 @@ async fn load(
         (locked?, resources?, open?, named?, context?, under?, referring?);
     let mut referrers: BTreeMap<String, Vec<ResourceRecord>> = BTreeMap::new();
     for row in &referring {
-        let asking: String = rows::column(row, 8, "resource_references", "?")?;
+        let asking: String = rows::column(row, RESOURCE_COLUMN_COUNT, "resource_references", "?")?;
         referrers.entry(asking).or_default().push(rows::read_resource_row(row)?.into_record()?);
     }
     let mut related_records = BTreeMap::new();

@@ -27,6 +27,7 @@ pub(super) fn read_resource_row(row: &Row) -> Result<ResourceRow, StoreError> {
         lease_epoch: at(get(5))?,
         generation: at(get(6))?,
         body: at(get(7))?,
+        drift_due: at(get(8))?,
         key,
     })
 }

@@ -129,6 +129,11 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX events_expiry ON events (expires_at);
     "#,
+    // 6. The drift lane, as SQLite's migration 6 (a nullable column: no table rewrite).
+    r#"
+    ALTER TABLE resources ADD COLUMN drift_due BIGINT;
+    CREATE INDEX resources_drift_due ON resources (drift_due, seq) WHERE drift_due IS NOT NULL;
+    "#,
 ];
 
 /// The first key of the session-level advisory lock migrations run under (`'SLPW'`); the

@@ -29,6 +29,17 @@ const CLAIMABLE: &str = concat!(
      FOR UPDATE SKIP LOCKED"
 );
 
+/// Rows of the drift lane, earliest check first: due, idle (nothing else due), unleased.
+const DRIFT_DUE: &str = concat!(
+    "SELECT ",
+    resource_columns!(),
+    " FROM resources
+     WHERE drift_due IS NOT NULL AND drift_due <= $1 AND next_due IS NULL
+       AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < $1)
+     ORDER BY drift_due, seq LIMIT $2
+     FOR UPDATE SKIP LOCKED"
+);
+
 const TAKE_LEASES: &str =
     "UPDATE resources r SET lease_owner = $1, lease_until = $2, lease_epoch = u.epoch, intent = FALSE
      FROM unnest($3::TEXT[], $4::BIGINT[]) AS u(key, epoch)
@@ -53,11 +64,18 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
         tx.query(&claimable, &[&Lane::FollowUp.is_intent(), &now, &req.owner, &sql_limit(followup_room)]).await?
     };
     let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
+    let drift_room = req.drift_limit.min(room - from_intent - from_followup);
+    let drift = if drift_room == 0 {
+        Vec::new()
+    } else {
+        let stmt = tx.prepare_cached(DRIFT_DUE).await?;
+        tx.query(&stmt, &[&now, &sql_limit(drift_room)]).await?
+    };
     let until = req.now.add(req.lease_for);
     let mut keys = Vec::with_capacity(from_intent + from_followup);
     let mut epochs = Vec::with_capacity(from_intent + from_followup);
     let mut claimed = Vec::with_capacity(from_intent + from_followup);
-    for row in intent.iter().take(from_intent).chain(followup.iter().take(from_followup)) {
+    for row in intent.iter().take(from_intent).chain(followup.iter().take(from_followup)).chain(&drift) {
         let taken = claim_row(rows::read_resource_row(row)?, &req)?;
         keys.push(taken.key);
         epochs.push(taken.epoch);

@@ -23,6 +23,7 @@ pub(super) fn read_resource_row(row: &Row<'_>) -> rusqlite::Result<ResourceRow> 
         lease_epoch: row.get(5)?,
         generation: row.get(6)?,
         body: row.get(7)?,
+        drift_due: row.get(8)?,
     })
 }
 

@@ -122,6 +122,12 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX events_expiry ON events (expires_at);
     ",
+    // 6. The drift lane (`Schedule::drift_due`): when a resource's next drift check is due.
+    // Claimed only while nothing else is due for it, after the other two lanes.
+    "
+    ALTER TABLE resources ADD COLUMN drift_due INTEGER;
+    CREATE INDEX resources_drift_due ON resources (drift_due) WHERE drift_due IS NOT NULL;
+    ",
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.

@@ -71,14 +71,14 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
         }
         Some(ResourceWrite::Insert(c)) => Some((
             "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
-                                    lease_owner, lease_until, lease_epoch, generation, body)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, COALESCE(?9, 0), ?10, ?11)",
+                                    lease_owner, lease_until, lease_epoch, generation, body, drift_due)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, COALESCE(?9, 0), ?10, ?11, ?12)",
             c,
         )),
         Some(ResourceWrite::Update(c)) => Some((
             "UPDATE resources SET subscription = ?2, resource_group = ?3, type_key = ?4, next_due = ?5,
                  intent = ?6, lease_owner = ?7, lease_until = ?8,
-                 lease_epoch = MAX(lease_epoch, COALESCE(?9, 0)), generation = ?10, body = ?11
+                 lease_epoch = MAX(lease_epoch, COALESCE(?9, 0)), generation = ?10, body = ?11, drift_due = ?12
              WHERE key = ?1",
             c,
         )),
@@ -97,6 +97,7 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
             c.lease_epoch,
             c.generation,
             c.body,
+            c.drift_due,
         ])
         .map_err(db_error)?;
     }
@@ -202,6 +203,8 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
     let intent = claimable(conn, Lane::Intent, req, room)?;
     let followup = claimable(conn, Lane::FollowUp, req, room)?;
     let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
+    let drift_room = req.drift_limit.min(room - from_intent - from_followup);
+    let drift = if drift_room == 0 { Vec::new() } else { drift_due(conn, req, drift_room)? };
     let mut update = conn
         .prepare_cached(
             "UPDATE resources SET lease_owner = ?2, lease_until = ?3, lease_epoch = ?4, intent = 0 WHERE key = ?1",
@@ -209,7 +212,7 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
         .map_err(db_error)?;
     let mut claimed = Vec::with_capacity(from_intent + from_followup);
     let until = req.now.add(req.lease_for).as_millis();
-    for row in intent.into_iter().take(from_intent).chain(followup.into_iter().take(from_followup)) {
+    for row in intent.into_iter().take(from_intent).chain(followup.into_iter().take(from_followup)).chain(drift) {
         let taken = claim_row(row, req)?;
         update.execute(params![taken.key, req.owner, until, taken.epoch]).map_err(db_error)?;
         claimed.push(taken.record);
@@ -226,6 +229,23 @@ const CLAIMABLE: &str = concat!(
             OR (lease_owner = ?3 AND intent = 1))
      ORDER BY claimable_at, rowid LIMIT ?4"
 );
+
+/// Rows of the drift lane, earliest check first: due, idle (nothing else due), unleased.
+fn drift_due(conn: &Connection, req: &ClaimRequest, room: usize) -> Result<Vec<ResourceRow>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            resource_columns!(),
+            " FROM resources
+             WHERE drift_due IS NOT NULL AND drift_due <= ?1 AND next_due IS NULL
+               AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < ?1)
+             ORDER BY drift_due, rowid LIMIT ?2"
+        ))
+        .map_err(db_error)?;
+    stmt.query_map(params![req.now.as_millis(), sql_limit(room)], rows::read_resource_row)
+        .and_then(Iterator::collect)
+        .map_err(db_error)
+}
 
 /// Due rows of one lane that `req.owner` may take, earliest first (by `claimable_at`: see
 /// migration 4).

@@ -114,7 +114,14 @@ pub async fn replicas(schema: &Schema, pool_size: usize) -> (Arc<dyn Store>, Arc
 pub const SECOND: i64 = 1_000;
 
 pub fn claim_req(owner: &str, now: slipway_domain::Timestamp) -> ClaimRequest {
-    ClaimRequest { owner: owner.into(), now, lease_for: Duration::from_secs(30), intent_limit: 10, followup_limit: 10 }
+    ClaimRequest {
+        owner: owner.into(),
+        now,
+        lease_for: Duration::from_secs(30),
+        intent_limit: 10,
+        followup_limit: 10,
+        drift_limit: 0,
+    }
 }
 
 /// A change that bumps the resource's job sequence.
@@ -181,7 +188,7 @@ impl EngineHooks for PgHooks {
         let schema = &self.schema;
         let downgrade = format!(
             "DROP TABLE {entries}; DROP TABLE {references}; DROP TABLE {events}; DROP TABLE {cursors};
-             ALTER TABLE {resources} DROP COLUMN claimable_at;
+             ALTER TABLE {resources} DROP COLUMN claimable_at; ALTER TABLE {resources} DROP COLUMN drift_due;
              CREATE INDEX resources_due ON {resources} (intent, next_due, seq) WHERE next_due IS NOT NULL;
              DELETE FROM {migrations} WHERE version > 1",
             entries = schema.table("entries"),

@@ -39,6 +39,7 @@ fn a_resource_row_restores_lease_schedule_and_generation_from_its_columns() {
         lease_epoch: c.lease_epoch.unwrap(),
         generation: c.generation + 1,
         body: c.body,
+        drift_due: c.drift_due,
     };
     let back = row.into_record().unwrap();
     assert_eq!(back, ResourceRecord { generation: 8, ..rec }, "the column's generation wins");
