@@ -372,7 +372,7 @@ pub fn event_body(seq: u64, e: &slipway_domain::event::Event, location: &str) ->
         let mut operation = json!({
             "name": op.id.as_str(),
             "id": operation_status_path(e.subscription.as_str(), &e.resource_id, op.id.as_str(), location),
-            "request": format!("{:?}", op.request),
+            "request": op.request.wire_name(),
             "status": op.status.as_str(),
         });
         insert_present(

@@ -78,16 +78,26 @@ pub struct Setup {
     /// the (registered) subscription, so every request is authenticated and authorized as a
     /// tenant's would be (its rate limit raised out of the way).
     pub auth: bool,
+    /// More keys of the one type's table (`drift_check_interval_seconds = 30`).
+    pub type_settings: String,
 }
 
 impl Setup {
     pub fn new(store: StoreKind, poll_seconds: f64) -> Setup {
-        Setup { store, poll_seconds, webhooks: false, status_batch: 200, max_concurrent: 4096, auth: false }
+        Setup {
+            store,
+            poll_seconds,
+            webhooks: false,
+            status_batch: 200,
+            max_concurrent: 4096,
+            auth: false,
+            type_settings: String::new(),
+        }
     }
 
     /// The seed design: a fixed 30 s poll per job, no batching, no webhooks.
     pub fn seed(store: StoreKind) -> Setup {
-        Setup { store, poll_seconds: 30.0, webhooks: false, status_batch: 1, max_concurrent: 4096, auth: false }
+        Setup { poll_seconds: 30.0, status_batch: 1, ..Setup::new(store, 30.0) }
     }
 
     /// A one-type Slipway config: compute instances on the `aap` provider at `sim_url`.
@@ -104,7 +114,7 @@ impl Setup {
         } else {
             String::new()
         };
-        let Setup { poll_seconds, status_batch, max_concurrent, .. } = self;
+        let Setup { poll_seconds, status_batch, max_concurrent, type_settings, .. } = self;
         let Node { store, name, engine } = node;
         let auth = if self.auth { AUTH_TABLES } else { "" };
         Ok(format!(
@@ -133,6 +143,7 @@ kind = "ComputeInstance"
 api_versions = ["{API}"]
 provider = "aap"
 poll_interval_seconds = {poll_seconds}
+{type_settings}
 {auth}"#
         ))
     }

@@ -41,6 +41,7 @@ mod all;
 mod burn_down;
 mod compare;
 mod curve;
+mod drift;
 mod harness;
 mod local_jobs;
 mod memory;
@@ -81,6 +82,8 @@ enum Scenario {
     AapRequests(aap_requests::Args),
     /// Open-loop PUTs while operations are in flight: accept, GET, dispatch, finish→visible.
     Steady(steady::Args),
+    /// Drift checks of N resources coming due at once: the cap, dispatch beside them, cost per check.
+    Drift(drift::Args),
     /// Resident memory of a Slipway child process per in-flight operation.
     Memory(memory::Args),
     /// A fresh Slipway over N stored resources: start-up, list pages, RSS.
@@ -111,6 +114,7 @@ fn main() -> ExitCode {
             Scenario::AapRequests(a) => aap_requests::run(a).await,
             Scenario::Steady(a) => steady::run(a).await,
             Scenario::Memory(a) => memory::run(a).await,
+            Scenario::Drift(a) => drift::run(a).await,
             Scenario::Scale(a) => scale::run(a).await,
             Scenario::LocalJobs(a) => local_jobs::run(a).await,
             Scenario::Replicas(a) => replicas::run(a).await,

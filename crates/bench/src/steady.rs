@@ -150,7 +150,7 @@ pub fn print(rows: &[Steady]) {
 }
 
 /// Wall-clock microseconds, the simulator's time base.
-fn now_micros() -> i64 {
+pub(crate) fn now_micros() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
 }
 
@@ -290,7 +290,7 @@ fn spawn_readers(
 }
 
 /// Resource name → (job id, created µs) for every simulator job.
-fn launch_times(sim: &aap_sim::SimHandle) -> HashMap<String, (u64, i64)> {
+pub(crate) fn launch_times(sim: &aap_sim::SimHandle) -> HashMap<String, (u64, i64)> {
     sim.job_times().into_iter().filter_map(|j| Some((j.resource_name?, (j.id, j.created_micros)))).collect()
 }
 

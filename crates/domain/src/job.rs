@@ -31,6 +31,9 @@ pub enum JobType {
 }
 
 impl JobType {
+    pub const ALL: [JobType; 5] =
+        [JobType::Provision, JobType::Deprovision, JobType::Action, JobType::Preflight, JobType::Check];
+
     /// The word the wire, the logs and the metrics use (as serialized).
     pub fn as_str(self) -> &'static str {
         match self {

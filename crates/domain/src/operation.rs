@@ -21,6 +21,27 @@ pub enum OperationRequest {
 }
 
 impl OperationRequest {
+    pub const ALL: [OperationRequest; 6] = [
+        OperationRequest::Create,
+        OperationRequest::Update,
+        OperationRequest::Delete,
+        OperationRequest::Action,
+        OperationRequest::WhatIf,
+        OperationRequest::CheckDrift,
+    ];
+
+    /// The name the API shows (an event's `operation.request`).
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            OperationRequest::Create => "Create",
+            OperationRequest::Update => "Update",
+            OperationRequest::Delete => "Delete",
+            OperationRequest::Action => "Action",
+            OperationRequest::WhatIf => "WhatIf",
+            OperationRequest::CheckDrift => "CheckDrift",
+        }
+    }
+
     /// The word logs, errors and metrics use.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -54,6 +75,8 @@ pub enum Rerun {
 }
 
 impl Rerun {
+    pub const ALL: [Rerun; 2] = [Rerun::Retry, Rerun::Drift];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Rerun::Retry => "retry",

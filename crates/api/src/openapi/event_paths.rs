@@ -39,7 +39,7 @@ pub(super) fn events_op(
         schema_ref("EventList"),
         request_id(),
     );
-    page["content"]["text/event-stream"] = json!({"schema": {"type": "string"}});
+    page["content"]["text/event-stream"] = json!({"schema": super::paths::sse_event()});
     let mut op = Op::new(id, summary, tag, params)
         .answer(200, page)
         .answer(410, gone)
@@ -77,6 +77,8 @@ pub(super) fn event_paths(setting: &Setting, out: &mut Map<String, Value>) {
 
 pub(super) fn event_schemas(out: &mut Map<String, Value>) {
     let state = || schema_ref("ProvisioningState");
+    let kinds: Vec<&str> = slipway_domain::event::EventKind::ALL.iter().map(|k| k.as_str()).collect();
+    let requests: Vec<&str> = slipway_domain::OperationRequest::ALL.iter().map(|r| r.wire_name()).collect();
     out.insert(
         "Event".into(),
         json!({
@@ -85,7 +87,7 @@ pub(super) fn event_schemas(out: &mut Map<String, Value>) {
             "required": ["id", "type", "time", "resourceId"],
             "properties": {
                 "id": {"type": "string", "description": "The event's cursor: opaque, increasing within the subscription."},
-                "type": {"enum": ["resourceCreated", "resourceStateChanged", "resourceOutputsChanged", "resourceDeleted", "operationCreated", "operationStatusChanged"]},
+                "type": {"enum": kinds},
                 "time": {"type": "string", "format": "date-time"},
                 "resourceId": {"type": "string"},
                 "provisioningState": state(),
@@ -97,7 +99,7 @@ pub(super) fn event_schemas(out: &mut Map<String, Value>) {
                     "properties": {
                         "id": {"type": "string", "description": "The operation's status path."},
                         "name": {"type": "string", "format": "uuid"},
-                        "request": {"enum": ["Create", "Update", "Delete", "Action"]},
+                        "request": {"enum": requests},
                         "action": {"type": "string"},
                         "status": state(),
                         "previousStatus": state(),

@@ -127,6 +127,14 @@ pub(super) fn plain(description: &str) -> Value {
     json!({"description": description, "headers": request_id()})
 }
 
+/// One Server-Sent Event of a stream (what a client's parser yields, and what schemathesis
+/// checks each event against).
+pub(super) fn sse_event() -> Value {
+    json!({"type": "object", "properties": {
+        "event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"}, "retry": {"type": "integer"},
+    }})
+}
+
 pub(super) fn request_id() -> Value {
     json!({"x-ms-request-id": header_ref("RequestId")})
 }

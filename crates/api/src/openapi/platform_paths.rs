@@ -69,7 +69,7 @@ pub(super) fn namespace_paths(
                "description": "Which of the operation's jobs (an id from `{resourceId}/jobs`); default: its latest."}),
     ]);
     let mut output = json!({"description": "What the job printed so far (empty before it started).", "headers": request_id(),
-        "content": {"text/plain": {"schema": {"type": "string"}}, "text/event-stream": {"schema": {"type": "string"}}}});
+        "content": {"text/plain": {"schema": {"type": "string"}}, "text/event-stream": {"schema": super::paths::sse_event()}}});
     output["headers"]["x-slipway-job-id"] =
         json!({"description": "The job whose output this is.", "schema": {"type": "string"}});
     let logs = Op::new(format!("{ns}_OperationStatuses_Logs"), "Reads the output of an operation's job (a Slipway extension of ARM).", &tag, logs_params)

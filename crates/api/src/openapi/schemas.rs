@@ -264,6 +264,8 @@ pub(super) fn common(out: &mut Map<String, Value>) {
     let date_time = json!({"type": "string", "format": "date-time"});
     let states: Vec<&str> = ProvisioningState::ALL.iter().map(|s| s.as_str()).collect();
     let subscription_states: Vec<&str> = SubscriptionState::ALL.iter().map(|s| s.as_str()).collect();
+    let job_types: Vec<&str> = slipway_domain::JobType::ALL.iter().map(|t| t.as_str()).collect();
+    let reruns: Vec<&str> = slipway_domain::operation::Rerun::ALL.iter().map(|r| r.as_str()).collect();
     let entries = [
         (
             "ErrorDetail",
@@ -311,14 +313,14 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                 "description": "One job of a resource's history.",
                 "required": ["type", "state", "jobId", "provider", "template", "idempotencyKey", "startTime"],
                 "properties": {
-                    "type": {"enum": ["provision", "deprovision", "action", "preflight"]},
+                    "type": {"enum": job_types},
                     "state": {"enum": ["Launching", "Pending", "Waiting", "Running", "Unknown", "Succeeded", "Failed", "Canceled"]},
                     "jobId": {"type": "string", "description": "The provider's job id (empty while launching)."},
                     "provider": {"type": "string"},
                     "template": {"type": "string", "description": "The playbook or template that ran."},
                     "idempotencyKey": {"type": "string"},
                     "action": {"type": "string"},
-                    "rerun": {"enum": ["retry"], "description": "Why the job ran the unchanged spec again: `retry`, asked for with `POST {id}/retry`."},
+                    "rerun": {"enum": reruns, "description": "Why the job ran the unchanged spec again: `retry`, asked for with `POST {id}/retry`; `drift`, putting drift right."},
                     "operationId": {"type": "string"},
                     "configVersion": {"type": "string"},
                     "message": {"type": "string"},
@@ -363,7 +365,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                         "properties": {
                             "waitingOn": {"type": "string", "description": "The resource (a parent) the operation's job waits for."},
                             "action": {"type": "string", "description": "A POST action's name."},
-                            "rerun": {"enum": ["retry"], "description": "An update that runs the unchanged spec again, and why (`POST {id}/retry`)."},
+                            "rerun": {"enum": reruns, "description": "An update that runs the unchanged spec again, and why (`retry`: `POST {id}/retry`; `drift`: drift put right)."},
                             "message": {"type": "string", "description": "How the operation ended, when a client should know (a forced delete)."},
                             "changes": {"type": "array", "items": schema_ref("WhatIfChange"), "description": "A what-if that succeeded: what would change."},
                             "childOperations": {

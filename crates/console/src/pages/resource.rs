@@ -139,6 +139,16 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         .collect();
     let mut properties = res["properties"].as_object().cloned().unwrap_or_default();
     let state = properties.remove("provisioningState").unwrap_or(Value::Null);
+    // What the last drift check found is the server's, not the spec's.
+    let drift = properties.remove("drift").map(|d| {
+        let tasks: Vec<Value> = d["changedTasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|t| json!({"task": t["task"], "host": t["host"], "diff": t.get("diff").map(pretty)}))
+            .collect();
+        json!({"state": d["state"], "checked": d["lastCheckedAt"], "message": d["message"], "tasks": tasks})
+    });
     let (outputs, spec): (Map<String, Value>, Map<String, Value>) =
         properties.clone().into_iter().partition(|(k, _)| ty.schema().is_some() && ty.shows_output(k));
     let may = allowed(&console, &visit, &path).await;
@@ -154,6 +164,7 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         "spec": pretty(&Value::Object(spec)),
         "outputs": outputs.iter().map(|(k, v)| json!({"name": k, "value": if v.is_string() { v.as_str().unwrap_or_default().to_string() } else { v.to_string() }})).collect::<Vec<_>>(),
         "references": references(&properties),
+        "drift": drift,
         "referencedBy": referenced_by,
         "children": children,
         "jobs": jobs.iter().map(|j| job_row(j)).collect::<Vec<_>>(),
