@@ -29,6 +29,9 @@ pub struct Args {
     /// How long each dispatch phase (before the wave, during it) lasts.
     #[arg(long, default_value_t = 8.0)]
     pub phase_seconds: f64,
+    /// What-ifs (of a changed spec) run before the wave, to measure what one costs.
+    #[arg(long, default_value_t = 100)]
+    pub what_ifs: usize,
     #[arg(long, value_enum, default_value = "sqlite-full")]
     pub store: StoreKind,
 }
@@ -48,6 +51,10 @@ pub async fn run(a: Args) -> Result<(), String> {
         return Err(format!("creating {} resources outlasted the interval: raise --interval", a.resources));
     }
     let before = dispatch_phase(&rig, "before", &a).await?;
+    let what_if = what_if_cost(&rig, a.what_ifs).await?;
+    if Instant::now() > wave_at {
+        return Err("the what-ifs outlasted the interval: raise --interval or lower --what-ifs".into());
+    }
     tokio::time::sleep_until((wave_at + Duration::from_secs(1)).into()).await;
 
     let sampler = tokio::spawn(sample_in_flight(rig.client.clone(), rig.sim.handle(), a.phase_seconds));
@@ -57,7 +64,7 @@ pub async fn run(a: Args) -> Result<(), String> {
     // The wave's rest, alone: what a check costs.
     tokio::time::sleep(Duration::from_secs_f64(a.job_seconds + 2.0)).await;
     let store = rig.app.store();
-    let checked = |text: &str| scrape::counter_sum(text, "slipway_drift_checks_total");
+    let checked = |text: &str| scrape::counter_sum(text, "slipway_drift_checks");
     let (text0, cpu0, stats0, aap0) =
         (scrape::scrape(&rig.client).await?, slipway_cpu_seconds(), store.stats(), sim_requests(&rig));
     let alone = Instant::now();
@@ -74,15 +81,19 @@ pub async fn run(a: Args) -> Result<(), String> {
     let (cpu1, stats1, aap1) = (slipway_cpu_seconds(), store.stats(), sim_requests(&rig));
     let per = |n: f64| if checks > 0.0 { n / checks } else { f64::NAN };
     let cpu_ms = cpu0.zip(cpu1).map(|(a, b)| per((b - a) * 1000.0));
-    let drifted = scrape::counter_sum(
-        &text,
-        "slipway_drift_checks_total{type=\"slipway.example/computeinstances\",result=\"Drifted\"}",
-    );
+    let drifted = scrape::gauge_sum(&text, "slipway_drift_checks_total", "result=\"Drifted\"");
     rig.stop().await?;
 
     println!("drift: {} resources, interval {} s, {} s jobs, cap {cap}", a.resources, a.interval, a.job_seconds);
     println!("  first dispatch p50/p99 before the wave: {:.1} / {:.1} ms", before.0, before.1);
     println!("  first dispatch p50/p99 during the wave: {:.1} / {:.1} ms", during.0, during.1);
+    println!(
+        "  per what-if ({} of a changed spec, before the wave): {} CPU ms, {:.2} store commits, {:.2} AAP requests",
+        a.what_ifs,
+        what_if.0.map_or("?".into(), |c| format!("{c:.2}")),
+        what_if.1,
+        what_if.2
+    );
     println!(
         "  most drift workers seen: {max_workers} (cap {cap}); most check jobs running at the simulator: {max_sim_checks}"
     );
@@ -101,9 +112,45 @@ pub async fn run(a: Args) -> Result<(), String> {
         "max_drift_workers": max_workers, "max_check_jobs_running": max_sim_checks,
         "checks_alone": checks, "cpu_ms_per_check": cpu_ms,
         "commits_per_check": per((stats1.commits - stats0.commits) as f64),
-        "aap_requests_per_check": per((aap1 - aap0) as f64), "drifted": drifted});
+        "aap_requests_per_check": per((aap1 - aap0) as f64), "drifted": drifted,
+        "what_ifs": a.what_ifs, "cpu_ms_per_what_if": what_if.0, "commits_per_what_if": what_if.1,
+        "aap_requests_per_what_if": what_if.2});
     println!("{out}");
     Ok(())
+}
+
+/// `n` what-ifs of a changed spec on the first resources, 32 at a time, each followed to its
+/// end: Slipway's CPU ms, store commits and AAP requests per what-if.
+async fn what_if_cost(rig: &Rig, n: usize) -> Result<(Option<f64>, f64, f64), String> {
+    let store = rig.app.store();
+    let (cpu0, stats0, aap0) = (slipway_cpu_seconds(), store.stats(), sim_requests(rig));
+    let queue = std::sync::Arc::new(std::sync::Mutex::new(0..n));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..32.min(n) {
+        let (client, queue) = (rig.client.clone(), queue.clone());
+        tasks.spawn(async move {
+            loop {
+                let Some(i) = queue.lock().map_err(|e| e.to_string())?.next() else { return Ok::<_, String>(()) };
+                let url = client.resource_url(&format!("d{i}")).replace("?api-version", "/whatIf?api-version");
+                let body = json!({"location": "local", "properties": {"size": "large", "image": "debian"}});
+                let r = client.http.post(url).json(&body).send().await.map_err(|e| e.to_string())?;
+                let status_url = r
+                    .headers()
+                    .get("azure-asyncoperation")
+                    .and_then(|v| v.to_str().ok())
+                    .ok_or_else(|| format!("what-if d{i}: {}", r.status()))?
+                    .to_string();
+                client.wait_succeeded(&[status_url], Duration::from_millis(100), Duration::from_secs(120)).await?;
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.map_err(|e| e.to_string())??;
+    }
+    let (cpu1, stats1, aap1) = (slipway_cpu_seconds(), store.stats(), sim_requests(rig));
+    let per = |x: f64| x / n.max(1) as f64;
+    let cpu = cpu0.zip(cpu1).map(|(a, b)| per((b - a) * 1000.0));
+    Ok((cpu, per((stats1.commits - stats0.commits) as f64), per((aap1 - aap0) as f64)))
 }
 
 fn sim_requests(rig: &Rig) -> u64 {

@@ -13,6 +13,10 @@
 //! * `steady` — open-loop PUTs while N operations are in flight: accept, status-GET,
 //!   first-dispatch and finish-to-visible latencies, polling and webhooks.
 //! * `memory` — RSS of a Slipway child process per in-flight operation.
+//! * `drift` — N resources of a type with a drift interval, created together so their checks
+//!   come due together: the most drift workers and check jobs seen against the cap, new
+//!   creates' first dispatch before and during the wave, and per check the CPU, store commits
+//!   and AAP requests once the wave runs alone.
 //! * `scale` — a fresh Slipway over N stored resources: startup, list pages, RSS.
 //! * `local-jobs` — N creates through the local `ansible` provider against the same playbook
 //!   run by `ansible-playbook` at the same concurrency: wall and CPU time Slipway adds per job.

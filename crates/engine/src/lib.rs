@@ -183,6 +183,8 @@ pub(crate) struct Shared {
     /// One permit per drift check this node may run; a worker of a resource taken from the
     /// drift lane holds one until it lets the resource go.
     pub drift_permits: Arc<tokio::sync::Semaphore>,
+    /// Some type has scheduled drift checks.
+    pub schedules_drift: bool,
 }
 
 impl Shared {
@@ -251,6 +253,7 @@ impl Engine {
             })
             .collect();
         let readiness = readiness::ProviderReadiness::new(&providers);
+        let schedules_drift = policies.values().any(|p| p.drift.is_some());
         let shared = Shared {
             readiness,
             store,
@@ -266,6 +269,7 @@ impl Engine {
             watched: Mutex::new(HashMap::new()),
             renewed_until: std::sync::atomic::AtomicI64::new(0),
             drift_permits: Arc::new(tokio::sync::Semaphore::new(options.drift_cap())),
+            schedules_drift,
         };
         Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
     }
@@ -398,7 +402,9 @@ async fn claim_and_dispatch(
                 lease_for: opts.lease_for,
                 intent_limit: room.div_ceil(2),
                 followup_limit: room / 2,
-                drift_limit: shared.drift_permits.available_permits(),
+                // No type checks drift on a schedule: no drift lane to read (on PostgreSQL a
+                // round trip per claim).
+                drift_limit: if shared.schedules_drift { shared.drift_permits.available_permits() } else { 0 },
             })
             .await?;
         let full = claimed.len() >= room;
