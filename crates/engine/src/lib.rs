@@ -188,6 +188,22 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Resources of types with drift checks that have none scheduled (provisioned before
+    /// their type had an interval, or before this version) go in the drift lane now; the cap
+    /// spreads them out. A failure only delays their first check to their next change.
+    async fn schedule_first_drift_checks(&self) {
+        let types: Vec<String> =
+            self.policies.iter().filter(|(_, p)| p.drift.is_some()).map(|(k, _)| k.as_str().to_string()).collect();
+        if types.is_empty() {
+            return;
+        }
+        match self.store.schedule_drift(&types, self.clock.now()).await {
+            Ok(n) if n > 0 => tracing::info!(resources = n, "scheduled a first drift check"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not schedule first drift checks"),
+        }
+    }
+
     /// Pokes the worker following `job`, if one is; whether one was.
     fn job_changed(&self, provider: ProviderName, job_id: JobId) -> bool {
         let key = self.watched.lock().expect("watch index").get(&(provider, job_id)).cloned();
@@ -297,6 +313,7 @@ impl Engine {
         let opts = shared.options.clone();
         // A restarted node holds nothing: whatever its previous life leased is free again.
         shared.store.release_leases(&opts.owner).await?;
+        shared.schedule_first_drift_checks().await;
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut workers = JoinSet::new();
         // After a stall (a paused process, a suspended VM) a missed tick runs once, not once

@@ -108,3 +108,21 @@ async fn a_check_on_request_and_drift_put_right() {
     assert!(remediation.is_some_and(|j| j["type"] == "provision"), "the history says why it ran: {jobs}");
     s.stop().await;
 }
+
+/// Resources provisioned before their type had a drift interval are checked once it has one:
+/// the engine puts them in the drift lane when it starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_from_before_the_interval_are_checked_after_a_restart() {
+    let mut s = TestServer::start().await;
+    let id = rid("virtualNetworks", "vnet1");
+    created(&s, &id).await;
+    tamper(&state_path(&s, "vnet1"));
+    s.stop().await;
+    let text = std::fs::read_to_string(s.dir.path().join("slipway.toml")).unwrap();
+    let text =
+        text.replace("poll_interval_seconds = 0.2", "poll_interval_seconds = 0.2\ndrift_check_interval_seconds = 3600");
+    let mut s = TestServer::start_text(s.dir, &text).await;
+    let found = drift_when(&s, &id, "the old resource checked", |d| d["state"] == "Drifted").await;
+    assert_eq!(found["properties"]["drift"]["changedTasks"][0]["task"], "Record the resource");
+    s.stop().await;
+}

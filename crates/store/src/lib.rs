@@ -342,6 +342,13 @@ pub trait Store: Send + Sync + 'static {
     /// Drops every lease `owner` holds (graceful shutdown; a restart of a single node).
     async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;
 
+    /// Puts every idle resource (nothing due, no drift check scheduled) of the types
+    /// `type_keys` in the drift lane at `at`; returns how many. The engine calls it at start,
+    /// so that resources provisioned before their type had a drift interval — or before this
+    /// version — are checked too: a resource's first check is otherwise scheduled only when the
+    /// engine next looks at it.
+    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError>;
+
     /// Deletes terminal operations whose expiry has passed; returns how many.
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError>;
 

@@ -463,6 +463,11 @@ impl Store for PostgresStore {
         self.read(|c| Box::pin(rows::events(c, query.clone()))).await
     }
 
+    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
+        let type_keys = type_keys.to_vec();
+        self.write(move |c| Box::pin(writes::schedule_drift(c, type_keys.clone(), at))).await
+    }
+
     async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError> {
         self.write(move |c| Box::pin(writes::sweep_events(c, now))).await
     }

@@ -279,6 +279,11 @@ impl Store for SqliteStore {
         self.readers.run(move |conn| rows::events(conn, &query)).await
     }
 
+    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
+        let type_keys = type_keys.to_vec();
+        self.write(Lane::Background, move |conn| writes::schedule_drift(conn, &type_keys, at)).await
+    }
+
     async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError> {
         self.write(Lane::Background, move |conn| writes::sweep_events(conn, now)).await
     }

@@ -81,6 +81,22 @@ pub async fn case_claim_drift_lane_last_and_only_idle_resources(store: &dyn Stor
     assert_eq!(keys(&got), checks[3..].to_vec(), "leased ones and ones not due yet stay");
 }
 
+/// Idle resources of the named types with no check scheduled get one; busy ones, ones already
+/// scheduled and other types are left alone.
+pub async fn case_schedule_drift_for_idle_resources(store: &dyn Store) {
+    let idle = Schedule { next_due: None, intent: false, drift_due: None };
+    let a = seed(store, &vnet("sub-sched", "rg", "idle"), 1, idle).await;
+    let busy = seed(store, &vnet("sub-sched", "rg", "busy"), 2, Schedule { next_due: Some(at(0)), ..idle }).await;
+    let set = seed(store, &vnet("sub-sched", "rg", "set"), 3, Schedule { drift_due: Some(at(9)), ..idle }).await;
+    let vnets = a.as_str().split("/providers/").nth(1).map(|p| p.rsplit_once('/').unwrap().0.to_string()).unwrap();
+    assert_eq!(store.schedule_drift(&["other/things".into()], at(5)).await, Ok(0));
+    assert_eq!(store.schedule_drift(std::slice::from_ref(&vnets), at(5)).await, Ok(1));
+    assert_eq!(resource(store, &a).await.schedule.drift_due, Some(at(5)));
+    assert_eq!(resource(store, &busy).await.schedule.drift_due, None);
+    assert_eq!(resource(store, &set).await.schedule.drift_due, Some(at(9)));
+    assert_eq!(store.schedule_drift(&[vnets], at(6)).await, Ok(0), "once scheduled, kept");
+}
+
 pub async fn case_claim_only_due_resources(store: &dyn Store) {
     let later = seed(
         store,

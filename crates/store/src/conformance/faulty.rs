@@ -47,6 +47,7 @@ pub enum Method {
     SweepOperations,
     Events,
     SweepEvents,
+    ScheduleDrift,
     ClaimNotifications,
     FinishNotification,
     RescheduleNotification,
@@ -61,7 +62,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 23] = [
+    pub const ALL: [Method; 24] = [
         Method::Change,
         Method::GetResource,
         Method::ListResources,
@@ -74,6 +75,7 @@ impl Method {
         Method::SweepOperations,
         Method::Events,
         Method::SweepEvents,
+        Method::ScheduleDrift,
         Method::ClaimNotifications,
         Method::FinishNotification,
         Method::RescheduleNotification,
@@ -316,6 +318,10 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
 
     async fn events(&self, query: &EventQuery) -> Result<EventRead, StoreError> {
         self.plain(Method::Events, self.inner.events(query)).await
+    }
+
+    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
+        self.plain(Method::ScheduleDrift, self.inner.schedule_drift(type_keys, at)).await
     }
 
     async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError> {

@@ -166,6 +166,7 @@ macro_rules! conformance_suite {
             case_claim_gives_unused_room_to_other_lane,
             case_claim_only_due_resources,
             case_claim_drift_lane_last_and_only_idle_resources,
+            case_schedule_drift_for_idle_resources,
             case_claim_skips_live_leases,
             case_claim_epochs,
             case_fencing,

@@ -132,6 +132,20 @@ pub(super) async fn sweep_operations(client: &mut Object, now: Timestamp) -> Res
     execute(client, "DELETE FROM operations WHERE terminal AND expires_at <= $1", &[&now.as_millis()]).await
 }
 
+/// Rows locked in key order first, as every other multi-row write of resources does.
+pub(super) async fn schedule_drift(client: &mut Object, type_keys: Vec<String>, at: Timestamp) -> Result<u64, Failure> {
+    execute(
+        client,
+        "WITH idle AS (SELECT key FROM resources
+                       WHERE type_key = ANY($1) AND drift_due IS NULL AND next_due IS NULL
+                       ORDER BY key FOR UPDATE SKIP LOCKED)
+         UPDATE resources r SET drift_due = $2 FROM idle
+         WHERE r.key = idle.key AND r.drift_due IS NULL AND r.next_due IS NULL",
+        &[&type_keys, &at.as_millis()],
+    )
+    .await
+}
+
 pub(super) async fn sweep_events(client: &mut Object, now: Timestamp) -> Result<u64, Failure> {
     execute(client, "DELETE FROM events WHERE expires_at <= $1", &[&now.as_millis()]).await
 }

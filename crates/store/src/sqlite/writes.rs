@@ -288,6 +288,20 @@ pub(super) fn sweep_operations(conn: &Connection, now: Timestamp) -> Result<u64,
     Ok(n as u64)
 }
 
+pub(super) fn schedule_drift(conn: &Connection, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE resources SET drift_due = ?2
+             WHERE type_key = ?1 AND drift_due IS NULL AND next_due IS NULL",
+        )
+        .map_err(db_error)?;
+    let mut n = 0;
+    for type_key in type_keys {
+        n += stmt.execute(params![type_key, at.as_millis()]).map_err(db_error)?;
+    }
+    Ok(n as u64)
+}
+
 pub(super) fn sweep_events(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
     let mut stmt = conn.prepare_cached("DELETE FROM events WHERE expires_at <= ?1").map_err(db_error)?;
     Ok(stmt.execute([now.as_millis()]).map_err(db_error)? as u64)
