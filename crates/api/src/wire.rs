@@ -243,16 +243,13 @@ fn task_change(t: &slipway_domain::whatif::TaskChange) -> Value {
     v
 }
 
-/// ARM's `WhatIfOperationResult`: the status, the changes, and the error if it failed.
-pub fn what_if_result(resource_id: &str, w: &WhatIf, status: ProvisioningState, error: Option<&CloudError>) -> Value {
-    let mut body = json!({
-        "status": status.as_str(),
+/// ARM's `WhatIfOperationResult` of a what-if that succeeded: the status and the changes (a
+/// failed one answers with its error, as every operation's result does).
+pub fn what_if_result(resource_id: &str, w: &WhatIf) -> Value {
+    json!({
+        "status": ProvisioningState::Succeeded.as_str(),
         "properties": { "changes": what_if_changes(resource_id, w) },
-    });
-    if let Some(err) = error {
-        body["error"] = json!(WireError::from(err));
-    }
-    body
+    })
 }
 
 /// The one resource's `WhatIfChange`: ARM's `changeType`, `before`, `after` and `delta`, with

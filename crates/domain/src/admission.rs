@@ -297,15 +297,27 @@ pub fn admit_action(snap: &mut Snapshot, call: ActionCall, ctx: &RequestContext)
         return Err(conflict(res, format!("Cannot {} the resource while it is being deleted", call.name)));
     }
     refuse_while_busy(snap, res, &call.name)?;
-    let res = snap.resource.as_mut().expect("checked above");
-    let mut op = new_operation(&res.id, OperationRequest::Action, ProvisioningState::Accepted, ctx);
-    op.action = Some(call);
+    let admitted = start_beside_spec(snap, OperationRequest::Action, ctx, |op, _| op.action = Some(call));
+    snap.resource.as_mut().expect("checked above").job_context = ctx.job_context.clone();
+    Ok(admitted)
+}
+
+/// An operation of its own that leaves the spec alone (an action, a what-if, a drift check),
+/// made the resource's active one and looked at at once; `fill` adds what it is about.
+fn start_beside_spec(
+    snap: &mut Snapshot,
+    request: OperationRequest,
+    ctx: &RequestContext,
+    fill: impl FnOnce(&mut Operation, &ResourceRecord),
+) -> Admitted {
+    let res = snap.resource.as_mut().expect("caller checked the resource exists");
+    let mut op = new_operation(&res.id, request, ProvisioningState::Accepted, ctx);
+    fill(&mut op, res);
     res.active_operation_id = Some(op.id.clone());
-    res.job_context = ctx.job_context.clone();
     res.schedule = Schedule::now(ctx.now);
     res.generation += 1;
     snap.operations.push(op.clone());
-    Ok(Admitted::Accepted { operation: op, created: false })
+    Admitted::Accepted { operation: op, created: false }
 }
 
 /// `POST {resourceId}/whatIf`: what `proposed` (a PUT's spec, secrets sealed; `None`: a
@@ -329,14 +341,9 @@ pub fn admit_what_if(
         return Err(conflict(res, "Cannot run a what-if while the resource is being deleted".into()));
     }
     refuse_while_busy(snap, res, "run a what-if on")?;
-    let res = snap.resource.as_mut().expect("checked above");
-    let mut op = new_operation(&res.id, OperationRequest::WhatIf, ProvisioningState::Accepted, ctx);
-    op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: proposed, predicted: None });
-    res.active_operation_id = Some(op.id.clone());
-    res.schedule = Schedule::now(ctx.now);
-    res.generation += 1;
-    snap.operations.push(op.clone());
-    Ok(Admitted::Accepted { operation: op, created: false })
+    Ok(start_beside_spec(snap, OperationRequest::WhatIf, ctx, |op, res| {
+        op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: proposed, predicted: None });
+    }))
 }
 
 /// `POST {resourceId}/checkDrift`: a drift check now, as an operation of its own that runs
@@ -358,14 +365,9 @@ pub fn admit_check_drift(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Ad
             format!("The resource is {state}: only a Succeeded resource can be checked for drift"),
         ));
     }
-    let res = snap.resource.as_mut().expect("checked above");
-    let mut op = new_operation(&res.id, OperationRequest::CheckDrift, ProvisioningState::Accepted, ctx);
-    op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: Some(res.spec.clone()), predicted: None });
-    res.active_operation_id = Some(op.id.clone());
-    res.schedule = Schedule::now(ctx.now);
-    res.generation += 1;
-    snap.operations.push(op.clone());
-    Ok(Admitted::Accepted { operation: op, created: false })
+    Ok(start_beside_spec(snap, OperationRequest::CheckDrift, ctx, |op, res| {
+        op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: Some(res.spec.clone()), predicted: None });
+    }))
 }
 
 /// `409` while another operation runs: `verb` (an action's name, `retry`) waits for it.

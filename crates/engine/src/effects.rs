@@ -37,9 +37,9 @@ impl Backends<'_> {
 }
 
 /// What the provider is asked to run. Sealed secret properties stay sealed here; see
-/// [`open_secrets`]. The spec is the resource's, or for a what-if's jobs the one proposed
-/// (`spec`, see [`job_spec`]).
-pub fn launch_request(res: &ResourceRecord, job: &Job, spec: &Spec) -> LaunchRequest {
+/// [`open_secrets`]. The spec is the resource's, or for a what-if's jobs the one proposed.
+fn launch_request(snap: &Snapshot, res: &ResourceRecord, job: &Job) -> LaunchRequest {
+    let spec = job_spec(snap, res, job);
     LaunchRequest {
         idempotency_key: job.idempotency_key.clone(),
         action: match job.job_type {
@@ -72,7 +72,7 @@ pub fn launch_request(res: &ResourceRecord, job: &Job, spec: &Spec) -> LaunchReq
 
 /// The spec a job acts on: a what-if's proposal for its jobs (its delete's: the spec it
 /// would remove), the resource's for every other job.
-pub fn job_spec<'a>(snap: &'a Snapshot, res: &'a ResourceRecord, job: &Job) -> &'a Spec {
+fn job_spec<'a>(snap: &'a Snapshot, res: &'a ResourceRecord, job: &Job) -> &'a Spec {
     job.operation_id
         .as_ref()
         .and_then(|id| snap.operation(id))
@@ -268,7 +268,7 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
                 parent: parent_of(snap, res, backends),
                 references: references_of(snap, res, backends),
                 parameters: parameters.map(|a| a.parameters.clone()).unwrap_or_default(),
-                ..launch_request(res, job, job_spec(snap, res, job))
+                ..launch_request(snap, res, job)
             };
             let req = match open_secrets(req, backends.secrets) {
                 Ok(req) => req,
@@ -279,7 +279,7 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
                 Err(e) => Outcome::Failed(e.into()),
             }
         }
-        Io::Find => match provider.find(&launch_request(res, job, job_spec(snap, res, job))).await {
+        Io::Find => match provider.find(&launch_request(snap, res, job)).await {
             Ok(found) => {
                 if found.len() > 1 {
                     let ids: Vec<&str> = found.iter().map(|l| l.handle.job_id.as_str()).collect();

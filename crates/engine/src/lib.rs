@@ -30,7 +30,7 @@ use slipway_store::{ClaimRequest, Store, StoreError};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
-pub use effects::{Providers, launch_request};
+pub use effects::Providers;
 pub use readiness::Readiness;
 
 #[derive(Clone, Debug)]
@@ -183,8 +183,8 @@ pub(crate) struct Shared {
     /// One permit per drift check this node may run; a worker of a resource taken from the
     /// drift lane holds one until it lets the resource go.
     pub drift_permits: Arc<tokio::sync::Semaphore>,
-    /// Some type has scheduled drift checks.
-    pub schedules_drift: bool,
+    /// The types with scheduled drift checks (none: the drift lane is never read).
+    pub drift_types: Vec<String>,
 }
 
 impl Shared {
@@ -192,12 +192,10 @@ impl Shared {
     /// their type had an interval, or before this version) go in the drift lane now; the cap
     /// spreads them out. A failure only delays their first check to their next change.
     async fn schedule_first_drift_checks(&self) {
-        let types: Vec<String> =
-            self.policies.iter().filter(|(_, p)| p.drift.is_some()).map(|(k, _)| k.as_str().to_string()).collect();
-        if types.is_empty() {
+        if self.drift_types.is_empty() {
             return;
         }
-        match self.store.schedule_drift(&types, self.clock.now()).await {
+        match self.store.schedule_drift(&self.drift_types, self.clock.now()).await {
             Ok(n) if n > 0 => tracing::info!(resources = n, "scheduled a first drift check"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "could not schedule first drift checks"),
@@ -269,7 +267,8 @@ impl Engine {
             })
             .collect();
         let readiness = readiness::ProviderReadiness::new(&providers);
-        let schedules_drift = policies.values().any(|p| p.drift.is_some());
+        let drift_types =
+            policies.iter().filter(|(_, p)| p.drift.is_some()).map(|(k, _)| k.as_str().to_string()).collect();
         let shared = Shared {
             readiness,
             store,
@@ -285,7 +284,7 @@ impl Engine {
             watched: Mutex::new(HashMap::new()),
             renewed_until: std::sync::atomic::AtomicI64::new(0),
             drift_permits: Arc::new(tokio::sync::Semaphore::new(options.drift_cap())),
-            schedules_drift,
+            drift_types,
         };
         Engine { shared: Arc::new(shared), wake: Arc::new(Notify::new()) }
     }
@@ -421,7 +420,7 @@ async fn claim_and_dispatch(
                 followup_limit: room / 2,
                 // No type checks drift on a schedule: no drift lane to read (on PostgreSQL a
                 // round trip per claim).
-                drift_limit: if shared.schedules_drift { shared.drift_permits.available_permits() } else { 0 },
+                drift_limit: if shared.drift_types.is_empty() { 0 } else { shared.drift_permits.available_permits() },
             })
             .await?;
         let full = claimed.len() >= room;

@@ -47,9 +47,7 @@ pub(crate) async fn post_retry(state: &ApiState, ctx: &Ctx, id: ArmId, body: Bod
     let ty = resource_type(state, &id.namespace, &id.type_name)?;
     check_version(ctx, &ty)?;
     let tenant = may_change(state, ctx, &id, &ty).await?;
-    if action_body(state, ctx, body).await?.as_object().is_some_and(|o| !o.is_empty()) {
-        return Err(ArmError::invalid_content("A retry takes no parameters: send no body, or {}.", ""));
-    }
+    no_parameters(state, ctx, body, "A retry").await?;
     accept(state, ctx, id, tenant, admission::admit_retry).await
 }
 
@@ -60,11 +58,32 @@ pub(crate) async fn may_change(
     id: &ArmId,
     ty: &ResourceType,
 ) -> Result<Option<TenantContext>, ArmError> {
+    Ok(may_act(state, ctx, id, ty, Permission::Write).await?.1)
+}
+
+/// `permission` on the resource, in a subscription that takes changes: the caller's grants,
+/// and the tenant its jobs run for.
+pub(crate) async fn may_act(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: &ArmId,
+    ty: &ResourceType,
+    permission: Permission,
+) -> Result<(access::Grants, Option<TenantContext>), ArmError> {
     let subscription = SubscriptionId::new(&id.subscription);
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    let permission = access::resource_action(&ty.namespace, &ty.type_name, Permission::Write);
-    grants.require(&ctx.caller, Permission::Write, &resource_scope(id), &permission)?;
-    Ok(access::check_subscription(state, &subscription, Intent::Change).await?.as_ref().map(access::tenant_context))
+    let action = access::resource_action(&ty.namespace, &ty.type_name, permission);
+    grants.require(&ctx.caller, permission, &resource_scope(id), &action)?;
+    let tenant = access::check_subscription(state, &subscription, Intent::Change).await?;
+    Ok((grants, tenant.as_ref().map(access::tenant_context)))
+}
+
+/// A request that takes no parameters (`what` names it): no body, or `{}`.
+pub(crate) async fn no_parameters(state: &ApiState, ctx: &Ctx, body: Body, what: &str) -> Result<(), ArmError> {
+    if action_body(state, ctx, body).await?.as_object().is_some_and(|o| !o.is_empty()) {
+        return Err(ArmError::invalid_content(format!("{what} takes no parameters: send no body, or {{}}."), ""));
+    }
+    Ok(())
 }
 
 /// Runs `admit` in the resource's change and answers `202` with the new operation's URLs.
@@ -81,10 +100,15 @@ pub(crate) async fn accept(
         .await
         .map_err(|e| missing_as_not_found(e, &id))?;
     let Admitted::Accepted { operation, .. } = admitted else { return Err(ArmError::internal()) };
+    Ok(accepted(state, ctx, &operation))
+}
+
+/// `202` with the new operation's URLs, the engine told there is work.
+pub(crate) fn accepted(state: &ApiState, ctx: &Ctx, operation: &Operation) -> Response {
     (state.on_accept)();
     let mut resp = StatusCode::ACCEPTED.into_response();
-    add_async_headers(state, ctx, &operation, resp.headers_mut());
-    Ok(resp)
+    add_async_headers(state, ctx, operation, resp.headers_mut());
+    resp
 }
 
 /// The action's body: a JSON object, or `{}` when none was sent.

@@ -135,7 +135,7 @@ pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation
         && op.request == OperationRequest::WhatIf
         && let Some(w) = &op.what_if
     {
-        return Ok(json_response(StatusCode::OK, wire::what_if_result(&op.resource_id, w, op.status, None)));
+        return Ok(json_response(StatusCode::OK, wire::what_if_result(&op.resource_id, w)));
     }
     match op.status {
         ProvisioningState::Succeeded if op.request == OperationRequest::Delete => {

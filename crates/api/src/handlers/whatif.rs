@@ -34,9 +34,7 @@ pub(crate) async fn post_check_drift(state: &ApiState, ctx: &Ctx, id: ArmId, bod
     check_version(ctx, &ty)?;
     check_mode_offered(&ty)?;
     let tenant = may_change(state, ctx, &id, &ty).await?;
-    if action_body(state, ctx, body).await?.as_object().is_some_and(|o| !o.is_empty()) {
-        return Err(ArmError::invalid_content("A drift check takes no parameters: send no body, or {}.", ""));
-    }
+    no_parameters(state, ctx, body, "A drift check").await?;
     accept(state, ctx, id, tenant, admission::admit_check_drift).await
 }
 
@@ -61,11 +59,7 @@ pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: B
     check_mode_offered(&ty)?;
     let delete = asks_about_delete(ctx)?;
     let permission = if delete { Permission::Delete } else { Permission::Write };
-    let subscription = SubscriptionId::new(&id.subscription);
-    let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    let action = access::resource_action(&ty.namespace, &ty.type_name, permission);
-    grants.require(&ctx.caller, permission, &resource_scope(&id), &action)?;
-    access::check_subscription(state, &subscription, Intent::Change).await?;
+    let (grants, _) = may_act(state, ctx, &id, &ty, permission).await?;
     let proposal = if delete {
         if !body_bytes(state, ctx, body).await?.iter().all(u8::is_ascii_whitespace) {
             return Err(ArmError::invalid_content("A delete's what-if takes no body.", ""));
@@ -99,18 +93,10 @@ pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: B
     .await
     .map_err(|e| missing_as_not_found(e, &id))?;
     match admitted {
-        (Admitted::Accepted { operation, .. }, _) => {
-            (state.on_accept)();
-            let mut resp = StatusCode::ACCEPTED.into_response();
-            add_async_headers(state, ctx, &operation, resp.headers_mut());
-            Ok(resp)
-        }
+        (Admitted::Accepted { operation, .. }, _) => Ok(accepted(state, ctx, &operation)),
         (Admitted::Absent, Some(after)) => {
             let w = WhatIf { before: None, after: Some(after), predicted: None };
-            Ok(json_response(
-                StatusCode::OK,
-                wire::what_if_result(&id.to_string(), &w, ProvisioningState::Succeeded, None),
-            ))
+            Ok(json_response(StatusCode::OK, wire::what_if_result(&id.to_string(), &w)))
         }
         _ => Err(ArmError::internal()),
     }

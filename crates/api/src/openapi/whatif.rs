@@ -51,6 +51,15 @@ pub(super) fn operation(
 pub(super) fn schemas(out: &mut Map<String, Value>) {
     let entries = [
         (
+            "ChangedTask",
+            json!({
+                "type": "object",
+                "description": "A task a check-mode job reported as changed, on its host.",
+                "required": ["task", "host"],
+                "properties": {"task": {"type": "string"}, "host": {"type": "string"}, "diff": {"description": "Ansible's diff, as the task reported it."}},
+            }),
+        ),
+        (
             "Drift",
             json!({
                 "type": "object",
@@ -60,8 +69,7 @@ pub(super) fn schemas(out: &mut Map<String, Value>) {
                 "properties": {
                     "state": {"enum": ["InSync", "Drifted", "Unknown"]},
                     "lastCheckedAt": {"type": "string", "format": "date-time"},
-                    "changedTasks": {"type": "array", "items": {"type": "object", "required": ["task", "host"],
-                        "properties": {"task": {"type": "string"}, "host": {"type": "string"}, "diff": {}}}},
+                    "changedTasks": {"type": "array", "items": schema_ref("ChangedTask")},
                     "message": {"type": "string", "description": "Unknown: why the check could not tell."},
                     "remediationOperationId": {"type": "string", "description": "The update operation started to put the drift right (`drift_remediation = \"auto\"`)."},
                 },
@@ -96,14 +104,7 @@ pub(super) fn schemas(out: &mut Map<String, Value>) {
                         "required": ["job"],
                         "properties": {
                             "job": {"enum": ["create", "delete"], "description": "The job run in check mode."},
-                            "changedTasks": {
-                                "type": "array",
-                                "items": {
-                                    "type": "object",
-                                    "required": ["task", "host"],
-                                    "properties": {"task": {"type": "string"}, "host": {"type": "string"}, "diff": {"description": "Ansible's diff, as the task reported it."}},
-                                },
-                            },
+                            "changedTasks": {"type": "array", "items": schema_ref("ChangedTask")},
                             "unsupportedReason": {"type": "string", "description": "Why no job ran (the resource does not exist yet)."},
                         },
                     },

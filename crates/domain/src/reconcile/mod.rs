@@ -270,10 +270,10 @@ fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
     }
     let op = job.operation_id.as_ref().and_then(|id| snap.operation(id));
     let canceling = op.is_some_and(|o| o.status == ProvisioningState::Canceling);
-    // An action's or a what-if's job acts for its operation alone, and a what-if's on a
-    // spec of its own (`whatif::WhatIf::job_version`).
-    let for_its_operation = matches!(op.map(|o| o.request), Some(OperationRequest::Action | OperationRequest::WhatIf))
-        || job.job_type == JobType::Action;
+    // The job of an operation that leaves the spec alone (an action, a what-if, a drift
+    // check) acts for that operation alone, a what-if's on a spec of its own
+    // (`whatif::WhatIf::job_version`).
+    let for_its_operation = op.is_some_and(|o| !o.request.moves_resource()) || job.job_type == JobType::Action;
     let over = for_its_operation && op.is_none_or(|o| o.is_terminal());
     let spec_current = for_its_operation || job.config_version == res.desired_config_version;
     !res.is_deleting() && !canceling && !over && !job.kill_requested && spec_current
@@ -340,10 +340,8 @@ fn record_intent(
     if let Some(op_id) = op {
         let running = match snap.operation(&op_id).map(|o| o.request) {
             Some(OperationRequest::Create) => Some(ProvisioningState::Provisioning),
-            Some(OperationRequest::Update | OperationRequest::Action | OperationRequest::WhatIf) => {
-                Some(ProvisioningState::Updating)
-            }
-            _ => None,
+            Some(OperationRequest::Delete) | None => None,
+            Some(_) => Some(ProvisioningState::Updating),
         };
         if let Some(status) = running {
             snap.set_operation_status(&op_id, status, None, now);
