@@ -85,6 +85,10 @@ pub struct SimTemplate {
     pub allow_simultaneous: bool,
     /// Time spent `running`.
     pub duration_seconds: f64,
+    /// Tasks the simulated playbook runs one after another over `duration_seconds` (each a
+    /// `playbook_on_task_start` event when it starts), before the record task of
+    /// `resource_state`. At least 1.
+    pub tasks: u32,
     /// Terminal status: `successful`, `failed`, `error` or `canceled`.
     pub outcome: String,
     /// Time spent `pending` + `waiting` (half each) once nothing blocks the job.
@@ -232,6 +236,7 @@ impl Default for SimTemplate {
             survey_enabled: false,
             allow_simultaneous: false,
             duration_seconds: 2.0,
+            tasks: 1,
             outcome: "successful".into(),
             pending_seconds: 0.1,
             artifacts: serde_json::Value::Null,
@@ -402,6 +407,9 @@ impl SimConfig {
             }
             if !matches!(t.job_type.as_str(), "run" | "check") {
                 return invalid(format!("template {:?}: job_type {:?} is not one of run, check", t.name, t.job_type));
+            }
+            if t.tasks == 0 {
+                return invalid(format!("template {:?}: tasks must be at least 1", t.name));
             }
             if !(t.duration_seconds >= 0.0 && t.pending_seconds >= 0.0) {
                 return invalid(format!("template {:?}: durations must be ≥ 0", t.name));

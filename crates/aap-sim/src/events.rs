@@ -1,9 +1,12 @@
 //! A job's events, as AWX's `jobs/{id}/job_events/` lists them, and the standard output AWX
-//! builds from them: `playbook_on_start` once the job runs; once its play has an outcome, the
-//! simulated task's `runner_on_ok` (or `runner_on_failed`), the record task's `runner_on_ok`
-//! when the job's playbook keeps resource state (`resources`: `changed`, and in diff mode
-//! the diff), and `playbook_on_stats`. Events of a finished job are listed once AWX would
-//! have processed them (`Faults::event_processing_delay_ms`). Reading only.
+//! builds from them: `playbook_on_start` once the job runs; its simulated tasks
+//! (`SimTemplate::tasks`), each a `playbook_on_task_start` when its share of the running time
+//! starts and a `runner_on_ok` when the next starts — listed as they happen, as AWX saves
+//! events while a job runs; once its play has an outcome, the last task's `runner_on_ok` (or
+//! `runner_on_failed`), the record task's start and `runner_on_ok` when the job's playbook
+//! keeps resource state (`resources`: `changed`, and in diff mode the diff), and
+//! `playbook_on_stats`. Those last events of a finished job are listed once AWX would have
+//! processed them (`Faults::event_processing_delay_ms`). Reading only.
 
 use serde_json::{Value, json};
 
@@ -84,11 +87,34 @@ impl State {
             stdout: String::new(),
             data: json!({"playbook": playbook}),
         });
+        // The simulated tasks split the running time evenly; what happened by now (or by the
+        // job's end) is listed while it runs, the rest once AWX processed its events.
+        let tasks = job.plan.tasks.max(1);
+        let names: Vec<String> = (1..=tasks)
+            .map(|i| if tasks == 1 { SIMULATED_TASK.to_owned() } else { format!("{SIMULATED_TASK} {i} of {tasks}") })
+            .collect();
+        let step = (job.plan.duration_seconds * 1e6 / f64::from(tasks)) as i64;
+        let seen_until = job.finished.map_or(now_micros(), |f| f.min(now_micros()));
+        let mut started_tasks = 0;
+        for (i, name) in names.iter().enumerate() {
+            let at = started.saturating_add(step.saturating_mul(i as i64));
+            if at > seen_until {
+                break;
+            }
+            if i > 0 {
+                push(ok_on(&names[i - 1], at));
+            }
+            push(task_start(name, at));
+            started_tasks += 1;
+        }
         let (Some((_, failed)), Some(finished)) = (job.host_stats(), job.finished) else { return out };
         if !self.events_processed(job) {
             return out;
         }
-        let task_data = |task: &str, res: Value| json!({"host": "localhost", "task": task, "res": res});
+        let last = &names[started_tasks.max(1) - 1];
+        if started_tasks == 0 {
+            push(task_start(last, finished));
+        }
         if failed {
             let res = json!({"failed": true, "msg": job.result_traceback, "changed": false});
             let msg = serde_json::to_string(&job.result_traceback).unwrap_or_default();
@@ -97,28 +123,17 @@ impl State {
                 display: "Host Failed",
                 at: finished,
                 level: 3,
-                task: SIMULATED_TASK,
+                task: last,
                 host: "localhost",
                 failed: true,
                 changed: false,
                 stdout: format!("fatal: [localhost]: FAILED! => {{\"msg\": {msg}}}"),
-                data: task_data(SIMULATED_TASK, res),
+                data: task_data(last, res),
             });
         } else {
-            push(Event {
-                name: "runner_on_ok",
-                display: "Host OK",
-                at: finished,
-                level: 3,
-                task: SIMULATED_TASK,
-                host: "localhost",
-                failed: false,
-                changed: false,
-                stdout: "ok: [localhost]".into(),
-                data: task_data(SIMULATED_TASK, json!({"changed": false, "msg": "ok"})),
-            });
+            push(ok_on(last, finished));
         }
-        let mut ok = u64::from(!failed);
+        let mut ok = if failed { started_tasks.saturating_sub(1) } else { started_tasks.max(1) } as u64;
         let mut changed = 0;
         if let Some(r) = job.record.as_ref().filter(|_| !failed) {
             let mut res = json!({"changed": r.changed(), "dest": r.path});
@@ -132,6 +147,7 @@ impl State {
             stdout.push_str(if r.changed() { "changed: [localhost]" } else { "ok: [localhost]" });
             ok += 1;
             changed += u64::from(r.changed());
+            push(task_start(r.task, finished));
             push(Event {
                 name: "runner_on_ok",
                 display: "Host OK",
@@ -178,5 +194,39 @@ impl State {
             }
         }
         out
+    }
+}
+
+fn task_data(task: &str, res: Value) -> Value {
+    json!({"host": "localhost", "task": task, "res": res})
+}
+
+fn task_start(task: &str, at: i64) -> Event<'_> {
+    Event {
+        name: "playbook_on_task_start",
+        display: "Task Started",
+        at,
+        level: 2,
+        task,
+        host: "",
+        failed: false,
+        changed: false,
+        stdout: format!("TASK [{task}] ***"),
+        data: json!({"task": task, "name": task, "is_conditional": false}),
+    }
+}
+
+fn ok_on(task: &str, at: i64) -> Event<'_> {
+    Event {
+        name: "runner_on_ok",
+        display: "Host OK",
+        at,
+        level: 3,
+        task,
+        host: "localhost",
+        failed: false,
+        changed: false,
+        stdout: "ok: [localhost]".into(),
+        data: task_data(task, json!({"changed": false, "msg": "ok"})),
     }
 }

@@ -28,6 +28,8 @@ pub struct Plan {
     pub check: bool,
     /// `diff_mode`: the job's task results carry their diffs.
     pub diff_mode: bool,
+    /// The simulated tasks it runs (`SimTemplate::tasks`).
+    pub tasks: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -406,6 +408,7 @@ mod tests {
             failure: String::new(),
             check: false,
             diff_mode: false,
+            tasks: 1,
         };
         let user = User { id: 1, username: "admin".into() };
         jobs.launch(Kind::Job, t, json!({}), String::new(), plan, user)

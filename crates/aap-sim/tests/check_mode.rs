@@ -105,7 +105,11 @@ impl T {
     async fn record_event(&self, job: &Value) -> Option<Value> {
         let id = job["id"].as_u64().unwrap();
         let events = self.get(&format!("jobs/{id}/job_events/?order_by=counter")).await;
-        events["results"].as_array().unwrap().iter().find(|e| e["task"].as_str().unwrap().contains("ecord")).cloned()
+        let results = events["results"].as_array().unwrap();
+        results
+            .iter()
+            .find(|e| e["task"].as_str().unwrap().contains("ecord") && e["event"] != "playbook_on_task_start")
+            .cloned()
     }
 
     fn state(&self) -> Option<String> {
@@ -254,7 +258,7 @@ async fn a_failed_check_job_fails_as_a_run_job_would() {
         let events = t.get(&format!("jobs/{id}/job_events/?order_by=counter")).await;
         let names: Vec<&str> =
             events["results"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
-        assert_eq!(names, ["playbook_on_start", "runner_on_failed", "playbook_on_stats"]);
+        assert_eq!(names, ["playbook_on_start", "playbook_on_task_start", "runner_on_failed", "playbook_on_stats"]);
         assert_eq!(t.record_event(&job).await, None);
     }
     assert_eq!(t.state(), None);
@@ -305,7 +309,8 @@ async fn the_admin_endpoints_read_and_overwrite_the_recorded_state() {
 }
 
 /// AWX marks a job finished when its playbook ends; its events are saved behind it. Until
-/// then the job says `event_processing_finished: false` and lists only its start.
+/// then the job says `event_processing_finished: false` and lists only what happened before
+/// its end: its start and its task's start.
 #[tokio::test]
 async fn events_appear_once_processed() {
     let t = T::start().await;
@@ -313,10 +318,11 @@ async fn events_appear_once_processed() {
     let job = t.terminal(&t.launch(1, json!({"size": 1}), json!({"job_type": "check"})).await).await;
     assert_eq!((&job["status"], &job["event_processing_finished"]), (&json!("successful"), &json!(false)));
     let id = job["id"].as_u64().unwrap();
-    assert_eq!(t.get(&format!("jobs/{id}/job_events/")).await["count"], 1);
+    assert_eq!(t.get(&format!("jobs/{id}/job_events/")).await["count"], 2);
     t.sim.handle().set_faults(Faults::default());
     assert_eq!(t.get(&format!("jobs/{id}/")).await["event_processing_finished"], true);
-    assert_eq!(t.get(&format!("jobs/{id}/job_events/")).await["count"], 4);
+    // Then the task's result, the record task's start and result, and the stats.
+    assert_eq!(t.get(&format!("jobs/{id}/job_events/")).await["count"], 6);
     t.sim.shutdown().await;
 }
 

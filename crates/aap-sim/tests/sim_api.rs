@@ -383,7 +383,12 @@ async fn watch(t: &T, kind: &str, id: u64) -> (Vec<String>, Value) {
 #[tokio::test]
 async fn lifecycle_goes_through_every_state_with_the_configured_timings() {
     let mut cfg = config();
-    cfg.job_templates.push(SimTemplate { pending_seconds: 0.2, duration_seconds: 0.4, ..template(20, "timed") });
+    cfg.job_templates.push(SimTemplate {
+        pending_seconds: 0.2,
+        duration_seconds: 0.4,
+        tasks: 2,
+        ..template(20, "timed")
+    });
     let t = T::start(cfg).await;
     let launched = Instant::now();
     let id = t.launch(20, json!({})).await["id"].as_u64().unwrap();
@@ -406,13 +411,23 @@ async fn lifecycle_goes_through_every_state_with_the_configured_timings() {
         .iter()
         .map(|e| (e["event"].as_str().unwrap(), e["counter"].as_u64().unwrap()))
         .collect();
-    assert_eq!(names, vec![("playbook_on_start", 1), ("runner_on_ok", 2), ("playbook_on_stats", 3)]);
+    let expected = [
+        ("playbook_on_start", 1),
+        ("playbook_on_task_start", 2),
+        ("runner_on_ok", 3),
+        ("playbook_on_task_start", 4),
+        ("runner_on_ok", 5),
+        ("playbook_on_stats", 6),
+    ];
+    assert_eq!(names, expected);
     let incremental = t.get(&format!("jobs/{id}/job_events/?counter__gt=1&order_by=counter")).await.body;
-    assert_eq!(incremental["count"], 2);
+    assert_eq!(incremental["count"], 5);
     // Its standard output, built from the events' stdout: JSON by default, text on request.
     let stdout = t.get(&format!("jobs/{id}/stdout/")).await.body;
     let content = stdout["content"].as_str().unwrap();
-    assert!(content.starts_with("ok: [localhost]\nPLAY RECAP"), "{stdout}");
+    let tasks =
+        "TASK [simulated task 1 of 2] ***\nok: [localhost]\nTASK [simulated task 2 of 2] ***\nok: [localhost]\n";
+    assert!(content.starts_with(&format!("{tasks}PLAY RECAP")), "{stdout}");
     let text = t.http.get(t.url(&format!("jobs/{id}/stdout/?format=txt_download"))).send().await.unwrap();
     assert_eq!(text.headers()["content-type"], "text/plain; charset=utf-8");
     assert_eq!(text.text().await.unwrap(), content);
@@ -422,6 +437,44 @@ async fn lifecycle_goes_through_every_state_with_the_configured_timings() {
     // The template reflects its last job.
     let tpl = t.get("job_templates/20/").await.body;
     assert_eq!((tpl["status"].clone(), tpl["last_job_failed"].clone()), (json!("successful"), json!(false)));
+    t.sim.shutdown().await;
+}
+
+/// A running job's task starts are listed as they happen (AWX saves events while a job
+/// runs): the count of `playbook_on_task_start` and the newest one's task are its progress.
+#[tokio::test]
+async fn task_starts_are_listed_while_the_job_runs() {
+    let mut cfg = config();
+    cfg.job_templates.push(SimTemplate {
+        pending_seconds: 0.0,
+        duration_seconds: 3.0,
+        tasks: 3,
+        ..template(21, "long")
+    });
+    let t = T::start(cfg).await;
+    let id = t.launch(21, json!({})).await["id"].as_u64().unwrap();
+    let query = format!("jobs/{id}/job_events/?event=playbook_on_task_start&order_by=-counter&page_size=1");
+    let mut seen = Vec::new();
+    let mut polls = 0;
+    let second = loop {
+        polls += 1;
+        assert!(polls < 500, "no second task start within 10 s: {seen:?}");
+        let page = t.get(&query).await.body;
+        let count = page["count"].as_u64().unwrap();
+        if seen.last() != Some(&count) {
+            seen.push(count);
+        }
+        if count >= 2 {
+            break page;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(second["results"][0]["task"], "simulated task 2 of 3", "{second}");
+    assert_eq!(t.get(&format!("jobs/{id}/")).await.body["status"], "running", "the third task is a second away");
+    let done = t.terminal("jobs", id).await;
+    assert_eq!(done["status"], "successful");
+    assert_eq!(t.get(&query).await.body["count"], 3);
+    assert!(seen.windows(2).all(|w| w[0] < w[1]) && seen.contains(&1), "{seen:?}");
     t.sim.shutdown().await;
 }
 

@@ -33,7 +33,9 @@
 //! * **Status** is batched: one `GET …/jobs/?id__in=…&page_size=200` (and `workflow_jobs/`)
 //!   per 200 handles, following `next` links. A job that turns `failed`/`error` gets its
 //!   detail fetched once (the list view has no `result_traceback`). A job missing from the
-//!   list is `Transient` for `purge_grace`, then `NotFound` (the engine fails it).
+//!   list is `Transient` for `purge_grace`, then `NotFound` (the engine fails it). A
+//!   playbook job that has run `progress_every` reports its progress (the count of its
+//!   `playbook_on_task_start` events and the newest one's task) at most once per interval.
 //! * **Cancel** POSTs `…/{id}/cancel/`: 202 = requested (keep polling), 405 = already over.
 //! * **Find** lists the template's jobs newest first and matches the
 //!   `slipway_idempotency_key` extra var; `Ok(None)` only after the whole list (or the
@@ -56,7 +58,8 @@
 //! `find`'s `created__gt`) come from [`AapOptions::clock`].
 //!
 //! Modules: `options` (options, errors, construction), `template` (names, resolution, the
-//! cache), `launch`, `status`, `changes` (a check job's changed tasks), `find`, `listing`,
+//! cache), `launch`, `status`, `changes` (a check job's changed tasks), `progress` (a running job's
+//! task count), `find`, `listing`,
 //! `job` (kinds, status words, handles, cancel), `http` (requests, retries, the throttle
 //! gate), `envelope` (the extra vars), `naming`, `secret`.
 
@@ -70,6 +73,7 @@ mod listing;
 mod naming;
 mod notification;
 mod options;
+mod progress;
 mod secret;
 mod status;
 mod template;
@@ -128,6 +132,10 @@ pub struct AapProvider {
     changes: Mutex<Bounded<(JobKind, u64), Vec<slipway_provider::TaskChange>>>,
     /// When a job was first seen missing from AAP's list.
     missing: Mutex<Bounded<(JobKind, u64), Instant>>,
+    /// How often a running job's progress is read, and from what age.
+    progress_every: Duration,
+    /// Running playbook jobs whose progress is read, by id.
+    followed: Mutex<Bounded<u64, progress::Followed>>,
 }
 
 impl AapProvider {

@@ -64,6 +64,9 @@ pub struct AapOptions {
     pub max_concurrent_requests: usize,
     /// How long a job may be missing from AAP before it is reported `NotFound`.
     pub purge_grace: Duration,
+    /// A running job's progress (its task-start events) is read once it has run this long,
+    /// and then at most this often: one request per job and interval.
+    pub progress_every: Duration,
     /// Retries of an idempotent request (GET, cancel) after the first try.
     pub get_retries: u32,
     /// Wait before the first retry; it doubles per retry.
@@ -103,6 +106,7 @@ impl Default for AapOptions {
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 8,
             purge_grace: Duration::from_secs(300),
+            progress_every: crate::progress::DEFAULT_PROGRESS_EVERY,
             get_retries: 3,
             retry_backoff: Duration::from_millis(500),
             max_retry_wait: Duration::from_secs(10),
@@ -133,6 +137,7 @@ impl fmt::Debug for AapOptions {
             request_timeout,
             max_concurrent_requests,
             purge_grace,
+            progress_every,
             get_retries,
             retry_backoff,
             max_retry_wait,
@@ -157,6 +162,7 @@ impl fmt::Debug for AapOptions {
             .field("request_timeout", request_timeout)
             .field("max_concurrent_requests", max_concurrent_requests)
             .field("purge_grace", purge_grace)
+            .field("progress_every", progress_every)
             .field("get_retries", get_retries)
             .field("retry_backoff", retry_backoff)
             .field("max_retry_wait", max_retry_wait)
@@ -260,6 +266,8 @@ impl AapProvider {
             details: Mutex::new(Bounded::new(DETAILS_CACHE)),
             changes: Mutex::new(Bounded::new(DETAILS_CACHE)),
             missing: Mutex::new(Bounded::new(MISSING_CACHE)),
+            progress_every: options.progress_every,
+            followed: Mutex::new(Bounded::new(crate::progress::FOLLOWED)),
         })
     }
 }

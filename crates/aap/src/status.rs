@@ -1,7 +1,8 @@
 //! Status reads: one `GET …/jobs/?id__in=…` (and `workflow_jobs/`) per [`PAGE_SIZE`] handles,
 //! following `next` links; the detail (and failure events) of a job that failed, fetched once
-//! and remembered; a check-mode job's changed tasks once it ended (`changes`); and a job
-//! missing from AAP's list, `Transient` for `purge_grace`, then `NotFound`.
+//! and remembered; a check-mode job's changed tasks once it ended (`changes`); a long job's
+//! progress (`progress`); and a job missing from AAP's list, `Transient` for `purge_grace`,
+//! then `NotFound`.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -72,10 +73,18 @@ impl<K: Clone + Eq + Hash, V> Bounded<K, V> {
         }
     }
 
+    pub(crate) fn get_mut(&mut self, k: &K) -> Option<&mut V> {
+        self.map.get_mut(k)
+    }
+
     pub(crate) fn remove(&mut self, k: &K) {
-        if self.map.remove(k).is_some() {
-            self.order.retain(|o| o != k);
-        }
+        self.take(k);
+    }
+
+    pub(crate) fn take(&mut self, k: &K) -> Option<V> {
+        let v = self.map.remove(k)?;
+        self.order.retain(|o| o != k);
+        Some(v)
     }
 }
 
@@ -168,7 +177,8 @@ impl AapProvider {
             if state == JobState::Failed { self.failure_details(kind, id, explanation).await } else { String::new() };
         // A failed job's report counts too: a preflight job fails with its checks.
         let stats = slipway_provider::stats_in(row.artifacts.as_ref());
-        Ok(JobStatus { state, message, error_details, stats, changes })
+        let progress = self.progress(kind, id, state).await;
+        Ok(JobStatus { state, message, error_details, stats, changes, progress })
     }
 
     /// Why a job failed: its `result_traceback` (detail view), else its failed tasks (job

@@ -231,6 +231,12 @@ impl JobDir {
 
     /// Event files in `counter` order (`<counter>-<uuid>.json`).
     fn event_files(&self) -> Vec<PathBuf> {
+        self.event_files_after(0).into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// Event files whose counter is above `counter` (counters start at 1), with their
+    /// counters, in counter order.
+    pub fn event_files_after(&self, counter: u64) -> Vec<(u64, PathBuf)> {
         let Ok(entries) = fs::read_dir(self.events_dir()) else {
             return Vec::new();
         };
@@ -241,12 +247,12 @@ impl JobDir {
                 if !name.ends_with(".json") {
                     return None; // runner writes `*.json.tmp` first and renames
                 }
-                let counter = name.split('-').next()?.parse().ok()?;
-                Some((counter, path))
+                let n: u64 = name.split('-').next()?.parse().ok()?;
+                (n > counter).then_some((n, path))
             })
             .collect();
         files.sort();
-        files.into_iter().map(|(_, p)| p).collect()
+        files
     }
 
     /// The ansible-playbook pid, as recorded in the first event.

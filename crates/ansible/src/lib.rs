@@ -34,8 +34,10 @@ mod listing;
 mod naming;
 mod observe;
 mod procfs;
+mod progress;
 mod retention;
 mod spawn;
+mod tasks;
 mod terminate;
 
 use std::collections::{HashMap, HashSet};
@@ -168,6 +170,8 @@ struct Inner {
     /// Job dir names with a pending SIGKILL escalation.
     cancelling: Mutex<HashSet<String>>,
     escalations: Mutex<JoinSet<()>>,
+    /// Running jobs' progress, read from their events a poll at a time.
+    tallies: progress::Tallies,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -250,6 +254,7 @@ impl AnsibleProvider {
                 job_ended: std::sync::OnceLock::new(),
                 cancelling: Mutex::new(HashSet::new()),
                 escalations: Mutex::new(JoinSet::new()),
+                tallies: progress::Tallies::default(),
             }),
         })
     }

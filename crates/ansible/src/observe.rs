@@ -59,6 +59,7 @@ impl Inner {
         // written everything it ever will, so "dead and no status" really means no result.
         let word = job.runner_status();
         let terminal_word = word.filter(|_| alive.is_none() || job.has_rc());
+        let playbook = record.as_ref().map(|r| r.playbook.as_str());
         let status = match terminal_word {
             Some(word) => {
                 let (state, message) = map_runner_status(&word);
@@ -66,13 +67,17 @@ impl Inner {
                 // A failed job's report counts too: a preflight job fails with its checks.
                 let stats = job.stats();
                 let changes = job.is_check().then(|| job.changes());
+                let progress = Some(self.tallies.read(name, job, &self.playbook_dir, playbook));
                 let ended_normally = state == JobState::Succeeded || word == "failed";
                 self.finished(name, job, ended_normally, alive);
-                JobStatus { state, message, error_details, stats, changes }
+                JobStatus { state, message, error_details, stats, changes, progress }
             }
             None if alive.is_some() => {
                 lock(&self.active).insert(name.to_owned());
-                JobStatus::new(JobState::Running, "running")
+                JobStatus {
+                    progress: Some(self.tallies.read(name, job, &self.playbook_dir, playbook)),
+                    ..JobStatus::new(JobState::Running, "running")
+                }
             }
             None => {
                 self.finished(name, job, false, None);
@@ -95,6 +100,7 @@ impl Inner {
     /// alive when its results are already written) is spared, it exits by itself.
     /// Blocking.
     pub(crate) fn finished(&self, name: &str, job: &JobDir, ended_normally: bool, runner: Option<ProcId>) {
+        self.tallies.forget(name);
         if lock(&self.active).remove(name) {
             self.place_freed.notify_waiters();
         }

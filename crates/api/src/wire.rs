@@ -194,6 +194,8 @@ fn job_body(j: &slipway_domain::Job, link: &dyn Fn(&slipway_domain::Job) -> Opti
         ("errorDetails", (!j.error_details.is_empty()).then(|| json!(j.error_details))),
         ("endTime", j.ended_at.map(|t| json!(t.to_rfc3339()))),
         ("launchAttempts", (j.launch_attempts > 0).then(|| json!(j.launch_attempts))),
+        ("tasksStarted", (j.tasks_started > 0).then(|| json!(j.tasks_started))),
+        ("currentTask", (!j.current_task.is_empty()).then(|| json!(j.current_task))),
         ("link", link(j).map(|l| json!(l))),
     ];
     insert_present(&mut body, optional);
@@ -331,6 +333,9 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     }
     if let Some(rerun) = op.rerun {
         properties.insert("rerun".into(), json!(rerun.as_str()));
+    }
+    if let Some(task) = &op.current_task {
+        properties.insert("currentTask".into(), json!(task));
     }
     if let Some(note) = &op.note {
         properties.insert("message".into(), json!(note));

@@ -1,7 +1,8 @@
 //! Following an operation to its end: GET its status URL at the pace the server's
 //! `Retry-After` asks, until it is terminal or `--timeout` passes. On a terminal stderr a
-//! live line shows the status, the time waited and the job's latest output line; otherwise
-//! plain lines, one per status change, so logs and CI output stay readable.
+//! live line shows the status, the time waited, the job's progress (percentage and current
+//! task, when the server reports them) and its latest output line; otherwise plain lines, one
+//! per change of status or progress, so logs and CI output stay readable.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -130,18 +131,19 @@ impl Progress {
     }
 
     fn show(&mut self, doc: &Value, elapsed: Duration, latest_line: Option<String>) {
-        let status = doc["status"].as_str().unwrap_or("Unknown");
+        let (word, progress) = (doc["status"].as_str().unwrap_or("Unknown"), job_progress(doc));
+        let status = format!("{word}{progress}");
         match &self.live {
             Some(bar) => {
                 let line = latest_line.map(|l| format!("  {}", shorten(&l, 100))).unwrap_or_default();
-                bar.set_message(format!("{status}  {}s{line}", elapsed.as_secs()));
+                bar.set_message(format!("{word}  {}s{progress}{line}", elapsed.as_secs()));
             }
-            None if self.last_status.as_deref() != Some(status) => {
+            None if self.last_status.as_ref() != Some(&status) => {
                 eprintln!("operation {}: {status}", doc["name"].as_str().unwrap_or("?"));
             }
             None => {}
         }
-        self.last_status = Some(status.to_string());
+        self.last_status = Some(status);
     }
 
     fn finish(&mut self, doc: &Value, elapsed: Duration) {
@@ -158,6 +160,15 @@ impl Progress {
             bar.abandon();
         }
     }
+}
+
+/// How far the operation's job has got, as ` 33%, task: Name` (each part when the server
+/// reports it); empty otherwise.
+fn job_progress(doc: &Value) -> String {
+    let percent = doc["percentComplete"].as_u64().map(|p| format!("{p}%"));
+    let task = doc["properties"]["currentTask"].as_str().map(|t| format!("task: {}", shorten(t, 80)));
+    let parts: Vec<String> = percent.into_iter().chain(task).collect();
+    if parts.is_empty() { String::new() } else { format!(" {}", parts.join(", ")) }
 }
 
 fn shorten(line: &str, max: usize) -> String {
@@ -187,6 +198,14 @@ mod tests {
         assert!(outcome(doc("Succeeded")).is_ok());
         assert!(matches!(outcome(doc("Failed")), Err(CliError::OperationFailed(_))));
         assert!(matches!(outcome(doc("Canceled")), Err(CliError::Canceled(_))));
+    }
+
+    #[test]
+    fn progress_shows_the_parts_the_server_reports() {
+        let doc = serde_json::json!({"status": "Provisioning", "percentComplete": 33, "properties": {"currentTask": "Sleep"}});
+        assert_eq!(job_progress(&doc), " 33%, task: Sleep");
+        assert_eq!(job_progress(&serde_json::json!({"properties": {"currentTask": "Sleep"}})), " task: Sleep");
+        assert_eq!(job_progress(&serde_json::json!({"status": "Accepted"})), "");
     }
 
     #[test]

@@ -106,6 +106,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         start_time: ctx.now,
         last_transition_time: ctx.now,
         percent_complete: None,
+        current_task: None,
         waiting_on: None,
         child_operations: Vec::new(),
         action: None,

@@ -153,6 +153,16 @@ pub struct Job {
     /// Launched for an update that runs the unchanged spec again: why (its operation's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<crate::operation::Rerun>,
+    /// Tasks the job has started, as last read (`progress`); kept once it ended, so a later
+    /// job of the same kind knows how many to expect.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tasks_started: u32,
+    /// The task it runs now; empty once it ended.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_task: String,
+    /// How many tasks the provider counted in its playbook, when it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_tasks: Option<u32>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -186,6 +196,9 @@ impl Job {
             ended_at: None,
             kill_requested: false,
             rerun: None,
+            tasks_started: 0,
+            current_task: String::new(),
+            expected_tasks: None,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod job;
 pub mod names;
 pub mod operation;
 pub mod policy;
+pub mod progress;
 pub mod rate;
 pub mod readiness;
 pub mod reconcile;

@@ -173,6 +173,9 @@ pub struct Operation {
     pub last_transition_time: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_complete: Option<u8>,
+    /// While its job runs: the task it runs now (`progress`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_task: Option<String>,
     /// While the operation's job cannot start yet: the resource it waits for (a parent that
     /// is not `Succeeded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -234,6 +237,10 @@ impl Operation {
         }
         if status.is_terminal() {
             self.waiting_on = None;
+            self.current_task = None;
+            if status == ProvisioningState::Succeeded && self.percent_complete.is_some() {
+                self.percent_complete = Some(100);
+            }
         }
         self.last_transition_time = now;
         true
@@ -264,6 +271,7 @@ pub(crate) mod tests {
             start_time: Timestamp(0),
             last_transition_time: Timestamp(0),
             percent_complete: None,
+            current_task: None,
             waiting_on: None,
             child_operations: Vec::new(),
             action: None,

@@ -29,6 +29,7 @@ fn with_stats(state: JobState, stats: Value) -> Outcome {
         error_details: String::new(),
         stats: Some(stats),
         changes: None,
+        progress: None,
     })
 }
 

@@ -32,6 +32,7 @@ fn checked(state: JobState, changes: Vec<TaskChange>) -> Outcome {
         error_details: String::new(),
         stats: None,
         changes: Some(changes),
+        progress: None,
     })
 }
 

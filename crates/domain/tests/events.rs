@@ -47,6 +47,7 @@ fn a_create_its_job_and_its_end_are_told_as_they_happen() {
         error_details: String::new(),
         stats: Some(json!({"slipway_outputs": {"ipAddress": "10.0.0.4"}})),
         changes: None,
+        progress: None,
     });
     w.poll(&key(1, 1), outputs);
     w.decide();

@@ -16,6 +16,7 @@ fn succeeded_with(outputs: Option<Value>) -> Outcome {
         error_details: String::new(),
         stats: reported(outputs),
         changes: None,
+        progress: None,
     })
 }
 
@@ -39,6 +40,7 @@ fn create_reporting(state: JobState, outputs: Option<Value>, limit: usize) -> Wo
         error_details: String::new(),
         stats: reported(outputs),
         changes: None,
+        progress: None,
     });
     assert_eq!(w.poll(&key(1, 1), outcome), None);
     w.decide();
@@ -159,6 +161,7 @@ fn a_running_job_or_a_delete_job_sets_no_outputs() {
         error_details: String::new(),
         stats: reported(Some(json!({"early": true}))),
         changes: None,
+        progress: None,
     });
     w.poll(&key(1, 1), running);
     assert!(w.res().outputs.is_empty(), "only a finished success reports");

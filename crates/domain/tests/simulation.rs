@@ -18,13 +18,16 @@
 //! ends, and every job the provider ever started is known to the resource (no orphans).
 
 mod common;
+#[path = "simulation/invariants.rs"]
+mod invariants;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
 use slipway_domain::admission;
+use slipway_domain::progress::JobProgress;
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::{IdempotencyKey, JobId, JobState, Timestamp};
 
@@ -78,6 +81,8 @@ struct Stats {
     ops: u64,
     late_landings: u64,
     poll_waits: u64,
+    /// Operations that succeeded at 100% after showing progress.
+    progressed: u64,
 }
 
 /// A launch request the provider received and will process at `lands_at`.
@@ -104,6 +109,8 @@ struct Sim {
     known_ids: HashSet<JobId>,
     stats: Stats,
     trace: Vec<String>,
+    /// Each operation's `percentComplete` as last seen.
+    percents: HashMap<slipway_domain::OperationId, u8>,
 }
 
 impl Sim {
@@ -133,6 +140,7 @@ impl Sim {
             known_ids: HashSet::new(),
             stats: Stats::default(),
             trace: Vec::new(),
+            percents: HashMap::new(),
         }
     }
 
@@ -331,12 +339,21 @@ impl Sim {
                 if matches!(effect, Effect::Poll { .. }) {
                     let state = job.state(t);
                     let details = if state == JobState::Failed { "task failed" } else { "" };
+                    // Task counts as a provider reads them: sometimes none, sometimes an older
+                    // reading than the last (events still arriving), sometimes past the total.
+                    let tasks = self.rng.below(9) as u32;
+                    let progress = (tasks > 0).then(|| JobProgress {
+                        tasks_started: tasks,
+                        current_task: format!("task {tasks}"),
+                        expected_tasks: Some(6),
+                    });
                     return Some(Outcome::Observed(Observation {
                         state,
                         message: state.as_str().to_ascii_lowercase(),
                         error_details: details.into(),
                         stats: None,
                         changes: None,
+                        progress,
                     }));
                 }
                 self.stats.cancels += 1;
@@ -347,54 +364,6 @@ impl Sim {
                 let soon = t.add(Duration::from_millis(self.rng.below(20_000)));
                 job.ends_at = job.ends_at.min(soon);
                 Some(Outcome::CancelRequested)
-            }
-        }
-    }
-
-    fn check(&self, when: &str) {
-        // One job at a time, in the record and at the provider.
-        if let Some(res) = &self.w.snap.resource {
-            let live = res.jobs.iter().filter(|j| !j.state.is_terminal()).count();
-            if live > 1 {
-                self.fail(&format!("{when}: {live} non-terminal jobs in the record"));
-            }
-        }
-        let running = self.jobs.iter().filter(|j| !j.purged && !j.state(self.t).is_terminal()).count();
-        if running > 1 {
-            self.fail(&format!("{when}: {running} jobs running at the provider"));
-        }
-        // Operations: at most one open, the active one, mirrored by the resource.
-        let open: Vec<_> = self.w.snap.operations.iter().filter(|o| !o.is_terminal()).collect();
-        if open.len() > 1 {
-            self.fail(&format!("{when}: {} non-terminal operations", open.len()));
-        }
-        match (&self.w.snap.resource, open.first()) {
-            (None, Some(op)) => self.fail(&format!("{when}: operation {} open without a resource", op.id)),
-            (Some(res), Some(op)) => {
-                if res.active_operation_id.as_ref() != Some(&op.id) {
-                    self.fail(&format!("{when}: open operation {} is not the active one", op.id));
-                }
-                if res.provisioning_state != op.status {
-                    self.fail(&format!(
-                        "{when}: resource {:?} but its operation {:?}",
-                        res.provisioning_state, op.status
-                    ));
-                }
-            }
-            (Some(res), None) => {
-                if res.active_operation_id.is_some() {
-                    self.fail(&format!("{when}: active operation id names a terminal operation"));
-                }
-            }
-            (None, None) => {}
-        }
-        let mut notified = HashSet::new();
-        for n in &self.w.snap.notifications {
-            if !notified.insert(&n.operation_id) {
-                self.fail(&format!("{when}: operation {} notified twice", n.operation_id));
-            }
-            if !self.w.snap.operation(&n.operation_id).is_some_and(|o| o.is_terminal()) {
-                self.fail(&format!("{when}: notification for a non-terminal operation"));
             }
         }
     }
@@ -499,6 +468,7 @@ impl Sim {
             self.armed.insert(key);
         }
         self.check("after apply");
+        self.check_progress();
         self.check_poll_wait();
         match hold {
             Some(h) => self.t = self.t.max(h),
@@ -582,6 +552,7 @@ fn exactly_once_launch_and_liveness_under_random_interleavings() {
         total.ops += s.ops;
         total.late_landings += s.late_landings;
         total.poll_waits += s.poll_waits;
+        total.progressed += s.progressed;
     }
     // The runs must actually have exercised the interesting paths.
     let t = &total;
@@ -597,4 +568,5 @@ fn exactly_once_launch_and_liveness_under_random_interleavings() {
     assert!(t.ops > 2_000, "{t:?}");
     assert!(t.late_landings > 150, "{t:?}");
     assert!(t.poll_waits > 1_000, "{t:?}");
+    assert!(t.progressed > 500, "{t:?}");
 }

@@ -24,6 +24,7 @@ fn checked(state: JobState, changes: Vec<TaskChange>) -> Outcome {
         error_details: String::new(),
         stats: None,
         changes: Some(changes),
+        progress: None,
     })
 }
 

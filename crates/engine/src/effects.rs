@@ -322,6 +322,7 @@ async fn poll_io(backends: &Backends<'_>, provider: &dyn Provider, job: &Job) ->
             error_details: s.error_details,
             stats: s.stats,
             changes: s.changes,
+            progress: s.progress,
         }),
         Err(e) => Outcome::Failed(e.into()),
     }

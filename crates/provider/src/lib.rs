@@ -152,15 +152,26 @@ pub struct JobStatus {
     /// ran, at most [`MAX_TASK_CHANGES`] ([`TaskChange::from_event`] reads each from a
     /// `runner_on_ok` event). `None` for any other job, and while one runs.
     pub changes: Option<Vec<TaskChange>>,
+    /// How far the job has got: the tasks it started, the one it runs, and how many its
+    /// playbook has where the provider can count them. `None`: not read this time.
+    pub progress: Option<JobProgress>,
 }
 
 impl JobStatus {
     /// A status without failure details or outputs.
     pub fn new(state: JobState, message: impl Into<String>) -> Self {
-        JobStatus { state, message: message.into(), error_details: String::new(), stats: None, changes: None }
+        JobStatus {
+            state,
+            message: message.into(),
+            error_details: String::new(),
+            stats: None,
+            changes: None,
+            progress: None,
+        }
     }
 }
 
+pub use slipway_domain::progress::JobProgress;
 pub use slipway_domain::whatif::{MAX_TASK_CHANGES, TaskChange};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

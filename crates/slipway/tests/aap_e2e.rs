@@ -28,6 +28,10 @@ async fn sim(webhook_to: Option<u16>) -> Sim {
         if t.name == "slipway-create-compute-instance" {
             t.ask_job_type_on_launch = false;
         }
+        // A playbook of several tasks, whose progress shows while it runs.
+        if t.name == "slipway-create-virtual-network" {
+            t.tasks = 3;
+        }
     }
     if let Some(port) = webhook_to {
         config.notifications.push(SimWebhook {
@@ -71,6 +75,7 @@ template_prefix = "slipway"
 token_file = "{token}"
 webhook_token_file = "{hook}"
 request_timeout_seconds = 5
+progress_interval_seconds = 0
 {types}"#,
         db = dir.join("slipway.db").display(),
         url = sim.base_url(),
@@ -146,6 +151,28 @@ fn jobs_by_key(sim: &Sim) -> HashMap<String, usize> {
         *counts.entry(key).or_insert(0) += 1;
     }
     counts
+}
+
+/// A running job's progress from its task-start events: the current task from the first
+/// run, and — AWX having no task list to count — a percentage once an earlier run of the
+/// same kind told how many tasks to expect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_shows_the_current_task_and_then_a_percentage() {
+    let h = Harness::start(false, 0.1).await;
+    let id = rid("virtualNetworks", "vnet-progress");
+    let mut runs = Vec::new();
+    for space in ["10.0.0.0/16", "10.1.0.0/16"] {
+        let r =
+            h.put(&id, json!({"location": "local", "properties": {"addressSpace": space, "delaySeconds": 3}})).await;
+        let seen = common::progress::follow(&h.http, &header(&r, "azure-asyncoperation").unwrap(), T).await;
+        common::progress::assert_monotonic(&seen);
+        assert!(seen.iter().any(|(_, _, t)| t.as_deref() == Some("simulated task 2 of 3")), "{seen:?}");
+        runs.push(seen);
+    }
+    assert!(runs[0].iter().all(|(_, p, _)| p.is_none()), "nothing to expect a total from: {:?}", runs[0]);
+    // The create started four tasks (three, then the record task): the second of them is 25%.
+    assert!(runs[1].iter().any(|(s, p, _)| s == "Updating" && *p == Some(25)), "{:?}", runs[1]);
+    h.stop().await;
 }
 
 /// The provider is checked at startup: `/readyz` and `slipway_provider_ready` say whether it

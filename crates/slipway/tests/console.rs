@@ -87,6 +87,8 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     ];
     b.submit("#create-form", &fields).await;
     b.wait_text("#output", "output while the job runs", |t| t.contains("TASK [")).await;
+    // Its progress: the task that sleeps, two of the playbook's tasks done.
+    b.wait_text("#progress", "the job's progress", |t| t.contains("% · task Run for the requested time")).await;
     let status = b.text("#status .badge").await;
     assert!(["Accepted", "Provisioning"].contains(&status.as_str()), "still running: {status}");
     b.screenshot("live-output").await;

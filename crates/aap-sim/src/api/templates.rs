@@ -311,6 +311,7 @@ fn plan_for(t: &SimTemplate, vars: &Map<String, Value>) -> Result<Plan, String> 
         failure: format!("aap-sim: template {:?} is configured to end {}", t.name, t.outcome),
         check: false,
         diff_mode: false,
+        tasks: t.tasks,
     };
     let slipway = match vars.get("slipway") {
         Some(Value::String(s)) => serde_json::from_str(s).unwrap_or(Value::Null),

@@ -328,6 +328,8 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                     "startTime": date_time,
                     "endTime": date_time,
                     "launchAttempts": {"type": "integer"},
+                    "tasksStarted": {"type": "integer", "description": "Tasks the job started, as last read; kept once it ended, so the next job of its kind knows how many to expect."},
+                    "currentTask": {"type": "string", "description": "While it runs: the task it started last."},
                 },
             }),
         ),
@@ -357,7 +359,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                     "status": schema_ref("ProvisioningState"),
                     "startTime": date_time,
                     "endTime": date_time,
-                    "percentComplete": {"type": "number", "minimum": 0, "maximum": 100},
+                    "percentComplete": {"type": "number", "minimum": 0, "maximum": 100, "description": "While the job runs: the share of its tasks done, never lower than before and at most 99; 100 once succeeded. Absent when no total is known."},
                     "error": schema_ref("ErrorDetail"),
                     "properties": {
                         "type": "object",
@@ -365,6 +367,7 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                         "properties": {
                             "waitingOn": {"type": "string", "description": "The resource (a parent) the operation's job waits for."},
                             "action": {"type": "string", "description": "A POST action's name."},
+                            "currentTask": {"type": "string", "description": "While the job runs: the name of the task it started last."},
                             "rerun": {"enum": reruns, "description": "An update that runs the unchanged spec again, and why (`retry`: `POST {id}/retry`; `drift`: drift put right)."},
                             "message": {"type": "string", "description": "How the operation ended, when a client should know (a forced delete)."},
                             "changes": {"type": "array", "items": schema_ref("WhatIfChange"), "description": "A what-if that succeeded: what would change."},

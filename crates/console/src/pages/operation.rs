@@ -84,6 +84,8 @@ pub(crate) async fn operation(
         "action": op["properties"]["action"],
         "waitingOn": op["properties"]["waitingOn"],
         "message": op["properties"]["message"],
+        "percent": op["percentComplete"],
+        "currentTask": op["properties"]["currentTask"],
         "startTime": op["startTime"],
         "endTime": op["endTime"],
         "error": error,

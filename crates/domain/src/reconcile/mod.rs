@@ -115,6 +115,8 @@ pub struct Observation {
     pub stats: Option<Value>,
     /// A check-mode job that ended: the tasks it would have changed.
     pub changes: Option<Vec<crate::whatif::TaskChange>>,
+    /// How far the job has got, when the provider read it.
+    pub progress: Option<crate::progress::JobProgress>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

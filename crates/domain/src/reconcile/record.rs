@@ -96,6 +96,7 @@ fn record_poll(
         // A parent's cascade shows its children's delete failures while it waits.
         snap.wake.push(parent.key());
     }
+    crate::progress::show(snap, &job);
     if ended && job.job_type == JobType::Preflight {
         judge_preflight(snap, &job, stats.as_ref(), now);
     }
@@ -393,6 +394,12 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
                 job.state = obs.state;
                 job.message = obs.message;
                 job.error_details = obs.error_details;
+            }
+            if let Some(progress) = &obs.progress {
+                progress.fold_into(job);
+            }
+            if job.state.is_terminal() {
+                job.current_task.clear();
             }
             if obs.state.is_terminal() {
                 None

@@ -117,6 +117,7 @@ pub fn observed(state: JobState, message: &str, details: &str) -> Outcome {
         error_details: details.into(),
         stats: None,
         changes: None,
+        progress: None,
     })
 }
 

@@ -109,6 +109,10 @@ pub struct AapConfig {
     /// How long a job may be missing from AAP before it counts as purged (Failed).
     #[serde(default = "default_purge_grace")]
     pub purge_grace_seconds: u64,
+    /// A running job's progress is read once it has run this long, then at most this often
+    /// (one request per job and interval; 0: at every status poll).
+    #[serde(default = "default_progress_interval")]
+    pub progress_interval_seconds: u64,
     /// Shared token for `POST /hooks/{name}` (AAP webhook notifications); no token, no hook.
     #[serde(default)]
     pub webhook_token_file: Option<PathBuf>,
@@ -140,6 +144,9 @@ fn default_max_requests() -> usize {
 }
 fn default_purge_grace() -> u64 {
     AapOptions::default().purge_grace.as_secs()
+}
+fn default_progress_interval() -> u64 {
+    AapOptions::default().progress_every.as_secs()
 }
 fn default_work_dir() -> PathBuf {
     "jobs".into()

@@ -155,6 +155,7 @@ fn aap(config: &Config, p: &AapConfig, owner: &str, found: &mut Found) -> Option
         request_timeout: Duration::from_secs(request_timeout),
         max_concurrent_requests,
         purge_grace: Duration::from_secs(p.purge_grace_seconds),
+        progress_every: Duration::from_secs(p.progress_interval_seconds),
         ..AapOptions::default()
     })
 }

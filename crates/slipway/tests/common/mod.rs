@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod postgres;
+pub mod progress;
 pub mod replica;
 pub mod sse;
 

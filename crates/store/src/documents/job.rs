@@ -64,6 +64,15 @@ pub(crate) struct JobDocument {
     /// Launched for an update that ran the unchanged spec again: why.
     #[serde(rename = "rerun", default, skip_serializing_if = "Option::is_none")]
     rerun: Option<RerunDocument>,
+    /// Progress, added without a version bump: a reader that does not know these fields
+    /// loses only what a job's next poll reads again (and a finished job's task count, which
+    /// only estimates a later job's total).
+    #[serde(rename = "tasksStarted", default, skip_serializing_if = "is_zero")]
+    tasks_started: u32,
+    #[serde(rename = "currentTask", default, skip_serializing_if = "String::is_empty")]
+    current_task: String,
+    #[serde(rename = "expectedTasks", default, skip_serializing_if = "Option::is_none")]
+    expected_tasks: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,6 +143,9 @@ impl From<&Job> for JobDocument {
             ended_at,
             kill_requested,
             rerun,
+            tasks_started,
+            current_task,
+            expected_tasks,
         } = job;
         JobDocument {
             job_id: job_id.to_string(),
@@ -159,6 +171,9 @@ impl From<&Job> for JobDocument {
             ended_at: ended_at.map(Timestamp::as_millis),
             kill_requested: *kill_requested,
             rerun: rerun.map(RerunDocument::from),
+            tasks_started: *tasks_started,
+            current_task: current_task.clone(),
+            expected_tasks: *expected_tasks,
         }
     }
 }
@@ -191,6 +206,9 @@ impl TryFrom<JobDocument> for Job {
             ended_at,
             kill_requested,
             rerun,
+            tasks_started,
+            current_task,
+            expected_tasks,
         } = doc;
         Ok(Job {
             operation_id: operation_id_opt(operation_id, &format!("job {job_id:?}: operationId"))?,
@@ -216,6 +234,9 @@ impl TryFrom<JobDocument> for Job {
             ended_at: ended_at.map(Timestamp),
             kill_requested,
             rerun: rerun.map(Into::into),
+            tasks_started,
+            current_task,
+            expected_tasks,
         })
     }
 }

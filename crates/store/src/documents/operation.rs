@@ -45,6 +45,10 @@ pub(crate) struct OperationDocument {
     last_transition_time: i64,
     #[serde(rename = "percentComplete", default, skip_serializing_if = "Option::is_none")]
     percent_complete: Option<u8>,
+    /// The task its job runs now; added without a version bump (a reader that does not know
+    /// it loses only what the next poll reads again).
+    #[serde(rename = "currentTask", default, skip_serializing_if = "Option::is_none")]
+    current_task: Option<String>,
     /// The id of the resource the operation's job waits for.
     #[serde(rename = "waitingOn", default, skip_serializing_if = "Option::is_none")]
     waiting_on: Option<String>,
@@ -199,6 +203,7 @@ impl From<&Operation> for OperationDocument {
             start_time,
             last_transition_time,
             percent_complete,
+            current_task,
             waiting_on,
             child_operations,
             action,
@@ -221,6 +226,7 @@ impl From<&Operation> for OperationDocument {
             start_time: start_time.as_millis(),
             last_transition_time: last_transition_time.as_millis(),
             percent_complete: *percent_complete,
+            current_task: current_task.clone(),
             waiting_on: waiting_on.clone(),
             child_operations: child_operations.iter().map(ChildOperationDocument::from).collect(),
             action: action
@@ -252,6 +258,7 @@ impl TryFrom<OperationDocument> for Operation {
             start_time,
             last_transition_time,
             percent_complete,
+            current_task,
             waiting_on,
             child_operations,
             action,
@@ -274,6 +281,7 @@ impl TryFrom<OperationDocument> for Operation {
             start_time: Timestamp(start_time),
             last_transition_time: Timestamp(last_transition_time),
             percent_complete,
+            current_task,
             waiting_on,
             child_operations: child_operations
                 .into_iter()

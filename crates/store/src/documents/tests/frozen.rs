@@ -67,7 +67,10 @@ pub(super) const FULL_RESOURCE_V1: &str = r#"{
       "action": "restart",
       "endedAt": 1764449690000,
       "killRequested": true,
-      "rerun": "retry"
+      "rerun": "retry",
+      "tasksStarted": 5,
+      "currentTask": "Record the resource",
+      "expectedTasks": 7
     },
     {
       "jobID": "",
@@ -104,7 +107,10 @@ pub(super) const FULL_RESOURCE_V1: &str = r#"{
       "action": "restart",
       "endedAt": 1764449690000,
       "killRequested": true,
-      "rerun": "retry"
+      "rerun": "retry",
+      "tasksStarted": 5,
+      "currentTask": "Record the resource",
+      "expectedTasks": 7
     }
   ],
   "activeOperationId": "00000000-0000-4000-8000-000000000002",
@@ -197,6 +203,7 @@ pub(super) const FULL_OPERATION_V1: &str = r#"{
   "startTime": 1764449790000,
   "lastTransitionTime": 1764449990000,
   "percentComplete": 40,
+  "currentTask": "Record the resource",
   "waitingOn": "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1",
   "childOperations": [
     {

@@ -52,6 +52,9 @@ fn full_job() -> Job {
         ended_at: Some(Timestamp(1_764_449_690_000)),
         kill_requested: true,
         rerun: Some(Rerun::Retry),
+        tasks_started: 5,
+        current_task: "Record the resource".into(),
+        expected_tasks: Some(7),
     }
 }
 
@@ -147,6 +150,7 @@ fn full_operation() -> Operation {
         start_time: Timestamp(1_764_449_790_000),
         last_transition_time: Timestamp(1_764_449_990_000),
         percent_complete: Some(40),
+        current_task: Some("Record the resource".into()),
         waiting_on: Some(
             "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1".into(),
         ),
@@ -244,6 +248,7 @@ fn minimal_operation() -> Operation {
         start_time: Timestamp(1),
         last_transition_time: Timestamp(2),
         percent_complete: None,
+        current_task: None,
         waiting_on: None,
         child_operations: Vec::new(),
         action: None,
