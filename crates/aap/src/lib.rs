@@ -35,7 +35,8 @@
 //!   detail fetched once (the list view has no `result_traceback`). A job missing from the
 //!   list is `Transient` for `purge_grace`, then `NotFound` (the engine fails it). A
 //!   playbook job that has run `progress_every` reports its progress (the count of its
-//!   `playbook_on_task_start` events and the newest one's task) at most once per interval.
+//!   `playbook_on_task_start` events and the newest one's task) at most once per interval,
+//!   within a provider-wide `progress_reads_per_second`.
 //! * **Cancel** POSTs `…/{id}/cancel/`: 202 = requested (keep polling), 405 = already over.
 //! * **Find** lists the template's jobs newest first and matches the
 //!   `slipway_idempotency_key` extra var; `Ok(None)` only after the whole list (or the
@@ -136,6 +137,9 @@ pub struct AapProvider {
     progress_every: Duration,
     /// Running playbook jobs whose progress is read, by id.
     followed: Mutex<Bounded<u64, progress::Followed>>,
+    /// Progress reads left to this provider, and how fast they come back.
+    progress_budget: Mutex<slipway_domain::rate::TokenBucket>,
+    progress_rate: slipway_domain::rate::Rate,
 }
 
 impl AapProvider {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use reqwest::Url;
 use reqwest::header::HeaderValue;
+use slipway_domain::rate::TokenBucket;
 use slipway_domain::time::{Clock, SystemClock};
 
 use crate::AapProvider;
@@ -67,6 +68,9 @@ pub struct AapOptions {
     /// A running job's progress (its task-start events) is read once it has run this long,
     /// and then at most this often: one request per job and interval.
     pub progress_every: Duration,
+    /// Progress reads this provider makes per second at most, in all (they cannot be
+    /// batched): with many long jobs running, each is read less often.
+    pub progress_reads_per_second: f64,
     /// Retries of an idempotent request (GET, cancel) after the first try.
     pub get_retries: u32,
     /// Wait before the first retry; it doubles per retry.
@@ -107,6 +111,7 @@ impl Default for AapOptions {
             max_concurrent_requests: 8,
             purge_grace: Duration::from_secs(300),
             progress_every: crate::progress::DEFAULT_PROGRESS_EVERY,
+            progress_reads_per_second: crate::progress::DEFAULT_PROGRESS_READS_PER_SECOND,
             get_retries: 3,
             retry_backoff: Duration::from_millis(500),
             max_retry_wait: Duration::from_secs(10),
@@ -138,6 +143,7 @@ impl fmt::Debug for AapOptions {
             max_concurrent_requests,
             purge_grace,
             progress_every,
+            progress_reads_per_second,
             get_retries,
             retry_backoff,
             max_retry_wait,
@@ -163,6 +169,7 @@ impl fmt::Debug for AapOptions {
             .field("max_concurrent_requests", max_concurrent_requests)
             .field("purge_grace", purge_grace)
             .field("progress_every", progress_every)
+            .field("progress_reads_per_second", progress_reads_per_second)
             .field("get_retries", get_retries)
             .field("retry_backoff", retry_backoff)
             .field("max_retry_wait", max_retry_wait)
@@ -198,6 +205,9 @@ impl AapProvider {
         }
         if options.request_timeout.is_zero() {
             return Err(invalid("request_timeout must be positive".into()));
+        }
+        if !(options.progress_reads_per_second.is_finite() && options.progress_reads_per_second >= 0.0) {
+            return Err(invalid("progress_reads_per_second must be a number ≥ 0".into()));
         }
         let root = api_root(&options.base_url, &options.api_prefix).map_err(invalid)?;
         let ui = ui_root(&root);
@@ -246,6 +256,8 @@ impl AapProvider {
         })
         .with_clock(options.clock.clone())
         .with_metrics(&options.name, options.metrics.clone());
+        let progress_rate = crate::progress::budget_rate(options.progress_reads_per_second);
+        let progress_budget = Mutex::new(TokenBucket::full(progress_rate, options.clock.now()));
         Ok(AapProvider {
             name: options.name,
             ui,
@@ -268,6 +280,8 @@ impl AapProvider {
             missing: Mutex::new(Bounded::new(MISSING_CACHE)),
             progress_every: options.progress_every,
             followed: Mutex::new(Bounded::new(crate::progress::FOLLOWED)),
+            progress_budget,
+            progress_rate,
         })
     }
 }

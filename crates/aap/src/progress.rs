@@ -1,11 +1,14 @@
 //! A playbook job's progress ([`JobStatus::progress`]): one
 //! `GET jobs/{id}/job_events/?event=playbook_on_task_start&order_by=-counter&page_size=1`,
-//! whose `count` is the tasks the job started and whose one row names the newest. Read only
-//! for a job that has run at least `progress_every`, and then at most once per that interval:
-//! short jobs cost nothing more and long ones one request per interval, not one per status
-//! poll. A followed job that succeeds is read once more, so its final count can estimate the
-//! next job of its kind (AWX has no task list to count from). Workflow jobs have no events of
-//! their own and report none.
+//! whose `count` is the tasks the job started and whose one row names the newest. Unlike
+//! status reads these cannot be batched, so two bounds keep them from adding to a
+//! controller's load what status polling saves: a job is read only once it has run
+//! `progress_every`, then at most once per that interval (short jobs cost nothing); and the
+//! provider reads at most `progress_reads_per_second` in all (a token bucket), so with
+//! thousands of long jobs running each one's progress is simply read less often. A followed
+//! job that succeeds is read once more, budget permitting, so its final count can estimate
+//! the next job of its kind (AWX has no task list to count from). Workflow jobs have no
+//! events of their own and report none.
 //!
 //! [`JobStatus::progress`]: slipway_provider::JobStatus::progress
 
@@ -13,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use slipway_domain::JobState;
+use slipway_domain::rate::Rate;
 use slipway_provider::JobProgress;
 use tokio::time::Instant;
 
@@ -27,8 +31,10 @@ pub(crate) const FOLLOWED: usize = 16_384;
 pub(crate) struct Followed {
     /// When it was first seen running.
     since: Instant,
-    /// When its events were last read, and what they said.
-    read: Option<(Instant, JobProgress)>,
+    /// When its events were last asked for (answered or not).
+    asked_at: Option<Instant>,
+    /// What they said last.
+    last: Option<JobProgress>,
 }
 
 /// The page of a task-start query.
@@ -49,8 +55,8 @@ impl AapProvider {
         let now = Instant::now();
         if state.is_terminal() {
             // Only a job whose progress was read (a long one) is read once more.
-            let last = lock(&self.followed).take(&id)?.read.map(|(_, p)| p)?;
-            if state != JobState::Succeeded {
+            let last = lock(&self.followed).take(&id)?.last?;
+            if state != JobState::Succeeded || !self.may_read_progress() {
                 return Some(last);
             }
             // The final count; AWX may still be saving the last events, so never less.
@@ -63,21 +69,28 @@ impl AapProvider {
         let followed = {
             let mut map = lock(&self.followed);
             if map.get(&id).is_none() {
-                map.insert(id, Followed { since: now, read: None });
+                map.insert(id, Followed { since: now, asked_at: None, last: None });
             }
             map.get(&id).cloned()?
         };
         let due = |from: Instant| now.duration_since(from) >= self.progress_every;
-        let last = followed.read.clone().map(|(_, p)| p);
-        if !due(followed.since) || followed.read.as_ref().is_some_and(|(at, _)| !due(*at)) {
-            return last;
+        // Over the budget it stays due, for a later poll.
+        if !due(followed.since) || followed.asked_at.is_some_and(|at| !due(at)) || !self.may_read_progress() {
+            return followed.last;
         }
-        let fresh = self.read_progress(id).await;
-        let reading = fresh.or(last);
+        // A failed read is not repeated before the interval either, and keeps the last.
+        let reading = self.read_progress(id).await.or(followed.last);
         if let Some(entry) = lock(&self.followed).get_mut(&id) {
-            entry.read = reading.clone().map(|p| (now, p));
+            entry.asked_at = Some(now);
+            entry.last = reading.clone();
         }
         reading
+    }
+
+    /// Whether the provider-wide budget of progress reads has one left now (and takes it).
+    fn may_read_progress(&self) -> bool {
+        let now = self.clock.now();
+        lock(&self.progress_budget).take(self.progress_rate, now).is_ok()
     }
 
     /// One read of job `id`'s task starts; `None` when AAP did not answer (it is advisory:
@@ -104,3 +117,12 @@ impl AapProvider {
 
 /// The default of `progress_every`: long enough that jobs of a minute cost a few reads.
 pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(15);
+
+/// The default of `progress_reads_per_second`: a few percent of what batched status polling
+/// of ten thousand running jobs asks of a controller.
+pub const DEFAULT_PROGRESS_READS_PER_SECOND: f64 = 5.0;
+
+/// The budget's rate: `per_second`, with a burst of as many (at least one).
+pub(crate) fn budget_rate(per_second: f64) -> Rate {
+    Rate { per_second: per_second.max(0.0), burst: per_second.max(1.0) }
+}

@@ -1,6 +1,6 @@
 //! A running job's progress against the simulator: the count of its task-start events and
-//! the newest task, read at most once per `progress_every`, and once more when a followed
-//! job succeeds.
+//! the newest task, read at most once per `progress_every` and within the provider's budget
+//! of reads, and once more when a followed job succeeds.
 
 use std::time::Duration;
 
@@ -22,7 +22,9 @@ fn four_tasks() -> SimTemplate {
 #[tokio::test]
 async fn a_long_job_reports_its_tasks_as_they_start_and_its_final_count() {
     let sim = start(config(vec![four_tasks()], vec![])).await;
-    let p = provider(aap_options(&sim, Duration::ZERO));
+    // A budget that never runs out: this test is about what is read.
+    let p =
+        provider(slipway_aap::AapOptions { progress_reads_per_second: 1000.0, ..aap_options(&sim, Duration::ZERO) });
     let l = p.launch(&create("Subnet", "op-p:1")).await.unwrap();
     let mut seen: Vec<(u32, String)> = Vec::new();
     let mut polls = 0;
@@ -70,6 +72,32 @@ async fn progress_is_read_at_most_once_per_interval_and_not_for_short_jobs() {
     }
     let reads = count(&sim, TASK_STARTS);
     assert!(polls >= 20 && (1..=3).contains(&reads), "{polls} polls, {reads} reads");
+    sim.shutdown().await;
+}
+
+/// Reads cannot be batched, so the provider makes at most `progress_reads_per_second` in
+/// all, however many jobs are due: three jobs due at every poll share one read a second.
+#[tokio::test]
+async fn every_job_shares_one_budget_of_reads() {
+    let sim = start(config(vec![four_tasks()], vec![])).await;
+    let p = provider(slipway_aap::AapOptions { progress_reads_per_second: 1.0, ..aap_options(&sim, Duration::ZERO) });
+    let mut handles = Vec::new();
+    for key in ["op-b:1", "op-b:2", "op-b:3"] {
+        handles.push(p.launch(&create("Subnet", key)).await.unwrap().handle);
+    }
+    let started = std::time::Instant::now();
+    let mut polls = 0;
+    loop {
+        let statuses = p.status(&handles).await;
+        polls += 1;
+        if statuses.iter().all(|s| s.as_ref().unwrap().state.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (reads, seconds) = (count(&sim, TASK_STARTS), started.elapsed().as_secs_f64());
+    // A burst of one, then one a second.
+    assert!(reads >= 1 && reads as f64 <= 1.0 + seconds.ceil(), "{reads} reads in {seconds:.1} s, {polls} polls");
     sim.shutdown().await;
 }
 

@@ -76,6 +76,7 @@ token_file = "{token}"
 webhook_token_file = "{hook}"
 request_timeout_seconds = 5
 progress_interval_seconds = 0
+progress_reads_per_second = 1000
 {types}"#,
         db = dir.join("slipway.db").display(),
         url = sim.base_url(),

@@ -113,6 +113,10 @@ pub struct AapConfig {
     /// (one request per job and interval; 0: at every status poll).
     #[serde(default = "default_progress_interval")]
     pub progress_interval_seconds: u64,
+    /// Progress reads per second at most, in all this provider's jobs (they cannot be
+    /// batched like status reads).
+    #[serde(default = "default_progress_reads")]
+    pub progress_reads_per_second: f64,
     /// Shared token for `POST /hooks/{name}` (AAP webhook notifications); no token, no hook.
     #[serde(default)]
     pub webhook_token_file: Option<PathBuf>,
@@ -147,6 +151,9 @@ fn default_purge_grace() -> u64 {
 }
 fn default_progress_interval() -> u64 {
     AapOptions::default().progress_every.as_secs()
+}
+fn default_progress_reads() -> f64 {
+    AapOptions::default().progress_reads_per_second
 }
 fn default_work_dir() -> PathBuf {
     "jobs".into()

@@ -156,6 +156,7 @@ fn aap(config: &Config, p: &AapConfig, owner: &str, found: &mut Found) -> Option
         max_concurrent_requests,
         purge_grace: Duration::from_secs(p.purge_grace_seconds),
         progress_every: Duration::from_secs(p.progress_interval_seconds),
+        progress_reads_per_second: p.progress_reads_per_second,
         ..AapOptions::default()
     })
 }
