@@ -90,7 +90,7 @@ pub fn running_percent(started: u32, expected: u32) -> u8 {
 /// Shows the progress of `job` on its operation, when that operation is in progress: the
 /// current task, and the percentage when a total is known — never lower than it was.
 pub fn show(snap: &mut Snapshot, job: &Job) {
-    if job.tasks_started == 0 {
+    if job.tasks_started == 0 || job.operation_id.is_none() {
         return;
     }
     let expected = snap.resource.as_ref().and_then(|r| expected_tasks(&r.jobs, job));

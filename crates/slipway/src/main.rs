@@ -239,8 +239,11 @@ fn init_logging(format: LogFormat) {
 }
 
 async fn serve(plan: Plan) -> Result<(), slipway::app::AppError> {
+    // Listened for before the server answers anything: a SIGTERM that follows its first
+    // `/readyz` at once must shut it down gracefully, not kill it.
+    let signals = ShutdownSignals::install();
     let app = App::start_plan(plan, Arc::new(SystemClock)).await?;
-    app.run_until(shutdown_signal()).await
+    app.run_until(signals.recv()).await
 }
 
 async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> {
@@ -342,14 +345,26 @@ fn store_error(e: slipway::app::AppError) -> slipway_store::StoreError {
     }
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+/// SIGTERM and SIGINT, registered when installed (a signal before then would kill the
+/// process with the default action).
+struct ShutdownSignals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl ShutdownSignals {
+    fn install() -> ShutdownSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+            (Ok(term), Ok(int)) => ShutdownSignals(Some((term, int))),
+            _ => ShutdownSignals(None),
+        }
+    }
+
+    async fn recv(self) {
+        let Some((mut term, mut int)) = self.0 else {
+            return std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
     }
 }
