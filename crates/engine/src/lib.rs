@@ -377,7 +377,10 @@ impl Engine {
                 tracing::warn!(error = %e, "claiming due work failed");
             }
         }
+        // Awaited, not only aborted: it holds the store, which must be closed (and a SQLite
+        // file unlocked) once the engine returns, so the same process can open it again.
         provider_upkeep.abort();
+        let _ = provider_upkeep.await;
         tracing::info!(in_flight = workers.len(), "engine stopping");
         let _ = stop_tx.send(true);
         let drained =
@@ -385,6 +388,8 @@ impl Engine {
         if drained.is_err() {
             tracing::warn!(left = workers.len(), "shutdown grace elapsed; abandoning workers");
             workers.abort_all();
+            // Their cancellation is awaited too: each holds the store.
+            while workers.join_next().await.is_some() {}
         }
         if let Some(renewal) = renewal {
             renewal.abort();
