@@ -48,7 +48,11 @@ impl Machine {
         for dir in ["bin", "cwd", "home"] {
             std::fs::create_dir(machine.path(dir)).unwrap();
         }
-        std::fs::copy(env!("CARGO_BIN_EXE_slipway"), machine.binary()).unwrap();
+        // A link opens no descriptor to write: a copy's, inherited by a child another test
+        // forks meanwhile, makes exec fail with "text file busy" until that child execs.
+        if std::fs::hard_link(env!("CARGO_BIN_EXE_slipway"), machine.binary()).is_err() {
+            std::fs::copy(env!("CARGO_BIN_EXE_slipway"), machine.binary()).unwrap();
+        }
         machine
     }
 
@@ -76,8 +80,23 @@ impl Machine {
     }
 
     fn run(&self, cwd: &Path, path: &[&Path], args: &[&str]) -> Output {
-        self.command(cwd, path, args).output().expect("run the installed slipway")
+        unbusy(|| self.command(cwd, path, args).output()).expect("run the installed slipway")
     }
+}
+
+/// Runs `exec` again while it fails with "text file busy": a copied binary's write
+/// descriptor, inherited by a child forked elsewhere in this process, closes when that child
+/// execs, within milliseconds.
+fn unbusy<T>(mut exec: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    for _ in 0..100 {
+        match exec() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            done => return done,
+        }
+    }
+    exec()
 }
 
 fn text(b: &[u8]) -> String {
@@ -100,13 +119,14 @@ async fn the_installed_binary_serves_a_copied_config_from_an_empty_directory() {
 
     let port = free_port();
     let log = std::fs::File::create(m.path("serve.log")).unwrap();
-    let mut serve = m
-        .command(&cwd, &[&venv_bin], &["serve", "--config", config, "--data-dir", data_arg])
-        .env("SLIPWAY_SERVER__LISTEN", format!("127.0.0.1:{port}"))
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("spawn the installed slipway");
+    let mut serve = unbusy(|| {
+        m.command(&cwd, &[&venv_bin], &["serve", "--config", config, "--data-dir", data_arg])
+            .env("SLIPWAY_SERVER__LISTEN", format!("127.0.0.1:{port}"))
+            .stdout(log.try_clone()?)
+            .stderr(log.try_clone()?)
+            .spawn()
+    })
+    .expect("spawn the installed slipway");
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
     if let Err(e) = ready_within(&http, &base, Duration::from_secs(60)).await {
@@ -171,11 +191,12 @@ fn the_example_config_checks_from_the_repository_root_from_a_copy_and_built_in()
     std::os::unix::fs::symlink(repo().join(".venv"), m.path("copy/.venv")).unwrap();
     ok(m.run(m.root.path(), &[], &["check-config", "-c", "copy/slipway.toml", "--data-dir", data_arg]), "a copy");
     // The data directory, from SLIPWAY_SERVER__DATA_DIR as from the flag.
-    let from_env = m
-        .command(m.root.path(), &[], &["check-config", "-c", "copy/slipway.toml"])
-        .env("SLIPWAY_SERVER__DATA_DIR", m.path("data2"))
-        .output()
-        .unwrap();
+    let from_env = unbusy(|| {
+        m.command(m.root.path(), &[], &["check-config", "-c", "copy/slipway.toml"])
+            .env("SLIPWAY_SERVER__DATA_DIR", m.path("data2"))
+            .output()
+    })
+    .unwrap();
     ok(from_env, "the data directory from the environment");
     assert_eq!(listing(&m.path("data2")), ["jobs"]);
     assert_eq!(listing(&m.path("cwd")), Vec::<String>::new());
