@@ -29,10 +29,9 @@ pub(crate) const FOLLOWED: usize = 16_384;
 /// What is kept of a running job between polls.
 #[derive(Clone, Debug)]
 pub(crate) struct Followed {
-    /// When it was first seen running.
-    since: Instant,
-    /// When its events were last asked for (answered or not).
-    asked_at: Option<Instant>,
+    /// When its events are next to be read: `progress_every` after it was first seen
+    /// running, then after each read (answered or not).
+    due_at: Instant,
     /// What they said last.
     last: Option<JobProgress>,
 }
@@ -69,19 +68,18 @@ impl AapProvider {
         let followed = {
             let mut map = lock(&self.followed);
             if map.get(&id).is_none() {
-                map.insert(id, Followed { since: now, asked_at: None, last: None });
+                map.insert(id, Followed { due_at: now + self.progress_every, last: None });
             }
             map.get(&id).cloned()?
         };
-        let due = |from: Instant| now.duration_since(from) >= self.progress_every;
         // Over the budget it stays due, for a later poll.
-        if !due(followed.since) || followed.asked_at.is_some_and(|at| !due(at)) || !self.may_read_progress() {
+        if now < followed.due_at || !self.may_read_progress() {
             return followed.last;
         }
         // A failed read is not repeated before the interval either, and keeps the last.
         let reading = self.read_progress(id).await.or(followed.last);
         if let Some(entry) = lock(&self.followed).get_mut(&id) {
-            entry.asked_at = Some(now);
+            entry.due_at = now + self.progress_every;
             entry.last = reading.clone();
         }
         reading

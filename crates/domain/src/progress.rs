@@ -7,8 +7,6 @@
 //! percentage never goes down and stays at most 99 until the operation ends (a job may run
 //! more tasks than expected); a succeeded operation that showed progress shows 100.
 
-use serde::{Deserialize, Serialize};
-
 use crate::job::{Job, JobState};
 use crate::resource::Snapshot;
 
@@ -19,7 +17,7 @@ pub const MAX_RUNNING_PERCENT: u8 = 99;
 pub const MAX_TASK_NAME: usize = 256;
 
 /// What a provider read of a job's progress.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct JobProgress {
     /// Tasks the job has started, in every play (each counted once, whatever its hosts).
     pub tasks_started: u32,
@@ -31,27 +29,16 @@ pub struct JobProgress {
 
 impl JobProgress {
     /// Folds a reading into `job`: the count never goes down (a provider may read events
-    /// that are still arriving), the task name follows the count. Whether anything changed.
-    pub fn fold_into(&self, job: &mut Job) -> bool {
-        let mut changed = false;
-        if self.tasks_started > job.tasks_started {
-            job.tasks_started = self.tasks_started;
-            changed = true;
-        }
+    /// that are still arriving), the task name follows the count.
+    pub fn fold_into(&self, job: &mut Job) {
+        job.tasks_started = job.tasks_started.max(self.tasks_started);
         let task = bounded(&self.current_task);
-        if !job.state.is_terminal()
-            && self.tasks_started >= job.tasks_started
-            && !task.is_empty()
-            && job.current_task != task
-        {
+        if !job.state.is_terminal() && self.tasks_started >= job.tasks_started && !task.is_empty() {
             job.current_task = task;
-            changed = true;
         }
-        if self.expected_tasks.is_some() && job.expected_tasks != self.expected_tasks {
+        if self.expected_tasks.is_some() {
             job.expected_tasks = self.expected_tasks;
-            changed = true;
         }
-        changed
     }
 }
 
@@ -154,11 +141,16 @@ mod tests {
         let mut job = Job::new("j", JobType::Provision, JobState::Running, Timestamp(1));
         let reading =
             |n: u32, task: &str| JobProgress { tasks_started: n, current_task: task.into(), expected_tasks: None };
-        assert!(reading(3, "third").fold_into(&mut job));
-        assert!(!reading(2, "second").fold_into(&mut job), "an older reading");
+        let folded = |job: &mut Job, n: u32, task: &str| {
+            let before = job.clone();
+            reading(n, task).fold_into(job);
+            *job != before
+        };
+        assert!(folded(&mut job, 3, "third"));
+        assert!(!folded(&mut job, 2, "second"), "an older reading");
         assert_eq!((job.tasks_started, job.current_task.as_str()), (3, "third"));
-        assert!(!reading(3, "third").fold_into(&mut job), "nothing new");
-        assert!(reading(4, &"x".repeat(1000)).fold_into(&mut job));
+        assert!(!folded(&mut job, 3, "third"), "nothing new");
+        assert!(folded(&mut job, 4, &"x".repeat(1000)));
         assert_eq!(job.current_task.chars().count(), MAX_TASK_NAME);
     }
 }
