@@ -63,7 +63,7 @@ pub async fn report_noncanonical_assignments(store: &dyn slipway_store::Store) -
     for a in &odd {
         tracing::warn!(
             assignment = %a.id,
-            scope = %crate::error::echo(a.scope.as_str(), 200),
+            scope = %slipway_domain::echo::echo(a.scope.as_str(), 200),
             "a stored role assignment's scope is not canonical: it grants nothing; delete it and assign again"
         );
     }

@@ -3,7 +3,7 @@
 //! believed. Everything a client merely claims in a header is ignored unless one of those
 //! vouches for it.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,10 +12,6 @@ use slipway_domain::Principal;
 
 use crate::ApiState;
 use crate::error::ArmError;
-
-/// The TCP peer of a request, set by the listener.
-#[derive(Clone, Copy, Debug)]
-pub struct PeerAddr(pub SocketAddr);
 
 /// Where absolute URLs point and whose forwarding headers count.
 #[derive(Clone, Debug, Default)]

@@ -6,6 +6,9 @@ use axum::response::{IntoResponse, Response};
 use slipway_domain::CloudError;
 use slipway_domain::admission::Rejection;
 use slipway_store::StoreError;
+use slipway_types::InvalidRequest;
+
+use crate::wire::WireError;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArmError {
@@ -52,22 +55,6 @@ impl ArmError {
     }
 }
 
-/// A client's input as an error message may quote it: at most `max` characters, each one
-/// that is not plain visible ASCII (or is a quote, a backslash, an angle bracket or `%`, so
-/// nothing decodes into something else) shown as `?`, and `…` when cut. Hostile input is
-/// never echoed whole.
-pub(crate) fn echo(input: &str, max: usize) -> String {
-    let mut out: String = input
-        .chars()
-        .take(max)
-        .map(|c| if c.is_ascii_graphic() && !matches!(c, '"' | '\'' | '\\' | '<' | '>' | '`' | '%') { c } else { '?' })
-        .collect();
-    if input.chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
-}
-
 impl From<Rejection> for ArmError {
     fn from(r: Rejection) -> Self {
         match r {
@@ -103,6 +90,13 @@ impl From<Rejection> for ArmError {
     }
 }
 
+/// What the type registry refuses is the client's to fix: `400`.
+impl From<InvalidRequest> for ArmError {
+    fn from(InvalidRequest(body): InvalidRequest) -> Self {
+        ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None }
+    }
+}
+
 impl From<StoreError> for ArmError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -124,7 +118,7 @@ impl From<StoreError> for ArmError {
 
 impl IntoResponse for ArmError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": crate::wire::WireError::from(&self.body) });
+        let body = serde_json::json!({ "error": WireError::from(&self.body) });
         let mut resp = (self.status, axum::Json(body)).into_response();
         let headers = resp.headers_mut();
         if let Ok(v) = HeaderValue::from_str(&self.body.code) {
@@ -140,16 +134,6 @@ impl IntoResponse for ArmError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn echoes_are_short_and_plain() {
-        assert_eq!(echo("sub-1", 40), "sub-1");
-        assert_eq!(echo("sub%0D%0AX", 40), "sub?0D?0AX");
-        assert_eq!(echo("a\r\nX-Injected: 1", 40), "a??X-Injected:?1");
-        assert_eq!(echo("<b>'\"é", 40), "?b????");
-        assert_eq!(echo(&"x".repeat(20_000), 8), "xxxxxxxx…");
-        assert_eq!(echo("12345678", 8), "12345678");
-    }
 
     #[test]
     fn a_fault_of_the_servers_is_a_500_that_tells_the_client_nothing() {

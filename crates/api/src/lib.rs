@@ -1,7 +1,9 @@
-//! The ARM HTTP front end (axum) and the async-notification sender. The only crate that
-//! knows HTTP and the ARM wire format. It never drives a provider: it records intent in the
-//! store (one transaction per request), wakes the engine, and answers; what it reads
-//! through a provider about a job (its output, its link) goes through [`JobReader`].
+//! The ARM HTTP front end (axum handlers) and its OpenAPI document. It never drives a
+//! provider: it records intent in the store (one transaction per request), wakes the engine,
+//! and answers; what it reads through a provider about a job (its output, its link) goes
+//! through [`JobReader`]. The listener it is served on (`slipway-listener`), the notifier that
+//! sends its status documents (`slipway-notify`) and the type registry (`slipway-types`) are
+//! crates of their own.
 
 mod access;
 mod edge;
@@ -9,17 +11,14 @@ mod error;
 mod handlers;
 mod hooks;
 mod limits;
-mod listener;
 mod metrics;
-pub mod notify;
 mod openapi;
 mod preconditions;
 mod ratelimit;
+mod request;
 mod route;
-pub mod types;
 mod wire;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
@@ -32,22 +31,19 @@ use axum::routing::get;
 use slipway_domain::readiness::Readiness;
 use slipway_domain::time::Clock;
 use slipway_domain::{JobId, ProviderName};
+use slipway_listener::PeerAddr;
+use slipway_notify::CallbackPolicy;
 use slipway_store::Store;
+use slipway_types::TypeRegistry;
 
 pub use access::{AccessOptions, AssignmentCache, report_noncanonical_assignments};
-pub use edge::{EdgeOptions, PeerAddr};
+pub use edge::EdgeOptions;
 pub use error::ArmError;
-pub use handlers::actions::RETRY_SEGMENT;
-pub use handlers::jobs::JOBS_SEGMENT;
-pub use handlers::whatif::{CHECK_DRIFT_SEGMENT, WHAT_IF_SEGMENT};
-pub use listener::{DERIVED_CAP_MAX, ListenerOptions, ServerTls, TlsError, TlsOptions, raise_open_file_limit};
 pub use metrics::MetricsAccess;
 pub use openapi::OpenApiCache;
 pub use ratelimit::{RateLimiter, RateLimits};
-pub use route::EVENTS_SEGMENT;
 pub use slipway_auth::Authenticator;
-pub use types::{ActionType, ResourceType, TypeRegistry};
-pub use wire::operation_status_body;
+pub use wire::{operation_status_body, operation_status_document};
 
 #[derive(Clone, Debug)]
 pub struct ApiOptions {
@@ -62,7 +58,7 @@ pub struct ApiOptions {
     pub event_retention_secs: u64,
     /// Which `Azure-AsyncNotificationUri` callbacks a request may name (the notifier sends
     /// by the same policy).
-    pub callbacks: notify::CallbackPolicy,
+    pub callbacks: CallbackPolicy,
     /// Who may scrape `/metrics`.
     pub metrics_access: MetricsAccess,
 }
@@ -75,7 +71,7 @@ impl Default for ApiOptions {
             max_body_bytes: 1024 * 1024,
             page_size: 100,
             event_retention_secs: slipway_store::DEFAULT_EVENT_RETENTION.as_secs(),
-            callbacks: notify::CallbackPolicy::default(),
+            callbacks: CallbackPolicy::default(),
             metrics_access: MetricsAccess::default(),
         }
     }
@@ -258,16 +254,4 @@ async fn correlation(State(state): State<Arc<ApiState>>, mut req: Request<Body>,
         duration_ms = elapsed * 1000.0, request_id = %request_id, principal = %principal,
         "request");
     resp
-}
-
-/// Serves `router` (the API's, with whatever the binary adds beside it) until `shutdown`
-/// resolves, then stops accepting, closes idle connections and lets in-flight requests
-/// finish. Connections are capped and timed per `options`.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    options: ListenerOptions,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    listener::serve(listener, router, options, shutdown).await
 }

@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{ArmError, echo};
+use slipway_domain::echo::echo;
+
+use crate::error::ArmError;
 
 /// Deepest nesting of objects and arrays in a request body (the body's own object is 1).
 pub const MAX_DEPTH: usize = 32;

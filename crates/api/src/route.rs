@@ -13,8 +13,7 @@ use std::borrow::Cow;
 
 use slipway_domain::access::Scope;
 use slipway_domain::ids::{self, ArmId, IdError};
-
-use crate::types::TypeRegistry;
+use slipway_types::{EVENTS_SEGMENT, TypeRegistry};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -113,9 +112,6 @@ pub enum Route {
 /// The namespace of the platform's own lists that are not a resource type's (the event feed).
 pub const RESOURCES_NAMESPACE: &str = "Slipway.Resources";
 
-/// The last segment of every event feed's path.
-pub const EVENTS_SEGMENT: &str = "events";
-
 /// A path as its route's template, ids and names left out (`…/providers/Ns/things/{name}`):
 /// what access logs group requests by. Paths that are no ARM route keep themselves when they
 /// are Slipway's own (`/healthz`), else `unmatched`.
@@ -135,7 +131,7 @@ pub fn metric_template(path: &str, types: &TypeRegistry) -> String {
         let t = types.get(ns, parent)?;
         let last = match t.action(last) {
             Some(action) => action.name.clone(),
-            None if last.eq_ignore_ascii_case(crate::JOBS_SEGMENT) => crate::JOBS_SEGMENT.to_string(),
+            None if last.eq_ignore_ascii_case(slipway_types::JOBS_SEGMENT) => slipway_types::JOBS_SEGMENT.to_string(),
             None => return None,
         };
         Some((t.namespace.clone(), format!("{}/{last}", t.type_name)))

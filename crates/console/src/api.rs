@@ -9,7 +9,7 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode
 use axum::response::Response;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use serde_json::Value;
-use slipway_api::PeerAddr;
+use slipway_listener::PeerAddr;
 use tower::ServiceExt;
 
 /// What a path encodes: ARM ids are `/`-separated, and the API decodes each segment after

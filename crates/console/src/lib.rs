@@ -20,7 +20,7 @@ use axum::middleware;
 use axum::response::Redirect;
 use axum::routing::{get, post};
 use minijinja::Environment;
-use slipway_api::{ResourceType, TypeRegistry};
+use slipway_types::{ResourceType, TypeRegistry};
 
 use crate::api::ApiClient;
 pub use crate::oidc::OidcClient;

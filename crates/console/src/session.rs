@@ -16,7 +16,7 @@ use base64::Engine;
 use cookie::{Cookie, SameSite};
 use serde::Deserialize;
 use serde_json::json;
-use slipway_api::PeerAddr;
+use slipway_listener::PeerAddr;
 
 use crate::Console;
 use crate::api::Visitor;

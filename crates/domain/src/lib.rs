@@ -15,6 +15,7 @@ pub mod composite;
 pub mod config_version;
 pub mod cycle;
 pub mod drift;
+pub mod echo;
 pub mod evaluate;
 pub mod event;
 pub mod identity;

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use slipway_api::notify::{Notifier, NotifierOptions};
 use slipway_api::{ApiState, Authenticator};
 use slipway_domain::time::Clock;
 use slipway_engine::{Engine, Providers};
+use slipway_notify::{Notifier, NotifierOptions, StatusDocument};
 use slipway_store::Store;
 use slipway_store::entries::{EntryKind, RESTORE_PENDING};
 use slipway_store::postgres::PostgresStore;
@@ -93,7 +93,9 @@ impl App {
         }
         let handle = engine.handle();
         let notifier_options = NotifierOptions { metrics: metrics.notifier.clone(), ..notifier_options };
-        let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options)
+        let location = api.location.clone();
+        let document: StatusDocument = Arc::new(move |op| slipway_api::operation_status_document(op, &location));
+        let notifier = Notifier::new(store.clone(), clock.clone(), handle.outbox_signal(), notifier_options, document)
             .map_err(|e| AppError::Config(format!("notification client: {e}")))?;
         let wake = handle.clone();
         let hinted = handle.clone();
@@ -161,7 +163,9 @@ impl App {
         };
         let router = api_router.clone().merge(slipway_console::router(api_router, console));
         let api_stop = until_stopped();
-        tasks.spawn(async move { slipway_api::serve(tcp, router, listener, api_stop).await.map_err(AppError::Serve) });
+        tasks.spawn(
+            async move { slipway_listener::serve(tcp, router, listener, api_stop).await.map_err(AppError::Serve) },
+        );
         let engine_stop = until_stopped();
         tasks.spawn(async move { engine.run(engine_stop).await.map_err(AppError::from) });
         let notifier_stop = until_stopped();

@@ -54,7 +54,6 @@ const LONG_FILES: &[(&str, &str)] = &[
     ("crates/aap-sim/tests/sim_api.rs", "the simulator's API walked endpoint by endpoint against one fixture"),
     ("crates/aap/tests/sim.rs", "the AAP provider against the simulator: one scenario per AWX behaviour"),
     ("crates/slipway/tests/arm_api.rs", "the ARM contract black-box, one test per rule of docs/arm-contract.md"),
-    ("crates/slipway/tests/notifications.rs", "callbacks end to end, then the notifier alone on a recording store"),
 ];
 
 #[test]
@@ -126,6 +125,7 @@ const WALL_CLOCK_READERS: &[(&str, &str)] = &[
     ("crates/bench/src/steady.rs", "the benchmark's wall-clock stamps"),
     ("crates/bench/src/harness.rs", "a unique name for a benchmark run"),
     ("crates/cli/src/oidc.rs", "the client's own token cache: when a cached token expires"),
+    ("crates/test-support/src/callback.rs", "a callback's arrival, compared with a real server's endTime"),
 ];
 
 #[test]
@@ -149,7 +149,7 @@ const GROWTH_OUTSIDE_RETRY: &[(&str, &str, &str)] = &[
     ("crates/aap-sim/src/util.rs", "10i64.pow(", "scales a fraction of a second to microseconds"),
     ("crates/aap-sim/src/util.rs", "(1 << bits)", "a bit mask while decoding base64"),
     (
-        "crates/api/src/notify/destination.rs",
+        "crates/notify/src/destination.rs",
         "retry.max().saturating_mul(2)",
         "how long a quiet destination's state is kept",
     ),

@@ -14,6 +14,8 @@
 //! in `spawn_blocking`: tokio auto-advances a paused clock whenever the runtime is idle, and
 //! network I/O, child processes and other threads (the SQLite store's writer) leave it idle.
 
+pub mod callback;
+
 use std::future::Future;
 use std::time::Duration;
 

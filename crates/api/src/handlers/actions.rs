@@ -2,12 +2,27 @@
 //! (docs/arm-contract.md#actions); and `POST {resourceId}/retry`, a failed spec run again now
 //! (docs/arm-contract.md#retry-now).
 
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use slipway_domain::access::Permission;
+use slipway_domain::admission::{Admitted, RequestContext};
+use slipway_domain::echo::echo;
+use slipway_domain::ids::{ArmId, SubscriptionId};
 use slipway_domain::operation::ActionCall;
+use slipway_domain::resource::Snapshot;
+use slipway_domain::subscription::Intent;
+use slipway_domain::{Operation, TenantContext, admission};
+use slipway_store::change_with;
+use slipway_types::ResourceType;
 
-use super::*;
-
-/// The segment of `POST {resourceId}/retry`; no action or child type may take the name.
-pub const RETRY_SEGMENT: &str = "retry";
+use crate::error::ArmError;
+use crate::handlers::body::body_bytes;
+use crate::handlers::operations::add_async_headers;
+use crate::handlers::resources::{change_request, missing_as_not_found};
+use crate::handlers::{Ctx, check_version, request_context, resource_scope, resource_type};
+use crate::{ApiState, access, request};
 
 /// Answers `202` with `Azure-AsyncOperation` and `Location` (no body); the `Location` target
 /// answers with the resource once the action succeeded. The body is optional (`{}` when
@@ -118,7 +133,7 @@ pub(crate) async fn action_body(state: &ApiState, ctx: &Ctx, body: Body) -> Resu
         json!({})
     } else {
         let bytes = body_bytes(state, ctx, body).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { wire::parse_body(&bytes)? }
+        if bytes.iter().all(u8::is_ascii_whitespace) { json!({}) } else { request::parse_body(&bytes)? }
     };
     if !value.is_object() {
         return Err(ArmError::invalid_content("The action's body must be a JSON object.", ""));

@@ -9,16 +9,16 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use slipway_domain::access::{Assignee, Permission, Role, RoleAssignment, Scope};
-use slipway_domain::admission;
+use slipway_domain::echo::echo;
 use slipway_domain::subscription::{Subscription, SubscriptionState};
-use slipway_domain::{SubscriptionId, TypeKey};
-use slipway_store::registry;
-use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with};
+use slipway_domain::{SubscriptionId, TypeKey, admission};
+use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with, registry};
 
 use crate::ApiState;
 use crate::access::{self, Grants};
-use crate::error::{ArmError, echo};
-use crate::handlers::{Ctx, json_body, json_response, method_not_allowed, request_context};
+use crate::error::ArmError;
+use crate::handlers::body::json_body;
+use crate::handlers::{Ctx, json_response, method_not_allowed, request_context};
 
 /// The api-versions of the platform endpoints (`2.0` is what ARM sends with subscription
 /// lifecycle notifications).

@@ -2,7 +2,11 @@
 //! on its own `tracing` target so operators can route it (`SLIPWAY_LOG=slipway::audit=info`,
 //! or a subscriber filtering on the target). No bodies, no credentials.
 
-use super::*;
+use axum::response::Response;
+
+use crate::handlers::Ctx;
+use crate::route;
+use crate::route::Route;
 
 pub(crate) fn record(ctx: &Ctx, path: &str, resp: &Response, request_id: &str) {
     let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok());

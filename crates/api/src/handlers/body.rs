@@ -1,6 +1,12 @@
 //! Reading a JSON request body: media type, size limit (with the oversize drain), parse.
 
-use super::*;
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use slipway_domain::echo::echo;
+
+use crate::error::ArmError;
+use crate::handlers::Ctx;
+use crate::{ApiState, request};
 
 /// Reads and checks a JSON request body.
 pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
@@ -8,7 +14,7 @@ pub(crate) async fn json_body<T: serde::de::DeserializeOwned>(
     ctx: &Ctx,
     body: Body,
 ) -> Result<T, ArmError> {
-    wire::parse_body(&body_bytes(state, ctx, body).await?)
+    request::parse_body(&body_bytes(state, ctx, body).await?)
 }
 
 /// A request body's bytes, once its media type is JSON and its size within the limit.

@@ -4,7 +4,19 @@
 //! principal may read them (no role is needed); the api-version is any version of a type in
 //! the namespace, as on the operation endpoints.
 
-use super::*;
+use std::sync::Arc;
+
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::{Value, json};
+use slipway_domain::access::Permission;
+use slipway_domain::ids::SubscriptionId;
+use slipway_types::ResourceType;
+
+use crate::error::ArmError;
+use crate::handlers::operations::operation_check;
+use crate::handlers::{Ctx, json_response};
+use crate::{ApiState, access};
 
 /// The platform endpoints' api-versions, for the OpenAPI document.
 pub(crate) use crate::handlers::admin::PLATFORM_API_VERSIONS;

@@ -5,14 +5,24 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::{self, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use slipway_domain::access::{Permission, Scope};
+use slipway_domain::echo::echo;
 use slipway_domain::event::Event;
+use slipway_domain::ids::{ArmId, SubscriptionId};
+use slipway_domain::subscription::Intent;
 use slipway_store::{EventQuery, EventRead, EventScope, Store};
 
-use super::*;
 use crate::edge::Caller;
+use crate::error::ArmError;
+use crate::handlers::{Ctx, bool_param, jobs, json_response, overview, resource_scope};
+use crate::{ApiState, access, wire};
 
 /// How often a follower looks for new events while the feed is quiet.
 const FOLLOW_POLL: Duration = Duration::from_millis(500);
@@ -50,7 +60,7 @@ pub(crate) async fn list_events(
         Some(g) => (Scope::resource_group(subscription, g), EventScope::ResourceGroup(g.to_string())),
         None => (Scope::subscription_scope(&sub), EventScope::Subscription),
     };
-    let action = format!("{}/{}/read", crate::route::RESOURCES_NAMESPACE, crate::route::EVENTS_SEGMENT);
+    let action = format!("{}/{}/read", crate::route::RESOURCES_NAMESPACE, slipway_types::EVENTS_SEGMENT);
     let (grants, whole) = overview::readable(state, ctx, &sub, scope, &action).await?;
     access::check_subscription(state, &sub, Intent::Read).await?;
     let visibility = Visibility((!whole).then(|| (grants, ctx.caller.clone())));

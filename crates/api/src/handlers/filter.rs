@@ -3,7 +3,9 @@
 //! business; this only reads the text. OData has more (`or`, functions, other operators),
 //! which no Slipway list needs; each is refused with a message naming what is accepted.
 
-use crate::error::{ArmError, echo};
+use slipway_domain::echo::echo;
+
+use crate::error::ArmError;
 
 /// One `field eq 'value'` clause.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,10 +1,15 @@
 //! `GET {resourceId}/jobs`: the resource's job history and why it is where it is (a Slipway
 //! extension, docs/arm-contract.md#job-history).
 
-use super::*;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use slipway_domain::access::Permission;
+use slipway_domain::ids::{ArmId, SubscriptionId};
+use slipway_domain::subscription::Intent;
 
-/// The path segment that names a resource's job history (no type or action may take it).
-pub const JOBS_SEGMENT: &str = "jobs";
+use crate::error::ArmError;
+use crate::handlers::{Ctx, check_version, json_response, method_not_allowed, resource_scope, resource_type};
+use crate::{ApiState, access, wire};
 
 pub(crate) async fn job_history(state: &ApiState, ctx: &Ctx, id: ArmId) -> Result<Response, ArmError> {
     may_read_resource(state, ctx, &id).await?;

@@ -7,14 +7,20 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use slipway_domain::{Job, JobId, ResourceKey};
+use axum::response::{IntoResponse, Response};
+use slipway_domain::echo::echo;
+use slipway_domain::ids::{OperationId, SubscriptionId};
+use slipway_domain::{Job, JobId, Operation, ResourceKey};
 use slipway_store::Store;
 
-use super::*;
-use crate::{JobReader, JobRef, OutputError};
+use crate::error::ArmError;
+use crate::handlers::{Ctx, bool_param};
+use crate::{ApiState, JobReader, JobRef, OutputError};
 
 /// Most lines `?tail=` keeps.
 const MAX_TAIL: usize = 10_000;

@@ -5,29 +5,26 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 use slipway_domain::access::{Permission, Scope};
-use slipway_domain::admission::{self, Admitted, RequestContext};
-use slipway_domain::ids::{self, ArmId, OperationId, ResourceKey, SubscriptionId};
-use slipway_domain::operation::is_visible_to;
-use slipway_domain::resource::{Snapshot, Spec};
+use slipway_domain::admission::{self, RequestContext};
+use slipway_domain::echo::echo;
+use slipway_domain::ids::{self, ArmId, OperationId, SubscriptionId};
 use slipway_domain::subscription::Intent;
-use slipway_domain::{
-    Initiator, JobContext, Operation, OperationRequest, PrincipalKind, ProvisioningState, RequestedBy, TenantContext,
-    TypeKey,
-};
-use slipway_store::{ChangeRequest, ListQuery, change_with};
+use slipway_domain::{Initiator, JobContext, PrincipalKind, RequestedBy, TenantContext};
+use slipway_listener::PeerAddr;
+use slipway_types::{JOBS_SEGMENT, ResourceType};
 
-use crate::ApiState;
-use crate::access;
-use crate::edge::{self, Caller, PeerAddr};
-use crate::error::{ArmError, echo};
-use crate::limits;
+use self::actions::post_action;
+use self::jobs::job_history;
+use self::operations::{cancel_operation, find_operation, operation_check, operation_result, status_response};
+use self::resources::{ListScope, Visible, delete_resource, get_resource, list, patch_resource, put_resource};
+use crate::edge::{self, Caller};
+use crate::error::ArmError;
 use crate::route::{self, Route, RouteError};
-use crate::types::ResourceType;
-use crate::wire::{self, PatchBody, PutBody};
+use crate::{ApiState, access};
 
 pub(crate) mod actions;
 mod admin;
@@ -43,12 +40,6 @@ mod overview;
 mod resources;
 mod tokens;
 pub(crate) mod whatif;
-
-use actions::*;
-use body::*;
-use jobs::*;
-use operations::*;
-use resources::*;
 
 /// Everything a handler needs from the request besides the body.
 pub(crate) struct Ctx {
@@ -199,19 +190,19 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             job_history(state, ctx, id).await
         }
         Route::Collection { type_name, parent: Some(id), .. }
-            if type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(crate::route::EVENTS_SEGMENT)) =>
+            if type_name.rsplit('/').next().is_some_and(|t| t.eq_ignore_ascii_case(slipway_types::EVENTS_SEGMENT)) =>
         {
             events::resource_events(state, ctx, path, id).await
         }
         Route::Collection { type_name, parent: Some(id), .. } if ctx.method == Method::POST => {
             let action = type_name.rsplit('/').next().unwrap_or_default();
-            if action.eq_ignore_ascii_case(actions::RETRY_SEGMENT) {
+            if action.eq_ignore_ascii_case(slipway_types::RETRY_SEGMENT) {
                 return actions::post_retry(state, ctx, id, body).await;
             }
-            if action.eq_ignore_ascii_case(whatif::WHAT_IF_SEGMENT) {
+            if action.eq_ignore_ascii_case(slipway_types::WHAT_IF_SEGMENT) {
                 return whatif::post_what_if(state, ctx, id, body).await;
             }
-            if action.eq_ignore_ascii_case(whatif::CHECK_DRIFT_SEGMENT) {
+            if action.eq_ignore_ascii_case(slipway_types::CHECK_DRIFT_SEGMENT) {
                 return whatif::post_check_drift(state, ctx, id, body).await;
             }
             post_action(state, ctx, id, action, body).await

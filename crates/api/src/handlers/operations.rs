@@ -1,6 +1,19 @@
 //! Operation status, result and cancel, and the async headers that point at them.
 
-use super::*;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use slipway_domain::access::{Permission, Scope};
+use slipway_domain::ids::{ArmId, OperationId, SubscriptionId};
+use slipway_domain::operation::is_visible_to;
+use slipway_domain::{Operation, OperationRequest, PrincipalKind, ProvisioningState, admission};
+use slipway_store::{ChangeRequest, change_with};
+
+use crate::error::ArmError;
+use crate::handlers::resources::get_resource;
+use crate::handlers::{
+    Ctx, force_flag, insert, json_response, method_not_allowed, require_admin, resource_type, unsupported_version,
+};
+use crate::{ApiState, access, wire};
 
 pub(crate) fn operation_check(state: &ApiState, ctx: &Ctx, namespace: &str, method: Method) -> Result<(), ArmError> {
     if ctx.method != method {

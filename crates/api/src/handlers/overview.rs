@@ -4,10 +4,21 @@
 //! newest first. They take the platform api-version, page like every list, and show only
 //! what the caller may read.
 
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
 use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
-use slipway_store::OperationQuery;
+use serde_json::{Value, json};
+use slipway_domain::access::{Permission, Scope};
+use slipway_domain::echo::echo;
+use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::{ProvisioningState, TypeKey};
+use slipway_store::{ListQuery, OperationQuery};
 
-use super::*;
+use crate::error::ArmError;
+use crate::handlers::operations::{may_see_operation, status_path};
+use crate::handlers::resources::{decode_token, encode_token};
+use crate::handlers::{Ctx, admin, filter, json_response, method_not_allowed, resource_scope};
+use crate::{ApiState, access, wire};
 
 /// ARM's type name for a resource group.
 const GROUP_TYPE: &str = "Microsoft.Resources/resourceGroups";

@@ -1,12 +1,29 @@
 //! Resource GET, PUT, PATCH, DELETE and collection lists.
 
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use slipway_domain::access::Permission;
+use slipway_domain::admission::Admitted;
+use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
 use slipway_domain::reference::{self, Reference};
-use slipway_domain::{CloudError, ResourceRecord};
+use slipway_domain::resource::{Snapshot, Spec};
+use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission};
+use slipway_store::{ChangeRequest, ListQuery, change_with, reference_walk};
+use slipway_types::ResourceType;
 
-use super::*;
-use slipway_store::reference_walk;
-
+use crate::error::ArmError;
+use crate::handlers::body::json_body;
+use crate::handlers::operations::add_async_headers;
+use crate::handlers::{
+    Ctx, force_flag, insert, json_response, overview, request_context, require_admin, resource_scope,
+};
 use crate::preconditions::Preconditions;
+use crate::request::{PatchBody, PutBody};
+use crate::{ApiState, access, limits, request, wire};
 
 /// `412` unless the request's `If-Match` / `If-None-Match` hold for the resource as
 /// committed (checked inside the change, so no write slips in between).
@@ -67,12 +84,12 @@ pub(crate) async fn read_proposal(
     ty.check_name(&id.name)?;
     let input: PutBody = json_body(state, ctx, body).await?;
     let location = match ty.resource_kind.has_location() {
-        true => Some(wire::required_location(input.location)?),
+        true => Some(request::required_location(input.location)?),
         false => None,
     };
     let tags = input.tags.unwrap_or_default();
     limits::check_tags(&tags)?;
-    let properties = wire::spec_properties(input.properties, ty)?;
+    let properties = request::spec_properties(input.properties, ty)?;
     ty.validate(&properties)?;
     let references = ty.references_in(&properties, &id.subscription)?;
     may_reference(ctx, grants, &references)?;
@@ -121,7 +138,7 @@ pub(crate) async fn patch_resource(
     if let Some(tags) = &input.tags {
         limits::check_tags(tags)?;
     }
-    let patch = wire::patch_properties(input.properties, &ty)?;
+    let patch = request::patch_properties(input.properties, &ty)?;
     if let Some(p) = &patch {
         may_reference(ctx, grants, &ty.references_in(p, &id.subscription)?)?;
     }
@@ -158,7 +175,7 @@ pub(crate) async fn patch_resource(
                     Some(sealer) => sealer.open(props)?,
                     None => props.clone(),
                 };
-                validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.body))
+                validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))
             },
             &rctx,
         )
@@ -166,7 +183,7 @@ pub(crate) async fn patch_resource(
             let merged = snap.resource.as_ref().map(|r| r.spec.properties.clone()).unwrap_or_default();
             let references = referrer
                 .references_in(&merged, &target.subscription)
-                .map_err(|e| admission::Rejection::Invalid(e.body))?;
+                .map_err(|e| admission::Rejection::Invalid(e.0))?;
             if reference::related_keys(&target, &references).iter().any(|k| !loaded.contains(k)) {
                 return Err(admission::Rejection::Conflict {
                     message: "The resource changed while the request was processed; retry it".into(),

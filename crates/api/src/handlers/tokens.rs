@@ -6,11 +6,22 @@
 
 use std::collections::BTreeSet;
 
+use axum::body::Body;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use serde_json::{Value, json};
 use slipway_auth::api_tokens::{self, ApiToken, NewApiToken};
+use slipway_domain::access::{Permission, Scope};
+use slipway_domain::echo::echo;
+use slipway_domain::ids;
+use slipway_domain::ids::SubscriptionId;
 use slipway_store::registry;
 
-use super::*;
+use crate::error::ArmError;
+use crate::handlers::body::json_body;
+use crate::handlers::{Ctx, admin, json_response, method_not_allowed};
+use crate::{ApiState, access};
 
 pub(crate) const TOKENS: &str = "Slipway.Authorization/apiTokens";
 /// The longest principal, group or description a token may carry.

@@ -5,16 +5,24 @@
 //! resource that does not exist yet the Slipway-level `Create` at once. `POST
 //! {resourceId}/checkDrift`: a drift check now (docs/osac-lifecycle.md#drift-detection).
 
-use slipway_domain::reference;
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::Response;
+use slipway_domain::access::Permission;
+use slipway_domain::admission::Admitted;
+use slipway_domain::echo::echo;
+use slipway_domain::ids::ArmId;
 use slipway_domain::whatif::WhatIf;
+use slipway_domain::{admission, reference};
+use slipway_store::change_with;
+use slipway_types::ResourceType;
 
-use super::*;
-
-/// The segment of `POST {resourceId}/whatIf`; no action or child type may take the name.
-pub const WHAT_IF_SEGMENT: &str = "whatIf";
-
-/// The segment of `POST {resourceId}/checkDrift`.
-pub const CHECK_DRIFT_SEGMENT: &str = "checkDrift";
+use crate::error::ArmError;
+use crate::handlers::actions::{accept, accepted, may_act, may_change, no_parameters};
+use crate::handlers::body::body_bytes;
+use crate::handlers::resources::{Sealer, change_request, missing_as_not_found, read_proposal};
+use crate::handlers::{Ctx, check_version, json_response, request_context, resource_type};
+use crate::{ApiState, wire};
 
 /// `400 WhatIfNotSupported` for a type whose jobs cannot run in check mode.
 fn check_mode_offered(ty: &ResourceType) -> Result<(), ArmError> {

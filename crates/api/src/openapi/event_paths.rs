@@ -2,10 +2,13 @@
 //! and its schemas.
 
 use serde_json::{Map, Value, json};
+use slipway_types::EVENTS_SEGMENT;
 
-use super::paths::*;
+use super::paths::{
+    Op, Setting, group_name, header_ref, json_answer, platform_api_version, request_id, subscription_id,
+};
 use super::schemas::schema_ref;
-use crate::route::{EVENTS_SEGMENT, RESOURCES_NAMESPACE};
+use crate::route::RESOURCES_NAMESPACE;
 
 const TAG: &str = "Events";
 

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::ApiState;
-use crate::types::{ResourceType, TypeRegistry};
+use slipway_types::{ResourceType, TypeRegistry};
 
 /// The document as served: built and serialised on the first request, then shared.
 #[derive(Default)]

@@ -2,10 +2,10 @@
 //! group's resources of every type, and its operations; their paths and list schemas.
 
 use serde_json::{Map, Value, json};
+use slipway_types::ResourceType;
 
-use super::paths::*;
+use super::paths::{Op, Setting, group_name, json_answer, platform_api_version, request_id, subscription_id};
 use super::schemas::{TypeNames, schema_ref};
-use crate::types::ResourceType;
 
 const TAG: &str = "Overview";
 

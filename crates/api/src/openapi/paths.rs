@@ -4,12 +4,10 @@
 //! lists every status it can answer, in the order the handlers check (`handlers::dispatch`).
 
 use serde_json::{Map, Value, json};
+use slipway_types::{CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, RETRY_SEGMENT, ResourceType, WHAT_IF_SEGMENT};
 
 use super::schemas::{self, TypeNames, schema_ref};
 use crate::handlers::discovery::PLATFORM_API_VERSIONS;
-use crate::route::EVENTS_SEGMENT;
-use crate::types::ResourceType;
-use crate::{CHECK_DRIFT_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 
 /// What the running configuration changes in every operation.
 pub(super) struct Setting {

@@ -2,10 +2,13 @@
 //! discovery, and the platform's (subscriptions, health, the document itself).
 
 use serde_json::{Map, Value, json};
+use slipway_types::ResourceType;
 
-use super::paths::*;
+use super::paths::{
+    Op, Setting, api_version, async_headers, group_name, header_ref, json_answer, path_param, plain,
+    platform_api_version, request_id, role_assignment_paths, subscription_id,
+};
 use super::schemas::{self, TypeNames, schema_ref};
-use crate::types::ResourceType;
 
 /// A namespace's operation endpoints and discovery.
 pub(super) fn namespace_paths(

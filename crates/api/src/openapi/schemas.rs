@@ -4,14 +4,13 @@
 use serde_json::{Map, Value, json};
 use slipway_domain::ProvisioningState;
 use slipway_domain::access::{ROLE_DEFINITIONS, Role};
-use slipway_domain::subscription::SubscriptionState;
-
-use crate::limits::{MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAGS};
 use slipway_domain::ids::{
     ARM_NAME_MAX_LENGTH, ARM_NAME_PATTERN, DOT_SEGMENTS, GROUP_NAME_MAX_LENGTH, GROUP_NAME_PATTERN, GUID_PATTERN,
 };
+use slipway_domain::subscription::SubscriptionState;
+use slipway_types::ResourceType;
 
-use crate::types::ResourceType;
+use crate::limits::{MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS, MAX_TAGS};
 
 /// `#/components/schemas/{name}`.
 pub(super) fn schema_ref(name: &str) -> Value {

@@ -11,7 +11,7 @@ fn registry() -> TypeRegistry {
         "properties": {"cidr": {"$ref": "#/$defs/cidr"}},
         "$defs": {"cidr": {"type": "string"}},
     });
-    let rule = crate::types::NameRule::new("Ns.A/things", 24, Some("[a-z][a-z0-9-]*")).unwrap();
+    let rule = slipway_types::NameRule::new("Ns.A/things", 24, Some("[a-z][a-z0-9-]*")).unwrap();
     TypeRegistry::new([
         ResourceType::new("Ns.A", "things", "Thing", vec!["2025-01-01".into(), "2025-06-01".into()], Some(&schema))
             .unwrap()

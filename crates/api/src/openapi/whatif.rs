@@ -2,10 +2,10 @@
 //! with (docs/arm-contract.md#what-if).
 
 use serde_json::{Map, Value, json};
+use slipway_types::ResourceType;
 
 use super::paths::{Op, Setting, async_headers, json_answer, lro, plain, request_id};
 use super::schemas::schema_ref;
-use crate::types::ResourceType;
 
 /// `POST {id}/whatIf` of a type: `params` its path and api-version, `put_body` its PUT's body.
 pub(super) fn operation(

@@ -2,7 +2,7 @@ use super::*;
 
 #[test]
 fn metric_templates_name_only_configured_types_in_their_declared_casing() {
-    let vms = crate::types::ResourceType::new(
+    let vms = slipway_types::ResourceType::new(
         "Slipway.Example",
         "computeInstances",
         "ComputeInstance",
@@ -10,7 +10,7 @@ fn metric_templates_name_only_configured_types_in_their_declared_casing() {
         None,
     )
     .unwrap()
-    .with_actions([crate::types::ActionType::new("computeInstances", "restart", None).unwrap()]);
+    .with_actions([slipway_types::ActionType::new("computeInstances", "restart", None).unwrap()]);
     let types = TypeRegistry::new([vms]);
     let sub = "/subscriptions/00000000-0000-0000-0000-000000000001";
     let vm = format!("{sub}/resourceGroups/rg/providers/slipway.example/COMPUTEINSTANCES/vm1");

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use slipway_api::ResourceType;
 use slipway_domain::ids::ArmId;
+use slipway_types::ResourceType;
 
 use super::resource::accepted_operation;
 use super::{allowed, bad_request, operation_href, refused, resource_crumbs, resource_href, subscription_crumbs};

@@ -10,8 +10,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use slipway_api::{RETRY_SEGMENT, ResourceType};
 use slipway_domain::ids::ArmId;
+use slipway_types::{RETRY_SEGMENT, ResourceType};
 
 use super::{allowed, bad_request, operation_href, pretty, refused, resource_crumbs, resource_href};
 use crate::api::{Answer, ArmProblem, uri};

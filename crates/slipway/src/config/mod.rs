@@ -9,7 +9,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use slipway_api::TlsOptions;
+use slipway_listener::TlsOptions;
 use slipway_store::postgres::SslMode;
 
 mod auth;
@@ -301,7 +301,7 @@ impl Config {
             }
         }
         let leaf = t.type_name.rsplit('/').next().unwrap_or_default();
-        let reserved = [(slipway_api::JOBS_SEGMENT, "job history"), (slipway_api::EVENTS_SEGMENT, "event feed")];
+        let reserved = [(slipway_types::JOBS_SEGMENT, "job history"), (slipway_types::EVENTS_SEGMENT, "event feed")];
         if let Some((name, what)) = reserved.iter().find(|(name, _)| leaf.eq_ignore_ascii_case(name))
             && t.parent_type().is_some()
         {

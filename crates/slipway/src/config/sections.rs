@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use slipway_api::notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, NotifierOptions};
-use slipway_api::{ApiOptions, ListenerOptions, TlsOptions};
+use slipway_api::ApiOptions;
 use slipway_engine::EngineOptions;
+use slipway_listener::{ListenerOptions, TlsOptions};
+use slipway_notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, NotifierOptions};
 use slipway_store::postgres::PostgresOptions;
 
 use super::*;

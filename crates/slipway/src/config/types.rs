@@ -4,10 +4,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use slipway_api::types::{NameRule, ResourceKind};
-use slipway_api::{CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 use slipway_domain::TypePolicy;
 use slipway_domain::ids::ARM_NAME_MAX_LENGTH;
+use slipway_types::{
+    CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, JOBS_SEGMENT, NameRule, RETRY_SEGMENT, ResourceKind, WHAT_IF_SEGMENT,
+};
 
 use super::*;
 

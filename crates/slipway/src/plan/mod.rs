@@ -11,13 +11,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use slipway_api::notify::{CallbackPolicy, NotifierOptions};
-use slipway_api::{AccessOptions, ApiOptions, EdgeOptions, ListenerOptions, RateLimiter, TypeRegistry};
+use slipway_api::{AccessOptions, ApiOptions, EdgeOptions, RateLimiter};
 use slipway_auth::AuthOptions;
 use slipway_domain::{TypeKey, TypePolicy};
 use slipway_engine::EngineOptions;
+use slipway_listener::ListenerOptions;
+use slipway_notify::{CallbackPolicy, NotifierOptions};
 use slipway_store::postgres::{Pooler, PostgresOptions};
 use slipway_store::sqlite::{SqliteOptions, Synchronous};
+use slipway_types::TypeRegistry;
 
 use crate::config::{Config, access_options, rate_limiter};
 
@@ -257,7 +259,6 @@ fn notifier(config: &Config, callbacks: CallbackPolicy, found: &mut Found) -> No
         max_attempts,
         max_backoff,
         shutdown_grace: Duration::from_secs(config.engine.shutdown_grace_seconds),
-        location: config.server.location.clone(),
         callbacks,
         ..NotifierOptions::default()
     }

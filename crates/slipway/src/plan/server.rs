@@ -4,8 +4,9 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use slipway_api::notify::CallbackPolicy;
-use slipway_api::{ApiOptions, EdgeOptions, ListenerOptions, ServerTls};
+use slipway_api::{ApiOptions, EdgeOptions};
+use slipway_listener::{ListenerOptions, ServerTls};
+use slipway_notify::CallbackPolicy;
 
 use super::Found;
 use crate::config::{Config, ProviderConfig, exposure};

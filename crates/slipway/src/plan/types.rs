@@ -7,8 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use slipway_api::types::ResourceKind;
-use slipway_api::{ActionType, ResourceType, TypeRegistry};
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::drift::{DriftPolicy, Remediation};
 use slipway_domain::ids::namespace_ok;
@@ -16,6 +14,7 @@ use slipway_domain::policy::DEFAULT_MAX_POLL_INTERVAL;
 use slipway_domain::{TypeKey, TypePolicy};
 use slipway_provider::JobAction;
 use slipway_secrets::Keyring;
+use slipway_types::{ActionType, ResourceKind, ResourceType, TypeRegistry};
 
 use super::{Found, Problem};
 use crate::config::{Config, DriftRemediation, ProviderConfig, TypeConfig};

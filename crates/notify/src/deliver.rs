@@ -9,10 +9,9 @@ use slipway_domain::Timestamp;
 use slipway_domain::time::Clock;
 use slipway_store::{Notification, Store, StoreError};
 
-use super::NotifierOptions;
 use super::callback_policy::{Refusal, refusal_in};
 use super::destination::{Destinations, Verdict};
-use crate::wire;
+use super::{NotifierOptions, StatusDocument};
 
 /// What the loop and every delivery task share.
 pub(super) struct Shared {
@@ -20,6 +19,7 @@ pub(super) struct Shared {
     pub clock: Arc<dyn Clock>,
     pub client: reqwest::Client,
     pub options: NotifierOptions,
+    pub document: StatusDocument,
     /// Locked only for a decision or an update, never across an await.
     pub destinations: Mutex<Destinations>,
 }
@@ -99,7 +99,7 @@ pub(super) async fn deliver(shared: Arc<Shared>, n: Notification, mut slot: Slot
             return;
         }
     };
-    let body = wire::operation_status_body(&op, &wire::status_path(&op, &shared.options.location));
+    let body = (shared.document)(&op);
     let sent = shared.client.post(&n.uri).json(&body).send().await;
     // The destination's back-off counts from the same instant as the row's retry, so a row
     // retried on the same count of failures is never due before its destination.

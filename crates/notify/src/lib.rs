@@ -34,8 +34,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use slipway_domain::RetryPolicy;
 use slipway_domain::time::Clock;
+use slipway_domain::{Operation, RetryPolicy};
 use slipway_store::Store;
 use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinSet};
@@ -67,8 +67,6 @@ pub struct NotifierOptions {
     /// The process's shutdown grace period: in-flight deliveries get up to half of it (at
     /// most one request timeout) to finish.
     pub shutdown_grace: Duration,
-    /// RP location for the status document's `id`.
-    pub location: String,
     /// Which callback URIs may be called (the same policy the API admits them by).
     pub callbacks: CallbackPolicy,
     /// Where delivery attempts are counted (the application's, for `/metrics`).
@@ -88,7 +86,6 @@ impl Default for NotifierOptions {
             idle_interval: Duration::from_secs(1),
             claim_hold: Duration::from_secs(60),
             shutdown_grace: Duration::from_secs(20),
-            location: "local".into(),
             callbacks: CallbackPolicy::default(),
             metrics: Default::default(),
         }
@@ -117,6 +114,11 @@ fn callback_client(options: &NotifierOptions, lookup: Lookup) -> Result<reqwest:
         .build()
 }
 
+/// What a notification carries for an operation: its status document, in the shape the API
+/// serves it. The binary passes the API's own renderer, so the notifier knows no ARM document
+/// and a callback receives exactly what a status poll would.
+pub type StatusDocument = Arc<dyn Fn(&Operation) -> serde_json::Value + Send + Sync>;
+
 pub struct Notifier {
     shared: Arc<Shared>,
     signal: Arc<Notify>,
@@ -133,6 +135,7 @@ impl Notifier {
         clock: Arc<dyn Clock>,
         signal: Arc<Notify>,
         mut options: NotifierOptions,
+        document: StatusDocument,
     ) -> Result<Self, reqwest::Error> {
         // Slipway's configuration refuses limits that contradict each other (`plan`); these
         // keep a caller that builds options by hand from a notifier that could never send.
@@ -147,7 +150,7 @@ impl Notifier {
             retry: options.retry_policy(),
             request_timeout: options.request_timeout,
         }));
-        Ok(Notifier { shared: Arc::new(Shared { store, clock, client, options, destinations }), signal })
+        Ok(Notifier { shared: Arc::new(Shared { store, clock, client, options, document, destinations }), signal })
     }
 
     /// Delivers until `shutdown` resolves, then stops within half the shutdown grace period

@@ -26,7 +26,6 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use super::registry::{Lease, Phase};
-use crate::error::ArmError;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -231,11 +230,15 @@ impl hyper::service::Service<Request<Incoming>> for Service {
     }
 }
 
-/// `408 RequestTimeout`, ARM-shaped; `Connection: close` makes hyper close after it.
+/// `408 RequestTimeout` with ARM's error body (the listener knows no more of ARM than this
+/// shape); `Connection: close` makes hyper close after it.
 fn body_timeout_response(secs: f64) -> axum::response::Response {
     let message = format!("The request body was not received within {secs} seconds.");
-    let mut resp = ArmError::new(StatusCode::REQUEST_TIMEOUT, "RequestTimeout", message).into_response();
-    resp.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    let body = serde_json::json!({ "error": { "code": "RequestTimeout", "message": message } });
+    let mut resp = (StatusCode::REQUEST_TIMEOUT, axum::Json(body)).into_response();
+    let headers = resp.headers_mut();
+    headers.insert("x-ms-error-code", HeaderValue::from_static("RequestTimeout"));
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 

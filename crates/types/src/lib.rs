@@ -1,5 +1,12 @@
-//! The resource types the API serves: names, api-versions, the rule for resource names and
-//! the JSON Schema of each type's `properties`.
+//! The resource types Slipway serves: names, api-versions, the rule for resource names, the
+//! JSON Schema of each type's `properties` and actions, and the references it declares. Read
+//! by the API (to check requests), the console (to draw forms) and the plan (to load the
+//! configuration); it knows no HTTP, and what it refuses is an [`InvalidRequest`] carrying
+//! ARM's error body.
+
+mod segments;
+
+pub use segments::{CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,9 +16,25 @@ use slipway_domain::TypeKey;
 use slipway_domain::ids::ArmId;
 use slipway_domain::reference::Reference;
 
-use crate::error::{ArmError, echo};
+use slipway_domain::CloudError;
+use slipway_domain::echo::echo;
 
 use slipway_domain::ids::{ARM_NAME_MAX_LENGTH, ARM_NAME_RULE, arm_name_ok};
+
+/// A request a type's rules refuse: the client's to fix (a `400`), with ARM's error body.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.message)]
+pub struct InvalidRequest(pub CloudError);
+
+impl InvalidRequest {
+    fn new(code: &str, message: impl Into<String>) -> Self {
+        InvalidRequest(CloudError::new(code, message))
+    }
+
+    fn with_target(self, target: impl Into<String>) -> Self {
+        InvalidRequest(self.0.with_target(target))
+    }
+}
 
 /// A type's rule for its resource names: ARM's common rule, a maximum length (at most ARM's)
 /// and optionally a regular expression the whole name must match.
@@ -120,7 +143,7 @@ impl ActionType {
     }
 
     /// Checks an action's body against its schema; the error names the offending field.
-    pub fn validate(&self, body: &Value) -> Result<(), ArmError> {
+    pub fn validate(&self, body: &Value) -> Result<(), InvalidRequest> {
         check(self.schema.as_ref(), body, "")
     }
 }
@@ -253,7 +276,7 @@ impl ResourceType {
     /// The references in `properties` (already valid by the schema): each must be the id of
     /// a resource of the declared type in `subscription`; `400 InvalidResourceReference`
     /// naming the property otherwise.
-    pub fn references_in(&self, properties: &Value, subscription: &str) -> Result<Vec<Reference>, ArmError> {
+    pub fn references_in(&self, properties: &Value, subscription: &str) -> Result<Vec<Reference>, InvalidRequest> {
         let mut out = Vec::new();
         for r in &self.references {
             let values: Vec<(String, &Value)> = match properties.get(&r.name) {
@@ -265,7 +288,7 @@ impl ResourceType {
             };
             for (property, value) in values {
                 let bad = |why: String| {
-                    ArmError::bad_request(slipway_domain::reference::INVALID_REFERENCE, why)
+                    InvalidRequest::new(slipway_domain::reference::INVALID_REFERENCE, why)
                         .with_target(format!("properties.{property}"))
                 };
                 let text = value.as_str().ok_or_else(|| bad(format!("'{property}' must be a resource id.")))?;
@@ -315,11 +338,11 @@ impl ResourceType {
     }
 
     /// `400 InvalidResourceName` naming the rule when `name` breaks it.
-    pub fn check_name(&self, name: &str) -> Result<(), ArmError> {
+    pub fn check_name(&self, name: &str) -> Result<(), InvalidRequest> {
         if self.names.allows(name) {
             return Ok(());
         }
-        Err(ArmError::bad_request(
+        Err(InvalidRequest::new(
             "InvalidResourceName",
             format!(
                 "The resource name '{}' is not valid for the type '{}': {}.",
@@ -344,29 +367,30 @@ impl ResourceType {
     }
 
     /// Checks `properties` against the type's schema; the error names the offending field.
-    pub fn validate(&self, properties: &Value) -> Result<(), ArmError> {
+    pub fn validate(&self, properties: &Value) -> Result<(), InvalidRequest> {
         check(self.schema.as_ref(), properties, "properties")
     }
 }
 
 /// `400` naming each offending field (up to ten), under `root` (`properties`, or the body).
-fn check(schema: Option<&jsonschema::Validator>, value: &Value, root: &str) -> Result<(), ArmError> {
+fn check(schema: Option<&jsonschema::Validator>, value: &Value, root: &str) -> Result<(), InvalidRequest> {
     let Some(schema) = schema else { return Ok(()) };
-    let errors: Vec<ArmError> = schema
+    let errors: Vec<InvalidRequest> = schema
         .iter_errors(value)
         .take(10)
-        .map(|e| ArmError::invalid_content(e.to_string(), target(root, e.instance_path().as_str())))
+        .map(|e| {
+            InvalidRequest::new("InvalidRequestContent", e.to_string())
+                .with_target(target(root, e.instance_path().as_str()))
+        })
         .collect();
     match errors.len() {
         0 => Ok(()),
         1 => Err(errors.into_iter().next().expect("one error")),
         n => {
-            let mut all = ArmError::bad_request(
-                "MultipleErrorsOccurred",
-                format!("The request content has {n} validation errors."),
-            );
-            all.body.details = errors.into_iter().map(|e| e.body).collect();
-            Err(all)
+            let mut all =
+                CloudError::new("MultipleErrorsOccurred", format!("The request content has {n} validation errors."));
+            all.details = errors.into_iter().map(|e| e.0).collect();
+            Err(InvalidRequest(all))
         }
     }
 }
@@ -475,16 +499,16 @@ mod tests {
         let t = ResourceType::new("Ns", "things", "Thing", vec!["2025-01-01".into()], Some(&schema)).unwrap();
         assert!(t.validate(&json!({"cidr": "10.0.0.0/16"})).is_ok());
         let e = t.validate(&json!({"cidr": 5})).unwrap_err();
-        assert_eq!(e.body.code, "InvalidRequestContent");
-        assert_eq!(e.body.target.as_deref(), Some("properties.cidr"));
+        assert_eq!(e.0.code, "InvalidRequestContent");
+        assert_eq!(e.0.target.as_deref(), Some("properties.cidr"));
         let e = t.validate(&json!({"cidr": 5, "extra": true})).unwrap_err();
-        assert_eq!(e.body.code, "MultipleErrorsOccurred");
-        assert_eq!(e.body.details.len(), 2);
+        assert_eq!(e.0.code, "MultipleErrorsOccurred");
+        assert_eq!(e.0.details.len(), 2);
         let formats = json!({"type": "object", "properties": {"dns": {"type": "array", "items": {"type": "string", "format": "ipv4"}}}});
         let t = ResourceType::new("Ns", "t", "T", vec!["v".into()], Some(&formats)).unwrap();
         assert!(t.validate(&json!({"dns": ["10.0.0.1"]})).is_ok());
         let e = t.validate(&json!({"dns": ["", "10.0.0.1"]})).unwrap_err();
-        assert_eq!(e.body.target.as_deref(), Some("properties.dns[0]"), "formats are asserted");
+        assert_eq!(e.0.target.as_deref(), Some("properties.dns[0]"), "formats are asserted");
         assert_eq!(t.schema(), Some(&formats), "the schema as configured is kept");
         assert!(ResourceType::new("Ns", "t", "T", vec![], None).is_err());
         assert!(ResourceType::new("Ns", "t", "T", vec!["v".into()], Some(&json!({"type": 5}))).is_err());
@@ -500,8 +524,8 @@ mod tests {
             ["", ".", "..", "a<b", "a>b", "100%", "a&b", "a:b", "a\\b", "a?b", "a/b", "tab\there", &"n".repeat(261)]
         {
             let e = t.check_name(bad).unwrap_err();
-            assert_eq!(e.body.code, "InvalidResourceName", "{bad}");
-            assert!(e.body.message.contains("1-260 characters"), "{}", e.body.message);
+            assert_eq!(e.0.code, "InvalidResourceName", "{bad}");
+            assert!(e.0.message.contains("1-260 characters"), "{}", e.0.message);
         }
         assert!(t.check_name("...").is_ok() && t.check_name(".a").is_ok(), "only the dot segments themselves");
         let pattern = regex::Regex::new(ARM_NAME_PATTERN).unwrap();
@@ -509,7 +533,7 @@ mod tests {
             assert!(!pattern.is_match(&format!("a{c}b")) && !arm_name_ok(&format!("a{c}b")), "{c:?}");
         }
         assert!(pattern.is_match("x(1) é+=!") && arm_name_ok("x(1) é+=!"));
-        let long = t.check_name(&format!("{}:", "n".repeat(20_000))).unwrap_err().body.message;
+        let long = t.check_name(&format!("{}:", "n".repeat(20_000))).unwrap_err().0.message;
         assert!(long.len() < 400, "the name is not echoed whole: {long}");
 
         let rule = NameRule::new("Ns/things", 24, Some("[a-z][a-z0-9-]*")).unwrap();
@@ -518,11 +542,7 @@ mod tests {
         assert!(t.check_name("vnet-1").is_ok());
         for bad in ["Vnet", "1vnet", "vnet_1", "x:y", &"v".repeat(25)] {
             let e = t.check_name(bad).unwrap_err();
-            assert!(
-                e.body.message.contains("1-24 characters matching the pattern [a-z][a-z0-9-]*"),
-                "{}",
-                e.body.message
-            );
+            assert!(e.0.message.contains("1-24 characters matching the pattern [a-z][a-z0-9-]*"), "{}", e.0.message);
         }
         assert!(t.check_name(&"v".repeat(24)).is_ok());
         assert!(t.check_name("abc\nxyz").is_err(), "the pattern matches the whole name, not a line");

@@ -1,7 +1,9 @@
-//! The accept loop: admits connections up to a cap (evicting the longest-idle one to make
-//! room), backs off on accept errors instead of spinning, raises the open-file limit, and
-//! shuts down gracefully. Per-connection timeouts are in [`conn`], the table behind the cap
-//! in [`registry`], TLS (and its reload) in [`tls`].
+//! The HTTP(S) listener the API is served on, knowing nothing of ARM but the shape of one
+//! error body. The accept loop admits connections up to a cap (evicting the longest-idle one
+//! to make room), backs off on accept errors instead of spinning, raises the open-file limit,
+//! and shuts down gracefully. Per-connection timeouts are in [`conn`], the table behind the
+//! cap in [`registry`], TLS (and its reload) in [`tls`]. Each request carries its TCP peer as
+//! a [`PeerAddr`] extension.
 
 mod conn;
 mod registry;
@@ -10,6 +12,7 @@ mod tls;
 pub use tls::{ServerTls, TlsError, TlsOptions};
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +23,10 @@ use tokio::time::Instant;
 
 use conn::Timeouts;
 use registry::{Phase, Registry};
+
+/// The TCP peer of a request, set by the listener as a request extension.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerAddr(pub SocketAddr);
 
 /// Connection limits of the HTTP listener.
 #[derive(Clone, Debug)]
