@@ -33,6 +33,13 @@
 //! (`GET requests`, `POST requests/reset`, `GET clients`, `GET injected`, `GET violations`,
 //! `GET jobs`, `GET jobs/{id}`, `DELETE jobs/{id}`, `PUT jobs/{id}/status` `{"status": …}`,
 //! `GET|PUT faults`, `GET resources`, `GET|PUT|DELETE resources/{resource id}`).
+//!
+//! Modules: `server` (the HTTP server, the ticker, the handle), `api` (routing, faults,
+//! authentication, the handlers), `shared`, `state` (the data), `lifecycle` (the job state
+//! machine), `events`, `resources`, `views` (AWX's JSON), `query` (AWX's list filters),
+//! `throttle`, `webhook`, `config`, `awx`, `util`. Imports go one way: `server` → `api` →
+//! `shared`, `views` → `state` → `lifecycle`, `throttle` → `config` → `awx`. Test and
+//! benchmark infrastructure: never linked into `slipway`.
 
 mod api;
 mod awx;

@@ -1,6 +1,7 @@
 //! The `extra_vars` a launched job receives.
 
 use serde_json::{Map, Value, json};
+use slipway_domain::ArmId;
 use slipway_provider::LaunchRequest;
 
 pub use slipway_provider::KEY_VAR;
@@ -37,7 +38,7 @@ pub fn extra_vars(envelope: Envelope, r: &LaunchRequest) -> Value {
         Envelope::Slipway => Value::Object(slipway_provider::slipway_extra_vars(r)),
         Envelope::OsacEda => json!({
             "ansible_eda": { "event": { "payload": osac_payload(r) } },
-            KEY_VAR: r.idempotency_key,
+            KEY_VAR: r.idempotency_key.as_str(),
             "slipway_requested_by": r.context.as_ref().map(|c| slipway_provider::requested_by(&c.requested_by)),
             "slipway_tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(slipway_provider::tenant),
             "slipway_secrets": r.secrets,
@@ -77,8 +78,8 @@ fn osac_payload(r: &LaunchRequest) -> Value {
     put(ANNOTATION_IDEMPOTENCY_KEY, Some(r.idempotency_key.as_str()));
     let mut metadata = Map::new();
     metadata.insert("name".into(), Value::String(r.resource_name.clone()));
-    if let Some(rg) = resource_group(&r.resource_id) {
-        metadata.insert("namespace".into(), Value::String(rg.to_owned()));
+    if let Some(id) = ArmId::read_stored(&r.resource_id) {
+        metadata.insert("namespace".into(), Value::String(id.resource_group));
     }
     metadata.insert("annotations".into(), Value::Object(annotations));
     json!({
@@ -88,17 +89,6 @@ fn osac_payload(r: &LaunchRequest) -> Value {
         "spec": r.properties,
         "status": { "outputs": r.outputs },
     })
-}
-
-/// The resource group segment of an ARM id (`…/resourceGroups/<rg>/…`, any case).
-pub fn resource_group(id: &str) -> Option<&str> {
-    let mut parts = id.split('/');
-    while let Some(p) = parts.next() {
-        if p.eq_ignore_ascii_case("resourceGroups") {
-            return parts.next().filter(|rg| !rg.is_empty());
-        }
-    }
-    None
 }
 
 /// The idempotency key recorded in a job's `extra_vars`, which AWX returns as JSON text
@@ -187,13 +177,6 @@ mod tests {
         assert_eq!(a[ANNOTATION_RESOURCE_ID], request().resource_id);
         // OSAC omits `tenant_storage_classes` for a tenant without any; Slipway never has any.
         assert!(v["ansible_eda"]["event"].get("tenant_storage_classes").is_none());
-    }
-
-    #[test]
-    fn resource_groups() {
-        assert_eq!(resource_group("/subscriptions/s/resourcegroups/RG/providers/a/b/c"), Some("RG"));
-        assert_eq!(resource_group("/subscriptions/s"), None);
-        assert_eq!(resource_group("/subscriptions/s/resourceGroups/"), None);
     }
 
     #[test]

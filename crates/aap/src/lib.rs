@@ -94,7 +94,7 @@ use http::Http;
 use status::Bounded;
 use template::Template;
 
-pub use envelope::{Envelope, KEY_VAR, OSAC_API_VERSION, extra_vars, key_of, resource_group};
+pub use envelope::{Envelope, KEY_VAR, OSAC_API_VERSION, extra_vars, key_of};
 pub use job::{JobKind, is_check, map_status, parse_handle};
 pub use naming::{TemplateNaming, kebab};
 pub use options::{AapAuth, AapError, AapOptions};

@@ -1,6 +1,8 @@
 //! One ansible-runner private data directory per job: what we write before launching, the
 //! `job.json` record that lets a restarted Slipway find the process, and reading the
-//! results runner leaves in `artifacts/run/`.
+//! results runner leaves in `artifacts/run/`. A check-mode job is one whose directory holds
+//! runner's `env/cmdline` with `--check --diff`, so restarts and adoption still know it; its
+//! changed tasks are read from the runner's events once it ends.
 //!
 //! Everything here is blocking; callers run it on the blocking pool.
 

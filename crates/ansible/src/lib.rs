@@ -26,6 +26,11 @@
 //! the provider has no launch-ambiguity window. Launches and finds of one key never
 //! interleave: in-process by the launch lock, across processes sharing a work dir by
 //! [`keylock`] (a key another process is working on answers "outcome unknown").
+//!
+//! Modules: `launch` (one job per key, a place under `max_concurrent`), `spawn`, `jobdir`,
+//! `observe`, `progress` and `tasks` (a job's progress and its expected task count),
+//! `listing`, `retention` (finished job directories removed after `job_retention`),
+//! `terminate` over `procfs`, `keylock`, `naming`.
 
 mod jobdir;
 mod keylock;

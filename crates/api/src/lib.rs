@@ -4,6 +4,13 @@
 //! through [`JobReader`]. The listener it is served on (`slipway-listener`), the notifier that
 //! sends its status documents (`slipway-notify`) and the type registry (`slipway-types`) are
 //! crates of their own.
+//!
+//! Modules: `route` (ARM paths), `edge` (who is calling, which headers to believe), `access`
+//! (authorization), `ratelimit`, `handlers`, `request` and `wire` (bodies in and out), `error`,
+//! `preconditions` (etags), `limits`, `hooks` (provider webhooks), `metrics` and `openapi`.
+//! The middleware here writes one access-log line per request on `slipway::access` and counts
+//! it under its route template (`route::metric_template`: configured types only, never ids,
+//! so a client cannot invent label values).
 
 mod access;
 mod edge;

@@ -230,7 +230,10 @@ impl From<IdError> for RouteError {
             IdError::BadGroupName(g) => RouteError::BadGroupName(g),
             IdError::BadName(n) => RouteError::BadName(n),
             // No type can be configured under such a namespace or type: nothing is there.
-            IdError::NotAResourceId | IdError::BadNamespace(_) | IdError::BadTypeSegment(_) => RouteError::NoMatch,
+            IdError::NotAResourceId
+            | IdError::NotAnOperationPath
+            | IdError::BadNamespace(_)
+            | IdError::BadTypeSegment(_) => RouteError::NoMatch,
         }
     }
 }

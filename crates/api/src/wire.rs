@@ -1,9 +1,12 @@
 //! The ARM wire format out: resource, job-history, what-if, event, error and operation-status
-//! bodies. Domain types are converted by hand here; nothing else in Slipway knows these
-//! shapes. Request bodies in are [`crate::request`]'s.
+//! bodies. Domain types are converted by hand here, never serialised as they are. Nothing
+//! else in Slipway builds these bodies: the notifier is handed the operation-status document
+//! made here, the listener writes only the error body of its `408`, and the console and the
+//! CLI read them as any client does. Request bodies in are [`crate::request`]'s.
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+use slipway_domain::ids::{ArmId, OperationId, OperationPath, SubscriptionId};
 use slipway_domain::whatif::WhatIf;
 use slipway_domain::{CloudError, Operation, ProvisioningState, ResourceRecord};
 use slipway_types::ResourceType;
@@ -139,13 +142,15 @@ fn insert_present<const N: usize>(body: &mut Value, fields: [(&str, Option<Value
 
 /// The path of an operation's status resource (its `id`).
 pub fn status_path(op: &Operation, location: &str) -> String {
-    operation_status_path(op.subscription.as_str(), &op.resource_id, op.id.as_str(), location)
+    operation_status_path(&op.subscription, &op.resource_id, &op.id, location)
 }
 
 /// The status path of operation `id` of the resource `resource_id` (as stored).
-fn operation_status_path(subscription: &str, resource_id: &str, id: &str, location: &str) -> String {
-    let namespace = slipway_domain::ids::ArmId::read_stored(resource_id).map(|id| id.namespace).unwrap_or_default();
-    format!("/subscriptions/{subscription}/providers/{namespace}/locations/{location}/operationStatuses/{id}")
+fn operation_status_path(subscription: &SubscriptionId, resource_id: &str, id: &OperationId, location: &str) -> String {
+    let namespace = ArmId::read_stored(resource_id).map(|id| id.namespace).unwrap_or_default();
+    let path =
+        OperationPath { subscription: subscription.to_string(), namespace, location: location.into(), id: id.clone() };
+    path.to_string()
 }
 
 /// `properties.drift`: what the resource's last drift check found.
@@ -305,7 +310,7 @@ pub fn event_body(seq: u64, e: &slipway_domain::event::Event, location: &str) ->
     if let Some(op) = &e.operation {
         let mut operation = json!({
             "name": op.id.as_str(),
-            "id": operation_status_path(e.subscription.as_str(), &e.resource_id, op.id.as_str(), location),
+            "id": operation_status_path(&e.subscription, &e.resource_id, &op.id, location),
             "request": op.request.wire_name(),
             "status": op.status.as_str(),
         });

@@ -1,3 +1,7 @@
+//! Why a credential is refused ([`AuthError`]), with what the API answers for it: ARM's error
+//! code and RFC 6750's `error` attribute of `WWW-Authenticate`. Messages never contain the
+//! credential.
+
 use thiserror::Error;
 
 /// Why a request is not authenticated. Messages name the reason for the caller and never

@@ -1,6 +1,8 @@
 //! Bearer JWTs: which issuer, which key, then signature, audience and time checks, then the
-//! claims mapped to a principal. The signature check is the JOSE crate's; the choice of what
-//! to accept is ours.
+//! claims mapped to a principal. The issuer and key are chosen from the unverified header and
+//! payload; the signature check is the JOSE crate's, the choice of what to accept ours. Times
+//! are checked against the injected clock. An issuer limited to some tenants mints principals
+//! only for them.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

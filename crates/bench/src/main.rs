@@ -28,14 +28,18 @@
 //!   its operations take to move again, by what each was doing.
 //! * `seed-design` — burn-down and steady as Slipway runs them and as the seed design would
 //!   (30 s polls, one status request per job, no webhooks).
-//! * `all` — everything above, then each goal of the benchmark issue as met or missed.
+//! * `soak` — a steady mixed load for a long time, replicas restarted in turn, sampled for
+//!   RSS, open files, store size, the outbox and the p99s: flat curves are the goal.
+//! * `all` — the scenarios behind the benchmark issue's goals in one run (not `drift`,
+//!   `curve` or `soak`), then each goal as met or missed.
 //! * `compare BASE NEW [--rounds R] [--scenario 'NAME OPTIONS']...` — an A/B of two
 //!   `slipway-bench` builds: the scenarios alternated for both over several rounds, each
 //!   metric's median, every run, the ratio and a verdict (better / worse / within noise).
 //!
 //! An in-process Slipway runs on a tokio runtime of its own (threads `slipway-rt`) and the
 //! simulator on another (one thread, `aap-sim-rt`), so the CPU figures count Slipway's
-//! threads only, and the client's timings do not wait behind the simulator's work.
+//! threads only, and the client's timings do not wait behind the simulator's work. Counts
+//! come from `Store::stats` and the simulator's request counters, never from logs.
 //!
 //! PostgreSQL is at `SLIPWAY_BENCH_POSTGRES_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`).

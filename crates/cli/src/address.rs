@@ -4,6 +4,7 @@
 
 use clap::Args;
 use serde_json::Value;
+use slipway_domain::ArmId;
 
 use crate::client::{Client, PLATFORM_API, segment};
 use crate::error::CliError;
@@ -25,41 +26,25 @@ pub struct ResourceArgs {
     pub api_version: Option<String>,
 }
 
-/// A resource id taken apart.
+/// A resource id, checked by the server's own grammar (`slipway_domain::ids`), so a
+/// mistyped id is refused here with the reason the server would give.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResourceId {
-    pub subscription: String,
-    pub resource_group: String,
-    pub namespace: String,
-    /// `type` or `parent/child`.
-    pub type_path: String,
+    pub arm: ArmId,
+    /// The id as a request path, each segment percent-encoded.
     pub id: String,
 }
 
 impl ResourceId {
+    /// An id as a user writes it, percent-encoded or not.
     pub fn parse(id: &str) -> Result<ResourceId, CliError> {
-        let bad = || {
+        let decoded = percent_encoding::percent_decode_str(id).decode_utf8_lossy();
+        let arm = ArmId::parse(&decoded).map_err(|e| {
             CliError::Usage(format!(
-                "'{id}' is not a resource id (/subscriptions/…/resourceGroups/…/providers/Ns/type/name)"
+                "'{id}' is not a resource id (/subscriptions/…/resourceGroups/…/providers/Ns/type/name): {e}"
             ))
-        };
-        let parts: Vec<&str> = id.trim_end_matches('/').split('/').collect();
-        let is = |i: usize, word: &str| parts.get(i).is_some_and(|p| p.eq_ignore_ascii_case(word));
-        if !(parts.first() == Some(&"") && is(1, "subscriptions") && is(3, "resourceGroups") && is(5, "providers")) {
-            return Err(bad());
-        }
-        let pairs = parts.get(7..).unwrap_or_default();
-        if pairs.is_empty() || pairs.len() % 2 != 0 || pairs.iter().any(|p| p.is_empty()) {
-            return Err(bad());
-        }
-        let types: Vec<&str> = pairs.iter().step_by(2).copied().collect();
-        Ok(ResourceId {
-            subscription: parts[2].to_string(),
-            resource_group: parts[4].to_string(),
-            namespace: parts[6].to_string(),
-            type_path: types.join("/"),
-            id: parts.join("/"),
-        })
+        })?;
+        Ok(ResourceId::of(arm))
     }
 
     /// From `--type Ns/type[/child]` and `--name n[/child]`.
@@ -69,19 +54,40 @@ impl ResourceId {
             .ok_or_else(|| CliError::Usage(format!("--type '{resource_type}' is not Namespace/type")))?;
         let types: Vec<&str> = types.split('/').collect();
         let names: Vec<&str> = name.split('/').collect();
-        if types.len() != names.len() || types.iter().chain(&names).any(|s| s.is_empty()) {
+        if types.len() != names.len() {
             return Err(CliError::Usage(format!(
                 "--type '{resource_type}' has {} type segment(s) but --name '{name}' has {} name(s)",
                 types.len(),
                 names.len()
             )));
         }
-        let mut id =
-            format!("/subscriptions/{}/resourceGroups/{}/providers/{namespace}", segment(subscription), segment(group));
-        for (t, n) in types.iter().zip(&names) {
+        let pairs: Vec<&str> = types.iter().zip(&names).flat_map(|(t, n)| [*t, *n]).collect();
+        let arm = ArmId::from_segments(subscription, group, namespace, &pairs)
+            .map_err(|e| CliError::Usage(format!("--type '{resource_type}' --name '{name}': {e}")))?;
+        Ok(ResourceId::of(arm))
+    }
+
+    fn of(arm: ArmId) -> ResourceId {
+        let mut id = format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/{}",
+            segment(&arm.subscription),
+            segment(&arm.resource_group),
+            arm.namespace
+        );
+        let names = arm.parent_names.iter().chain(std::iter::once(&arm.name));
+        for (t, n) in arm.type_name.split('/').zip(names) {
             id.push_str(&format!("/{t}/{}", segment(n)));
         }
-        ResourceId::parse(&id)
+        ResourceId { arm, id }
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.arm.namespace
+    }
+
+    /// The type below the namespace: `type`, or `parent/child`.
+    pub fn type_path(&self) -> &str {
+        &self.arm.type_name
     }
 }
 
@@ -105,7 +111,7 @@ impl ResourceArgs {
         let resource = self.resource_id(settings)?;
         let api_version = match &self.api_version {
             Some(v) => v.clone(),
-            None => api_version_of(client, &resource.namespace, &resource.type_path).await?,
+            None => api_version_of(client, resource.namespace(), resource.type_path()).await?,
         };
         Ok(Address { resource, api_version })
     }
@@ -140,21 +146,23 @@ mod tests {
 
     #[test]
     fn an_id_names_its_namespace_and_nested_type() {
-        let id = format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns/nets/n1/subnets/s1");
+        let id = format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns.A/nets/n1/subnets/s1");
         let r = ResourceId::parse(&id).unwrap();
-        assert_eq!(
-            (r.namespace.as_str(), r.type_path.as_str(), r.resource_group.as_str()),
-            ("Ns", "nets/subnets", "rg")
-        );
-        assert!(ResourceId::parse("/subscriptions/x/resourceGroups/rg/providers/Ns/nets").is_err());
+        assert_eq!((r.namespace(), r.type_path(), r.arm.resource_group.as_str()), ("Ns.A", "nets/subnets", "rg"));
+        assert_eq!(r.id, id);
+        assert!(ResourceId::parse(&format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns.A/nets")).is_err());
         assert!(ResourceId::parse("nets/n1").is_err());
+        let not_a_guid = ResourceId::parse("/subscriptions/x/resourceGroups/rg/providers/Ns.A/nets/n1").unwrap_err();
+        assert!(not_a_guid.to_string().contains("not a GUID"), "the server's reason: {not_a_guid}");
+        let encoded = ResourceId::parse(&format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns.A/nets/n%201"));
+        assert_eq!(encoded.unwrap().arm.name, "n 1", "a percent-encoded name is read decoded");
     }
 
     #[test]
     fn type_and_name_build_the_same_id() {
-        let r = ResourceId::build(SUB, "rg", "Ns/nets/subnets", "n1/s 1").unwrap();
-        assert_eq!(r.id, format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns/nets/n1/subnets/s%201"));
-        assert!(ResourceId::build(SUB, "rg", "Ns/nets/subnets", "n1").is_err());
+        let r = ResourceId::build(SUB, "rg", "Ns.A/nets/subnets", "n1/s 1").unwrap();
+        assert_eq!(r.id, format!("/subscriptions/{SUB}/resourceGroups/rg/providers/Ns.A/nets/n1/subnets/s%201"));
+        assert!(ResourceId::build(SUB, "rg", "Ns.A/nets/subnets", "n1").is_err());
         assert!(ResourceId::build(SUB, "rg", "nets", "n1").is_err());
     }
 

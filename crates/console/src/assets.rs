@@ -1,5 +1,8 @@
-//! The stylesheet and the script, embedded in the binary. Small, so a browser revalidates
-//! them on every use (`no-cache`) rather than keeping an old copy after an upgrade.
+//! The stylesheet, the icon and the one script, embedded in the binary. The script only
+//! enhances: it follows a job's output and a resource page's event feed over Server-Sent
+//! Events and refreshes a page's regions at each change; every page works without it. Small,
+//! so a browser revalidates them on every use (`no-cache`) rather than keeping an old copy
+//! after an upgrade.
 
 use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};

@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config_version::ConfigVersion;
 use crate::job::{Job, JobState, JobType};
 use crate::operation::Rerun;
@@ -15,7 +13,7 @@ use crate::time::Timestamp;
 
 /// A type's convergence backoff (`types[].backoff_base_seconds` / `_max_seconds`): OSAC's
 /// history-derived [`RetryPolicy::history`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BackoffPolicy {
     pub base: Duration,
     pub max: Duration,

@@ -4,15 +4,13 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// A spec hash. The empty version stands for "legacy: recorded before versions existed".
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConfigVersion(String);
 
 impl ConfigVersion {

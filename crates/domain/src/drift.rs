@@ -6,15 +6,13 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::config_version::{ConfigVersion, fnv1a64};
 use crate::ids::{OperationId, ResourceKey};
 use crate::time::Timestamp;
 use crate::whatif::TaskChange;
 
 /// What the last drift check found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DriftState {
     /// The automation would change nothing.
     InSync,
@@ -35,21 +33,17 @@ impl DriftState {
 }
 
 /// The resource's last drift check.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Drift {
     pub state: DriftState,
     pub last_checked_at: Timestamp,
     /// The spec version the check ran on.
     pub config_version: ConfigVersion,
     /// `Drifted`: the tasks that would change, with their diffs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<TaskChange>,
     /// `Unknown`: why the check could not tell.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// The update operation started to put this drift right (`Remediation::Auto`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<OperationId>,
 }
 
@@ -118,15 +112,7 @@ pub fn derived_operation_id(seed: &str, now: Timestamp) -> OperationId {
     let millis = u64::try_from(now.as_millis()).unwrap_or_default();
     let hi = fnv1a64(seed.as_bytes());
     let lo = fnv1a64(format!("{seed}\u{1}").as_bytes());
-    let mut bytes = [0u8; 16];
-    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
-    bytes[6..8].copy_from_slice(&hi.to_be_bytes()[..2]);
-    bytes[8..].copy_from_slice(&lo.to_be_bytes());
-    bytes[6] = (bytes[6] & 0x0f) | 0x70;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let text = format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..]);
-    OperationId::parse(&text).expect("a UUID is an operation id")
+    OperationId::version7(millis, (hi >> 48) as u16, lo)
 }
 
 #[cfg(test)]

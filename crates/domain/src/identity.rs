@@ -1,6 +1,7 @@
 //! Who is asking: the principal a verified credential names. The API edge builds it (from a
 //! JWT, an API token, or the loopback-only local mode); authorization and the jobs' extra vars
-//! read it. Nothing here verifies anything.
+//! read it. A credential may be confined to subscriptions ([`Principal::reaches`]): it then
+//! acts only inside them, whatever its roles elsewhere. Nothing here verifies anything.
 
 /// How the principal proved who it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,14 +65,14 @@ impl Principal {
 /// What a job is told about who asked and for which tenant, captured when the request that
 /// set the resource's current intent (its PUT, PATCH or DELETE) was admitted — as the seed's
 /// tenant-resolved values come from the request's context, not from a later lookup.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobContext {
     pub requested_by: RequestedBy,
     /// The subscription's registration; `None` when it is not registered (the local mode).
     pub tenant: Option<TenantContext>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestedBy {
     pub name: String,
     pub tenant: Option<String>,
@@ -84,7 +85,7 @@ impl From<&Principal> for RequestedBy {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TenantContext {
     pub tenant_id: String,
     pub display_name: String,

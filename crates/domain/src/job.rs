@@ -1,8 +1,6 @@
 //! Automation jobs recorded on a resource, and the job-history helpers of the OSAC
 //! provisioning package (docs/osac-lifecycle.md#job-history).
 
-use serde::{Deserialize, Serialize};
-
 use crate::config_version::ConfigVersion;
 use crate::ids::OperationId;
 use crate::names::{IdempotencyKey, JobId, ProviderName};
@@ -16,8 +14,7 @@ pub const OUTPUTS_STAT: &str = "slipway_outputs";
 /// `{"name", "passed", "message"}` (see `reconcile::preflight`).
 pub const CHECKS_STAT: &str = "slipway_checks";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum JobType {
     Provision,
     Deprovision,
@@ -48,7 +45,7 @@ impl JobType {
 
 /// Observed state of a job. `Launching` is Slipway's intent state: the entry is committed
 /// before the provider is asked to launch, so a crash leaves evidence to reconcile from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum JobState {
     Launching,
     Pending,
@@ -84,89 +81,60 @@ impl JobState {
 }
 
 /// One entry of a resource's job history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Job {
     /// The provider's job id; empty while `Launching`.
-    #[serde(rename = "jobID")]
     pub job_id: JobId,
-    #[serde(rename = "type")]
     pub job_type: JobType,
     pub state: JobState,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// Trigger time (when the intent was recorded); never moved by polling.
     pub timestamp: Timestamp,
-    #[serde(default, skip_serializing_if = "ConfigVersion::is_legacy")]
     pub config_version: ConfigVersion,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub block_deletion_on_failure: bool,
     /// Unique per launch attempt; passed to the job so a lost launch can be found again.
-    #[serde(default, skip_serializing_if = "IdempotencyKey::is_empty")]
     pub idempotency_key: IdempotencyKey,
-    #[serde(default, skip_serializing_if = "ProviderName::is_empty")]
     pub provider: ProviderName,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub template: String,
     /// The operation this job was launched for (none for convergence retries).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub operation_id: Option<OperationId>,
     /// Provider-specific handle data (e.g. AAP job vs workflow job).
-    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub handle: serde_json::Value,
     /// Failure details beyond the status word (failed task message, traceback).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub error_details: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_requested_at: Option<Timestamp>,
     /// Launch attempts that ended without a confirmed job (transient errors).
-    #[serde(default, skip_serializing_if = "is_zero")]
     pub launch_attempts: u32,
     /// While `Launching`: the provider said no such job exists, so launching is safe.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub absent_confirmed: bool,
     /// When a launch request for this key was last handed to the provider. A controller may
     /// still create the job until `launch_sent_at + launch_ambiguity` (see
     /// `TypePolicy::launch_ambiguity`), so "not found" proves nothing before then.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_sent_at: Option<Timestamp>,
     /// Launch requests for this key that may have reached the provider. More than one means
     /// a late first request could still create a second job: the key is looked up once more
     /// when its job ends (`unique_confirmed`).
-    #[serde(default, skip_serializing_if = "is_zero")]
     pub launch_sends: u32,
     /// The provider was asked for every job of this key after the job ended and the
     /// duplicates it listed (if any) were recorded.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unique_confirmed: bool,
     /// An action job's action (`restart`), a check job's job word (`create`, `delete`);
     /// empty for every other type.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub action: String,
     /// When Slipway saw the job end (it recorded a terminal state).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<Timestamp>,
     /// A forced cancel: the job is to be stopped at once (`Effect::Kill`), not canceled with
     /// the provider's grace.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kill_requested: bool,
     /// Launched for an update that runs the unchanged spec again: why (its operation's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<crate::operation::Rerun>,
     /// Tasks the job has started, as last read (`progress`); kept once it ended, so a later
     /// job of the same kind knows how many to expect.
-    #[serde(default, skip_serializing_if = "is_zero")]
     pub tasks_started: u32,
     /// The task it runs now; empty once it ended.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub current_task: String,
     /// How many tasks the provider counted in its playbook, when it can.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_tasks: Option<u32>,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 impl Job {
@@ -332,17 +300,5 @@ mod tests {
         assert_eq!(j.message_with_details(), "Job failed");
         j.error_details = "Playbook execution failed".into();
         assert_eq!(j.message_with_details(), "Job failed: Playbook execution failed");
-    }
-
-    #[test]
-    fn serialises_with_osac_field_names() {
-        let j = p("42", JobState::Pending, 0).with_version(ConfigVersion::new("v1"));
-        let v = serde_json::to_value(&j).unwrap();
-        assert_eq!(v["jobID"], "42");
-        assert_eq!(v["type"], "provision");
-        assert_eq!(v["state"], "Pending");
-        assert_eq!(v["configVersion"], "v1");
-        let back: Job = serde_json::from_value(v).unwrap();
-        assert_eq!(back, j);
     }
 }

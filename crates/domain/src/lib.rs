@@ -1,5 +1,6 @@
 //! Slipway's domain core: resources, operations, jobs and every decision about them, as pure
-//! functions over data. No I/O, no clock, no async: time is passed in, effects are returned.
+//! functions over data. No I/O, no async, and no decision reads a clock: time is passed in
+//! (`time::SystemClock` is only the clock the edges are handed), effects are returned.
 //!
 //! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`names`] (idempotency keys, job ids, provider names), [`evaluate`] (OSAC
 //! EvaluateAction), [`rate`] (token buckets), [`retry`] (every retry delay: exponential with jitter, and OSAC's

@@ -1,12 +1,12 @@
-//! Operation documents: one per accepted mutating request (docs/arm-contract.md#operations).
-
-use serde::{Deserialize, Serialize};
+//! Operation documents: one per accepted mutating request (docs/arm-contract.md#operations) —
+//! a create, update or delete, a POST action with its call, a what-if, or a drift check on
+//! request ([`OperationRequest`]).
 
 use crate::ids::{OperationId, ResourceKey, SubscriptionId};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OperationRequest {
     Create,
     Update,
@@ -64,8 +64,7 @@ impl OperationRequest {
 /// Why an update runs its resource's spec again though the spec did not change
 /// (docs/arm-contract.md#retry-now). Its jobs carry it too, so the job history says why they
 /// ran after the operation itself has expired.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rerun {
     /// `POST {id}/retry`: a client asked for the failed spec to be run again now.
     Retry,
@@ -86,22 +85,19 @@ impl Rerun {
 }
 
 /// What a POST action asked for: the action and its body.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActionCall {
     pub name: String,
     /// The request body (`{}` when none was sent), handed to the action's job.
-    #[serde(default)]
     pub parameters: serde_json::Value,
 }
 
 /// The ARM error body (`CloudError.error`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CloudError {
     pub code: String,
     pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<CloudError>,
 }
 
@@ -134,29 +130,22 @@ pub mod codes {
 }
 
 /// A child's delete, started by its parent's.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChildOperation {
     pub resource_id: String,
     pub operation_id: OperationId,
 }
 
 /// Who asked: ARM identity headers, kept for visibility checks and correlation.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Initiator {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tenant_id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_request_id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub correlation_request_id: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Operation {
     pub id: OperationId,
     /// An operation is visible only under its subscription.
@@ -166,38 +155,27 @@ pub struct Operation {
     pub resource_id: String,
     pub request: OperationRequest,
     pub status: ProvisioningState,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<CloudError>,
     pub start_time: Timestamp,
     /// Last write; equals the end time once terminal.
     pub last_transition_time: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent_complete: Option<u8>,
     /// While its job runs: the task it runs now (`progress`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_task: Option<String>,
     /// While the operation's job cannot start yet: the resource it waits for (a parent that
     /// is not `Succeeded`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_on: Option<String>,
     /// A cascading delete's children and their own delete operations.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub child_operations: Vec<ChildOperation>,
     /// A POST action's name and body.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<ActionCall>,
     /// An update that runs the unchanged spec again, and why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<Rerun>,
     /// A what-if's proposal and, once its check job ended, the automation's prediction.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<crate::whatif::WhatIf>,
     /// What a client should know about how the operation ended (a forced delete).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification_uri: Option<String>,
-    #[serde(default)]
     pub initiator: Initiator,
     /// The api-version of the request, echoed on status and result URLs.
     pub api_version: String,

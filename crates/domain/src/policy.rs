@@ -1,4 +1,7 @@
-//! Per-resource-type engine policy.
+//! Per-resource-type engine policy ([`TypePolicy`]): the poll interval and how it grows with
+//! a job's age ([`TypePolicy::poll_interval_at`]: doubling up to `max_poll_interval` in whole
+//! intervals, so slowed polls stay on the poll grid), convergence backoff, deadlines, history
+//! size, block-deletion, the cancel retry and the launch-ambiguity window.
 
 use std::time::Duration;
 

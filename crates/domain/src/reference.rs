@@ -8,8 +8,6 @@
 //! with the change; the store reads the referenced resources, and their ancestors, as
 //! related context under their locks, and keeps an index of who references whom.
 
-use serde::{Deserialize, Serialize};
-
 use crate::admission::{self, Admitted, Rejection, RequestContext};
 use crate::ids::{ArmId, ResourceKey};
 use crate::operation::CloudError;
@@ -17,7 +15,7 @@ use crate::resource::{ResourceRecord, Snapshot, Spec};
 
 /// One reference: the property (`subnetId`, or `securityGroupIds[1]` for a list) and the id
 /// it holds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reference {
     pub property: String,
     pub id: ArmId,

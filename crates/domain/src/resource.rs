@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config_version::ConfigVersion;
@@ -13,13 +12,10 @@ use crate::state::ProvisioningState;
 use crate::time::Timestamp;
 
 /// What a client declares: the part of a resource whose change means "run the automation".
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Spec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
-    #[serde(default)]
     pub tags: BTreeMap<String, String>,
-    #[serde(default)]
     pub properties: Value,
 }
 
@@ -36,41 +32,32 @@ impl Spec {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SystemData {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub created_by: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub created_by_type: String,
     pub created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_modified_by: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_modified_by_type: String,
     pub last_modified_at: Timestamp,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Deletion {
     pub requested_at: Timestamp,
     /// A privileged `DELETE ?force=true`: running jobs are asked to cancel, no delete job
     /// runs (or is retried), and the record goes at once.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
 }
 
 /// When the engine should look at the resource next. `intent` marks a client request the
 /// engine has not picked up yet: it puts the resource in the intent lane.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Schedule {
     pub next_due: Option<Timestamp>,
     pub intent: bool,
     /// When the resource's next drift check is due: the drift lane, which the engine serves
     /// last and only while nothing else is due for the resource (`next_due` is `None`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_due: Option<Timestamp>,
 }
 
@@ -83,15 +70,14 @@ impl Schedule {
 
 /// An engine's claim on a resource. `epoch` grows on every change of owner; engine writes
 /// carry the epoch they claimed with, so a stale owner cannot overwrite newer state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
     pub owner: String,
     pub until: Timestamp,
     pub epoch: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceRecord {
     pub id: ArmId,
     /// The type's kind (e.g. `VirtualNetwork`), used for playbook and template names.
@@ -100,47 +86,33 @@ pub struct ResourceRecord {
     pub system_data: SystemData,
     pub provisioning_state: ProvisioningState,
     pub desired_config_version: ConfigVersion,
-    #[serde(default)]
     pub jobs: Vec<Job>,
     /// Jobs the provider started for a key that already had one (a launch request that was
     /// processed after it had been given up on). Each is canceled and followed until it ends;
     /// kept as history, never adopted.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicate_jobs: Vec<Job>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_operation_id: Option<OperationId>,
     /// The operation that last set the spec (names convergence retries' idempotency keys).
     pub last_operation_id: OperationId,
     /// Launches so far; makes every idempotency key unique.
-    #[serde(default)]
     pub job_seq: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion: Option<Deletion>,
     /// A user canceled the operation for this version: convergence must not relaunch it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub convergence_stopped_for: Option<ConfigVersion>,
     /// Who asked for the current intent and for which tenant; handed to every job.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_context: Option<crate::identity::JobContext>,
     /// Other resources this one's properties reference (indexed by the store).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub references: Vec<crate::reference::Reference>,
     /// What the last successful job that reported outputs reported: read-only properties,
     /// shown next to the spec's and handed to later jobs. Not part of the config version.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub outputs: serde_json::Map<String, Value>,
     /// What the last drift check found (a type with drift checks, or `POST {id}/checkDrift`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<crate::drift::Drift>,
     /// The last operation's failure, shown on the resource while it is Failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<CloudError>,
-    #[serde(default)]
     pub schedule: Schedule,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
     /// Bumped by every client write; lets readers detect change cheaply.
-    #[serde(default)]
     pub generation: u64,
 }
 
@@ -155,8 +127,7 @@ impl ResourceRecord {
 }
 
 /// A notification to deliver once the transaction commits (ARM async callback).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewNotification {
     pub subscription: SubscriptionId,
     pub operation_id: OperationId,

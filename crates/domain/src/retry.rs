@@ -4,7 +4,10 @@
 //! asked in one of two ways:
 //!
 //! * **by failure count** ([`RetryPolicy::delay`]): `base · 2^(failures − 1)`, capped at
-//!   `max` — launch retries ([`launch_retry`]), AAP GET retries, notification retries;
+//!   `max` — launch retries ([`launch_retry`]), AAP GET retries, notification retries and a
+//!   destination's back-off, the listener's accept-error backoff, a worker's store retries
+//!   (and, by steps instead of failures, a long job's poll interval:
+//!   `TypePolicy::poll_interval_at`);
 //! * **by the gap between the last two failures** ([`RetryPolicy::after_gap`]): OSAC's
 //!   history-derived rule, twice the gap clamped to `[base, max]`, so the history itself is
 //!   the counter (`crate::backoff::BackoffPolicy` finds the gap). With failures seen at once

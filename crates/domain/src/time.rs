@@ -1,4 +1,6 @@
-//! Wall-clock instants as data. The domain never reads a clock: callers pass `now` in.
+//! Wall-clock instants as data, the [`Clock`] trait the edges read time through, and
+//! [`SystemClock`], the one wall clock, which the binary hands to them. No decision in the
+//! domain reads a clock: callers pass `now` in.
 
 use std::fmt;
 use std::time::Duration;

@@ -3,14 +3,13 @@
 //! automation's (the type's job run in Ansible's check mode with diff: each task that would
 //! change something, with its host and diff). Nothing here decides; it compares and bounds.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::config_version::ConfigVersion;
 use crate::resource::Spec;
 
 /// ARM's `changeType` of a resource.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeType {
     Create,
     Delete,
@@ -59,17 +58,13 @@ pub struct PropertyChange {
 
 /// What a what-if operation was asked and, once its check job ended, what the automation
 /// predicted. Stored on the operation; the resource itself is never touched by it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WhatIf {
     /// The spec as it was when the what-if was asked (`None`: the resource did not exist).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before: Option<Spec>,
     /// The proposed spec, secrets sealed (`None`: a delete's what-if).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<Spec>,
     /// What the check-mode job said it would change; `None` until it ended successfully.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted: Option<Vec<TaskChange>>,
 }
 
@@ -169,11 +164,10 @@ fn leaves(path: &str, m: &Map<String, Value>, out: &mut Vec<PropertyChange>, cha
 /// host, and the diff Ansible's diff mode gave (a `{before, after, before_header,
 /// after_header}` mapping, a list of them, or `{"prepared": text}`; `null` when the module
 /// reports none).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TaskChange {
     pub task: String,
     pub host: String,
-    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub diff: Value,
 }
 

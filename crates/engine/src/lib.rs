@@ -11,6 +11,20 @@
 //! * A poll that observes no change writes nothing; a short wait keeps the lease and
 //!   sleeps in memory, a long one releases the resource with its next due time.
 //! * On shutdown, in-flight effects finish and are recorded; leases are released.
+//!
+//! Claims take from the intent lane (client requests) and the follow-up lane (timers,
+//! recovery), then from the drift lane only up to the drift cap (`EngineOptions::drift_cap`),
+//! a permit held by each drift worker. The engine also renews the leases it works on (in a
+//! task beside its loop, `renew_batch` at a time so client writes interleave), sweeps expired
+//! operations and events, and in another task asks each provider to sweep its leftovers and
+//! whether it can take work (`readiness`), so a slow controller never holds up claims. A
+//! provider that sees its jobs end says so (`Provider::on_job_end`), and the worker following
+//! the job polls it at once.
+//!
+//! Modules: `worker` (one per resource; its pure parts in `worker::step`, what it keeps
+//! between steps in `worker::memory`), `effects` (the only calls to providers), `batch`
+//! (status reads batched per provider), `cascade`, `progress` (the operator's log lines) and
+//! `readiness`.
 
 mod batch;
 mod cascade;

@@ -1,5 +1,7 @@
 //! Delivers ARM async notifications from the store's outbox: POST the operation-status body
-//! to the client's `Azure-AsyncNotificationUri` until a `2xx`.
+//! to the client's `Azure-AsyncNotificationUri` until a `2xx`. The body is given: the binary
+//! hands in the API's renderer ([`StatusDocument`]), so this crate knows no ARM shape and a
+//! callback receives exactly what a status poll would.
 //!
 //! * **Concurrently, bounded.** At most `max_concurrent` deliveries are in flight, at most
 //!   `max_per_destination` to one destination (`host:port` of the URI). The loop claims only

@@ -10,6 +10,11 @@
 //!   processed may create one later: the engine does not relaunch before the type's
 //!   launch-ambiguity window has passed since the last request (see `docs/exactly-once.md`).
 //! * `cancel` is idempotent; `Ok(CancelOutcome::Requested)` does not mean the job has ended.
+//!
+//! What every provider shares is here too: the `slipway` extra-vars envelope
+//! ([`slipway_extra_vars`]) and the naming rule — [`explicit_name`] (a blank one counts as
+//! none), else [`conventional_name`] over [`kebab`] of the kind, by the job's word in
+//! [`JobAction`] (`create`, `delete`, `validate`, an action's name).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -418,7 +423,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "operationId": r.operation_id,
             "action": r.action.as_str(),
             "configVersion": r.config_version,
-            "idempotencyKey": r.idempotency_key,
+            "idempotencyKey": r.idempotency_key.as_str(),
             "requestedBy": r.context.as_ref().map(|c| requested_by(&c.requested_by)),
             "secrets": r.secrets,
             "tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(tenant),
@@ -428,7 +433,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "checkMode": r.check_mode,
         }),
     );
-    vars.insert(KEY_VAR.into(), json!(r.idempotency_key));
+    vars.insert(KEY_VAR.into(), json!(r.idempotency_key.as_str()));
     vars
 }
 

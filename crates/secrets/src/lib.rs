@@ -1,6 +1,8 @@
 //! Secret properties: a type's schema marks top-level properties secret (`writeOnly: true`
 //! or `x-slipway-secret: true`); their values are sealed with AES-256-GCM before they are
-//! stored, never returned, and unsealed only to hand them to a job.
+//! stored, never returned, and unsealed only to hand them to a job — the engine moves them
+//! out of `properties` into `LaunchRequest::secrets` — or, inside the API's change, to check a
+//! PATCH's merged properties against the schema.
 //!
 //! A sealed value is `{"$slipwaySecret": "<key id>:<base64 nonce‖ciphertext‖tag>"}`. The
 //! key id (the first 8 bytes of the key's SHA-256, hex) names which key sealed it, so keys

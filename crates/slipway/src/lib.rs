@@ -1,6 +1,10 @@
 //! The `slipway` binary's library half: configuration, the wiring plan built from it, and
 //! running that plan, so integration tests can start a whole Slipway in-process on an
 //! ephemeral port.
+//!
+//! Modules: `config` (the file and its overrides), `plan` (every option, checked), `app`
+//! (running a plan), `check` (`check-config`), `backup` and `restore`. Imports go one way:
+//! `app` and `check` → `plan` → `config`.
 
 pub mod app;
 pub mod backup;

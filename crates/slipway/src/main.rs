@@ -1,4 +1,6 @@
-//! `slipway`: the control-plane binary.
+//! `slipway`: the control-plane binary. Server commands — `serve`, `check-config`,
+//! `api-token`, `backup`, `restore` — run on the library half (`slipway::app`, `check`,
+//! `backup`, `restore`); client commands are `slipway_cli`'s, embedded beside them.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,6 +13,7 @@ use slipway::config::{Config, LogFormat};
 use slipway::plan::{Plan, StorePlan};
 use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_auth::prefix_owner;
+use slipway_cli::commands::platform::TokenCommand;
 use slipway_domain::{Clock, SystemClock};
 
 /// The override `--data-dir` stands for.
@@ -89,35 +92,6 @@ enum ServerCommand {
         #[arg(long, requires = "in_place", value_name = "TIME")]
         since: Option<String>,
     },
-}
-
-#[derive(Subcommand)]
-enum TokenCommand {
-    /// Create a token; its text is printed once and never stored.
-    Create {
-        /// The principal name the token authenticates as.
-        #[arg(long)]
-        principal: String,
-        /// The principal's tenant.
-        #[arg(long)]
-        tenant: Option<String>,
-        /// A group of the principal (repeatable).
-        #[arg(long = "group")]
-        groups: Vec<String>,
-        #[arg(long, default_value = "")]
-        description: String,
-        /// Days until the token stops working; without it, it works until revoked.
-        #[arg(long)]
-        expires_in_days: Option<u64>,
-        /// Confine the token to a subscription (repeatable): it then acts only inside them.
-        #[arg(long = "subscription")]
-        subscriptions: Vec<String>,
-    },
-    /// List tokens (id, principal, tenant, groups, subscriptions, creation, expiry, last use;
-    /// never secrets), tab-separated.
-    List,
-    /// Revoke a token by its id.
-    Revoke { id: String },
 }
 
 fn main() -> ExitCode {
@@ -259,7 +233,7 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
             let mut confined = Vec::new();
             for s in subscriptions {
                 slipway_domain::ids::check_subscription(&s)
-                    .map_err(|_| format!("--subscription '{s}' is not a subscription id (a GUID)"))?;
+                    .map_err(|_| format!("--confine-to '{s}' is not a subscription id (a GUID)"))?;
                 confined.push(slipway_domain::SubscriptionId::new(&s));
             }
             if let Some(auth) = &config.auth {
@@ -273,6 +247,7 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
                 }
             }
             let expires_at = expires_in_days.map(|d| now.add(Duration::from_secs(d.saturating_mul(86_400))));
+            let description = description.unwrap_or_default();
             let new = NewApiToken { principal, tenant, groups, description, expires_at, subscriptions: confined };
             let (text, token) = api_tokens::create(store.as_ref(), new, now).await.map_err(|e| e.to_string())?;
             eprintln!("created API token {} for '{}' (shown once; keep it secret)", token.id, token.principal);

@@ -1,7 +1,7 @@
 //! What both engines share about rows: the indexed columns derived from a record, claim
-//! lane shares, and small conversions. SQL dialects differ; these rules must not. Bodies are
-//! the store's own documents ([`crate::documents`]), encoded and decoded only here and in
-//! `plan`.
+//! lane shares (the drift lane, `drift_due`, is served last), and small conversions. SQL
+//! dialects differ; these rules must not. Bodies are the store's own documents
+//! ([`crate::documents`]), encoded and decoded only here and in `plan`.
 
 use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::{Lease, ResourceRecord, Schedule};

@@ -6,7 +6,14 @@
 //!
 //! The central primitive is [`Store::change`]: read a [`Snapshot`] of one resource, let a
 //! pure domain function change it, and write back exactly what differs — all in one
-//! transaction. Domain logic never sees SQL; SQL never makes decisions.
+//! transaction. Domain logic never sees SQL; SQL never makes decisions. With the resource it
+//! reads, read-only and under their locks, the resources the change names (a child's parent,
+//! referenced resources, and when asked its children or referrers), and it checks the lease
+//! fence an engine write carries; every multi-document change goes through it.
+//!
+//! Both engines share what is engine-independent — `plan` (the rows a change writes),
+//! `columns`, `documents` (the on-disk bodies, converted by hand from and to the domain's
+//! types), [`entries`], `feed`, `groups`, `walk`, `metered` — so each engine adds only its SQL.
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};

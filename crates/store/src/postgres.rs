@@ -23,7 +23,9 @@
 //!
 //! Pooled connections get their settings in the startup packet — `statement_timeout`,
 //! `idle_in_transaction_session_timeout` (twice the former) and, with a schema, `search_path`
-//! — so reconnects have them too.
+//! — so reconnects have them too; behind a session-mode pooler that refuses them
+//! ([`Pooler::Session`]) they are `SET` right after connecting instead. Migrations run under a
+//! session-level advisory lock, so replicas starting together migrate once.
 //!
 //! Errors: the database being unreachable, restarting, overloaded, timing out a statement or
 //! the pool being exhausted are [`StoreError::Unavailable`] (the API answers 503 with

@@ -9,6 +9,10 @@
 //!   a server's `/readyz`.
 //! * [`hold_time`] and [`holding_time`] keep paused time still while work the runtime cannot
 //!   see (another thread's) is under way.
+//! * [`callback`] is a client's async-notification endpoint on loopback.
+//!
+//! A dev-dependency only, or behind the store's test-only `conformance` feature; never in the
+//! product.
 //!
 //! Paused time is only sound while everything the test waits for happens on the runtime or
 //! in `spawn_blocking`: tokio auto-advances a paused clock whenever the runtime is idle, and
@@ -143,7 +147,8 @@ pub async fn eventually<O: Outcome>(what: &str, timeout: Duration, check: impl A
 
 async fn poll<O: Outcome>(timeout: Duration, mut check: impl AsyncFnMut() -> O) -> Result<O::Value, Option<String>> {
     let start = std::time::Instant::now();
-    let mut pause = FIRST_POLL;
+    let pauses = slipway_domain::RetryPolicy::exponential(FIRST_POLL, LONGEST_POLL);
+    let mut misses = 0u32;
     loop {
         let seen = match check().await.into_result() {
             Ok(value) => return Ok(value),
@@ -152,8 +157,8 @@ async fn poll<O: Outcome>(timeout: Duration, mut check: impl AsyncFnMut() -> O) 
         if start.elapsed() >= timeout {
             return Err(seen);
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(LONGEST_POLL);
+        misses = misses.saturating_add(1);
+        tokio::time::sleep(pauses.delay(misses)).await;
     }
 }
 

@@ -285,8 +285,8 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
 /// newest first by id alone; the other 74 bits are random.
 pub(crate) fn new_operation_id(now: slipway_domain::Timestamp) -> OperationId {
     let millis = u64::try_from(now.as_millis()).unwrap_or_default();
-    let at = uuid::Timestamp::from_unix(uuid::NoContext, millis / 1000, (millis % 1000) as u32 * 1_000_000);
-    OperationId::parse(&uuid::Uuid::new_v7(at).to_string()).expect("a UUID is a valid operation id")
+    let random = uuid::Uuid::new_v4().as_u64_pair();
+    OperationId::version7(millis, random.0 as u16, random.1)
 }
 
 /// `?force=true|false` (absent: false); anything else is `400 InvalidParameter`.

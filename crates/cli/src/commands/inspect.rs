@@ -81,7 +81,7 @@ async fn referrers_of(ctx: &Context, at: &Address) -> Result<Vec<Value>, CliErro
     let filter = format!("referencedResourceId eq '{}'", at.resource.id.replace('\'', "''"));
     let target = format!(
         "/subscriptions/{}/resources?$top=1000&$filter={}",
-        segment(&at.resource.subscription),
+        segment(&at.resource.arm.subscription),
         segment(&filter)
     );
     let listed = ctx.client.get(&target, PLATFORM_API).await?;
@@ -101,8 +101,8 @@ async fn operations_of(ctx: &Context, at: &Address, body: &Value, jobs: &[Value]
         seen.push(id);
         let path = format!(
             "/subscriptions/{}/providers/{}/locations/{}/operationStatuses/{}",
-            segment(&at.resource.subscription),
-            segment(&at.resource.namespace),
+            segment(&at.resource.arm.subscription),
+            segment(at.resource.namespace()),
             segment(location),
             segment(id)
         );
@@ -116,8 +116,8 @@ async fn operations_of(ctx: &Context, at: &Address, body: &Value, jobs: &[Value]
 
 /// Each child type discovery lists under this one, with the names of its resources here.
 async fn children_of(ctx: &Context, at: &Address) -> Result<Value, CliError> {
-    let doc = address::discovery(&ctx.client, &at.resource.namespace).await?;
-    let prefix = format!("{}/", at.resource.type_path.to_ascii_lowercase());
+    let doc = address::discovery(&ctx.client, at.resource.namespace()).await?;
+    let prefix = format!("{}/", at.resource.type_path().to_ascii_lowercase());
     let mut children = Map::new();
     for entry in doc["resourceTypes"].as_array().map(Vec::as_slice).unwrap_or_default() {
         let Some(full) = entry["resourceType"].as_str() else { continue };

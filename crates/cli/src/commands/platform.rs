@@ -37,26 +37,33 @@ const ASSIGNMENT_COLUMNS: &[Column] = &[
     ("SCOPE", "properties.scope"),
 ];
 
+/// API tokens: one definition for both ways of managing them — over the API (`slipway token`)
+/// and on the server's own store (`slipway api-token`, for the first token).
 #[derive(Subcommand, Clone, Debug)]
 pub enum TokenCommand {
-    /// Create a token; its text is printed once (stdout) and never again.
+    /// Create a token; its text is printed once (stdout) and never stored.
     Create {
+        /// The principal name the token authenticates as.
         #[arg(long)]
         principal: String,
+        /// The principal's tenant.
         #[arg(long)]
         tenant: Option<String>,
         /// A group of the principal (repeatable).
         #[arg(long = "group")]
         groups: Vec<String>,
+        /// What the token is for.
         #[arg(long)]
         description: Option<String>,
+        /// Days until the token stops working; without it, it works until revoked.
         #[arg(long)]
         expires_in_days: Option<u64>,
-        /// Confine the token to a subscription (repeatable).
+        /// Confine the token to a subscription (repeatable): it then acts only inside them.
         #[arg(long = "confine-to", value_name = "SUBSCRIPTION")]
         subscriptions: Vec<String>,
     },
-    /// List tokens (never their secrets).
+    /// List tokens (id, principal, tenant, groups, subscriptions, creation, expiry, last use;
+    /// never their secrets).
     List,
     /// Revoke a token by its id.
     Revoke { id: String },

@@ -236,9 +236,9 @@ async fn mutate(ctx: &Context, method: Method, args: MutateArgs) -> Result<(), C
 /// resource's PUT); `None` for a type that lists none (a proxy resource, such as a child,
 /// takes no location).
 async fn default_location(ctx: &Context, at: &Address) -> Result<Option<String>, CliError> {
-    let doc = address::discovery(&ctx.client, &at.resource.namespace).await?;
-    let entry = address::type_entry(&doc, &at.resource.type_path).ok_or_else(|| {
-        CliError::Usage(format!("discovery does not list the type {}: pass --location", at.resource.type_path))
+    let doc = address::discovery(&ctx.client, at.resource.namespace()).await?;
+    let entry = address::type_entry(&doc, at.resource.type_path()).ok_or_else(|| {
+        CliError::Usage(format!("discovery does not list the type {}: pass --location", at.resource.type_path()))
     })?;
     Ok(entry["locations"].as_array().and_then(|l| l.first()).and_then(Value::as_str).map(str::to_string))
 }

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use slipway_domain::ids::OperationPath;
 
 use super::{allowed, bad_request, operation_href, refused, resource_href, subscription_crumbs};
 use crate::Console;
@@ -22,29 +23,13 @@ pub(crate) struct OperationQuery {
     id: String,
 }
 
-/// An operation status path's parts: `(subscription, namespace, operation id)`.
-fn parse_status_path(path: &str) -> Option<(&str, &str, &str)> {
-    match path.split('/').collect::<Vec<_>>().as_slice() {
-        ["", s, sub, p, ns, l, _, o, id]
-            if s.eq_ignore_ascii_case("subscriptions")
-                && p.eq_ignore_ascii_case("providers")
-                && l.eq_ignore_ascii_case("locations")
-                && o.eq_ignore_ascii_case("operationStatuses")
-                && !id.is_empty() =>
-        {
-            Some((sub, ns, id))
-        }
-        _ => None,
-    }
-}
-
 /// An operation status path's subscription and id, and an api-version of its namespace; or
 /// why it is not one.
-fn checked<'a>(console: &Console, path: &'a str) -> Result<(&'a str, &'a str, String), ArmProblem> {
+fn checked(console: &Console, path: &str) -> Result<(OperationPath, String), ArmProblem> {
     let bad = || ArmProblem::new("InvalidOperationId", format!("'{path}' is not an operation status path."));
-    let (sub, ns, id) = parse_status_path(path).ok_or_else(bad)?;
-    let version = console.types.namespace_versions(ns).into_iter().max().ok_or_else(bad)?;
-    Ok((sub, id, version))
+    let parsed = OperationPath::parse(path).map_err(|_| bad())?;
+    let version = console.types.namespace_versions(&parsed.namespace).into_iter().max().ok_or_else(bad)?;
+    Ok((parsed, version))
 }
 
 fn terminal(status: &Value) -> bool {
@@ -56,7 +41,7 @@ pub(crate) async fn operation(
     visit: Visit,
     Query(q): Query<OperationQuery>,
 ) -> Response {
-    let (sub, name, version) = match checked(&console, &q.id) {
+    let (OperationPath { subscription: sub, id: name, .. }, version) = match checked(&console, &q.id) {
         Ok(parts) => parts,
         Err(problem) => return bad_request(&console, &visit, problem),
     };
@@ -75,11 +60,11 @@ pub(crate) async fn operation(
         .collect();
     let error = op.get("error").map(ArmProblem::from_error);
     let may = allowed(&console, &visit, &format!("/subscriptions/{sub}")).await;
-    let mut crumbs = subscription_crumbs(sub);
+    let mut crumbs = subscription_crumbs(&sub);
     crumbs.push(Crumb { label: format!("operation {name}"), href: operation_href(&q.id) });
     let data = json!({
         "id": q.id,
-        "name": name,
+        "name": name.as_str(),
         "status": op["status"],
         "action": op["properties"]["action"],
         "waitingOn": op["properties"]["waitingOn"],
@@ -112,11 +97,10 @@ pub(crate) async fn output(
     visit: Visit,
     Query(q): Query<OperationQuery>,
 ) -> Response {
-    let version =
-        match parse_status_path(&q.id).and_then(|(_, ns, _)| console.types.namespace_versions(ns).into_iter().max()) {
-            Some(version) => version,
-            None => return unavailable("This is not an operation."),
-        };
+    let version = match checked(&console, &q.id) {
+        Ok((_, version)) => version,
+        Err(_) => return unavailable("This is not an operation."),
+    };
     let path = format!("{}/logs", q.id);
     let query = [("api-version", version.as_str()), ("follow", "true")];
     let mut resp = console.api.send(&visit.visitor, Method::GET, &path, &query, None).await;
@@ -147,7 +131,7 @@ pub(crate) async fn cancel(
         return forged(&console, &visit);
     }
     let version = match checked(&console, &form.id) {
-        Ok((_, _, version)) => version,
+        Ok((_, version)) => version,
         Err(problem) => return bad_request(&console, &visit, problem),
     };
     let path = format!("{}/cancel", form.id);
@@ -155,18 +139,5 @@ pub(crate) async fn cancel(
     match answer.ok() {
         Ok(_) => Redirect::to(&operation_href(&form.id)).into_response(),
         Err(refusal) => refused(&console, &visit, refusal),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_operation_status_paths_are_operations() {
-        let p = "/subscriptions/s/providers/Slipway.Example/locations/local/operationStatuses/o1";
-        assert_eq!(parse_status_path(p), Some(("s", "Slipway.Example", "o1")));
-        assert_eq!(parse_status_path("/providers/Slipway.Authorization/apiTokens"), None);
-        assert_eq!(parse_status_path(&format!("{p}/cancel")), None);
     }
 }

@@ -7,6 +7,8 @@
 pub enum IdError {
     #[error("the path is not a resource id")]
     NotAResourceId,
+    #[error("the path is not an operation status path")]
+    NotAnOperationPath,
     #[error("the subscription '{0}' is not a GUID")]
     BadSubscription(String),
     #[error("the resource group name '{0}' is not valid: {rule}", rule = GROUP_NAME_RULE)]

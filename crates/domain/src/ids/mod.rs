@@ -1,5 +1,8 @@
 //! Resource and operation identities. ARM ids are matched case-insensitively (by a lowercased
-//! key) and echoed in the casing they were created with.
+//! key) and echoed in the casing they were created with. [`ArmId::parse`] checks an id from
+//! outside by the whole grammar (`grammar`); [`ArmId::read_stored`] reads a stored one back
+//! unchecked. [`SubscriptionId`] is a subscription lowercased once, so every lookup agrees on
+//! its casing.
 
 use std::fmt;
 
@@ -14,14 +17,12 @@ pub use grammar::*;
 /// `type_name` is the full type, ARM-style: `virtualNetworks` or `virtualNetworks/subnets`;
 /// `parent_names` holds one name per type segment but the last (empty for a top-level
 /// resource), `name` the resource's own.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ArmId {
     pub subscription: String,
     pub resource_group: String,
     pub namespace: String,
     pub type_name: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parent_names: Vec<String>,
     pub name: String,
 }
@@ -169,8 +170,7 @@ impl ResourceKey {
 }
 
 /// The lowercased id: the storage key of a resource.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceKey(pub String);
 
 impl ResourceKey {
@@ -186,8 +186,7 @@ impl fmt::Display for ResourceKey {
 }
 
 /// `namespace/type`, lowercased, e.g. `slipway.example/virtualnetworks`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TypeKey(pub String);
 
 impl TypeKey {
@@ -260,8 +259,7 @@ impl PartialEq<&str> for SubscriptionId {
 }
 
 /// An operation id: a lowercase UUID chosen by the API when it accepts a request.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OperationId(String);
 
 impl OperationId {
@@ -274,8 +272,83 @@ impl OperationId {
         ok.then(|| OperationId(s.to_ascii_lowercase()))
     }
 
+    /// A version-7 UUID (RFC 9562), the one layout of every operation id Slipway makes: the
+    /// first 48 bits `unix_millis` (so ids sort by when they were made), then the version,
+    /// the low 12 bits of `rand_a`, the variant and the low 62 bits of `rand_b`. The API
+    /// draws them at random; the domain derives them from a seed, having no random source,
+    /// so a step repeated after a crash names the same operation.
+    pub fn version7(unix_millis: u64, rand_a: u16, rand_b: u64) -> OperationId {
+        let time = unix_millis & 0xffff_ffff_ffff;
+        let rand_a = u64::from(rand_a & 0x0fff);
+        let rand_b = rand_b & 0x3fff_ffff_ffff_ffff;
+        let hi = (time << 16) | 0x7000 | rand_a;
+        let lo = rand_b | 0x8000_0000_0000_0000;
+        OperationId(format!(
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            hi >> 32,
+            (hi >> 16) & 0xffff,
+            hi & 0xffff,
+            lo >> 48,
+            lo & 0xffff_ffff_ffff
+        ))
+    }
+
+    /// The id's first 48 bits: for a version-7 id, the Unix milliseconds it was made at.
+    pub fn leading_millis(&self) -> u64 {
+        let text = self.0.as_str();
+        u64::from_str_radix(&format!("{}{}", &text[..8], &text[9..13]), 16).unwrap_or_default()
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// Where an operation's status is read:
+/// `/subscriptions/{sub}/providers/{ns}/locations/{location}/operationStatuses/{id}`. The
+/// API builds it; the console reads it back from a link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationPath {
+    pub subscription: String,
+    pub namespace: String,
+    pub location: String,
+    pub id: OperationId,
+}
+
+impl OperationPath {
+    /// Parses a status path (keywords matched case-insensitively, no query): the subscription a
+    /// GUID, the namespace ARM's, the id an operation id.
+    pub fn parse(path: &str) -> Result<OperationPath, IdError> {
+        match path.split('/').collect::<Vec<_>>().as_slice() {
+            ["", s, sub, p, ns, l, location, o, id]
+                if s.eq_ignore_ascii_case("subscriptions")
+                    && p.eq_ignore_ascii_case("providers")
+                    && l.eq_ignore_ascii_case("locations")
+                    && o.eq_ignore_ascii_case("operationStatuses")
+                    && !location.is_empty() =>
+            {
+                check_subscription(sub)?;
+                check_namespace(ns)?;
+                let id = OperationId::parse(id).ok_or(IdError::NotAnOperationPath)?;
+                Ok(OperationPath {
+                    subscription: sub.to_string(),
+                    namespace: ns.to_string(),
+                    location: location.to_string(),
+                    id,
+                })
+            }
+            _ => Err(IdError::NotAnOperationPath),
+        }
+    }
+}
+
+impl fmt::Display for OperationPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "/subscriptions/{}/providers/{}/locations/{}/operationStatuses/{}",
+            self.subscription, self.namespace, self.location, self.id
+        )
     }
 }
 
@@ -288,6 +361,36 @@ impl fmt::Display for OperationId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version7_ids_carry_their_time_and_sort_by_it() {
+        let a = OperationId::version7(1_700_000_000_000, u16::MAX, u64::MAX);
+        let b = OperationId::version7(1_700_000_000_001, 0, 0);
+        assert!(a < b, "{a} sorts before {b}");
+        assert_eq!(a.leading_millis(), 1_700_000_000_000);
+        assert_eq!(OperationId::parse(a.as_str()), Some(a.clone()), "a well-formed UUID");
+        assert_eq!(&a.as_str()[14..15], "7", "version 7");
+        assert!(matches!(&a.as_str()[19..20], "8" | "9" | "a" | "b"), "variant 1: {a}");
+    }
+
+    #[test]
+    fn operation_paths_read_back_what_they_print() {
+        let id = OperationId::version7(1_700_000_000_000, 7, 7);
+        let text = format!("/subscriptions/{SUB}/providers/Ns.A/locations/local/operationStatuses/{id}");
+        let path = OperationPath::parse(&text).unwrap();
+        assert_eq!((path.namespace.as_str(), path.location.as_str(), &path.id), ("Ns.A", "local", &id));
+        assert_eq!(path.to_string(), text);
+        let upper = text.replace("operationStatuses", "OPERATIONSTATUSES");
+        assert!(OperationPath::parse(&upper).is_ok(), "keywords in any case");
+        for bad in [
+            format!("/subscriptions/{SUB}/providers/Ns.A/locations/local/operationStatuses/x"),
+            format!("/subscriptions/sub/providers/Ns.A/locations/local/operationStatuses/{id}"),
+            format!("/subscriptions/{SUB}/providers/Ns.A/locations/local/operationResults/{id}"),
+            format!("/subscriptions/{SUB}/providers/Ns.A/locations/local/operationStatuses/{id}/cancel"),
+        ] {
+            assert!(OperationPath::parse(&bad).is_err(), "{bad}");
+        }
+    }
 
     const SUB: &str = "6F9619FF-8B86-D011-B42D-00C04FC964FF";
 

@@ -33,19 +33,7 @@ pub const CHILD_DELETES_PER_STEP: usize = 16;
 pub fn child_operation_id(parent_op: &OperationId, child: &ArmId) -> OperationId {
     let seed = format!("{}|{}", parent_op.as_str(), child.key().as_str());
     let (a, b) = (fnv1a64(seed.as_bytes()), fnv1a64(format!("{seed}|2").as_bytes()));
-    let parent = parent_op.as_str();
-    let time_bits = u64::from_str_radix(&format!("{}{}", &parent[..8], &parent[9..13]), 16).unwrap_or_default();
-    let hi = (time_bits << 16) | 0x7000 | (a & 0x0fff);
-    let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
-    let text = format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        hi >> 32,
-        (hi >> 16) & 0xffff,
-        hi & 0xffff,
-        lo >> 48,
-        lo & 0xffff_ffff_ffff
-    );
-    OperationId::parse(&text).expect("formatted as a UUID")
+    OperationId::version7(parent_op.leading_millis(), a as u16, b)
 }
 
 /// The request a parent's delete makes of one child: the parent's requester, api-version and

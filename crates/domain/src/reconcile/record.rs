@@ -1,5 +1,6 @@
 //! [`apply`]: folding an effect's outcome into the snapshot — launches, finds (adoption,
-//! the launch-ambiguity window, duplicates), polls and cancels.
+//! the launch-ambiguity window, duplicates), polls and cancels; a successful provisioning or
+//! action job's outputs included.
 
 use std::time::Duration;
 

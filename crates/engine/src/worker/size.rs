@@ -2,7 +2,8 @@
 //! span it is spawned in), sized by the largest state it can be suspended in. Steps are
 //! boxed, so only the worker's own fields and its wait stay inside it (the wait itself is
 //! not: boxed, its ~350 bytes would sit on the heap beside a task no smaller); what it
-//! remembers of the resource (`memory`) lives on the heap beside it.
+//! remembers of the resource (`memory`) lives on the heap beside it. The test here fails when
+//! the task outgrows `TASK_BUDGET`.
 
 use std::collections::HashMap;
 use std::sync::Arc;

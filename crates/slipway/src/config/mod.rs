@@ -3,7 +3,9 @@
 //! Relative paths are resolved against the config file's directory (for the built-in
 //! default, the `examples/` directory of the source tree the binary was built from), except
 //! Slipway's own files — the SQLite database, job directories — which go under the data
-//! directory (`server.data_dir`).
+//! directory (`server.data_dir`). Every default is read from the option type the key
+//! configures (`ApiOptions`, `ListenerOptions`, `EngineOptions`, `AapOptions`, …), so each
+//! number is written once.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Records and operations to the frozen bodies and back, and agreement with the domain's serde.
+//! Records and operations to the frozen bodies and back.
 
 use super::*;
 
@@ -86,30 +86,4 @@ fn minimal_old_documents_decode_with_their_defaults() {
             "apiVersion": "2025-01-01"
         })
     );
-}
-
-/// The documents agree with the domain's own serde, byte for byte on encode and value for
-/// value on decode. This check may be dropped when the domain drops its serde derives; the
-/// frozen bodies (`frozen`) stay the definition of the format.
-#[test]
-fn documents_agree_with_the_domain_serde() {
-    for rec in [full_record(), minimal_record(), minimal_record_with_job()] {
-        let stored = as_stored(rec.clone());
-        assert_eq!(encode_resource(&rec).unwrap(), serde_json::to_string(&stored).unwrap());
-    }
-    for op in [full_operation(), minimal_operation()] {
-        assert_eq!(encode_operation(&op).unwrap(), serde_json::to_string(&op).unwrap());
-    }
-    for body in [FULL_RESOURCE_V1, MINIMAL_RESOURCE_V1, MINIMAL_RESOURCE_WITH_JOB_V1] {
-        let domain: ResourceRecord = serde_json::from_str(body).unwrap();
-        assert_eq!(decode_resource(body), Ok(as_stored(domain)));
-    }
-    for body in [FULL_OPERATION_V1, MINIMAL_OPERATION_V1] {
-        let domain: Operation = serde_json::from_str(body).unwrap();
-        assert_eq!(decode_operation(body), Ok(domain));
-    }
-    for s in ProvisioningState::ALL {
-        let doc = serde_json::to_value(crate::documents::operation::ProvisioningStateDocument::from(s)).unwrap();
-        assert_eq!(doc, serde_json::to_value(s).unwrap());
-    }
 }
