@@ -12,6 +12,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use slipway_domain::{Principal, PrincipalKind, SubscriptionId, Timestamp};
+use slipway_store::PutEntry;
 use slipway_store::{Entry, EntryKind, Expect, Store, StoreError};
 use subtle::ConstantTimeEq;
 
@@ -121,7 +122,16 @@ pub async fn create(store: &dyn Store, new: NewApiToken, now: Timestamp) -> Resu
         sha256: digest(&secret),
     };
     let body = serde_json::to_string(&token).map_err(|e| StoreError::Internal(e.to_string()))?;
-    store.put_entry(EntryKind::ApiToken, &id, "", &body, Expect::Absent, now).await?;
+    store
+        .put_entry(PutEntry {
+            kind: EntryKind::ApiToken,
+            id: id.to_string(),
+            partition: String::new(),
+            body: body.to_string(),
+            expect: Expect::Absent,
+            now,
+        })
+        .await?;
     Ok((format!("{PREFIX}{id}_{secret}"), token))
 }
 
@@ -177,7 +187,14 @@ pub async fn record_use(store: &dyn Store, entry: Entry, now: Timestamp) -> Resu
     token.last_used_at = Some(now);
     let body = serde_json::to_string(&token).map_err(|e| StoreError::Internal(e.to_string()))?;
     match store
-        .put_entry(EntryKind::ApiToken, &entry.id, &entry.partition, &body, Expect::Version(entry.version), now)
+        .put_entry(PutEntry {
+            kind: EntryKind::ApiToken,
+            id: entry.id.to_string(),
+            partition: entry.partition.to_string(),
+            body: body.to_string(),
+            expect: Expect::Version(entry.version),
+            now,
+        })
         .await
     {
         Ok(_) | Err(StoreError::Precondition(_)) => Ok(()),

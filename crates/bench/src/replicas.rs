@@ -360,8 +360,11 @@ pub async fn takeover(args: &Args) -> Result<Takeover, String> {
             return Err(format!("{} operations of the killed replica not done within {limit:?}", tracked.len()));
         }
         // Moved once a survivor took the lease over (or took it and already gave it back).
-        let owners: HashMap<String, Option<String>> =
-            all_records(&store).await?.into_iter().map(|r| (r.id.name.clone(), r.lease.map(|l| l.owner))).collect();
+        let owners: HashMap<String, Option<String>> = all_records(&store)
+            .await?
+            .into_iter()
+            .map(|r| (r.id.name.clone(), r.lease.map(|l| l.owner.into())))
+            .collect();
         let now = killed.elapsed().as_secs_f64();
         let mut still = Vec::new();
         for mut t in tracked {

@@ -3,7 +3,7 @@
 //! function decides; the API edge only gathers the assignments and names the action.
 
 use crate::identity::{Principal, PrincipalKind};
-use crate::ids::{self, ArmId, DOT_SEGMENTS, IdError, SubscriptionId};
+use crate::ids::{self, ArmId, DOT_SEGMENTS, IdError, ResourceKey, SubscriptionId};
 
 /// An ARM scope: `/` (the platform), `/subscriptions/{s}`, `…/resourceGroups/{rg}`, or a
 /// resource id. Kept lowercased (ARM scopes are case-insensitive) and without a trailing `/`.
@@ -79,7 +79,7 @@ impl Scope {
 
     /// A resource group's scope (the parts were checked by the router).
     pub fn resource_group(subscription: &str, group: &str) -> Self {
-        Scope(format!("/subscriptions/{subscription}/resourcegroups/{group}").to_ascii_lowercase())
+        Scope(ResourceKey::group(&SubscriptionId::new(subscription), group).into_string())
     }
 
     /// A resource's scope: its id, lowercased (the id was checked when it was made).

@@ -124,7 +124,7 @@ mod tests {
         let interval = Duration::from_secs(600);
         let mut seen = Vec::new();
         for n in 0..200 {
-            let key = ResourceKey(format!("/subscriptions/s/resourcegroups/g/providers/ns/t/r{n}"));
+            let key = ResourceKey::new(format!("/subscriptions/s/resourcegroups/g/providers/ns/t/r{n}"));
             let at = next_check(&key, 1, Timestamp(0), interval);
             assert_eq!(at, next_check(&key, 1, Timestamp(0), interval), "deterministic");
             assert!((540_000..=660_000).contains(&at.0), "{at:?} within ±10%");
@@ -133,7 +133,7 @@ mod tests {
         seen.sort_unstable();
         seen.dedup();
         assert!(seen.len() > 150, "spread out: {} distinct times of 200", seen.len());
-        let key = ResourceKey("k".into());
+        let key = ResourceKey::new("k");
         assert_ne!(next_check(&key, 1, Timestamp(0), interval), next_check(&key, 2, Timestamp(0), interval));
     }
 

@@ -41,7 +41,7 @@ pub use config_version::ConfigVersion;
 pub use identity::{JobContext, Principal, PrincipalKind, RequestedBy, TenantContext};
 pub use ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
 pub use job::{Job, JobState, JobType};
-pub use names::{IdempotencyKey, JobId, ProviderName};
+pub use names::{IdempotencyKey, JobId, LeaseOwner, ProviderName};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};
 pub use policy::TypePolicy;
 pub use resource::{ResourceRecord, Snapshot, Spec};

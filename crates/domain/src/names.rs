@@ -1,5 +1,6 @@
 //! Names that cross a seam as text but must not be confused with one another: a job's
-//! idempotency key, the job id its provider gave it, the provider instance that runs it.
+//! idempotency key, the job id its provider gave it, the provider instance that runs it, the
+//! engine that holds a lease.
 //! Each is stored and sent as a plain string (`serde(transparent)`).
 
 /// A string newtype with the conversions every one of them needs.
@@ -90,4 +91,10 @@ string_name!(
 string_name!(
     /// A configured provider instance (`providers[].name`): which one runs a type's jobs.
     ProviderName
+);
+
+string_name!(
+    /// The engine (one per replica) that holds a resource's lease: the name it claims under,
+    /// which fences its writes.
+    LeaseOwner
 );

@@ -241,7 +241,7 @@ pub(crate) mod tests {
         Operation {
             id: OperationId::parse("00000000-0000-0000-0000-000000000001").unwrap(),
             subscription: "sub".into(),
-            resource_key: ResourceKey("/subscriptions/sub/resourcegroups/rg/providers/ns/t/n".into()),
+            resource_key: ResourceKey::new("/subscriptions/sub/resourcegroups/rg/providers/ns/t/n"),
             resource_id: "/subscriptions/sub/resourceGroups/rg/providers/ns/t/n".into(),
             request: OperationRequest::Create,
             status,

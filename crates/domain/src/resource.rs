@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::config_version::ConfigVersion;
 use crate::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use crate::job::Job;
+use crate::names::LeaseOwner;
 use crate::operation::{CloudError, Operation};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
@@ -72,7 +73,7 @@ impl Schedule {
 /// carry the epoch they claimed with, so a stale owner cannot overwrite newer state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
-    pub owner: String,
+    pub owner: LeaseOwner,
     pub until: Timestamp,
     pub epoch: u64,
 }

@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use slipway_domain::time::Clock;
-use slipway_domain::{JobId, ProviderName, ResourceKey, Timestamp, TypeKey, TypePolicy};
+use slipway_domain::{JobId, LeaseOwner, ProviderName, ResourceKey, Timestamp, TypeKey, TypePolicy};
 use slipway_store::{ClaimRequest, Store, StoreError};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
@@ -50,7 +50,7 @@ pub use readiness::Readiness;
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
     /// This node's lease owner name; stable across restarts of the same node.
-    pub owner: String,
+    pub owner: LeaseOwner,
     pub lease_for: Duration,
     /// Resources claimed per store round trip (split between the two lanes).
     pub claim_batch: usize,
@@ -198,7 +198,7 @@ pub(crate) struct Shared {
     /// drift lane holds one until it lets the resource go.
     pub drift_permits: Arc<tokio::sync::Semaphore>,
     /// The types with scheduled drift checks (none: the drift lane is never read).
-    pub drift_types: Vec<String>,
+    pub drift_types: Vec<TypeKey>,
 }
 
 impl Shared {
@@ -281,8 +281,7 @@ impl Engine {
             })
             .collect();
         let readiness = readiness::ProviderReadiness::new(&providers);
-        let drift_types =
-            policies.iter().filter(|(_, p)| p.drift.is_some()).map(|(k, _)| k.as_str().to_string()).collect();
+        let drift_types = policies.iter().filter(|(_, p)| p.drift.is_some()).map(|(k, _)| k.clone()).collect();
         let shared = Shared {
             readiness,
             store,

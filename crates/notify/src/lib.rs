@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use slipway_domain::time::Clock;
 use slipway_domain::{Operation, RetryPolicy};
-use slipway_store::Store;
+use slipway_store::{NotificationId, Store};
 use tokio::sync::Notify;
 use tokio::task::{JoinError, JoinSet};
 
@@ -179,7 +179,7 @@ struct Loop {
     shared: Arc<Shared>,
     tasks: JoinSet<()>,
     /// The row each delivery task is sending.
-    in_flight: HashMap<tokio::task::Id, i64>,
+    in_flight: HashMap<tokio::task::Id, NotificationId>,
 }
 
 impl Loop {

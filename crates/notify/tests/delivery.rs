@@ -19,7 +19,7 @@ use slipway_domain::{Operation, ProvisioningState, Timestamp};
 use slipway_notify::{CallbackNetworks, CallbackPolicy, CallbackSchemes, Notifier, NotifierOptions, StatusDocument};
 use slipway_store::conformance::{Call, Faulty, Method, ctx, put, spec, vnet};
 use slipway_store::sqlite::{SqliteOptions, SqliteStore};
-use slipway_store::{ChangeRequest, Store};
+use slipway_store::{ChangeRequest, NotificationId, Store};
 use slipway_test_support::callback::{Arrival, Callback};
 use slipway_test_support::{TestClock, jump};
 use tokio::sync::{Notify, watch};
@@ -162,6 +162,7 @@ fn bookkeeping(calls: &[Call]) -> Vec<Call> {
 }
 
 fn reschedules(calls: &[Call], id: i64) -> Vec<(Timestamp, String)> {
+    let id = NotificationId(id);
     calls
         .iter()
         .filter_map(|c| match c {
@@ -179,7 +180,7 @@ fn deferred_ids(calls: &[Call]) -> Vec<i64> {
     calls
         .iter()
         .filter_map(|c| match c {
-            Call::Defer(rows) => Some(rows.iter().map(|(id, _)| *id)),
+            Call::Defer(rows) => Some(rows.iter().map(|(id, _)| id.0)),
             _ => None,
         })
         .flatten()
@@ -240,7 +241,7 @@ async fn a_failing_destination_is_backed_off_as_a_whole() {
     b.ended_operation(&bad.uri("/one")).await;
     seen.push(bad.next(QUICK).await);
     let calls = b.wait("first failure", |c| !c.is_empty()).await;
-    let Call::Reschedule(first, _, ref error) = calls[0] else { panic!("{calls:?}") };
+    let Call::Reschedule(NotificationId(first), _, ref error) = calls[0] else { panic!("{calls:?}") };
     assert_eq!(error, "callback answered 500 Internal Server Error");
 
     // Two more for `bad` are not sent while it is backed off (each turn counts, with the

@@ -2,6 +2,7 @@
 //! taken, which `slipway restore` needs to ask the providers what ran since
 //! (docs/operations.md#backup-and-restore). PostgreSQL is backed up with its own tools.
 
+use slipway_store::PutEntry;
 use std::path::Path;
 
 use serde_json::json;
@@ -34,7 +35,15 @@ pub async fn backup(plan: &StorePlan, to: &Path, now: Timestamp) -> Result<(), B
         .map_err(|e| StoreError::Internal(format!("backup task: {e}")))??;
     let copy = SqliteStore::open(SqliteOptions { path: to.to_path_buf(), ..options.clone() })?;
     let body = json!({ "takenAt": now.0 }).to_string();
-    copy.put_entry(EntryKind::Backup, BACKUP_TAKEN, "", &body, Expect::Any, now).await?;
+    copy.put_entry(PutEntry {
+        kind: EntryKind::Backup,
+        id: BACKUP_TAKEN.to_string(),
+        partition: String::new(),
+        body: body.to_string(),
+        expect: Expect::Any,
+        now,
+    })
+    .await?;
     drop(copy);
     // The copy's own process lock: a restore takes the lock of the database it replaces.
     let mut lock = to.as_os_str().to_owned();

@@ -13,6 +13,7 @@
 //! `serve` refuses it; `slipway restore --in-place` finishes (or starts, after a PostgreSQL
 //! restore done with its own tools) the reconciliation.
 
+use slipway_store::PutEntry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -160,7 +161,17 @@ async fn taken_at(store: &dyn Store) -> Result<Option<Timestamp>, StoreError> {
 
 async fn mark_pending(store: &dyn Store, since: Option<Timestamp>, now: Timestamp) -> Result<(), StoreError> {
     let body = json!({ "since": since.map(|t| t.0) }).to_string();
-    store.put_entry(EntryKind::Backup, RESTORE_PENDING, "", &body, Expect::Any, now).await.map(|_| ())
+    store
+        .put_entry(PutEntry {
+            kind: EntryKind::Backup,
+            id: RESTORE_PENDING.to_string(),
+            partition: String::new(),
+            body: body.to_string(),
+            expect: Expect::Any,
+            now,
+        })
+        .await
+        .map(|_| ())
 }
 
 /// The bound of a restore already marked pending, else `asked` (or the backup's own time,

@@ -41,7 +41,7 @@ impl ResourceColumns {
             type_key: rec.id.type_key().as_str().to_string(),
             next_due: rec.schedule.next_due.map(Timestamp::as_millis),
             intent: rec.schedule.intent,
-            lease_owner: lease.map(|l| l.owner.clone()),
+            lease_owner: lease.map(|l| l.owner.to_string()),
             lease_until: lease.map(|l| l.until.as_millis()),
             lease_epoch: lease.map(|l| to_i64(l.epoch, "lease epoch")).transpose()?,
             generation: to_i64(rec.generation, "generation")?,
@@ -94,11 +94,6 @@ pub(crate) fn sql_limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// Keys are stored lowercased; lowercasing again makes a hand-built key match too.
-pub(crate) fn normalize_key(key: &ResourceKey) -> ResourceKey {
-    ResourceKey(key.as_str().to_ascii_lowercase())
-}
-
 /// The `resources` columns every engine reads a row by, as a literal for `concat!`.
 macro_rules! resource_columns {
     () => {
@@ -138,9 +133,11 @@ impl ResourceRow {
             drift_due: self.drift_due.map(Timestamp),
         };
         rec.lease = match (self.lease_owner, self.lease_until) {
-            (Some(owner), Some(until)) => {
-                Some(Lease { owner, until: Timestamp(until), epoch: from_i64(self.lease_epoch, "lease epoch")? })
-            }
+            (Some(owner), Some(until)) => Some(Lease {
+                owner: owner.into(),
+                until: Timestamp(until),
+                epoch: from_i64(self.lease_epoch, "lease epoch")?,
+            }),
             _ => None,
         };
         rec.generation = from_i64(self.generation, "generation")?;

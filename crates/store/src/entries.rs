@@ -75,6 +75,19 @@ pub struct Entry {
     pub updated_at: Timestamp,
 }
 
+/// A write of [`Store::put_entry`](crate::Store::put_entry): `body` as the entry `kind`/`id`
+/// in `partition`, stamped `now`, if `expect` holds for what is stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutEntry {
+    pub kind: EntryKind,
+    pub id: String,
+    pub partition: String,
+    /// JSON text, opaque to the store.
+    pub body: String,
+    pub expect: Expect,
+    pub now: Timestamp,
+}
+
 /// What a write expects to find (optimistic concurrency).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {
@@ -128,19 +141,12 @@ pub(crate) struct PutPlan {
 /// The row a put writes over `current`, or why it writes nothing: the expectation failed, or
 /// the entry lives in another partition (a row never moves between subscriptions; delete it
 /// and put it anew).
-pub(crate) fn plan_put(
-    kind: EntryKind,
-    id: &str,
-    partition: &str,
-    body: &str,
-    expect: Expect,
-    now: Timestamp,
-    current: Option<&Current>,
-) -> Result<PutPlan, StoreError> {
+pub(crate) fn plan_put(put: &PutEntry, current: Option<&Current>) -> Result<PutPlan, StoreError> {
+    let PutEntry { kind, ref id, ref partition, ref body, expect, now } = *put;
     let stored = current.map(|c| from_i64(c.version, "entry version")).transpose()?;
     expect.check(kind, id, stored)?;
     if let Some(current) = current
-        && current.partition != partition
+        && current.partition != *partition
     {
         return Err(StoreError::Precondition(format!(
             "{kind} entry {id:?} belongs to partition {:?}, not {partition:?}",
@@ -153,14 +159,8 @@ pub(crate) fn plan_put(
             v.checked_add(1).ok_or_else(|| StoreError::Internal(format!("{kind} entry {id:?}: version overflow")))?
         }
     };
-    let entry = Entry {
-        kind,
-        id: id.to_string(),
-        partition: partition.to_string(),
-        body: body.to_string(),
-        version,
-        updated_at: now,
-    };
+    let entry =
+        Entry { kind, id: id.clone(), partition: partition.clone(), body: body.clone(), version, updated_at: now };
     Ok(PutPlan { insert: current.is_none(), version: to_i64(version, "entry version")?, entry })
 }
 
@@ -225,7 +225,15 @@ mod tests {
     }
 
     fn put(expect: Expect, current: Option<&Current>) -> Result<(bool, u64), StoreError> {
-        plan_put(EntryKind::ApiToken, "t1", "sub", "{}", expect, NOW, current).map(|p| (p.insert, p.entry.version))
+        let put = PutEntry {
+            kind: EntryKind::ApiToken,
+            id: "t1".into(),
+            partition: "sub".into(),
+            body: "{}".into(),
+            expect,
+            now: NOW,
+        };
+        plan_put(&put, current).map(|p| (p.insert, p.entry.version))
     }
 
     #[test]

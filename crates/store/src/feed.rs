@@ -43,10 +43,8 @@ impl EventQuery {
     pub(crate) fn key_bounds(&self) -> (String, String, String) {
         let prefix = match &self.scope {
             EventScope::Subscription => format!("/subscriptions/{}", self.subscription.as_str()),
-            EventScope::ResourceGroup(group) => {
-                format!("/subscriptions/{}/resourcegroups/{}", self.subscription.as_str(), group.to_ascii_lowercase())
-            }
-            EventScope::Resource(key) => key.as_str().to_ascii_lowercase(),
+            EventScope::ResourceGroup(group) => ResourceKey::group(&self.subscription, group).into_string(),
+            EventScope::Resource(key) => key.as_str().to_string(),
         };
         (prefix.clone(), format!("{prefix}/"), format!("{prefix}0"))
     }
@@ -89,7 +87,7 @@ mod tests {
     fn scopes_cover_their_keys_and_what_is_nested_under_them() {
         let q = |scope| EventQuery { scope, ..query(0) }.key_bounds();
         assert_eq!(q(EventScope::ResourceGroup("RG".into())).1, "/subscriptions/s/resourcegroups/rg/");
-        let (exact, after, before) = q(EventScope::Resource(ResourceKey("/subscriptions/s/x/a".into())));
+        let (exact, after, before) = q(EventScope::Resource(ResourceKey::new("/subscriptions/s/x/a")));
         assert_eq!(
             (exact.as_str(), after.as_str(), before.as_str()),
             ("/subscriptions/s/x/a", "/subscriptions/s/x/a/", "/subscriptions/s/x/a0")

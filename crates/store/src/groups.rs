@@ -27,9 +27,7 @@ pub async fn resource_groups(
     let limit = limit.max(1);
     // Keys of group `g` start `…/resourcegroups/g/`, and `0` follows `/`: every key after
     // `…/resourcegroups/g0` is in a later group.
-    let past = |group: &str| {
-        ResourceKey(format!("/subscriptions/{}/resourcegroups/{}0", subscription.as_str(), group.to_ascii_lowercase()))
-    };
+    let past = |group: &str| ResourceKey::new(format!("{}0", ResourceKey::group(subscription, group)));
     let mut items: Vec<String> = Vec::new();
     let mut cursor = after.map(past);
     while items.len() <= limit {

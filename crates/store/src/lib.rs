@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
-use slipway_domain::{Operation, ProvisioningState, Timestamp};
+use slipway_domain::{LeaseOwner, Operation, ProvisioningState, Timestamp};
 
 mod columns;
 #[cfg(any(test, feature = "conformance"))]
@@ -40,7 +40,7 @@ pub mod registry;
 pub mod sqlite;
 mod walk;
 
-pub use entries::{Entry, EntryKind, Expect};
+pub use entries::{Entry, EntryKind, Expect, PutEntry};
 pub use feed::{EventQuery, EventRead, EventScope};
 pub use groups::{GroupPage, resource_groups};
 pub use metered::{ActiveOperations, StoreReading};
@@ -53,7 +53,7 @@ pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Sen
 /// The lease an engine write must still hold (fencing).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fence {
-    pub owner: String,
+    pub owner: LeaseOwner,
     pub epoch: u64,
 }
 
@@ -166,13 +166,11 @@ impl ListQuery {
     /// its id lowercased, and `0` follows `/`: `{p}0` bounds every key starting `{p}/`.
     pub(crate) fn key_range(&self) -> (String, String) {
         let prefix = match (&self.under, &self.resource_group) {
-            (Some(parent), _) => parent.as_str().to_ascii_lowercase(),
-            (None, Some(group)) => {
-                format!("/subscriptions/{}/resourcegroups/{}", self.subscription.as_str(), group.to_ascii_lowercase())
-            }
+            (Some(parent), _) => parent.as_str().to_string(),
+            (None, Some(group)) => ResourceKey::group(&self.subscription, group).into_string(),
             (None, None) => format!("/subscriptions/{}", self.subscription.as_str()),
         };
-        let after = self.after.as_ref().map(|k| k.as_str().to_ascii_lowercase()).unwrap_or_default();
+        let after = self.after.as_ref().map(|k| k.as_str().to_string()).unwrap_or_default();
         (after.max(format!("{prefix}/")), format!("{prefix}0"))
     }
 }
@@ -214,7 +212,7 @@ pub struct Page {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClaimRequest {
-    pub owner: String,
+    pub owner: LeaseOwner,
     pub now: Timestamp,
     pub lease_for: Duration,
     /// Most resources to take from the intent lane (new client requests).
@@ -287,10 +285,20 @@ impl StatsCounters {
     }
 }
 
+/// A row of the notification outbox, as the notifier names it back to the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NotificationId(pub i64);
+
+impl std::fmt::Display for NotificationId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// A pending ARM async notification.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notification {
-    pub id: i64,
+    pub id: NotificationId,
     pub subscription: SubscriptionId,
     pub operation_id: OperationId,
     pub uri: String,
@@ -344,17 +352,18 @@ pub trait Store: Send + Sync + 'static {
     /// Extends the leases `owner` holds on `keys` (the resources it is working on); returns
     /// how many. Only named keys are renewed, so a lease its owner forgot about — a claim
     /// whose answer was lost, a worker that died — simply expires and is taken over.
-    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError>;
+    async fn renew_leases(&self, owner: &LeaseOwner, keys: &[ResourceKey], until: Timestamp)
+    -> Result<u64, StoreError>;
 
     /// Drops every lease `owner` holds (graceful shutdown; a restart of a single node).
-    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError>;
+    async fn release_leases(&self, owner: &LeaseOwner) -> Result<u64, StoreError>;
 
     /// Puts every idle resource (nothing due, no drift check scheduled) of the types
     /// `type_keys` in the drift lane at `at`; returns how many. The engine calls it at start,
     /// so that resources provisioned before their type had a drift interval — or before this
     /// version — are checked too: a resource's first check is otherwise scheduled only when the
     /// engine next looks at it.
-    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError>;
+    async fn schedule_drift(&self, type_keys: &[TypeKey], at: Timestamp) -> Result<u64, StoreError>;
 
     /// Deletes terminal operations whose expiry has passed; returns how many.
     async fn sweep_operations(&self, now: Timestamp) -> Result<u64, StoreError>;
@@ -378,24 +387,24 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<Notification>, StoreError>;
 
     /// Delivered: the row is removed.
-    async fn finish_notification(&self, id: i64) -> Result<(), StoreError>;
+    async fn finish_notification(&self, id: NotificationId) -> Result<(), StoreError>;
 
     async fn reschedule_notification(
         &self,
-        id: i64,
+        id: NotificationId,
         next_attempt_at: Timestamp,
         last_error: &str,
     ) -> Result<(), StoreError>;
 
     /// Gave up (the operation expired, or the attempts ran out): kept as dead with its last
     /// error, never retried.
-    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError>;
+    async fn abandon_notification(&self, id: NotificationId, last_error: &str) -> Result<(), StoreError>;
 
     /// Moves each pending row's due time to the time given with it, without counting an
     /// attempt or touching its last error: rows the notifier holds back unsent (their
     /// destination is busy) and claims it gives back (shutdown). Unknown, finished and dead
     /// rows are ignored.
-    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError>;
+    async fn defer_notifications(&self, rows: &[(NotificationId, Timestamp)]) -> Result<(), StoreError>;
 
     /// The entry of `kind` with exactly this `id`.
     ///
@@ -408,15 +417,7 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts or replaces; the stored version becomes 1 on insert, previous+1 on replace.
     /// A mismatch with `expect` — or an entry that lives in another partition — is
     /// [`StoreError::Precondition`], and nothing is written.
-    async fn put_entry(
-        &self,
-        kind: EntryKind,
-        id: &str,
-        partition: &str,
-        body: &str,
-        expect: Expect,
-        now: Timestamp,
-    ) -> Result<Entry, StoreError>;
+    async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError>;
 
     /// Removes; `Ok(false)` when absent (and `expect` allows that). A mismatch with `expect`
     /// is [`StoreError::Precondition`], and nothing is written.

@@ -12,7 +12,7 @@ use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
-use crate::columns::{ResourceColumns, ResourceRow, normalize_key};
+use crate::columns::{ResourceColumns, ResourceRow};
 use crate::{ClaimRequest, StoreError, documents};
 
 /// How long an operation document is kept after its last write, by default.
@@ -144,12 +144,12 @@ impl ChangePlan {
             })
             .collect();
         let wake = after.wake_children.then(|| WakeRange::under(key, now));
-        let wake_keys = after.wake.iter().map(|k| (normalize_key(k).as_str().to_string(), now.as_millis())).collect();
+        let wake_keys = after.wake.iter().map(|k| (k.as_str().to_string(), now.as_millis())).collect();
         let wake_referrers = after.wake_referrers.then(|| now.as_millis());
         let refs = |s: &Snapshot| s.resource.as_ref().map(|r| r.references.clone()).unwrap_or_default();
         let (old, new) = (refs(before), refs(after));
         let references = (old != new).then(|| {
-            let mut keys: Vec<String> = new.iter().map(|r| normalize_key(&r.id.key()).as_str().to_string()).collect();
+            let mut keys: Vec<String> = new.iter().map(|r| r.id.key().as_str().to_string()).collect();
             keys.sort();
             keys.dedup();
             keys
@@ -216,7 +216,7 @@ impl OperationRow {
             insert,
             subscription: op.subscription.as_str().to_string(),
             id: op.id.as_str().to_string(),
-            resource_key: normalize_key(&op.resource_key).as_str().to_string(),
+            resource_key: op.resource_key.as_str().to_string(),
             status: op.status.as_str(),
             terminal: op.is_terminal(),
             expires_at,
@@ -231,7 +231,7 @@ impl EventRow {
             .map_err(|e| StoreError::Internal(format!("cannot encode an event of {}: {e}", event.resource_id)))?;
         Ok(EventRow {
             subscription: event.subscription.as_str().to_string(),
-            resource_key: normalize_key(&event.resource_key).as_str().to_string(),
+            resource_key: event.resource_key.as_str().to_string(),
             kind: event.kind.as_str(),
             at: event.time.as_millis(),
             expires_at,
@@ -290,7 +290,7 @@ mod tests {
         let id = vnet("SUB-Upper", "rg", "v1");
         let mut snap = Snapshot::default();
         admit_put(&mut snap, &id, "VirtualNetwork", spec(1), &ctx(1, NOW)).expect("admitted");
-        (normalize_key(&id.key()), snap)
+        (id.key().clone(), snap)
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub(crate) use failure::{Failure, describe, pg_error};
 pub use schema::redact;
 pub use tls::SslMode;
 
+use crate::NotificationId;
+use crate::entries::PutEntry;
+use slipway_domain::LeaseOwner;
+use slipway_domain::ids::TypeKey;
 use std::fmt;
 use std::future::Future;
 use std::path::PathBuf;
@@ -415,7 +419,6 @@ impl Store for PostgresStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
-        let key = crate::columns::normalize_key(key);
         self.read(|c| Box::pin(rows::get_resource(c, key.clone()))).await
     }
 
@@ -424,7 +427,6 @@ impl Store for PostgresStore {
     }
 
     async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
-        let key = crate::columns::normalize_key(key);
         self.read(|c| Box::pin(rows::referrers_of(c, key.clone(), limit))).await
     }
 
@@ -446,13 +448,18 @@ impl Store for PostgresStore {
         self.write(move |c| Box::pin(writes::claim(c, Arc::clone(&req)))).await
     }
 
-    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
+    async fn renew_leases(
+        &self,
+        owner: &LeaseOwner,
+        keys: &[ResourceKey],
+        until: Timestamp,
+    ) -> Result<u64, StoreError> {
         let owner = owner.to_string();
-        let keys: Vec<String> = keys.iter().map(|k| k.as_str().to_ascii_lowercase()).collect();
+        let keys: Vec<String> = keys.iter().map(|k| k.as_str().to_string()).collect();
         self.write(move |c| Box::pin(writes::renew_leases(c, owner.clone(), keys.clone(), until))).await
     }
 
-    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+    async fn release_leases(&self, owner: &LeaseOwner) -> Result<u64, StoreError> {
         let owner = owner.to_string();
         self.write(move |c| Box::pin(writes::release_leases(c, owner.clone()))).await
     }
@@ -465,8 +472,8 @@ impl Store for PostgresStore {
         self.read(|c| Box::pin(rows::events(c, query.clone()))).await
     }
 
-    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
-        let type_keys = type_keys.to_vec();
+    async fn schedule_drift(&self, type_keys: &[TypeKey], at: Timestamp) -> Result<u64, StoreError> {
+        let type_keys: Vec<String> = type_keys.iter().map(|k| k.as_str().to_string()).collect();
         self.write(move |c| Box::pin(writes::schedule_drift(c, type_keys.clone(), at))).await
     }
 
@@ -483,32 +490,32 @@ impl Store for PostgresStore {
         self.write(move |c| Box::pin(writes::claim_notifications(c, now, limit, hold))).await
     }
 
-    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.write(move |c| Box::pin(writes::finish_notification(c, id))).await.map(drop)
+    async fn finish_notification(&self, id: NotificationId) -> Result<(), StoreError> {
+        self.write(move |c| Box::pin(writes::finish_notification(c, id.0))).await.map(drop)
     }
 
     async fn reschedule_notification(
         &self,
-        id: i64,
+        id: NotificationId,
         next_attempt_at: Timestamp,
         last_error: &str,
     ) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(move |c| Box::pin(writes::reschedule_notification(c, id, next_attempt_at, last_error.clone())))
+        self.write(move |c| Box::pin(writes::reschedule_notification(c, id.0, next_attempt_at, last_error.clone())))
             .await
             .map(drop)
     }
 
-    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
+    async fn abandon_notification(&self, id: NotificationId, last_error: &str) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(move |c| Box::pin(writes::abandon_notification(c, id, last_error.clone()))).await.map(drop)
+        self.write(move |c| Box::pin(writes::abandon_notification(c, id.0, last_error.clone()))).await.map(drop)
     }
 
-    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+    async fn defer_notifications(&self, rows: &[(NotificationId, Timestamp)]) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
         }
-        let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+        let ids: Vec<i64> = rows.iter().map(|(id, _)| id.0).collect();
         let at: Vec<i64> = rows.iter().map(|(_, t)| t.as_millis()).collect();
         self.write(move |c| Box::pin(writes::defer_notifications(c, ids.clone(), at.clone()))).await.map(drop)
     }
@@ -521,17 +528,8 @@ impl Store for PostgresStore {
         self.read(|c| Box::pin(entries::list(c, kind, partition.map(str::to_string)))).await
     }
 
-    async fn put_entry(
-        &self,
-        kind: EntryKind,
-        id: &str,
-        partition: &str,
-        body: &str,
-        expect: Expect,
-        now: Timestamp,
-    ) -> Result<Entry, StoreError> {
-        let (id, partition, body) = (id.to_string(), partition.to_string(), body.to_string());
-        let put = Arc::new(entries::Put { kind, id, partition, body, expect, now });
+    async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError> {
+        let put = Arc::new(put);
         self.write(move |c| Box::pin(entries::put(c, Arc::clone(&put)))).await
     }
 

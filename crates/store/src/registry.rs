@@ -3,6 +3,7 @@
 //! field by field like [`crate::documents`]); the functions are the typed reads and writes
 //! the API uses.
 
+use crate::entries::PutEntry;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use slipway_domain::access::{Assignee, Role, RoleAssignment, Scope};
@@ -85,7 +86,16 @@ pub async fn put_subscription(store: &dyn Store, s: &Subscription) -> Result<(),
         registered_at: registered_at.as_millis(),
         updated_at: updated_at.as_millis(),
     })?;
-    store.put_entry(EntryKind::Subscription, id.as_str(), id.as_str(), &body, Expect::Any, *updated_at).await?;
+    store
+        .put_entry(PutEntry {
+            kind: EntryKind::Subscription,
+            id: id.to_string(),
+            partition: id.to_string(),
+            body: body.to_string(),
+            expect: Expect::Any,
+            now: *updated_at,
+        })
+        .await?;
     Ok(())
 }
 
@@ -142,7 +152,16 @@ pub async fn put_role_assignment(store: &dyn Store, a: &RoleAssignment, now: Tim
         tenant: tenant.clone(),
     })?;
     let id = id.to_ascii_lowercase();
-    store.put_entry(EntryKind::RoleAssignment, &id, partition_of(scope), &body, Expect::Any, now).await?;
+    store
+        .put_entry(PutEntry {
+            kind: EntryKind::RoleAssignment,
+            id: id.to_string(),
+            partition: partition_of(scope).to_string(),
+            body: body.to_string(),
+            expect: Expect::Any,
+            now,
+        })
+        .await?;
     Ok(())
 }
 

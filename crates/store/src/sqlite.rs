@@ -20,6 +20,10 @@ mod schema;
 mod writer;
 mod writes;
 
+use crate::NotificationId;
+use crate::entries::PutEntry;
+use slipway_domain::LeaseOwner;
+use slipway_domain::ids::TypeKey;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -224,7 +228,7 @@ impl Store for SqliteStore {
     }
 
     async fn get_resource(&self, key: &ResourceKey) -> Result<Option<ResourceRecord>, StoreError> {
-        let key = crate::columns::normalize_key(key);
+        let key = key.clone();
         self.readers.run(move |conn| rows::get_resource(conn, &key)).await
     }
 
@@ -234,7 +238,7 @@ impl Store for SqliteStore {
     }
 
     async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
-        let key = crate::columns::normalize_key(key);
+        let key = key.clone();
         self.readers.run(move |conn| rows::referrers_of(conn, &key, limit)).await
     }
 
@@ -259,13 +263,18 @@ impl Store for SqliteStore {
         self.write(Lane::Background, move |conn| writes::claim(conn, &req)).await
     }
 
-    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
+    async fn renew_leases(
+        &self,
+        owner: &LeaseOwner,
+        keys: &[ResourceKey],
+        until: Timestamp,
+    ) -> Result<u64, StoreError> {
         let owner = owner.to_string();
         let keys = keys.to_vec();
         self.write(Lane::Background, move |conn| writes::renew_leases(conn, &owner, &keys, until)).await
     }
 
-    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+    async fn release_leases(&self, owner: &LeaseOwner) -> Result<u64, StoreError> {
         let owner = owner.to_string();
         self.write(Lane::Background, move |conn| writes::release_leases(conn, &owner)).await
     }
@@ -279,8 +288,8 @@ impl Store for SqliteStore {
         self.readers.run(move |conn| rows::events(conn, &query)).await
     }
 
-    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
-        let type_keys = type_keys.to_vec();
+    async fn schedule_drift(&self, type_keys: &[TypeKey], at: Timestamp) -> Result<u64, StoreError> {
+        let type_keys: Vec<String> = type_keys.iter().map(|k| k.as_str().to_string()).collect();
         self.write(Lane::Background, move |conn| writes::schedule_drift(conn, &type_keys, at)).await
     }
 
@@ -297,33 +306,33 @@ impl Store for SqliteStore {
         self.write(Lane::Background, move |conn| writes::claim_notifications(conn, now, limit, hold)).await
     }
 
-    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
-        self.write(Lane::Background, move |conn| writes::finish_notification(conn, id)).await
+    async fn finish_notification(&self, id: NotificationId) -> Result<(), StoreError> {
+        self.write(Lane::Background, move |conn| writes::finish_notification(conn, id.0)).await
     }
 
     async fn reschedule_notification(
         &self,
-        id: i64,
+        id: NotificationId,
         next_attempt_at: Timestamp,
         last_error: &str,
     ) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
         self.write(Lane::Background, move |conn| {
-            writes::reschedule_notification(conn, id, next_attempt_at, &last_error)
+            writes::reschedule_notification(conn, id.0, next_attempt_at, &last_error)
         })
         .await
     }
 
-    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
+    async fn abandon_notification(&self, id: NotificationId, last_error: &str) -> Result<(), StoreError> {
         let last_error = last_error.to_string();
-        self.write(Lane::Background, move |conn| writes::abandon_notification(conn, id, &last_error)).await
+        self.write(Lane::Background, move |conn| writes::abandon_notification(conn, id.0, &last_error)).await
     }
 
-    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+    async fn defer_notifications(&self, rows: &[(NotificationId, Timestamp)]) -> Result<(), StoreError> {
         if rows.is_empty() {
             return Ok(());
         }
-        let rows = rows.to_vec();
+        let rows: Vec<(i64, Timestamp)> = rows.iter().map(|(id, at)| (id.0, *at)).collect();
         self.write(Lane::Background, move |conn| writes::defer_notifications(conn, &rows)).await
     }
 
@@ -337,17 +346,8 @@ impl Store for SqliteStore {
         self.readers.run(move |conn| entries::list(conn, kind, partition.as_deref())).await
     }
 
-    async fn put_entry(
-        &self,
-        kind: EntryKind,
-        id: &str,
-        partition: &str,
-        body: &str,
-        expect: Expect,
-        now: Timestamp,
-    ) -> Result<Entry, StoreError> {
-        let (id, partition, body) = (id.to_string(), partition.to_string(), body.to_string());
-        self.write(Lane::Client, move |conn| entries::put(conn, kind, &id, &partition, &body, expect, now)).await
+    async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError> {
+        self.write(Lane::Client, move |conn| entries::put(conn, &put)).await
     }
 
     async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {

@@ -255,7 +255,7 @@ async fn a_server_going_away_is_unavailable_until_it_is_back() {
     unavailable("get", store.get_resource(&id.key()).await.err());
     unavailable("claim", store.claim(&claim_req("engine", at(1))).await.err());
     unavailable("notifications", store.claim_notifications(at(1), 10, Duration::from_secs(1)).await.err());
-    unavailable("renew", store.renew_leases("engine", &[], at(2)).await.err());
+    unavailable("renew", store.renew_leases(&"engine".into(), &[], at(2)).await.err());
     let again = PostgresStore::connect(PostgresOptions { connect_timeout: Duration::from_secs(2), ..options }).await;
     unavailable("connect", again.err());
 

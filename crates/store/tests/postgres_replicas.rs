@@ -60,7 +60,7 @@ async fn claim_until(store: Arc<dyn Store>, owner: String, now: slipway_domain::
             return;
         }
         let req = ClaimRequest {
-            owner: owner.clone(),
+            owner: owner.clone().into(),
             now,
             lease_for: Duration::from_secs(30),
             intent_limit: 3,
@@ -78,7 +78,7 @@ async fn claim_until(store: Arc<dyn Store>, owner: String, now: slipway_domain::
         for rec in got {
             let lease = rec.lease.clone().expect("leased");
             assert_eq!(lease.owner, owner);
-            log.push((rec.key(), lease.owner, lease.epoch));
+            log.push((rec.key(), lease.owner.into(), lease.epoch));
         }
     }
     panic!("{owner}: the claims never finished");
@@ -122,7 +122,7 @@ async fn replicas_never_claim_the_same_resource() {
         let owners: BTreeSet<&str> = claimed.values().map(|(owner, _)| owner.as_str()).collect();
         assert!(owners.len() > 1, "round {round}: work was shared ({owners:?})");
         for row in spy.query(&leases, &[]).await.expect("leases") {
-            let key = ResourceKey(row.get(0));
+            let key = ResourceKey::new(row.get::<_, String>(0));
             let stored: (String, u64) = (row.get(1), row.get::<_, i64>(2) as u64);
             assert_eq!(Some(&stored), claimed.get(&key), "round {round}: the row records its claimer");
         }
@@ -198,7 +198,7 @@ async fn replicas_never_claim_the_same_notification() {
                 if got.is_empty() {
                     tokio::task::yield_now().await;
                 }
-                log.lock().expect("log").extend(got.iter().map(|n| n.id));
+                log.lock().expect("log").extend(got.iter().map(|n| n.id.0));
             }
             panic!("the notification claims never finished");
         });
@@ -344,10 +344,9 @@ async fn a_change_in_progress_keeps_claims_and_renewals_from_interleaving() {
     entered.await.expect("the change is inside its transaction");
     let renewer = Arc::clone(&b);
     let renewed = key.clone();
-    let renew =
-        tokio::spawn(
-            async move { renewer.renew_leases("engine-b", std::slice::from_ref(&renewed), at(90 * SECOND)).await },
-        );
+    let renew = tokio::spawn(async move {
+        renewer.renew_leases(&"engine-b".into(), std::slice::from_ref(&renewed), at(90 * SECOND)).await
+    });
     // The renewal reached the server and waits for the change's row lock: had it gone
     // through now, the change would write the old lease back over it.
     let spy = spy().await;

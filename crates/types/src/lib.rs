@@ -4,22 +4,23 @@
 //! configuration); it knows no HTTP, and what it refuses is an [`InvalidRequest`] carrying
 //! ARM's error body.
 
+mod name_rule;
+mod schema;
 mod segments;
 
+pub use name_rule::NameRule;
+pub use schema::ReferenceProperty;
+use schema::{check, compile, read_only_properties, reference_properties};
 pub use segments::{CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, JOBS_SEGMENT, RETRY_SEGMENT, WHAT_IF_SEGMENT};
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
-use slipway_domain::TypeKey;
+use slipway_domain::echo::echo;
 use slipway_domain::ids::ArmId;
 use slipway_domain::reference::Reference;
-
-use slipway_domain::CloudError;
-use slipway_domain::echo::echo;
-
-use slipway_domain::ids::{ARM_NAME_MAX_LENGTH, ARM_NAME_RULE, arm_name_ok};
+use slipway_domain::{CloudError, TypeKey};
 
 /// A request a type's rules refuse: the client's to fix (a `400`), with ARM's error body.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -33,68 +34,6 @@ impl InvalidRequest {
 
     fn with_target(self, target: impl Into<String>) -> Self {
         InvalidRequest(self.0.with_target(target))
-    }
-}
-
-/// A type's rule for its resource names: ARM's common rule, a maximum length (at most ARM's)
-/// and optionally a regular expression the whole name must match.
-#[derive(Clone, Debug)]
-pub struct NameRule {
-    max_length: usize,
-    pattern: Option<regex::Regex>,
-}
-
-impl Default for NameRule {
-    /// ARM's common rule alone.
-    fn default() -> Self {
-        NameRule { max_length: ARM_NAME_MAX_LENGTH, pattern: None }
-    }
-}
-
-impl NameRule {
-    /// `max_length` from 1 to [`ARM_NAME_MAX_LENGTH`]; `pattern` must match the whole name
-    /// (it is anchored here). `type_name` only names the type in errors.
-    pub fn new(type_name: &str, max_length: usize, pattern: Option<&str>) -> Result<Self, TypeError> {
-        let invalid = |why: String| TypeError::InvalidNameRule(type_name.to_string(), why);
-        if !(1..=ARM_NAME_MAX_LENGTH).contains(&max_length) {
-            return Err(invalid(format!("name_max_length must be from 1 to {ARM_NAME_MAX_LENGTH}, not {max_length}")));
-        }
-        let pattern = pattern
-            .map(|p| {
-                regex::RegexBuilder::new(&format!("^(?:{p})$"))
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| invalid(format!("name_pattern is not a valid regular expression: {e}")))
-            })
-            .transpose()?;
-        Ok(NameRule { max_length, pattern })
-    }
-
-    pub fn max_length(&self) -> usize {
-        self.max_length
-    }
-
-    /// The pattern as configured (without the anchors added here).
-    pub fn pattern(&self) -> Option<&str> {
-        self.pattern.as_ref().map(|r| r.as_str().trim_start_matches("^(?:").trim_end_matches(")$"))
-    }
-
-    pub fn allows(&self, name: &str) -> bool {
-        arm_name_ok(name)
-            && name.chars().count() <= self.max_length
-            && self.pattern.as_ref().is_none_or(|p| p.is_match(name))
-    }
-
-    /// The rule as an error message states it.
-    pub fn describe(&self) -> String {
-        match (self.pattern(), self.max_length) {
-            (None, ARM_NAME_MAX_LENGTH) => ARM_NAME_RULE.to_string(),
-            (None, max) => format!(
-                "use 1-{max} characters, none of '<', '>', '%', '&', ':', '\\', '?', '/', no control characters, not \
-                 '.' or '..'"
-            ),
-            (Some(p), max) => format!("use 1-{max} characters matching the pattern {p}"),
-        }
     }
 }
 
@@ -146,26 +85,6 @@ impl ActionType {
     pub fn validate(&self, body: &Value) -> Result<(), InvalidRequest> {
         check(self.schema.as_ref(), body, "")
     }
-}
-
-/// Compiles a JSON Schema; formats (`ipv4`, `date-time`, …) are asserted, not only
-/// annotations: the published schema (`/openapi.json`) says what is stored, and clients
-/// validate answers by it.
-fn compile(schema: &Value, name: &str) -> Result<jsonschema::Validator, TypeError> {
-    jsonschema::options()
-        .should_validate_formats(true)
-        .build(schema)
-        .map_err(|e| TypeError::InvalidSchema(name.to_string(), e.to_string()))
-}
-
-/// A property holding another resource's id (or, `list`, an array of them) of one type:
-/// `"subnetId": {"type": "string", "x-slipway-reference": "Slipway.Example/virtualNetworks/subnets"}`.
-#[derive(Clone, Debug)]
-pub struct ReferenceProperty {
-    pub name: String,
-    /// `Namespace/type` as declared.
-    pub target: String,
-    pub list: bool,
 }
 
 /// ARM's two kinds of resource. A *tracked* resource lives in a location (required on every
@@ -372,76 +291,6 @@ impl ResourceType {
     }
 }
 
-/// `400` naming each offending field (up to ten), under `root` (`properties`, or the body).
-fn check(schema: Option<&jsonschema::Validator>, value: &Value, root: &str) -> Result<(), InvalidRequest> {
-    let Some(schema) = schema else { return Ok(()) };
-    let errors: Vec<InvalidRequest> = schema
-        .iter_errors(value)
-        .take(10)
-        .map(|e| {
-            InvalidRequest::new("InvalidRequestContent", e.to_string())
-                .with_target(target(root, e.instance_path().as_str()))
-        })
-        .collect();
-    match errors.len() {
-        0 => Ok(()),
-        1 => Err(errors.into_iter().next().expect("one error")),
-        n => {
-            let mut all =
-                CloudError::new("MultipleErrorsOccurred", format!("The request content has {n} validation errors."));
-            all.details = errors.into_iter().map(|e| e.0).collect();
-            Err(InvalidRequest(all))
-        }
-    }
-}
-
-/// Top-level properties declared references (`x-slipway-reference`, on the property or on
-/// an array's `items`).
-fn reference_properties(schema: &Value) -> Vec<ReferenceProperty> {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
-    props
-        .iter()
-        .filter_map(|(name, s)| {
-            let target = |v: &Value| v.get(REFERENCE_KEYWORD).and_then(Value::as_str).map(str::to_string);
-            match target(s) {
-                Some(t) => Some(ReferenceProperty { name: name.clone(), target: t, list: false }),
-                None => s.get("items").and_then(target).map(|t| ReferenceProperty {
-                    name: name.clone(),
-                    target: t,
-                    list: true,
-                }),
-            }
-        })
-        .collect()
-}
-
-/// Top-level property names whose schema says `readOnly: true`.
-fn read_only_properties(schema: &Value) -> Vec<String> {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
-    props
-        .iter()
-        .filter(|(_, s)| s.get("readOnly").and_then(Value::as_bool) == Some(true))
-        .map(|(name, _)| name.clone())
-        .collect()
-}
-
-/// A JSON pointer under `root` as an ARM target: `/subnets/0/name` → `properties.subnets[0].name`.
-fn target(root: &str, pointer: &str) -> String {
-    let mut out = String::from(root);
-    for seg in pointer.split('/').skip(1) {
-        let seg = seg.replace("~1", "/").replace("~0", "~");
-        if !seg.is_empty() && seg.chars().all(|c| c.is_ascii_digit()) {
-            out.push_str(&format!("[{seg}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(&seg);
-        }
-    }
-    out
-}
-
 #[derive(Clone, Default)]
 pub struct TypeRegistry {
     types: HashMap<TypeKey, Arc<ResourceType>>,
@@ -481,17 +330,10 @@ impl TypeRegistry {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
-    use slipway_domain::ids::ARM_NAME_PATTERN;
+    use slipway_domain::ids::{ARM_NAME_PATTERN, arm_name_ok};
 
-    #[test]
-    fn targets_read_like_arm() {
-        assert_eq!(target("properties", ""), "properties");
-        assert_eq!(target("", "/force"), "force");
-        assert_eq!(target("properties", "/subnets/0/name"), "properties.subnets[0].name");
-        assert_eq!(target("properties", "/a~1b"), "properties.a/b");
-    }
+    use super::*;
 
     #[test]
     fn validation_names_the_field() {

@@ -10,13 +10,13 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 use slipway_domain::access::{Permission, Scope};
 use slipway_domain::echo::echo;
-use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::ids::{ArmId, OperationId, SubscriptionId};
 use slipway_domain::{ProvisioningState, TypeKey};
 use slipway_store::{ListQuery, OperationQuery};
 
 use crate::error::ArmError;
 use crate::handlers::operations::{may_see_operation, status_path};
-use crate::handlers::resources::{decode_token, encode_token};
+use crate::handlers::resources::{decode_text, decode_token, encode_text, encode_token};
 use crate::handlers::{Ctx, admin, filter, json_response, method_not_allowed, resource_scope};
 use crate::{ApiState, access, wire};
 
@@ -34,7 +34,8 @@ pub(crate) async fn list_groups(
     let (grants, whole) =
         readable(state, ctx, &sub, Scope::subscription_scope(&sub), "Microsoft.Resources/resourceGroups/read").await?;
     let limit = page_limit(state, ctx)?;
-    let after = ctx.query.get("$skipToken").map(|token| decode_text(token)).transpose()?;
+    let after =
+        ctx.query.get("$skipToken").map(|token| decode_text(token).ok_or_else(invalid_skip_token)).transpose()?;
     let page = slipway_store::resource_groups(state.store.as_ref(), &sub, after.as_deref(), limit).await?;
     let value: Vec<Value> = page
         .items
@@ -242,14 +243,6 @@ pub(crate) fn page_limit(state: &ApiState, ctx: &Ctx) -> Result<usize, ArmError>
 
 pub(crate) fn invalid_skip_token() -> ArmError {
     ArmError::bad_request("InvalidSkipToken", "The $skipToken is not valid.")
-}
-
-fn encode_text(text: &str) -> String {
-    encode_token(&ResourceKey(text.to_string()))
-}
-
-fn decode_text(token: &str) -> Result<String, ArmError> {
-    decode_token(token).map(|k| k.0).ok_or_else(invalid_skip_token)
 }
 
 /// `{"value": …, "nextLink": …}`, the link repeating the request's `api-version`, `$top` and

@@ -341,16 +341,25 @@ pub(crate) async fn list(
 
 /// Continuation tokens are hex so they survive any URL handling untouched.
 pub(crate) fn encode_token(key: &ResourceKey) -> String {
-    key.as_str().bytes().map(|b| format!("{b:02x}")).collect()
+    encode_text(key.as_str())
 }
 
 pub(crate) fn decode_token(token: &str) -> Option<ResourceKey> {
+    decode_text(token).map(ResourceKey::new)
+}
+
+/// A `$skipToken`'s text: hex, so it survives any URL unchanged.
+pub(crate) fn encode_text(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(crate) fn decode_text(token: &str) -> Option<String> {
     if !token.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> =
         (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
-    String::from_utf8(bytes?).ok().map(ResourceKey)
+    String::from_utf8(bytes?).ok()
 }
 
 /// Seals a type's secret properties inside a change (so an unchanged secret keeps the sealed
@@ -390,7 +399,7 @@ mod tests {
 
     #[test]
     fn skip_tokens_round_trip() {
-        let key = ResourceKey("/subscriptions/s/resourcegroups/rg/providers/ns/t/n-1".into());
+        let key = ResourceKey::new("/subscriptions/s/resourcegroups/rg/providers/ns/t/n-1");
         assert_eq!(decode_token(&encode_token(&key)), Some(key));
         assert_eq!(decode_token("zz"), None);
         assert_eq!(decode_token("abc"), None);

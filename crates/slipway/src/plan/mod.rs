@@ -218,7 +218,7 @@ fn engine(config: &Config, owner: String, found: &mut Found) -> EngineOptions {
     let e = &config.engine;
     let lease_seconds = found.at_least("engine.lease_seconds", e.lease_seconds, MIN_LEASE_SECONDS);
     EngineOptions {
-        owner,
+        owner: owner.into(),
         lease_for: Duration::from_secs(lease_seconds),
         max_concurrent: found.at_least("engine.max_concurrent", e.max_concurrent, 1),
         shutdown_grace: Duration::from_secs(e.shutdown_grace_seconds),

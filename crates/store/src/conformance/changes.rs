@@ -58,8 +58,8 @@ pub async fn case_noop_change_writes_nothing(h: &Harness) {
     // Other writes that change no row are write calls, not commits, on every engine.
     let nothing_due = claim_req("nobody", T0.sub(Duration::from_secs(3600)), 1, 1);
     assert_eq!(store.claim(&nothing_due).await.expect("claim"), Vec::new());
-    assert_eq!(store.renew_leases("nobody", &[id.key()], at(SECOND)).await, Ok(0));
-    assert_eq!(store.release_leases("nobody").await, Ok(0));
+    assert_eq!(store.renew_leases(&"nobody".into(), &[id.key()], at(SECOND)).await, Ok(0));
+    assert_eq!(store.release_leases(&"nobody".into()).await, Ok(0));
     let idle = store.stats();
     assert_eq!(idle.write_calls, after_noop.write_calls + 3);
     assert_eq!(idle.commits, after_noop.commits, "writes that changed no row are no commits");

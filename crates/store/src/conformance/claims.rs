@@ -88,8 +88,8 @@ pub async fn case_schedule_drift_for_idle_resources(store: &dyn Store) {
     let a = seed(store, &vnet("sub-sched", "rg", "idle"), 1, idle).await;
     let busy = seed(store, &vnet("sub-sched", "rg", "busy"), 2, Schedule { next_due: Some(at(0)), ..idle }).await;
     let set = seed(store, &vnet("sub-sched", "rg", "set"), 3, Schedule { drift_due: Some(at(9)), ..idle }).await;
-    let vnets = a.as_str().split("/providers/").nth(1).map(|p| p.rsplit_once('/').unwrap().0.to_string()).unwrap();
-    assert_eq!(store.schedule_drift(&["other/things".into()], at(5)).await, Ok(0));
+    let vnets = TypeKey::parse(a.as_str().split("/providers/").nth(1).map(|p| p.rsplit_once('/').unwrap().0).unwrap());
+    assert_eq!(store.schedule_drift(&[TypeKey::parse("other/things")], at(5)).await, Ok(0));
     assert_eq!(store.schedule_drift(std::slice::from_ref(&vnets), at(5)).await, Ok(1));
     assert_eq!(resource(store, &a).await.schedule.drift_due, Some(at(5)));
     assert_eq!(resource(store, &busy).await.schedule.drift_due, None);
@@ -237,7 +237,7 @@ pub async fn case_fencing(store: &dyn Store) {
     assert_eq!(store.get_resource(&missing.key()).await, Ok(None));
 
     // A released lease fences out its old holder too; clients are never fenced.
-    store.release_leases("engine-b").await.expect("release");
+    store.release_leases(&"engine-b".into()).await.expect("release");
     let err = apply(store, ChangeRequest::new(key.clone(), at(65 * SECOND)).fenced(b2), |_| Ok(()))
         .await
         .expect_err("released");
@@ -254,17 +254,17 @@ pub async fn case_renew_and_release_leases(store: &dyn Store) {
     assert_eq!(keys(&store.claim(&claim_req("engine-a", now, 2, 0)).await.expect("claim")), all[..2].to_vec());
     assert_eq!(keys(&store.claim(&claim_req("engine-b", now, 2, 0)).await.expect("claim")), all[2..].to_vec());
 
-    assert_eq!(store.renew_leases("engine-a", &all, at(90 * SECOND)).await, Ok(2));
+    assert_eq!(store.renew_leases(&"engine-a".into(), &all, at(90 * SECOND)).await, Ok(2));
     assert_eq!(resource(store, &all[0]).await.lease, lease("engine-a", at(90 * SECOND), 1));
     assert_eq!(resource(store, &all[2]).await.lease, lease("engine-b", at(31 * SECOND), 1), "others' leases untouched");
-    assert_eq!(store.renew_leases("nobody", &all, at(90 * SECOND)).await, Ok(0));
+    assert_eq!(store.renew_leases(&"nobody".into(), &all, at(90 * SECOND)).await, Ok(0));
     // Only the named resources: a lease the owner does not know about is left to expire.
-    assert_eq!(store.renew_leases("engine-a", &all[..1], at(95 * SECOND)).await, Ok(1));
+    assert_eq!(store.renew_leases(&"engine-a".into(), &all[..1], at(95 * SECOND)).await, Ok(1));
     assert_eq!(resource(store, &all[1]).await.lease, lease("engine-a", at(90 * SECOND), 1));
     assert_eq!(resource(store, &all[0]).await.lease, lease("engine-a", at(95 * SECOND), 1));
 
-    assert_eq!(store.release_leases("engine-a").await, Ok(2));
-    assert_eq!(store.release_leases("engine-a").await, Ok(0));
+    assert_eq!(store.release_leases(&"engine-a".into()).await, Ok(2));
+    assert_eq!(store.release_leases(&"engine-a".into()).await, Ok(0));
     assert_eq!(resource(store, &all[0]).await.lease, None);
     assert_eq!(resource(store, &all[2]).await.lease, lease("engine-b", at(31 * SECOND), 1));
 
@@ -283,8 +283,8 @@ pub async fn case_held_resources_are_taken_over_as_their_leases_end(store: &dyn 
     }
     assert_eq!(keys(&store.claim(&claim_req("engine-a", at(SECOND), 3, 0)).await.expect("claim")), all);
     // r0 renewed far ahead, r1 a little; r2's lease ends first (31 s).
-    assert_eq!(store.renew_leases("engine-a", &all[..1], at(90 * SECOND)).await, Ok(1));
-    assert_eq!(store.renew_leases("engine-a", &all[1..2], at(40 * SECOND)).await, Ok(1));
+    assert_eq!(store.renew_leases(&"engine-a".into(), &all[..1], at(90 * SECOND)).await, Ok(1));
+    assert_eq!(store.renew_leases(&"engine-a".into(), &all[1..2], at(40 * SECOND)).await, Ok(1));
     assert_eq!(resource(store, &all[2]).await.schedule.next_due, Some(at(2)), "due long ago");
 
     assert_eq!(store.claim(&claim_req("engine-b", at(30 * SECOND), 10, 10)).await, Ok(vec![]), "all still held");

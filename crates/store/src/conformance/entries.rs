@@ -1,12 +1,23 @@
 //! Registry entries: reads, the version rule, expectations, concurrent writers.
 
 use super::*;
+use crate::entries::PutEntry;
 use crate::entries::{Entry, EntryKind, Expect};
 
 const TOKEN: EntryKind = EntryKind::ApiToken;
 
 async fn put_entry(store: &dyn Store, kind: EntryKind, id: &str, partition: &str, body: &str, expect: Expect) -> Entry {
-    store.put_entry(kind, id, partition, body, expect, T0).await.unwrap_or_else(|e| panic!("put {kind} {id}: {e}"))
+    store
+        .put_entry(PutEntry {
+            kind,
+            id: id.to_string(),
+            partition: partition.to_string(),
+            body: body.to_string(),
+            expect,
+            now: T0,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("put {kind} {id}: {e}"))
 }
 
 async fn get_entry(store: &dyn Store, kind: EntryKind, id: &str) -> Option<Entry> {
@@ -26,7 +37,17 @@ fn is_precondition<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
 /// listed in byte order, of one kind only, of one partition when asked.
 pub async fn case_entries_insert_get_list(store: &dyn Store) {
     let body = r#"{"scopes":["read"],"note":"ünïcode"}"#;
-    let written = store.put_entry(TOKEN, "tok-b", "sub-1", body, Expect::Absent, at(5)).await.expect("put");
+    let written = store
+        .put_entry(PutEntry {
+            kind: TOKEN,
+            id: "tok-b".into(),
+            partition: "sub-1".into(),
+            body: body.to_string(),
+            expect: Expect::Absent,
+            now: at(5),
+        })
+        .await
+        .expect("put");
     let expected = Entry {
         kind: TOKEN,
         id: "tok-b".into(),
@@ -69,12 +90,26 @@ pub async fn case_entries_replace_bumps_version(store: &dyn Store) {
     let before = store.stats();
     put_entry(store, EntryKind::Subscription, "sub-1", "sub-1", r#"{"state":"Registered"}"#, Expect::Absent).await;
     let second = store
-        .put_entry(EntryKind::Subscription, "sub-1", "sub-1", r#"{"state":"Warned"}"#, Expect::Version(1), at(10))
+        .put_entry(PutEntry {
+            kind: EntryKind::Subscription,
+            id: "sub-1".into(),
+            partition: "sub-1".into(),
+            body: r#"{"state":"Warned"}"#.into(),
+            expect: Expect::Version(1),
+            now: at(10),
+        })
         .await
         .expect("replace at version 1");
     assert_eq!((second.version, second.body.as_str(), second.updated_at), (2, r#"{"state":"Warned"}"#, at(10)));
     let third = store
-        .put_entry(EntryKind::Subscription, "sub-1", "sub-1", r#"{"state":"Warned"}"#, Expect::Any, at(20))
+        .put_entry(PutEntry {
+            kind: EntryKind::Subscription,
+            id: "sub-1".into(),
+            partition: "sub-1".into(),
+            body: r#"{"state":"Warned"}"#.into(),
+            expect: Expect::Any,
+            now: at(20),
+        })
         .await
         .expect("replace whatever is there");
     assert_eq!((third.version, third.updated_at), (3, at(20)), "an identical body is still a new version");
@@ -83,7 +118,16 @@ pub async fn case_entries_replace_bumps_version(store: &dyn Store) {
     assert_eq!((after.write_calls - before.write_calls, after.commits - before.commits), (3, 3));
 
     // The partition is the entry's for life: a put in another one writes nothing.
-    let moved = store.put_entry(EntryKind::Subscription, "sub-1", "sub-2", "{}", Expect::Any, at(30)).await;
+    let moved = store
+        .put_entry(PutEntry {
+            kind: EntryKind::Subscription,
+            id: "sub-1".into(),
+            partition: "sub-2".into(),
+            body: "{}".into(),
+            expect: Expect::Any,
+            now: at(30),
+        })
+        .await;
     assert!(is_precondition(&moved), "{moved:?}");
     let stored = get_entry(store, EntryKind::Subscription, "sub-1").await.expect("stored");
     assert_eq!((stored.partition.as_str(), stored.version), ("sub-1", 3));
@@ -94,10 +138,28 @@ pub async fn case_entries_replace_bumps_version(store: &dyn Store) {
 pub async fn case_entries_expect_absent_on_existing(store: &dyn Store) {
     let first = put_entry(store, TOKEN, "t1", "sub-1", r#"{"v":1}"#, Expect::Absent).await;
     let before = store.stats();
-    let again = store.put_entry(TOKEN, "t1", "sub-1", r#"{"v":2}"#, Expect::Absent, at(10)).await;
+    let again = store
+        .put_entry(PutEntry {
+            kind: TOKEN,
+            id: "t1".into(),
+            partition: "sub-1".into(),
+            body: r#"{"v":2}"#.into(),
+            expect: Expect::Absent,
+            now: at(10),
+        })
+        .await;
     assert!(is_precondition(&again), "{again:?}");
     assert_eq!(get_entry(store, TOKEN, "t1").await, Some(first), "the row is unchanged");
-    let missing = store.put_entry(TOKEN, "t2", "sub-1", "{}", Expect::Version(1), at(10)).await;
+    let missing = store
+        .put_entry(PutEntry {
+            kind: TOKEN,
+            id: "t2".into(),
+            partition: "sub-1".into(),
+            body: "{}".into(),
+            expect: Expect::Version(1),
+            now: at(10),
+        })
+        .await;
     assert!(is_precondition(&missing), "{missing:?}");
     assert_eq!(get_entry(store, TOKEN, "t2").await, None, "nothing was inserted");
     let after = store.stats();
@@ -110,7 +172,16 @@ pub async fn case_entries_stale_version_writes_nothing(store: &dyn Store) {
     let current = put_entry(store, TOKEN, "t1", "sub-1", r#"{"v":2}"#, Expect::Version(1)).await;
     assert_eq!(current.version, 2);
     for stale in [1, 3, 0] {
-        let result = store.put_entry(TOKEN, "t1", "sub-1", r#"{"v":"stale"}"#, Expect::Version(stale), at(10)).await;
+        let result = store
+            .put_entry(PutEntry {
+                kind: TOKEN,
+                id: "t1".into(),
+                partition: "sub-1".into(),
+                body: r#"{"v":"stale"}"#.into(),
+                expect: Expect::Version(stale),
+                now: at(10),
+            })
+            .await;
         assert!(is_precondition(&result), "version {stale}: {result:?}");
         assert_eq!(get_entry(store, TOKEN, "t1").await.as_ref(), Some(&current), "version {stale}: unchanged");
     }
@@ -163,7 +234,16 @@ pub async fn case_entries_concurrent_puts(h: &Harness) {
             let store = Arc::clone(&store);
             tasks.spawn(async move {
                 let body = format!(r#"{{"writer":{i}}}"#);
-                store.put_entry(TOKEN, id, "sub-1", &body, expect, at(i as i64)).await
+                store
+                    .put_entry(PutEntry {
+                        kind: TOKEN,
+                        id: id.to_string(),
+                        partition: "sub-1".into(),
+                        body: body.to_string(),
+                        expect,
+                        now: at(i as i64),
+                    })
+                    .await
             });
         }
         tasks.join_all()

@@ -15,6 +15,10 @@
 //! [`Faulty::holding_time`] makes it hold paused time still during every call, for tests on
 //! paused time over a store that works off the runtime (SQLite's writer thread).
 
+use crate::NotificationId;
+use crate::entries::PutEntry;
+use slipway_domain::LeaseOwner;
+use slipway_domain::ids::TypeKey;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -98,13 +102,13 @@ pub enum Call {
     /// `claim_notifications`: the time it claimed at, how many rows it got.
     ClaimNotifications(Timestamp, usize),
     /// `finish_notification(id)`.
-    Finish(i64),
+    Finish(NotificationId),
     /// `reschedule_notification(id, next_attempt_at, last_error)`.
-    Reschedule(i64, Timestamp, String),
+    Reschedule(NotificationId, Timestamp, String),
     /// `abandon_notification(id, last_error)`.
-    Abandon(i64, String),
+    Abandon(NotificationId, String),
     /// `defer_notifications(rows)`.
-    Defer(Vec<(i64, Timestamp)>),
+    Defer(Vec<(NotificationId, Timestamp)>),
     /// Any other method, by name.
     Other(Method),
 }
@@ -301,14 +305,19 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         self.plain(Method::Claim, self.inner.claim(req)).await
     }
 
-    async fn renew_leases(&self, owner: &str, keys: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
+    async fn renew_leases(
+        &self,
+        owner: &LeaseOwner,
+        keys: &[ResourceKey],
+        until: Timestamp,
+    ) -> Result<u64, StoreError> {
         let _held = self.enter(Method::RenewLeases)?;
         let renewed = self.inner.renew_leases(owner, keys, until).await?;
         self.record(Call::Renew(keys.len(), renewed));
         Ok(renewed)
     }
 
-    async fn release_leases(&self, owner: &str) -> Result<u64, StoreError> {
+    async fn release_leases(&self, owner: &LeaseOwner) -> Result<u64, StoreError> {
         self.plain(Method::ReleaseLeases, self.inner.release_leases(owner)).await
     }
 
@@ -320,7 +329,7 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         self.plain(Method::Events, self.inner.events(query)).await
     }
 
-    async fn schedule_drift(&self, type_keys: &[String], at: Timestamp) -> Result<u64, StoreError> {
+    async fn schedule_drift(&self, type_keys: &[TypeKey], at: Timestamp) -> Result<u64, StoreError> {
         self.plain(Method::ScheduleDrift, self.inner.schedule_drift(type_keys, at)).await
     }
 
@@ -340,7 +349,7 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         Ok(claimed)
     }
 
-    async fn finish_notification(&self, id: i64) -> Result<(), StoreError> {
+    async fn finish_notification(&self, id: NotificationId) -> Result<(), StoreError> {
         let _held = self.enter(Method::FinishNotification)?;
         self.inner.finish_notification(id).await?;
         self.record(Call::Finish(id));
@@ -349,7 +358,7 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
 
     async fn reschedule_notification(
         &self,
-        id: i64,
+        id: NotificationId,
         next_attempt_at: Timestamp,
         last_error: &str,
     ) -> Result<(), StoreError> {
@@ -359,14 +368,14 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         Ok(())
     }
 
-    async fn abandon_notification(&self, id: i64, last_error: &str) -> Result<(), StoreError> {
+    async fn abandon_notification(&self, id: NotificationId, last_error: &str) -> Result<(), StoreError> {
         let _held = self.enter(Method::AbandonNotification)?;
         self.inner.abandon_notification(id, last_error).await?;
         self.record(Call::Abandon(id, last_error.to_string()));
         Ok(())
     }
 
-    async fn defer_notifications(&self, rows: &[(i64, Timestamp)]) -> Result<(), StoreError> {
+    async fn defer_notifications(&self, rows: &[(NotificationId, Timestamp)]) -> Result<(), StoreError> {
         let _held = self.enter(Method::DeferNotifications)?;
         self.inner.defer_notifications(rows).await?;
         self.record(Call::Defer(rows.to_vec()));
@@ -381,16 +390,8 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         self.plain(Method::ListEntries, self.inner.list_entries(kind, partition)).await
     }
 
-    async fn put_entry(
-        &self,
-        kind: EntryKind,
-        id: &str,
-        partition: &str,
-        body: &str,
-        expect: Expect,
-        now: Timestamp,
-    ) -> Result<Entry, StoreError> {
-        self.plain(Method::PutEntry, self.inner.put_entry(kind, id, partition, body, expect, now)).await
+    async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError> {
+        self.plain(Method::PutEntry, self.inner.put_entry(put)).await
     }
 
     async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
@@ -435,21 +436,21 @@ mod tests {
         let id = vnet("sub", "rg", "r1");
         put(&store, &id, spec(1), ctx(1, T0)).await;
         assert!(store.get_resource(&id.key()).await.expect("get").is_some(), "the change reached the store");
-        assert_eq!(store.renew_leases("nobody", &[id.key()], at(1)).await, Ok(0));
-        store.finish_notification(7).await.expect("finish");
-        store.reschedule_notification(8, at(2), "503").await.expect("reschedule");
-        store.abandon_notification(9, "gone").await.expect("abandon");
-        store.defer_notifications(&[(10, at(3))]).await.expect("defer");
+        assert_eq!(store.renew_leases(&"nobody".into(), &[id.key()], at(1)).await, Ok(0));
+        store.finish_notification(NotificationId(7)).await.expect("finish");
+        store.reschedule_notification(NotificationId(8), at(2), "503").await.expect("reschedule");
+        store.abandon_notification(NotificationId(9), "gone").await.expect("abandon");
+        store.defer_notifications(&[(NotificationId(10), at(3))]).await.expect("defer");
         assert_eq!(
             store.recorded(),
             vec![
                 Call::Other(Method::Change),
                 Call::Other(Method::GetResource),
                 Call::Renew(1, 0),
-                Call::Finish(7),
-                Call::Reschedule(8, at(2), "503".into()),
-                Call::Abandon(9, "gone".into()),
-                Call::Defer(vec![(10, at(3))]),
+                Call::Finish(NotificationId(7)),
+                Call::Reschedule(NotificationId(8), at(2), "503".into()),
+                Call::Abandon(NotificationId(9), "gone".into()),
+                Call::Defer(vec![(NotificationId(10), at(3))]),
             ]
         );
         assert_eq!(store.stats(), store.inner().stats(), "stats are the inner store's");
@@ -459,7 +460,7 @@ mod tests {
         let before = store.inner().stats();
         assert!(unavailable(store.change(ChangeRequest::new(id.key(), at(4)), Box::new(|_| Ok(()))).await));
         assert!(unavailable(store.change(ChangeRequest::new(id.key(), at(5)), Box::new(|_| Ok(()))).await));
-        assert!(unavailable(store.renew_leases("nobody", &[], at(5)).await));
+        assert!(unavailable(store.renew_leases(&"nobody".into(), &[], at(5)).await));
         assert_eq!(store.inner().stats(), before, "refused calls never reach the inner store");
         assert_eq!((store.refused(Method::Change), store.refused(Method::RenewLeases)), (2, 1));
         assert_eq!(store.refused(Method::Ping), 0);
@@ -483,13 +484,13 @@ mod tests {
         let store = Arc::new(Faulty::new(sqlite(&dir)).recording(&[Method::FinishNotification]));
         let mut calls = store.calls();
         let waiter = tokio::spawn(async move {
-            calls.wait_for(|c| c.contains(&Call::Finish(2))).await.expect("sender alive").clone()
+            calls.wait_for(|c| c.contains(&Call::Finish(NotificationId(2)))).await.expect("sender alive").clone()
         });
         store.ping().await.expect("ping");
-        store.finish_notification(1).await.expect("finish");
-        store.abandon_notification(1, "x").await.expect("abandon");
-        store.finish_notification(2).await.expect("finish");
+        store.finish_notification(NotificationId(1)).await.expect("finish");
+        store.abandon_notification(NotificationId(1), "x").await.expect("abandon");
+        store.finish_notification(NotificationId(2)).await.expect("finish");
         let seen = waiter.await.expect("waiter");
-        assert_eq!(seen, vec![Call::Finish(1), Call::Finish(2)]);
+        assert_eq!(seen, vec![Call::Finish(NotificationId(1)), Call::Finish(NotificationId(2))]);
     }
 }

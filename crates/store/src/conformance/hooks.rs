@@ -2,6 +2,7 @@
 //! migrations, rows corrupted by hand. Each engine's test file implements the hooks with SQL
 //! of its own; the cases and their assertions are the same for every engine.
 
+use crate::entries::PutEntry;
 use async_trait::async_trait;
 
 use super::*;
@@ -122,7 +123,17 @@ pub async fn case_a_version_1_database_gets_the_entries_table(h: &mut Harness) {
     assert_eq!(h.hooks().migrations().await, vec![1], "back at version 1");
     h.open(h.operation_ttl).await.expect("open a version 1 database");
     assert_eq!(h.get_resource(&id.key()).await, Ok(Some(created)));
-    let entry = h.put_entry(EntryKind::ApiToken, "t1", "", "{}", Expect::Absent, T0).await.expect("put");
+    let entry = h
+        .put_entry(PutEntry {
+            kind: EntryKind::ApiToken,
+            id: "t1".into(),
+            partition: String::new(),
+            body: "{}".into(),
+            expect: Expect::Absent,
+            now: T0,
+        })
+        .await
+        .expect("put");
     assert_eq!(h.get_entry(EntryKind::ApiToken, "t1").await, Ok(Some(entry)));
     assert_eq!(h.hooks().migrations().await.last(), Some(&SCHEMA_VERSION));
 }
@@ -198,7 +209,7 @@ pub async fn case_columns_follow_the_record(h: &mut Harness) {
     apply(store, ChangeRequest::new(key.clone(), at(20)), generation).await.expect("change");
     let c = hooks.resource_row(&key).await;
     assert_eq!((c.lease_owner.as_deref(), c.lease_epoch, c.generation), (Some("engine-a"), 1, 2));
-    store.release_leases("engine-a").await.expect("release");
+    store.release_leases(&"engine-a".into()).await.expect("release");
     apply(store, ChangeRequest::new(key.clone(), at(30)), generation).await.expect("change");
     let c = hooks.resource_row(&key).await;
     assert_eq!((c.lease_owner, c.lease_until, c.lease_epoch, c.generation), (None, None, 1, 3));

@@ -59,8 +59,8 @@ use slipway_domain::resource::{Lease, NewNotification, Schedule, Snapshot, Spec}
 use slipway_domain::{CloudError, Initiator, Operation, OperationRequest, ProvisioningState, Timestamp};
 
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Fence, ListQuery, OperationPage, OperationQuery, Store, StoreError,
-    change_with,
+    ChangeFn, ChangeRequest, ClaimRequest, Fence, ListQuery, NotificationId, OperationPage, OperationQuery, Store,
+    StoreError, change_with,
 };
 
 /// A store under test, its engine's hooks, and what must live as long as it.

@@ -64,7 +64,12 @@ pub async fn case_notifications_deferred(store: &dyn Store) {
     // A held-back row and a claim given back: due again at the time given (even earlier
     // than the hold), no attempt counted, the last error kept; a dead row stays dead.
     store
-        .defer_notifications(&[(a.id, at(15 * SECOND)), (b.id, at(12 * SECOND)), (c.id, at(11 * SECOND)), (-1, T0)])
+        .defer_notifications(&[
+            (a.id, at(15 * SECOND)),
+            (b.id, at(12 * SECOND)),
+            (c.id, at(11 * SECOND)),
+            (NotificationId(-1), T0),
+        ])
         .await
         .expect("defer");
     store.defer_notifications(&[]).await.expect("deferring nothing");

@@ -105,7 +105,7 @@ impl EventDocument {
         Ok(Event {
             kind,
             subscription: SubscriptionId::new(columns.subscription),
-            resource_key: ResourceKey(columns.resource_key.to_string()),
+            resource_key: ResourceKey::new(columns.resource_key.to_string()),
             resource_id,
             time: Timestamp(columns.at),
             state: state.map(Into::into),

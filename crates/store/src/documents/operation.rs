@@ -273,7 +273,7 @@ impl TryFrom<OperationDocument> for Operation {
         Ok(Operation {
             id: operation_id(id, "id")?,
             subscription: slipway_domain::SubscriptionId::new(&subscription),
-            resource_key: ResourceKey(resource_key),
+            resource_key: ResourceKey::new(resource_key),
             resource_id,
             request: request.into(),
             status: status.into(),

@@ -24,7 +24,7 @@ use tokio_postgres::types::ToSql;
 use super::change_rows::WriteRows;
 use super::writes::commit;
 use super::{Failure, Inner, rows};
-use crate::columns::{RESOURCE_COLUMN_COUNT, normalize_key, resource_columns};
+use crate::columns::{RESOURCE_COLUMN_COUNT, resource_columns};
 use crate::plan::{ChangePlan, Retention};
 use crate::{ChangeFn, ChangeRequest, StoreError};
 
@@ -115,10 +115,9 @@ pub(super) struct Queued {
 
 impl Queued {
     pub(super) fn new(
-        mut req: ChangeRequest,
+        req: ChangeRequest,
         change: ChangeFn,
     ) -> (Queued, oneshot::Receiver<Result<Snapshot, StoreError>>) {
-        req.key = normalize_key(&req.key);
         let (reply, answer) = oneshot::channel();
         (Queued { req, pending: Mutex::new(Pending::new(change)), reply: Mutex::new(Some(reply)) }, answer)
     }
@@ -208,7 +207,7 @@ async fn change_batch(
     keys.dedup();
     let mut related: Vec<String> = batch
         .iter()
-        .flat_map(|q| q.req.related.iter().map(|k| normalize_key(k).as_str().to_string()))
+        .flat_map(|q| q.req.related.iter().map(|k| k.as_str().to_string()))
         .filter(|k| keys.binary_search(&k.as_str()).is_err())
         .collect();
     related.sort_unstable();
@@ -223,12 +222,9 @@ async fn change_batch(
             .req
             .related
             .iter()
-            .filter_map(|k| {
-                let k = normalize_key(k);
-                match current.get(k.as_str()) {
-                    Some(snapshot) => snapshot.resource.clone(),
-                    None => context.get(k.as_str()).cloned(),
-                }
+            .filter_map(|k| match current.get(k.as_str()) {
+                Some(snapshot) => snapshot.resource.clone(),
+                None => context.get(k.as_str()).cloned(),
             })
             .collect();
         let children = if queued.req.children { children_of(&queued.req.key, &current, &context) } else { Vec::new() };
@@ -245,7 +241,7 @@ async fn change_batch(
     }
     let mut rows = WriteRows::default();
     for (key, plan) in plans {
-        rows.add(&ResourceKey(key), plan);
+        rows.add(&ResourceKey::new(key), plan);
     }
     if rows.is_empty() {
         // Dropping the transaction rolls it back without waiting: nothing to flush.
@@ -262,15 +258,14 @@ fn children_of(
     current: &BTreeMap<String, Snapshot>,
     loaded: &BTreeMap<String, ResourceRecord>,
 ) -> Vec<ResourceRecord> {
-    let parent = normalize_key(parent);
     let mut under: BTreeMap<&str, Option<&ResourceRecord>> = BTreeMap::new();
-    for (key, record) in loaded.iter().filter(|(k, _)| ResourceKey((*k).clone()).is_under(&parent)) {
+    for (key, record) in loaded.iter().filter(|(k, _)| ResourceKey::new((*k).clone()).is_under(parent)) {
         under.insert(key, Some(record));
     }
-    for (key, snapshot) in current.iter().filter(|(k, _)| ResourceKey((*k).clone()).is_under(&parent)) {
+    for (key, snapshot) in current.iter().filter(|(k, _)| ResourceKey::new((*k).clone()).is_under(parent)) {
         under.insert(key, snapshot.resource.as_ref());
     }
-    crate::direct_children(&parent, under.into_values().flatten().cloned().collect())
+    crate::direct_children(parent, under.into_values().flatten().cloned().collect())
 }
 
 /// Who references `key` or its subtree from outside it: as loaded, or as changes earlier in
@@ -280,8 +275,7 @@ fn referrers_of(
     current: &BTreeMap<String, Snapshot>,
     loaded: &BTreeMap<String, Vec<ResourceRecord>>,
 ) -> Vec<ResourceRecord> {
-    let key = normalize_key(key);
-    let within = |k: &ResourceKey| *k == key || k.is_under(&key);
+    let within = |k: &ResourceKey| k == key || k.is_under(key);
     let mut found: BTreeMap<String, ResourceRecord> = BTreeMap::new();
     for r in loaded.get(key.as_str()).into_iter().flatten() {
         found.insert(r.key().as_str().to_string(), r.clone());
@@ -289,8 +283,8 @@ fn referrers_of(
     for (k, snapshot) in current {
         found.remove(k);
         if let Some(r) = &snapshot.resource
-            && !within(&ResourceKey(k.clone()))
-            && r.references.iter().any(|x| within(&normalize_key(&x.id.key())))
+            && !within(&ResourceKey::new(k.clone()))
+            && r.references.iter().any(|x| within(&x.id.key()))
         {
             found.insert(k.clone(), r.clone());
         }
@@ -340,11 +334,11 @@ async fn load(
     let (lock, resources, open, named, context, under, referring) =
         (lock?, resources?, open?, named?, context?, under?, referring?);
     let mut deleting: Vec<String> =
-        batch.iter().filter(|q| q.req.referrers).map(|q| normalize_key(&q.req.key).as_str().to_string()).collect();
+        batch.iter().filter(|q| q.req.referrers).map(|q| q.req.key.as_str().to_string()).collect();
     deleting.sort_unstable();
     deleting.dedup();
     let mut parents: Vec<String> =
-        batch.iter().filter(|q| q.req.children).map(|q| normalize_key(&q.req.key).as_str().to_string()).collect();
+        batch.iter().filter(|q| q.req.children).map(|q| q.req.key.as_str().to_string()).collect();
     parents.sort_unstable();
     parents.dedup();
     let locked_keys: Vec<&str> = keys.iter().copied().chain(related.iter().map(String::as_str)).collect();

@@ -8,14 +8,13 @@
 use std::sync::Arc;
 
 use deadpool_postgres::{GenericClient, Object, Transaction};
-use slipway_domain::Timestamp;
 use tokio_postgres::Row;
 
 use super::Failure;
 use super::rows::column;
 use super::writes::commit;
 use crate::StoreError;
-use crate::entries::{Current, Entry, EntryKind, EntryRow, Expect, entry_columns, plan_delete, plan_put};
+use crate::entries::{Current, Entry, EntryKind, EntryRow, Expect, PutEntry, entry_columns, plan_delete, plan_put};
 
 const GET: &str = concat!("SELECT ", entry_columns!(), " FROM entries WHERE kind = $1 AND id = $2");
 const LIST: &str = concat!("SELECT ", entry_columns!(), " FROM entries WHERE kind = $1 ORDER BY id");
@@ -70,16 +69,6 @@ pub(super) async fn list(
     Ok(rows.iter().map(read_row).collect::<Result<Vec<_>, _>>()?)
 }
 
-/// A put's arguments, shared by its attempts.
-pub(super) struct Put {
-    pub(super) kind: EntryKind,
-    pub(super) id: String,
-    pub(super) partition: String,
-    pub(super) body: String,
-    pub(super) expect: Expect,
-    pub(super) now: Timestamp,
-}
-
 /// The row as stored, locked until this transaction ends.
 async fn current(client: &Transaction<'_>, kind: EntryKind, id: &str) -> Result<Option<Current>, Failure> {
     let stmt = client.prepare_cached(CURRENT).await?;
@@ -90,10 +79,10 @@ async fn current(client: &Transaction<'_>, kind: EntryKind, id: &str) -> Result<
     Ok(row.as_ref().map(read).transpose()?)
 }
 
-pub(super) async fn put(client: &mut Object, put: Arc<Put>) -> Result<Entry, Failure> {
-    let Put { kind, ref id, ref partition, ref body, expect, now } = *put;
+pub(super) async fn put(client: &mut Object, put: Arc<PutEntry>) -> Result<Entry, Failure> {
+    let (kind, id, now) = (put.kind, &put.id, put.now);
     let tx = client.transaction().await?;
-    let plan = plan_put(kind, id, partition, body, expect, now, current(&tx, kind, id).await?.as_ref())?;
+    let plan = plan_put(&put, current(&tx, kind, id).await?.as_ref())?;
     let (sql, e) = (if plan.insert { INSERT } else { UPDATE }, &plan.entry);
     let stmt = tx.prepare_cached(sql).await?;
     let written =

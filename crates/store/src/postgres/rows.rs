@@ -4,6 +4,7 @@
 //! its row, or a column of an unexpected type is reported as [`StoreError::Internal`] naming
 //! the row.
 
+use crate::NotificationId;
 use deadpool_postgres::{GenericClient, Object};
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_domain::resource::ResourceRecord;
@@ -79,7 +80,7 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
                      ORDER BY key LIMIT $5"
                 ))
                 .await?;
-            let (type_key, group) = (type_key.as_str().to_ascii_lowercase(), group.to_ascii_lowercase());
+            let (type_key, group) = (type_key.as_str(), group.to_ascii_lowercase());
             client.query(&stmt, &[&type_key, &subscription, &group, &after, &fetch, &before]).await?
         }
         (Some(type_key), None) => {
@@ -92,7 +93,7 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
                      ORDER BY key LIMIT $4"
                 ))
                 .await?;
-            let type_key = type_key.as_str().to_ascii_lowercase();
+            let type_key = type_key.as_str();
             client.query(&stmt, &[&type_key, &subscription, &after, &fetch, &before]).await?
         }
         // Every type: the primary key's range is the subscription's or the group's.
@@ -182,7 +183,7 @@ pub(super) fn read_notification(row: &Row) -> Result<Notification, StoreError> {
     let operation_id: String = at(get(2))?;
     let attempts: i64 = at(get(4))?;
     Ok(Notification {
-        id,
+        id: NotificationId(id),
         subscription: slipway_domain::SubscriptionId::new(&at::<String>(get(1))?),
         operation_id: OperationId::parse(&operation_id).ok_or_else(|| corrupt("outbox", &name, "bad operation id"))?,
         uri: at(get(3))?,

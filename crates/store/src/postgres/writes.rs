@@ -56,12 +56,14 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
     let (claimable, take) = (claimable?, take?);
     // Each lane may end up with the whole room when the other is empty; the follow-up lane
     // never gets more than the intent lane leaves, so fewer rows are locked for nothing.
-    let intent = tx.query(&claimable, &[&Lane::Intent.is_intent(), &now, &req.owner, &sql_limit(room)]).await?;
+    let intent =
+        tx.query(&claimable, &[&Lane::Intent.is_intent(), &now, &req.owner.as_str(), &sql_limit(room)]).await?;
     let followup_room = room - intent.len().min(req.intent_limit);
     let followup = if followup_room == 0 {
         Vec::new()
     } else {
-        tx.query(&claimable, &[&Lane::FollowUp.is_intent(), &now, &req.owner, &sql_limit(followup_room)]).await?
+        tx.query(&claimable, &[&Lane::FollowUp.is_intent(), &now, &req.owner.as_str(), &sql_limit(followup_room)])
+            .await?
     };
     let (from_intent, from_followup) = shares(req.intent_limit, req.followup_limit, intent.len(), followup.len());
     let drift_room = req.drift_limit.min(room - from_intent - from_followup);
@@ -85,7 +87,7 @@ pub(super) async fn claim(client: &mut Object, req: Arc<ClaimRequest>) -> Result
         // Nothing written: dropping the transaction rolls it back.
         return Ok(claimed);
     }
-    tx.execute(&take, &[&req.owner, &until.as_millis(), &keys, &epochs]).await?;
+    tx.execute(&take, &[&req.owner.as_str(), &until.as_millis(), &keys, &epochs]).await?;
     commit(tx).await?;
     Ok(claimed)
 }

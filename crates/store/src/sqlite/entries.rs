@@ -4,11 +4,10 @@
 //! the expectation check and the write.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use slipway_domain::Timestamp;
 
 use super::db_error;
 use crate::StoreError;
-use crate::entries::{Current, Entry, EntryKind, EntryRow, Expect, entry_columns, plan_delete, plan_put};
+use crate::entries::{Current, Entry, EntryKind, EntryRow, Expect, PutEntry, entry_columns, plan_delete, plan_put};
 
 fn read_row(row: &Row<'_>) -> rusqlite::Result<EntryRow> {
     Ok(EntryRow {
@@ -59,16 +58,9 @@ fn current(conn: &Connection, kind: EntryKind, id: &str) -> Result<Option<Curren
         .map_err(db_error)
 }
 
-pub(super) fn put(
-    conn: &Connection,
-    kind: EntryKind,
-    id: &str,
-    partition: &str,
-    body: &str,
-    expect: Expect,
-    now: Timestamp,
-) -> Result<Entry, StoreError> {
-    let plan = plan_put(kind, id, partition, body, expect, now, current(conn, kind, id)?.as_ref())?;
+pub(super) fn put(conn: &Connection, put: &PutEntry) -> Result<Entry, StoreError> {
+    let (kind, now) = (put.kind, put.now);
+    let plan = plan_put(put, current(conn, kind, &put.id)?.as_ref())?;
     let sql = if plan.insert {
         "INSERT INTO entries (kind, id, partition, body, version, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     } else {

@@ -3,6 +3,7 @@
 //! Decoding never trusts the file: a body that does not parse, or that names another key
 //! than its row, is reported as [`StoreError::Internal`] naming the row.
 
+use crate::NotificationId;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use slipway_domain::ids::{OperationId, ResourceKey};
 use slipway_domain::resource::ResourceRecord;
@@ -114,7 +115,7 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                      ORDER BY key LIMIT ?5"
                 ))
                 .map_err(db_error)?;
-            let (type_key, group) = (type_key.as_str().to_ascii_lowercase(), group.to_ascii_lowercase());
+            let (type_key, group) = (type_key.as_str(), group.to_ascii_lowercase());
             collect(&mut stmt, params![type_key, subscription, group, after, fetch, before])?
         }
         (Some(type_key), None) => {
@@ -127,7 +128,7 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                      ORDER BY key LIMIT ?4"
                 ))
                 .map_err(db_error)?;
-            let type_key = type_key.as_str().to_ascii_lowercase();
+            let type_key = type_key.as_str();
             collect(&mut stmt, params![type_key, subscription, after, fetch, before])?
         }
         // Every type: the primary key's range is the subscription's or the group's.
@@ -213,7 +214,7 @@ pub(super) fn due_notifications(
         .map(|(id, subscription, operation_id, uri, attempts, next_attempt_at, created_at)| {
             let row = || format!("#{id}");
             Ok(Notification {
-                id,
+                id: NotificationId(id),
                 subscription: slipway_domain::SubscriptionId::new(&subscription),
                 operation_id: OperationId::parse(&operation_id)
                     .ok_or_else(|| corrupt("outbox", &row(), "bad operation id"))?,

@@ -10,7 +10,7 @@ use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
 use super::rows;
-use crate::columns::{Lane, ResourceRow, decode_operation, normalize_key, resource_columns, shares, sql_limit};
+use crate::columns::{Lane, ResourceRow, decode_operation, resource_columns, shares, sql_limit};
 use crate::plan::{ChangePlan, EventRow, ResourceWrite, Retention, claim_row};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
 
@@ -20,7 +20,7 @@ pub(super) fn change(
     change: ChangeFn,
     retention: Retention,
 ) -> Result<Snapshot, StoreError> {
-    let key = normalize_key(&req.key);
+    let key = req.key.clone();
     let before = load_snapshot(conn, &key, req)?;
     req.check_fence(&before)?;
     // One writer: nothing can change the related resources before this commits.
@@ -49,7 +49,7 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
     }
     let mut related = Vec::new();
     for k in &req.related {
-        related.extend(rows::get_resource(conn, &normalize_key(k))?);
+        related.extend(rows::get_resource(conn, k)?);
     }
     let children =
         if req.children { crate::direct_children(key, rows::resources_under(conn, key)?) } else { Vec::new() };
@@ -214,7 +214,7 @@ pub(super) fn claim(conn: &Connection, req: &ClaimRequest) -> Result<Vec<Resourc
     let until = req.now.add(req.lease_for).as_millis();
     for row in intent.into_iter().take(from_intent).chain(followup.into_iter().take(from_followup)).chain(drift) {
         let taken = claim_row(row, req)?;
-        update.execute(params![taken.key, req.owner, until, taken.epoch]).map_err(db_error)?;
+        update.execute(params![taken.key, req.owner.as_str(), until, taken.epoch]).map_err(db_error)?;
         claimed.push(taken.record);
     }
     Ok(claimed)
@@ -251,9 +251,12 @@ fn drift_due(conn: &Connection, req: &ClaimRequest, room: usize) -> Result<Vec<R
 /// migration 4).
 fn claimable(conn: &Connection, lane: Lane, req: &ClaimRequest, room: usize) -> Result<Vec<ResourceRow>, StoreError> {
     let mut stmt = conn.prepare_cached(CLAIMABLE).map_err(db_error)?;
-    stmt.query_map(params![lane.is_intent(), req.now.as_millis(), req.owner, sql_limit(room)], rows::read_resource_row)
-        .and_then(Iterator::collect)
-        .map_err(db_error)
+    stmt.query_map(
+        params![lane.is_intent(), req.now.as_millis(), req.owner.as_str(), sql_limit(room)],
+        rows::read_resource_row,
+    )
+    .and_then(Iterator::collect)
+    .map_err(db_error)
 }
 
 pub(super) fn renew_leases(
@@ -267,7 +270,7 @@ pub(super) fn renew_leases(
         .map_err(db_error)?;
     let mut n = 0;
     for key in keys {
-        n += stmt.execute(params![owner, normalize_key(key).as_str(), until.as_millis()]).map_err(db_error)?;
+        n += stmt.execute(params![owner, key.as_str(), until.as_millis()]).map_err(db_error)?;
     }
     Ok(n as u64)
 }
@@ -320,7 +323,7 @@ pub(super) fn claim_notifications(
     let due = rows::due_notifications(conn, now, limit)?;
     let mut hide = conn.prepare_cached("UPDATE outbox SET next_attempt_at = ?2 WHERE id = ?1").map_err(db_error)?;
     for n in &due {
-        hide.execute(params![n.id, now.add(hold).as_millis()]).map_err(db_error)?;
+        hide.execute(params![n.id.0, now.add(hold).as_millis()]).map_err(db_error)?;
     }
     Ok(due)
 }

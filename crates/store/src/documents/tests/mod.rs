@@ -140,8 +140,8 @@ fn full_operation() -> Operation {
     Operation {
         id: op_id(2),
         subscription: "sub-1".into(),
-        resource_key: ResourceKey(
-            "/subscriptions/sub-1/resourcegroups/my.rg/providers/slipway.example/virtualnetworks/vnet1".into(),
+        resource_key: ResourceKey::new(
+            "/subscriptions/sub-1/resourcegroups/my.rg/providers/slipway.example/virtualnetworks/vnet1",
         ),
         resource_id: "/subscriptions/Sub-1/resourceGroups/My.RG/providers/Slipway.Example/virtualNetworks/VNet1".into(),
         request: OperationRequest::Delete,
@@ -240,7 +240,7 @@ fn minimal_operation() -> Operation {
     Operation {
         id: op_id(1),
         subscription: "s".into(),
-        resource_key: ResourceKey("/subscriptions/s/resourcegroups/rg/providers/ns/t/n".into()),
+        resource_key: ResourceKey::new("/subscriptions/s/resourcegroups/rg/providers/ns/t/n"),
         resource_id: "/subscriptions/s/resourceGroups/rg/providers/ns/t/n".into(),
         request: OperationRequest::Create,
         status: ProvisioningState::Accepted,
