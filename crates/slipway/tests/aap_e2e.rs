@@ -2,15 +2,15 @@
 //! API: the whole lifecycle, failures with AAP's traceback, cancel, delete-while-running,
 //! push hints, and a SIGKILL between launch and record that must not duplicate the job.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{API, free_port, header, rid};
 use aap_sim::{Faults, Sim, SimConfig, SimWebhook};
-use common::{API, free_port, header, rid};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;

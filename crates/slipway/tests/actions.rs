@@ -2,11 +2,9 @@
 //! (docs/arm-contract.md#actions, docs/arm-contract.md#retry-now,
 //! docs/arm-contract.md#preflight-checks).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, composite_types, header, rid};
+use crate::common::{TestServer, composite_types, header, rid};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);

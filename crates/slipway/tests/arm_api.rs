@@ -1,11 +1,9 @@
 //! Black-box HTTP tests of the ARM contract against a real Slipway (SQLite, real
 //! ansible-playbook runs of the example playbooks). The rules: docs/arm-contract.md.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{API, SUB, TestServer, header, rid};
+use crate::common::{API, SUB, TestServer, header, rid};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, jump};
 

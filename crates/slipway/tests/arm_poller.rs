@@ -1,9 +1,7 @@
 //! The real Python `azure-mgmt-core` ARMPolling client against Slipway
 //! (docs/arm-contract.md#what-arm-clients-rely-on).
 
-mod common;
-
-use common::{API, SUB, TestServer, composite_types, python_tools, repo};
+use crate::common::{API, SUB, TestServer, composite_types, python_tools, repo};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azure_sdk_poller_drives_resources_actions_and_cascades() {

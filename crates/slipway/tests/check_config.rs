@@ -1,12 +1,10 @@
 //! `slipway check-config` refuses what `serve` would, and what only a tenant's failed job
 //! would otherwise reveal (a missing playbook), naming the entry; it exits 2.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::{python_tools, repo};
+use crate::common::{python_tools, repo};
 
 /// A valid configuration with `types` for its `[[types]]` and `provider` for its ansible
 /// provider's extra keys.

@@ -3,11 +3,11 @@
 //! script relies on: the exit code per outcome, `-o json` that parses, and no terminal
 //! escapes unless stderr is a terminal.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 
-use common::{SUB, TestServer, composite_types, free_port, rid};
+use crate::common::{SUB, TestServer, composite_types, free_port, rid};
 use serde_json::Value;
 
 /// How a run of the binary ended.

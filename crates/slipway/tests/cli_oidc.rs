@@ -3,9 +3,7 @@
 //! set, else the device flow (the person is told where to go and which code to type); either
 //! token is cached per profile, so the next command asks nobody.
 
-mod common;
-
-use common::TestServer;
+use crate::common::TestServer;
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};

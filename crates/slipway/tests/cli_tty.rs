@@ -3,13 +3,11 @@
 //! while the job runs, ends it with the outcome, and exits 0. (Without a terminal it prints
 //! plain lines instead: `cli.rs`.)
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{SUB, TestServer};
+use crate::common::{SUB, TestServer};
 use slipway_test_support::eventually;
 
 /// A tmux server of this test's own (its socket in a temp dir), killed when dropped.

@@ -2,11 +2,11 @@
 //! outputs reported by the automation (`set_stats` `slipway_outputs`) shown as read-only
 //! properties.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use crate::common::{TestServer, header, rid};
 use serde_json::{Value, json};
 use slipway_test_support::eventually;
 

@@ -3,13 +3,11 @@
 //! more connections than the cap are held, graceful shutdown closes idle connections at
 //! once, and the binary under a low open-file limit neither starves nor spins on accept.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{API, TestServer, config_text, free_port, rid};
+use crate::common::{API, TestServer, config_text, free_port, rid};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -5,14 +5,12 @@
 //! create, delete or action controls, and another tenant's resources never appear.
 //! Screenshots land in `target/tmp/console-screenshots/`.
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use browser::Browser;
-use common::{SUB, TestServer};
+use crate::common::browser::Browser;
+use crate::common::{SUB, TestServer};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};

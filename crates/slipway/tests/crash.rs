@@ -3,14 +3,14 @@
 //! operation must still end — with no job launched twice for one idempotency key, and the
 //! event feed telling exactly what was committed.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{API, config_text, free_port, header, path_of, rid, spawn_slipway};
+use crate::common::{API, config_text, free_port, header, path_of, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
 

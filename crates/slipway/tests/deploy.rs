@@ -4,12 +4,10 @@
 //! stage takes, and the configuration it runs has its schemas and playbooks beside it. (No
 //! container engine runs here, so the image itself is not built.)
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::repo;
+use crate::common::repo;
 
 /// `systemd-analyze` with `args`, failing the test with a way out when it is not installed.
 fn systemd_analyze(args: &[&str], unit: &Path) -> std::process::Output {

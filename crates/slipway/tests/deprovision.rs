@@ -3,12 +3,10 @@
 //! each delete job starts only after the jobs of what depends on it ended — the instance
 //! (a referrer) before the subnet it references, the subnet (a child) before its network.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use common::{SUB, TestServer, header, rid};
+use crate::common::{SUB, TestServer, header, rid};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(120);

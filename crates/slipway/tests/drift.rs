@@ -3,11 +3,9 @@
 //! as `Drifted` with its diff within an interval or so, in the event feed and the metrics; a
 //! check on request; and a type that puts drift right restores the file.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{SUB, TestServer, header, rid};
+use crate::common::{SUB, TestServer, header, rid};
 use serde_json::{Value, json};
 use slipway_test_support::eventually;
 

@@ -2,11 +2,9 @@
 //! every write, and `If-Match` / `If-None-Match` make PUT, PATCH and DELETE conditional
 //! (docs/arm-contract.md#optimistic-concurrency).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use crate::common::{TestServer, header, rid};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -4,12 +4,10 @@
 //! `Last-Event-ID`; `410` for a cursor the feed cannot continue from. What a caller of another
 //! tenant sees of it is in `tenancy.rs`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::sse::SseReader;
-use common::{SUB, TestServer, header};
+use crate::common::sse::SseReader;
+use crate::common::{SUB, TestServer, header};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);

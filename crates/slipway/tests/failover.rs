@@ -9,15 +9,15 @@
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the replicas' logs and prints where they are.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::postgres::PrivatePostgres;
-use common::replica::{Logs, ReplicaConfig, quick_sim, start_replicas, unique_schema};
-use common::{API, path_of, rid};
+use crate::common::postgres::PrivatePostgres;
+use crate::common::replica::{Logs, ReplicaConfig, quick_sim, start_replicas, unique_schema};
+use crate::common::{API, path_of, rid};
 use serde_json::json;
 use slipway_test_support::eventually;
 

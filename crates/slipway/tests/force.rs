@@ -2,11 +2,9 @@
 //! failing (docs/arm-contract.md#forced-delete). Only the platform Admin may ask
 //! (`tenancy.rs` checks every role is refused).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use crate::common::{TestServer, header, rid};
 use serde_json::{Value, json};
 use slipway_test_support::eventually;
 

@@ -2,11 +2,11 @@
 //! from the store. Every request is tied to a verified principal, and what a client merely
 //! claims in a header (who it is, where to point URLs) is ignored.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{SUB, TestServer, header, rid};
+use crate::common::{SUB, TestServer, header, rid};
 use serde_json::{Value, json};
 use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_auth::test_idp::TestIdp;

@@ -4,13 +4,11 @@
 //! configuration checks from the repository root and from a copy; without a runner anywhere,
 //! the problem names every path tried.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{free_port, python_tools, repo};
+use crate::common::{free_port, python_tools, repo};
 use serde_json::json;
 use slipway_test_support::{eventually, ready_within};
 

@@ -3,9 +3,7 @@
 //! configured prefix, a third's the derived `{issuer}#`; two issuers minting one `sub` are two
 //! principals, each with only its own grants, and no issuer can mint a name another owns.
 
-mod common;
-
-use common::{SUB, TestServer, rid};
+use crate::common::{SUB, TestServer, rid};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};

@@ -2,11 +2,9 @@
 //! resource how often its spec failed and when it is retried
 //! (docs/arm-contract.md#job-history).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use crate::common::{TestServer, header, rid};
 use serde_json::{Value, json};
 use slipway_test_support::eventually;
 

@@ -2,12 +2,10 @@
 //! its last lines, and followed as Server-Sent Events that carry lines while the job runs
 //! and end when it ends (docs/arm-contract.md#job-output).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::sse::SseReader;
-use common::{TestServer, header, rid};
+use crate::common::sse::SseReader;
+use crate::common::{TestServer, header, rid};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);

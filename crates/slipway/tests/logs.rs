@@ -3,11 +3,9 @@
 //! failure, resource and operation as fields (a provider's own lines too, through the effect
 //! span), times as timestamps.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{API, config_text, free_port, header, rid, spawn_slipway, with_server_settings};
+use crate::common::{API, config_text, free_port, header, rid, spawn_slipway, with_server_settings};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
 

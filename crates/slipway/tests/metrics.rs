@@ -2,11 +2,9 @@
 //! operator alerts on move as they must — the stuck-operation gauge included. The Grafana
 //! dashboard in `examples/grafana/` queries only metrics Slipway exports.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, header, repo, rid};
+use crate::common::{TestServer, header, repo, rid};
 use serde_json::json;
 use slipway_test_support::{eventually, jump};
 

@@ -6,15 +6,15 @@
 //! SIGTERM case); the notifier alone, with time moved by the test, is tested in its own
 //! crate (`crates/notify/tests/delivery.rs`).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{API, free_port, header, rid, spawn_slipway};
 use aap_sim::{Sim, SimConfig};
-use common::{API, free_port, header, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway::app::App;
 use slipway::config::Config;

@@ -8,7 +8,7 @@
 //! requests cost no playbooks. Callbacks are allowed only to a loopback address the fuzzer
 //! never names, so no notification leaves the machine.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -3,11 +3,9 @@
 //! first — each paged through `nextLink` (docs/arm-contract.md#overview-lists). What a caller
 //! of another tenant sees of them is in `tenancy.rs`.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{SUB, TestServer, header};
+use crate::common::{SUB, TestServer, header};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);

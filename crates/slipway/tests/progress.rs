@@ -2,11 +2,11 @@
 //! `ansible-runner` (docs/arm-contract.md#progress): the runner's task-start events against
 //! the playbook's own task count. The AAP provider's is in `aap_e2e.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use crate::common::{TestServer, header, rid};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(90);

@@ -18,14 +18,14 @@
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the replicas' logs and prints where they are.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::replica::{
+    Replica, ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema,
+};
+use crate::common::{API, rid};
 use aap_sim::{Faults, RateLimitBurst};
-use common::replica::{Replica, ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema};
-use common::{API, rid};
 use slipway_test_support::eventually;
 
 const OPS: usize = 100;

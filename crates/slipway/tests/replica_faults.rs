@@ -11,15 +11,13 @@
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the replicas' logs and prints where they are.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::postgres::PrivatePostgres;
+use crate::common::replica::{Logs, Replica, ReplicaConfig, aap_type, pg_url, unique_schema};
+use crate::common::{API, rid};
 use aap_sim::{Faults, Sim, SimConfig};
-use common::postgres::PrivatePostgres;
-use common::replica::{Logs, Replica, ReplicaConfig, aap_type, pg_url, unique_schema};
-use common::{API, rid};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
 

@@ -11,14 +11,12 @@
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the replicas' logs and prints where they are.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::common::replica::{ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema};
+use crate::common::rid;
 use aap_sim::Faults;
-use common::replica::{ReplicaConfig, create_on_any, get_any, quick_sim, start_replicas, unique_schema};
-use common::rid;
 use slipway_test_support::{eventually, ready_within};
 
 /// `SLIPWAY_TEST_LATE_OPS` runs more (the probe used 300).

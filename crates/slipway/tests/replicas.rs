@@ -2,14 +2,14 @@
 //! with SIGKILL and restarted while operations run; every operation must end Succeeded with
 //! exactly one AAP job per (operation, attempt).
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::common::replica::{Lcg, Replica, create_on_any};
+use crate::common::rid;
 use aap_sim::{Sim, SimConfig};
-use common::replica::{Lcg, Replica, create_on_any};
-use common::rid;
 use serde_json::Value;
 use slipway_test_support::{eventually, ready_within};
 

@@ -11,16 +11,14 @@
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the logs and prints where they are.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::Duration;
 
+use crate::common::replica::Logs;
+use crate::common::{API, free_port, path_of, python_tools, rid, spawn_slipway};
 use aap_sim::{Faults, Sim, SimConfig};
-use common::replica::Logs;
-use common::{API, free_port, path_of, python_tools, rid, spawn_slipway};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
 

@@ -3,9 +3,7 @@
 //! separators, shapes that are no scope) and each is `400 InvalidRoleAssignmentScope`, nothing
 //! stored; a stored assignment written before scopes were checked is reported.
 
-mod common;
-
-use common::TestServer;
+use crate::common::TestServer;
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::access::{Assignee, Role, RoleAssignment, Scope};

@@ -4,12 +4,12 @@
 //! files, the job directories once the jobs ended — is searched for the markers. A second
 //! run does the same for the secrets of the AAP and PostgreSQL edges.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
 
-use common::{API, SUB};
+use crate::common::{API, SUB};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};

@@ -3,11 +3,9 @@
 //! own and the other tenant's subscription. Every foreign access is denied; every own access
 //! is allowed exactly when the role grants it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{API, TestServer, header};
+use crate::common::{API, TestServer, header};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};

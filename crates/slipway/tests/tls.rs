@@ -4,13 +4,13 @@
 //! connections get the new certificate, open ones keep theirs, a bad replacement keeps the
 //! old one), and client certificates. Certificates are made here with rcgen.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{API, TestServer, config_text, rid};
+use crate::common::{API, TestServer, config_text, rid};
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
     KeyUsagePurpose,

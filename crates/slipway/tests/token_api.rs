@@ -2,11 +2,9 @@
 //! manages every token; a subscription's Owner manages tokens confined to subscriptions they
 //! own, which act only there — even where another tenant granted the same name a role.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, header};
+use crate::common::{TestServer, header};
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};

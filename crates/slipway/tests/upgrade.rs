@@ -8,13 +8,11 @@
 //! servers), f (its create failed), c (created, then deleted: gone), and from version 2 on one
 //! API token.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::replica::{pg_url, unique_schema};
-use common::{TestServer, config_text, header, rid};
+use crate::common::replica::{pg_url, unique_schema};
+use crate::common::{TestServer, config_text, header, rid};
 use serde_json::json;
 use slipway_store::entries::EntryKind;
 

@@ -3,11 +3,9 @@
 //! job runs in check mode, and the answer lists what the spec and the automation would
 //! change — while nothing changes.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{TestServer, header, rid};
+use crate::common::{TestServer, header, rid};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -1,7 +1,7 @@
 //! Starts a whole Slipway in-process (SQLite in a temp dir, the local Ansible provider, the
 //! example types) on an ephemeral port, for black-box HTTP tests.
-#![allow(dead_code)]
 
+pub mod browser;
 pub mod postgres;
 pub mod progress;
 pub mod replica;
@@ -170,9 +170,6 @@ pub fn with_server_settings(config: &str, server_settings: &str) -> String {
 pub struct TestServer {
     pub dir: tempfile::TempDir,
     pub base: String,
-    /// The clock the server reads: tokio's time, which a test moves with
-    /// [`slipway_test_support::jump`].
-    pub clock: Arc<TestClock>,
     pub app: Option<App>,
     pub http: reqwest::Client,
 }
@@ -216,10 +213,10 @@ impl TestServer {
         let path = dir.path().join("slipway.toml");
         std::fs::write(&path, text).expect("write config");
         let config = Config::load(Some(&path), []).expect("config");
-        let clock = Arc::new(TestClock::new());
-        let app = App::start(config, clock.clone()).await.expect("start slipway");
+        // The server reads tokio's time, which a test moves with `slipway_test_support::jump`.
+        let app = App::start(config, Arc::new(TestClock::new())).await.expect("start slipway");
         let base = format!("http://{}", app.addr);
-        TestServer { dir, base, clock, app: Some(app), http: reqwest::Client::new() }
+        TestServer { dir, base, app: Some(app), http: reqwest::Client::new() }
     }
 
     pub async fn stop(&mut self) {

@@ -2,7 +2,6 @@
 //! cluster, for a streaming standby) in a temp dir, run as user `postgres` when tests run as
 //! root, listening on a free loopback port, stopped and removed on drop (panics too). The
 //! machine's shared PostgreSQL, which other test binaries use, is never touched.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,6 +1,5 @@
 //! Slipway replicas as child processes of the real binary, sharing one PostgreSQL schema
 //! and an AWX-API simulator.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::assert_none;
+use super::{Findings, assert_none};
 
 /// The workspace as `cargo metadata` resolves it for this machine's platform (offline: the
 /// test build already fetched all of that; other platforms' crates are never fetched).
@@ -126,23 +126,21 @@ const DRIVERS_OUTSIDE_STORE: &[(&str, &str, &str)] = &[
 #[test]
 fn database_drivers_only_in_the_store() {
     let ws = Workspace::read();
-    let mut offences = Vec::new();
-    let mut used = BTreeSet::new();
+    let mut findings = Findings::default();
     for (member, dep, kind, _) in ws.declared() {
         if member == "slipway-store" || kind != "normal" || !DATABASE_DRIVERS.contains(&dep.as_str()) {
             continue;
         }
-        match DRIVERS_OUTSIDE_STORE.iter().position(|(m, d, _)| *m == member && *d == dep) {
-            Some(i) => {
-                used.insert(i);
-            }
-            None => offences.push(format!("{member} depends on {dep}")),
-        }
+        findings.found(DRIVERS_OUTSIDE_STORE.iter().position(|(m, d, _)| *m == member && *d == dep), || {
+            format!("{member} depends on {dep}")
+        });
     }
-    offences.extend(stale("DRIVERS_OUTSIDE_STORE", DRIVERS_OUTSIDE_STORE.len(), &used, |i| {
-        format!("{} on {}", DRIVERS_OUTSIDE_STORE[i].0, DRIVERS_OUTSIDE_STORE[i].1)
-    }));
-    assert_none("database drivers outside slipway-store", offences);
+    findings.assert_none(
+        "database drivers outside slipway-store",
+        "DRIVERS_OUTSIDE_STORE",
+        DRIVERS_OUTSIDE_STORE.len(),
+        |i| format!("{} on {}", DRIVERS_OUTSIDE_STORE[i].0, DRIVERS_OUTSIDE_STORE[i].1),
+    );
 }
 
 #[test]
@@ -174,12 +172,4 @@ fn test_support_is_only_for_tests() {
         }
     }
     assert_none("slipway-test-support outside dev-dependencies", offences);
-}
-
-/// The entries of an allowlist of `len` that no check used: each is reported as stale.
-pub fn stale(list: &str, len: usize, used: &BTreeSet<usize>, describe: impl Fn(usize) -> String) -> Vec<String> {
-    (0..len)
-        .filter(|i| !used.contains(i))
-        .map(|i| format!("{list}: `{}` no longer applies: unlist it", describe(i)))
-        .collect()
 }

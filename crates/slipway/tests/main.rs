@@ -1,0 +1,50 @@
+//! Slipway's integration tests, one module per area, in one test binary: each file used to be
+//! a binary of its own linking every dependency, which made the test build slow and large.
+//! `common` is what they share. Run one area with `cargo test -p slipway --test integration
+//! <module>::`.
+
+mod common;
+
+mod aap_e2e;
+mod actions;
+mod arm_api;
+mod arm_poller;
+mod check_config;
+mod cli;
+mod cli_oidc;
+mod cli_tty;
+mod composition;
+mod connections;
+mod console;
+mod crash;
+mod deploy;
+mod deprovision;
+mod drift;
+mod etags;
+mod events;
+mod failover;
+mod force;
+mod identity;
+mod install;
+mod issuers;
+mod job_history;
+mod job_output;
+mod logs;
+mod metrics;
+mod notifications;
+mod openapi;
+mod overview;
+mod progress;
+mod replica_aap_faults;
+mod replica_faults;
+mod replica_late_launch;
+mod replicas;
+mod restore;
+mod role_scopes;
+mod secrets;
+mod tenancy;
+mod tidy;
+mod tls;
+mod token_api;
+mod upgrade;
+mod what_if;
