@@ -148,9 +148,7 @@ pub fn status_path(op: &Operation, location: &str) -> String {
 /// The status path of operation `id` of the resource `resource_id` (as stored).
 fn operation_status_path(subscription: &SubscriptionId, resource_id: &str, id: &OperationId, location: &str) -> String {
     let namespace = ArmId::read_stored(resource_id).map(|id| id.namespace).unwrap_or_default();
-    let path =
-        OperationPath { subscription: subscription.to_string(), namespace, location: location.into(), id: id.clone() };
-    path.to_string()
+    OperationPath::text(subscription.as_str(), &namespace, location, id)
 }
 
 /// `properties.drift`: what the resource's last drift check found.

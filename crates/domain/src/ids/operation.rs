@@ -89,13 +89,17 @@ impl OperationPath {
     }
 }
 
+impl OperationPath {
+    /// The path of these parts as text, without building an `OperationPath` (the API writes
+    /// one into every status body it serves).
+    pub fn text(subscription: &str, namespace: &str, location: &str, id: &OperationId) -> String {
+        format!("/subscriptions/{subscription}/providers/{namespace}/locations/{location}/operationStatuses/{id}")
+    }
+}
+
 impl fmt::Display for OperationPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "/subscriptions/{}/providers/{}/locations/{}/operationStatuses/{}",
-            self.subscription, self.namespace, self.location, self.id
-        )
+        f.write_str(&OperationPath::text(&self.subscription, &self.namespace, &self.location, &self.id))
     }
 }
 

@@ -335,7 +335,7 @@ const SERIALISED_DOMAIN_TYPES: &[(&str, &str, &str)] = &[
     (
         "crates/domain/src/names.rs",
         "$name",
-        "job keys, ids and provider names: plain strings in job.json and extra vars",
+        "the string names: job keys and ids are plain strings in job.json and extra vars",
     ),
     ("crates/domain/src/time.rs", "Timestamp", "a field of the API-token body the auth crate stores"),
     ("crates/domain/src/ids/mod.rs", "SubscriptionId", "a field of the API-token body the auth crate stores"),
