@@ -1,7 +1,7 @@
 //! The `extra_vars` a launched job receives.
 
 use serde_json::{Map, Value, json};
-use slipway_domain::ArmId;
+use slipway_domain::OperationId;
 use slipway_provider::LaunchRequest;
 
 pub use slipway_provider::KEY_VAR;
@@ -69,18 +69,16 @@ fn osac_payload(r: &LaunchRequest) -> Value {
             annotations.insert(k.to_owned(), Value::String(v.to_owned()));
         }
     };
-    put(ANNOTATION_RESOURCE_ID, Some(&r.resource_id));
+    put(ANNOTATION_RESOURCE_ID, Some(&r.resource_id.to_string()));
     put(ANNOTATION_RESOURCE_TYPE, Some(&r.resource_type));
     put(ANNOTATION_LOCATION, r.location.as_deref());
-    put(ANNOTATION_OPERATION_ID, r.operation_id.as_deref());
+    put(ANNOTATION_OPERATION_ID, r.operation_id.as_ref().map(OperationId::as_str));
     put(ANNOTATION_ACTION, Some(r.action.as_str()));
-    put(ANNOTATION_CONFIG_VERSION, Some(&r.config_version));
+    put(ANNOTATION_CONFIG_VERSION, Some(r.config_version.as_str()));
     put(ANNOTATION_IDEMPOTENCY_KEY, Some(r.idempotency_key.as_str()));
     let mut metadata = Map::new();
-    metadata.insert("name".into(), Value::String(r.resource_name.clone()));
-    if let Some(id) = ArmId::read_stored(&r.resource_id) {
-        metadata.insert("namespace".into(), Value::String(id.resource_group));
-    }
+    metadata.insert("name".into(), Value::String(r.resource_name().to_owned()));
+    metadata.insert("namespace".into(), Value::String(r.resource_id.resource_group.clone()));
     metadata.insert("annotations".into(), Value::Object(annotations));
     json!({
         "apiVersion": OSAC_API_VERSION,
@@ -108,7 +106,10 @@ pub fn key_of(extra_vars: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slipway_provider::JobAction;
+    use slipway_domain::{ArmId, ConfigVersion};
+    use slipway_provider::{JobAction, RunMode};
+
+    const OPERATION: &str = "0190b6a4-7c1e-7000-8000-000000000001";
 
     pub(crate) fn request() -> LaunchRequest {
         let mut tags = Map::new();
@@ -119,22 +120,23 @@ mod tests {
             action: JobAction::Create,
             kind: "VirtualNetwork".into(),
             resource_type: "osac.network/virtualnetworks".into(),
-            resource_id: "/subscriptions/s1/resourceGroups/rg-a/providers/OSAC.Network/virtualNetworks/test-resource"
-                .into(),
-            resource_name: "test-resource".into(),
+            resource_id: ArmId::parse(
+                "/subscriptions/6f1c2a3e-0000-4000-8000-000000000001/resourceGroups/rg-a/providers/OSAC.Network/virtualNetworks/test-resource",
+            )
+            .unwrap(),
             location: Some("eu-1".into()),
             tags,
             properties: json!({"cidr": "10.0.0.0/16", "templateID": "t1"}),
             outputs: serde_json::Map::new(),
-            operation_id: Some("op-1".into()),
-            config_version: "cv1".into(),
+            operation_id: OperationId::parse(OPERATION),
+            config_version: ConfigVersion::new("cv1"),
             intended_at: None,
             context: None,
             secrets: Default::default(),
             parent: None,
             references: Default::default(),
             parameters: Value::Null,
-            check_mode: false,
+            mode: RunMode::Run,
         }
     }
 
@@ -145,7 +147,7 @@ mod tests {
         let s = &v["slipway"];
         assert_eq!(s["idempotencyKey"], "op-1:1");
         assert_eq!(s["action"], "create");
-        assert_eq!(s["operationId"], "op-1");
+        assert_eq!(s["operationId"], OPERATION);
         assert_eq!(s["configVersion"], "cv1");
         assert_eq!(s["resource"]["kind"], "VirtualNetwork");
         assert_eq!(s["resource"]["name"], "test-resource");
@@ -173,8 +175,8 @@ mod tests {
         assert_eq!(a["env"], "prod");
         assert_eq!(a[ANNOTATION_IDEMPOTENCY_KEY], "op-1:1");
         assert_eq!(a[ANNOTATION_ACTION], "create");
-        assert_eq!(a[ANNOTATION_OPERATION_ID], "op-1");
-        assert_eq!(a[ANNOTATION_RESOURCE_ID], request().resource_id);
+        assert_eq!(a[ANNOTATION_OPERATION_ID], OPERATION);
+        assert_eq!(a[ANNOTATION_RESOURCE_ID], request().resource_id.to_string());
         // OSAC omits `tenant_storage_classes` for a tenant without any; Slipway never has any.
         assert!(v["ansible_eda"]["event"].get("tenant_storage_classes").is_none());
     }

@@ -65,7 +65,7 @@ impl AapProvider {
     pub(crate) async fn launch_once(&self, request: &LaunchRequest) -> Result<Launched, ProviderError> {
         let name = self.template_name(request)?;
         let t = self.launchable_template(&name).await?;
-        let check = request.check_mode;
+        let check = request.is_check();
         if check {
             self.check_mode_launchable(&t)?;
         }

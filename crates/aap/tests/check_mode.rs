@@ -6,7 +6,7 @@ use aap_sim::{Faults, SimTemplate};
 use serde_json::{Value, json};
 use slipway_aap::{JobKind, is_check};
 use slipway_domain::JobState;
-use slipway_provider::{JobAction, LaunchRequest, Provider, ProviderError, TaskChange};
+use slipway_provider::{JobAction, LaunchRequest, Provider, ProviderError, RunMode, TaskChange};
 use slipway_test_support::eventually;
 use support::*;
 
@@ -23,7 +23,7 @@ fn prompting(id: u64, name: &str) -> SimTemplate {
 }
 
 fn check(mut r: LaunchRequest) -> LaunchRequest {
-    r.check_mode = true;
+    r.mode = RunMode::Check;
     r
 }
 
@@ -37,7 +37,7 @@ fn state_of(properties: Value) -> String {
 }
 
 fn resource_id() -> String {
-    create("Subnet", "k").resource_id
+    create("Subnet", "k").resource_id.to_string()
 }
 
 fn state_path() -> String {

@@ -74,7 +74,9 @@ async fn keyed_jobs_are_listed_with_their_purpose_oldest_first() {
     })
     .await;
     assert_eq!(keys(&jobs), ["op-a:1", "op-b:1"]);
-    let resource = |kind: &str| format!("/subscriptions/s1/resourceGroups/rg-1/providers/Slipway.Test/things/{kind}-r");
+    let resource = |kind: &str| {
+        format!("/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-1/providers/Slipway.Test/things/{kind}-r")
+    };
     assert_eq!(jobs[0].resource_id, resource("VirtualNetwork"));
     assert_eq!(jobs[0].action, "create");
     assert_eq!(jobs[0].job.handle, a.handle);

@@ -169,7 +169,7 @@ impl JobDir {
             "ANSIBLE_NOCOLOR": "1",
         });
         write_private(&self.dir.join("env/envvars"), envvars.to_string().as_bytes())?;
-        if layout.request.check_mode {
+        if layout.request.is_check() {
             write_private(&self.cmdline(), CHECK_MODE_ARGS.as_bytes())?;
         }
         Ok(())

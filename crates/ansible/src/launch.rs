@@ -83,7 +83,7 @@ pub(crate) async fn launch(inner: &Arc<Inner>, request: &LaunchRequest) -> Resul
         Some(id) => {
             let record = JobRecord {
                 key: request.idempotency_key.clone(),
-                resource_id: request.resource_id.clone(),
+                resource_id: request.resource_id.to_string(),
                 action: request.action.as_str().to_owned(),
                 pid,
                 start_time_ticks: id.start_time,
@@ -156,7 +156,7 @@ impl Inner {
                     let playbook = playbook.unwrap_or_else(|| self.playbook_name(r));
                     let rec = JobRecord {
                         key: r.idempotency_key.clone(),
-                        resource_id: r.resource_id.clone(),
+                        resource_id: r.resource_id.to_string(),
                         action: r.action.as_str().to_owned(),
                         pid: id.pid,
                         start_time_ticks: id.start_time,

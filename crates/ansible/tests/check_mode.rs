@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 use slipway_ansible::AnsibleProvider;
-use slipway_domain::JobState;
-use slipway_provider::{JobAction, LaunchRequest, Provider};
+use slipway_domain::{ConfigVersion, JobState};
+use slipway_provider::{JobAction, LaunchRequest, Provider, RunMode};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -22,12 +22,11 @@ fn examples(fx: &Fixture, state: &std::path::Path) -> AnsibleProvider {
     AnsibleProvider::new(options).unwrap()
 }
 
-fn network(key: &str, properties: Value, check_mode: bool) -> LaunchRequest {
+fn network(key: &str, properties: Value, mode: RunMode) -> LaunchRequest {
     LaunchRequest {
         kind: "VirtualNetwork".into(),
         resource_type: "Slipway.Example/virtualNetworks".into(),
-        resource_name: "vnet1".into(),
-        check_mode,
+        mode,
         ..request(key, "vnet1", properties)
     }
 }
@@ -43,14 +42,14 @@ async fn a_check_job_reports_the_diff_it_would_write_and_writes_nothing() {
     let state = tempfile::tempdir().unwrap();
     let p = examples(&fx, state.path());
 
-    let created = p.launch(&network("op1:1", json!({"addressPrefix": "10.0.0.0/16"}), false)).await.unwrap();
+    let created = p.launch(&network("op1:1", json!({"addressPrefix": "10.0.0.0/16"}), RunMode::Run)).await.unwrap();
     assert_eq!(created.handle.data.get("check"), None, "a job in run mode is not a check");
     let done = terminal(&p, &created.handle, WAIT).await;
     assert_eq!(done.state, JobState::Succeeded, "{}", done.error_details);
     assert_eq!(done.changes, None, "only a check job reports its changes");
     let before = recorded(state.path()).expect("the create recorded the network");
 
-    let check = p.launch(&network("op2:2", json!({"addressPrefix": "10.1.0.0/16"}), true)).await.unwrap();
+    let check = p.launch(&network("op2:2", json!({"addressPrefix": "10.1.0.0/16"}), RunMode::Check)).await.unwrap();
     assert_eq!(check.handle.data["check"], json!(true));
     let done = terminal(&p, &check.handle, WAIT).await;
     assert_eq!(done.state, JobState::Succeeded, "{}", done.error_details);
@@ -68,14 +67,14 @@ async fn a_check_job_reports_the_diff_it_would_write_and_writes_nothing() {
     assert_eq!(launches.lines().collect::<Vec<_>>(), ["op1:1"], "a check runs no command");
 
     // The same spec as recorded: nothing would change.
-    let same = network("op3:3", json!({"addressPrefix": "10.0.0.0/16"}), true);
-    let same = LaunchRequest { config_version: "cv-1".into(), ..same };
+    let same = network("op3:3", json!({"addressPrefix": "10.0.0.0/16"}), RunMode::Check);
+    let same = LaunchRequest { config_version: ConfigVersion::new("cv-1"), ..same };
     let check = p.launch(&same).await.unwrap();
     let done = terminal(&p, &check.handle, WAIT).await;
     assert_eq!(done.changes, Some(vec![]), "in sync: {:?}", done.changes);
 
     // A delete's check says the file would go, and it stays.
-    let delete = LaunchRequest { action: JobAction::Delete, ..network("op4:4", json!({}), true) };
+    let delete = LaunchRequest { action: JobAction::Delete, ..network("op4:4", json!({}), RunMode::Check) };
     let check = p.launch(&delete).await.unwrap();
     let done = terminal(&p, &check.handle, WAIT).await;
     assert_eq!(done.state, JobState::Succeeded, "{}", done.error_details);
@@ -88,7 +87,7 @@ async fn a_check_job_reports_the_diff_it_would_write_and_writes_nothing() {
 async fn a_check_job_found_again_after_a_restart_is_still_a_check() {
     let fx = Fixture::new();
     let state = tempfile::tempdir().unwrap();
-    let req = network("op1:1", json!({"addressPrefix": "10.0.0.0/16"}), true);
+    let req = network("op1:1", json!({"addressPrefix": "10.0.0.0/16"}), RunMode::Check);
     let launched = examples(&fx, state.path()).launch(&req).await.unwrap();
     let found = examples(&fx, state.path()).find(&req).await.unwrap();
     assert_eq!(found.len(), 1);

@@ -42,8 +42,8 @@ async fn jobs_are_listed_with_their_resource_and_action_oldest_first() {
     let listed = p.jobs_since(None).await.unwrap();
     assert_eq!(keys(&listed), ["list:1", "list:2"], "{listed:?}");
     let (a, b) = (&listed[0], &listed[1]);
-    assert_eq!((a.resource_id.as_str(), a.action.as_str()), (first_req.resource_id.as_str(), "create"));
-    assert_eq!((b.resource_id.as_str(), b.action.as_str()), (second_req.resource_id.as_str(), "delete"));
+    assert_eq!((a.resource_id.clone(), a.action.as_str()), (first_req.resource_id.to_string(), "create"));
+    assert_eq!((b.resource_id.clone(), b.action.as_str()), (second_req.resource_id.to_string(), "delete"));
     assert_ne!(a.resource_id, b.resource_id);
     assert_eq!((&a.job.handle, a.job.template.as_str()), (&first.handle, "create-subnet.yml"));
     assert_eq!((&b.job.handle, b.job.template.as_str()), (&second.handle, "delete-virtual-network.yml"));

@@ -256,7 +256,10 @@ async fn restarted_provider_adopts_running_job() {
     assert_eq!(rec["pid"], before["pid"]);
     assert_eq!(rec["start_time_ticks"], before["start_time_ticks"]);
     // The request is at hand, so the adopted job can be listed with its resource.
-    assert_eq!((rec["resource_id"].as_str(), rec["action"].as_str()), (Some(req.resource_id.as_str()), Some("create")));
+    assert_eq!(
+        (rec["resource_id"].as_str(), rec["action"].as_str()),
+        (Some(req.resource_id.to_string().as_str()), Some("create"))
+    );
 
     let st = terminal(&b, &found.handle, RUN_TIMEOUT).await;
     assert_eq!(st.state, JobState::Succeeded, "{st:?}");

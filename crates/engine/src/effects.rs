@@ -7,7 +7,9 @@ use std::sync::Arc;
 use slipway_domain::reconcile::{Effect, Failure, FailureKind, JobStart, Observation, Outcome};
 use slipway_domain::resource::Snapshot;
 use slipway_domain::{Job, JobType, ProviderName, ResourceRecord, Spec, TypeKey, TypePolicy};
-use slipway_provider::{CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider, RelatedResource};
+use slipway_provider::{
+    CancelOutcome, JobAction, JobHandle, LaunchRequest, Launched, Provider, RelatedResource, RunMode,
+};
 use slipway_secrets::Keyring;
 
 use crate::batch::StatusBatcher;
@@ -52,21 +54,20 @@ fn launch_request(snap: &Snapshot, res: &ResourceRecord, job: &Job) -> LaunchReq
         },
         kind: res.kind.clone(),
         resource_type: res.id.type_key().to_string(),
-        resource_id: res.id.to_string(),
-        resource_name: res.id.name.clone(),
+        resource_id: res.id.clone(),
         location: spec.location.clone(),
         tags: spec.tags.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
         properties: spec.properties.clone(),
         outputs: res.outputs.clone(),
-        operation_id: job.operation_id.as_ref().map(|o| o.to_string()),
-        config_version: job.config_version.to_string(),
+        operation_id: job.operation_id.clone(),
+        config_version: job.config_version.clone(),
         intended_at: Some(job.timestamp),
         context: res.job_context.clone(),
         secrets: serde_json::Map::new(),
         parent: None,
         references: Default::default(),
         parameters: serde_json::Value::Null,
-        check_mode: job.job_type == JobType::Check,
+        mode: if job.job_type == JobType::Check { RunMode::Check } else { RunMode::Run },
     }
 }
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use slipway_domain::reconcile::{Failure, FailureKind};
-use slipway_domain::{IdempotencyKey, JobId, JobState};
+use slipway_domain::{ArmId, ConfigVersion, IdempotencyKey, JobId, JobState, OperationId};
 
 /// Everything a job needs to know about the resource it acts on.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,18 +31,20 @@ pub struct LaunchRequest {
     pub action: JobAction,
     /// Resource type kind, e.g. `VirtualNetwork` (names playbooks and templates).
     pub kind: String,
-    /// `Namespace/type` as configured (`Slipway.Example/virtualNetworks`).
+    /// `Namespace/type` as configured (`Slipway.Example/virtualNetworks`): the casing the
+    /// platform team declared, which a stored id may not share.
     pub resource_type: String,
-    pub resource_id: String,
-    pub resource_name: String,
+    /// The resource's id; its last name is the resource's name.
+    pub resource_id: ArmId,
     pub location: Option<String>,
     pub tags: serde_json::Map<String, Value>,
     pub properties: Value,
     /// What earlier jobs reported (`set_stats` `slipway_outputs`), e.g. an instance id the
     /// delete job needs.
     pub outputs: serde_json::Map<String, Value>,
-    pub operation_id: Option<String>,
-    pub config_version: String,
+    /// The operation the job serves (none for a drift check the engine started).
+    pub operation_id: Option<OperationId>,
+    pub config_version: ConfigVersion,
     /// When the launch intent was recorded: no job of this key is older (give or take the
     /// clocks' skew), so a provider may bound its `find` by it.
     pub intended_at: Option<slipway_domain::Timestamp>,
@@ -63,7 +65,28 @@ pub struct LaunchRequest {
     /// and changes nothing. Its handle says so, so that [`Provider::status`] reads the
     /// changed tasks ([`JobStatus::changes`]) once it ends. A provider that cannot run one
     /// answers [`ProviderError::Unsupported`] naming what is missing.
-    pub check_mode: bool,
+    pub mode: RunMode,
+}
+
+/// Whether a job changes anything: Ansible's normal run, or its check mode with diff (AWX
+/// calls the two `job_type` `run` and `check`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RunMode {
+    #[default]
+    Run,
+    /// Report what would change and change nothing (`--check --diff`).
+    Check,
+}
+
+impl LaunchRequest {
+    /// The resource's name: the last segment of its id.
+    pub fn resource_name(&self) -> &str {
+        &self.resource_id.name
+    }
+
+    pub fn is_check(&self) -> bool {
+        self.mode == RunMode::Check
+    }
 }
 
 /// A resource a job depends on (a child's parent): its id, type, properties (secrets left
@@ -411,8 +434,8 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
         "slipway".into(),
         json!({
             "resource": {
-                "id": r.resource_id,
-                "name": r.resource_name,
+                "id": r.resource_id.to_string(),
+                "name": r.resource_name(),
                 "type": r.resource_type,
                 "kind": r.kind,
                 "location": r.location,
@@ -420,9 +443,9 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
                 "properties": r.properties,
                 "outputs": r.outputs,
             },
-            "operationId": r.operation_id,
+            "operationId": r.operation_id.as_ref().map(OperationId::as_str),
             "action": r.action.as_str(),
-            "configVersion": r.config_version,
+            "configVersion": r.config_version.as_str(),
             "idempotencyKey": r.idempotency_key.as_str(),
             "requestedBy": r.context.as_ref().map(|c| requested_by(&c.requested_by)),
             "secrets": r.secrets,
@@ -430,7 +453,7 @@ pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
             "parent": r.parent.as_ref().map(RelatedResource::extra_vars),
             "references": r.references,
             "parameters": r.parameters,
-            "checkMode": r.check_mode,
+            "checkMode": r.is_check(),
         }),
     );
     vars.insert(KEY_VAR.into(), json!(r.idempotency_key.as_str()));

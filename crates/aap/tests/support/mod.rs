@@ -7,7 +7,8 @@ use std::time::Duration;
 use aap_sim::{Sim, SimConfig, SimTemplate};
 use serde_json::{Value, json};
 use slipway_aap::{AapOptions, AapProvider};
-use slipway_provider::{JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError};
+use slipway_domain::{ArmId, ConfigVersion, OperationId};
+use slipway_provider::{JobAction, JobHandle, JobStatus, LaunchRequest, Launched, Provider, ProviderError, RunMode};
 use slipway_test_support::eventually;
 pub const WAIT: Duration = Duration::from_secs(30);
 
@@ -49,27 +50,33 @@ pub fn provider(options: AapOptions) -> AapProvider {
     AapProvider::new(options).expect("provider builds")
 }
 
+/// The subscription and operation every test request names.
+pub const SUBSCRIPTION: &str = "6f1c2a3e-0000-4000-8000-000000000001";
+pub const OPERATION: &str = "0190b6a4-7c1e-7000-8000-000000000001";
+
 pub fn request(kind: &str, action: JobAction, key: &str) -> LaunchRequest {
     LaunchRequest {
         idempotency_key: key.into(),
         action,
         kind: kind.into(),
         resource_type: "slipway.test/things".into(),
-        resource_id: format!("/subscriptions/s1/resourceGroups/rg-1/providers/Slipway.Test/things/{kind}-r"),
-        resource_name: format!("{kind}-r"),
+        resource_id: ArmId::parse(&format!(
+            "/subscriptions/{SUBSCRIPTION}/resourceGroups/rg-1/providers/Slipway.Test/things/{kind}-r"
+        ))
+        .expect("a valid id"),
         location: Some("local".into()),
         tags: serde_json::Map::new(),
         properties: json!({"size": 1}),
         outputs: serde_json::Map::new(),
-        operation_id: Some("op-1".into()),
-        config_version: "cv-1".into(),
+        operation_id: OperationId::parse(OPERATION),
+        config_version: ConfigVersion::new("cv-1"),
         intended_at: None,
         context: None,
         secrets: Default::default(),
         parent: None,
         references: Default::default(),
         parameters: Value::Null,
-        check_mode: false,
+        mode: RunMode::Run,
     }
 }
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use slipway_ansible::{AnsibleOptions, AnsibleProvider};
-use slipway_provider::{JobAction, JobHandle, JobStatus, LaunchRequest, Provider};
+use slipway_domain::{ArmId, ConfigVersion, OperationId};
+use slipway_provider::{JobAction, JobHandle, JobStatus, LaunchRequest, Provider, RunMode};
 pub use slipway_test_support::eventually;
 
 pub fn repo_root() -> PathBuf {
@@ -65,27 +66,34 @@ impl Fixture {
     }
 }
 
+/// The subscription and operation every test request names.
+pub const SUBSCRIPTION: &str = "6f1c2a3e-0000-4000-8000-000000000001";
+pub const OPERATION: &str = "0190b6a4-7c1e-7000-8000-000000000001";
+
+/// A create of the thing named `kind` (its id's last segment), of kind `kind`.
 pub fn request(key: &str, kind: &str, properties: Value) -> LaunchRequest {
     LaunchRequest {
         idempotency_key: key.into(),
         action: JobAction::Create,
         kind: kind.into(),
         resource_type: "slipway.test/things".into(),
-        resource_id: format!("/subscriptions/s/resourceGroups/g/providers/Slipway.Test/things/{kind}"),
-        resource_name: "thing1".into(),
+        resource_id: ArmId::parse(&format!(
+            "/subscriptions/{SUBSCRIPTION}/resourceGroups/g/providers/Slipway.Test/things/{kind}"
+        ))
+        .expect("a valid id"),
         location: Some("local".into()),
         tags: json!({"env": "test"}).as_object().unwrap().clone(),
         properties,
         outputs: Default::default(),
-        operation_id: Some("op-1".into()),
-        config_version: "cv-1".into(),
+        operation_id: OperationId::parse(OPERATION),
+        config_version: ConfigVersion::new("cv-1"),
         intended_at: None,
         context: None,
         secrets: Default::default(),
         parent: None,
         references: Default::default(),
         parameters: Value::Null,
-        check_mode: false,
+        mode: RunMode::Run,
     }
 }
 
