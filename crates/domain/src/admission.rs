@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::ids::{ArmId, OperationId};
+use crate::job::Stop;
 use crate::operation::{ActionCall, CloudError, Initiator, Operation, OperationRequest, Rerun, codes};
 use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
 use crate::state::ProvisioningState;
@@ -464,8 +465,7 @@ pub fn admit_force_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timesta
     let op = cancelable(snap, op_id)?;
     let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
     for job in res.jobs.iter_mut().filter(|j| j.operation_id.as_ref() == Some(op_id) && !j.state.is_terminal()) {
-        job.kill_requested = true;
-        job.cancel_requested_at = None;
+        job.stop = Some(Stop::Kill { asked_at: None });
     }
     if op.provisions() {
         res.convergence_stopped_for = Some(res.desired_config_version.clone());

@@ -80,6 +80,32 @@ impl JobState {
     }
 }
 
+/// How Slipway stops a job it no longer wants, and when it last asked the provider to (it
+/// asks again every `TypePolicy::cancel_retry` until the job ends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Canceled with the provider's grace (`Effect::Cancel`): a cancel is always sent when
+    /// it is decided.
+    Cancel { asked_at: Timestamp },
+    /// A forced cancel (`Effect::Kill`): stopped at once. It is decided in the request and
+    /// sent by the engine, so it has not been asked for until the first kill goes out.
+    Kill { asked_at: Option<Timestamp> },
+}
+
+impl Stop {
+    /// When the provider was last asked to stop the job, if it was.
+    pub fn asked_at(self) -> Option<Timestamp> {
+        match self {
+            Stop::Cancel { asked_at } => Some(asked_at),
+            Stop::Kill { asked_at } => asked_at,
+        }
+    }
+
+    pub fn is_kill(self) -> bool {
+        matches!(self, Stop::Kill { .. })
+    }
+}
+
 /// One entry of a resource's job history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Job {
@@ -102,7 +128,8 @@ pub struct Job {
     pub handle: serde_json::Value,
     /// Failure details beyond the status word (failed task message, traceback).
     pub error_details: String,
-    pub cancel_requested_at: Option<Timestamp>,
+    /// Whether Slipway is stopping the job, how, and when it last asked the provider.
+    pub stop: Option<Stop>,
     /// Launch attempts that ended without a confirmed job (transient errors).
     pub launch_attempts: u32,
     /// While `Launching`: the provider said no such job exists, so launching is safe.
@@ -123,9 +150,6 @@ pub struct Job {
     pub action: String,
     /// When Slipway saw the job end (it recorded a terminal state).
     pub ended_at: Option<Timestamp>,
-    /// A forced cancel: the job is to be stopped at once (`Effect::Kill`), not canceled with
-    /// the provider's grace.
-    pub kill_requested: bool,
     /// Launched for an update that runs the unchanged spec again: why (its operation's).
     pub rerun: Option<crate::operation::Rerun>,
     /// Tasks the job has started, as last read (`progress`); kept once it ended, so a later
@@ -154,7 +178,7 @@ impl Job {
             operation_id: None,
             handle: serde_json::Value::Null,
             error_details: String::new(),
-            cancel_requested_at: None,
+            stop: None,
             launch_attempts: 0,
             absent_confirmed: false,
             launch_sent_at: None,
@@ -162,7 +186,6 @@ impl Job {
             unique_confirmed: false,
             action: String::new(),
             ended_at: None,
-            kill_requested: false,
             rerun: None,
             tasks_started: 0,
             current_task: String::new(),
@@ -178,6 +201,31 @@ impl Job {
     pub fn with_message(mut self, m: impl Into<String>) -> Self {
         self.message = m.into();
         self
+    }
+
+    /// When the provider was last asked to stop this job, if it was.
+    pub fn stop_asked_at(&self) -> Option<Timestamp> {
+        self.stop.and_then(Stop::asked_at)
+    }
+
+    /// Not asked to stop since `retry` ago (or ever): time to ask (again).
+    pub fn stop_due(&self, now: Timestamp, retry: std::time::Duration) -> bool {
+        self.stop_asked_at().is_none_or(|t| now >= t.add(retry))
+    }
+
+    /// A forced cancel is pending or under way.
+    pub fn kill_requested(&self) -> bool {
+        self.stop.is_some_and(Stop::is_kill)
+    }
+
+    /// Records that the provider is asked to stop the job now, the way already decided (a
+    /// graceful cancel unless a kill was).
+    pub fn ask_to_stop(&mut self, now: Timestamp) {
+        self.stop = Some(if self.kill_requested() {
+            Stop::Kill { asked_at: Some(now) }
+        } else {
+            Stop::Cancel { asked_at: now }
+        });
     }
 
     /// Sent more than once and not yet checked for a second job of the same key.

@@ -40,7 +40,7 @@ pub mod whatif;
 pub use config_version::ConfigVersion;
 pub use identity::{JobContext, Principal, PrincipalKind, RequestedBy, TenantContext};
 pub use ids::{ArmId, OperationId, ResourceKey, SubscriptionId, TypeKey};
-pub use job::{Job, JobState, JobType};
+pub use job::{Job, JobState, JobType, Stop};
 pub use names::{IdempotencyKey, JobId, LeaseOwner, ProviderName};
 pub use operation::{CloudError, Initiator, Operation, OperationRequest};
 pub use policy::TypePolicy;

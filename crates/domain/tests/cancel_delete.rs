@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use slipway_domain::admission::canceled_by_user;
 use slipway_domain::reconcile::{Effect, FailureKind, Outcome};
-use slipway_domain::{JobState, JobType, ProvisioningState as PS};
+use slipway_domain::{JobState, JobType, ProvisioningState as PS, Stop};
 
 // ---------------------------------------------------------------------------------------
 // Cancellation
@@ -24,14 +24,14 @@ fn user_cancel_cancels_the_job_and_stops_convergence() {
     w.set_now(at(10));
     w.cancel(1).unwrap();
     assert_eq!(w.cancel_job(&k, Outcome::CancelRequested), Some(at(12)));
-    assert_eq!(w.job(&k).cancel_requested_at, Some(at(10)));
+    assert_eq!(w.job(&k).stop, Some(Stop::Cancel { asked_at: at(10) }));
     w.set_now(at(12));
     assert_eq!(w.poll(&k, observed(JobState::Running, "running", "")), Some(at(14)));
     w.set_now(at(69));
     assert_eq!(w.poll(&k, observed(JobState::Running, "running", "")), Some(at(71)));
     w.set_now(at(70));
     assert_eq!(w.cancel_job(&k, Outcome::CancelRequested), Some(at(72)), "asked again after cancel_retry");
-    assert_eq!(w.job(&k).cancel_requested_at, Some(at(70)));
+    assert_eq!(w.job(&k).stop, Some(Stop::Cancel { asked_at: at(70) }));
     w.set_now(at(72));
     assert_eq!(w.poll(&k, observed(JobState::Canceled, "canceled", "")), None);
     assert_eq!(w.op(1).status, PS::Canceling);
@@ -136,7 +136,7 @@ fn delete_cancels_the_running_provision_job_then_deprovisions() {
     assert_eq!(w.op(1).status, PS::Canceled);
 
     assert_eq!(w.cancel_job(&p, Outcome::CancelRequested), Some(at(22)));
-    assert_eq!(w.job(&p).cancel_requested_at, Some(at(20)));
+    assert_eq!(w.job(&p).stop, Some(Stop::Cancel { asked_at: at(20) }));
     w.set_now(at(22));
     assert_eq!(w.poll(&p, observed(JobState::Canceled, "canceled", "")), None);
 

@@ -81,15 +81,16 @@ fn show_retried_failure(snap: &mut Snapshot, failed: &Job, now: Timestamp) {
 pub const FORCED_DELETE_NOTE: &str = "Force-deleted: the record was removed without a completed delete job; the \
                                       infrastructure it managed may remain (orphaned).";
 
-/// A forced delete: each running job is asked to cancel once (not waited for), then the
-/// record goes without a delete job.
+/// A forced delete: each running job not yet asked to stop is asked to cancel once (not
+/// waited for; a forced cancel's job was killed first, `decide_next`), then the record goes
+/// without a delete job.
 fn force_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     let running = res_mut(snap)
         .jobs
         .iter_mut()
-        .find(|j| !j.state.is_terminal() && j.state != JobState::Launching && j.cancel_requested_at.is_none());
+        .find(|j| !j.state.is_terminal() && j.state != JobState::Launching && j.stop_asked_at().is_none());
     if let Some(job) = running {
-        job.cancel_requested_at = Some(now);
+        job.ask_to_stop(now);
         return Effect::Cancel { key: job.idempotency_key.clone() };
     }
     if let Some(op) = snap.active_operation().map(|o| o.id.clone())

@@ -165,13 +165,13 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
     // A forced cancel's job is killed (again every `cancel_retry` while it runs); a
     // `Launching` one is found first.
     let kill_due = |j: &Job| {
-        j.kill_requested
+        j.kill_requested()
             && !j.state.is_terminal()
             && j.state != JobState::Launching
-            && j.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry))
+            && j.stop_due(now, policy.cancel_retry)
     };
     if let Some(job) = res_mut(snap).jobs.iter_mut().find(|j| kill_due(j)) {
-        job.cancel_requested_at = Some(now);
+        job.ask_to_stop(now);
         return Effect::Kill { key: job.idempotency_key.clone() };
     }
     if let Some(effect) = resolve_launching(snap, now) {
@@ -224,8 +224,8 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
 fn follow_duplicates(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Option<Effect> {
     let dup = res_mut(snap).duplicate_jobs.iter_mut().find(|d| !d.state.is_terminal())?;
     let (key, job_id) = (dup.idempotency_key.clone(), dup.job_id.clone());
-    if dup.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry)) {
-        dup.cancel_requested_at = Some(now);
+    if dup.stop_due(now, policy.cancel_retry) {
+        dup.ask_to_stop(now);
         Some(Effect::CancelDuplicate { key, job_id })
     } else {
         Some(Effect::PollDuplicate { key, job_id })
@@ -278,7 +278,7 @@ fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
     let for_its_operation = op.is_some_and(|o| !o.request.moves_resource()) || job.job_type == JobType::Action;
     let over = for_its_operation && op.is_none_or(|o| o.is_terminal());
     let spec_current = for_its_operation || job.config_version == res.desired_config_version;
-    !res.is_deleting() && !canceling && !over && !job.kill_requested && spec_current
+    !res.is_deleting() && !canceling && !over && !job.kill_requested() && spec_current
 }
 
 /// Records a `Launching` entry (the intent) and names it.
@@ -357,9 +357,8 @@ fn record_intent(
 /// Asks a running job to cancel once per `cancel_retry`; polls it in between.
 fn cancel_or_poll(snap: &mut Snapshot, key: IdempotencyKey, policy: &TypePolicy, now: Timestamp) -> Effect {
     let job = job_mut(snap, &key).expect("key names an existing job");
-    let due = job.cancel_requested_at.is_none_or(|t| now >= t.add(policy.cancel_retry));
-    if due {
-        job.cancel_requested_at = Some(now);
+    if job.stop_due(now, policy.cancel_retry) {
+        job.ask_to_stop(now);
         Effect::Cancel { key }
     } else {
         Effect::Poll { key }

@@ -404,7 +404,7 @@ fn fold_outcome(job: &mut Job, io: JobIo, outcome: Outcome, policy: &TypePolicy,
             }
             if obs.state.is_terminal() {
                 None
-            } else if job.cancel_requested_at.is_some() || job.kill_requested {
+            } else if job.stop.is_some() {
                 // Its end is expected soon, whatever its age.
                 poll_later
             } else {

@@ -28,7 +28,7 @@ impl PollWait {
     /// the active operation's deadline, which is `until`.
     pub fn of(snap: &Snapshot, policy: &TypePolicy, now: Timestamp) -> Option<PollWait> {
         let res = snap.resource.as_ref()?;
-        let timed = |j: &Job| j.state == JobState::Launching || j.cancel_requested_at.is_some() || j.kill_requested;
+        let timed = |j: &Job| j.state == JobState::Launching || j.stop.is_some();
         if res.is_deleting() || !res.duplicate_jobs.is_empty() || res.jobs.iter().any(timed) {
             return None;
         }

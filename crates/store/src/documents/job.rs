@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use slipway_domain::config_version::ConfigVersion;
-use slipway_domain::job::{Job, JobState, JobType};
+use slipway_domain::job::{Job, JobState, JobType, Stop};
 use slipway_domain::time::Timestamp;
 
 use super::operation::RerunDocument;
@@ -133,7 +133,7 @@ impl From<&Job> for JobDocument {
             operation_id,
             handle,
             error_details,
-            cancel_requested_at,
+            stop,
             launch_attempts,
             absent_confirmed,
             launch_sent_at,
@@ -141,7 +141,6 @@ impl From<&Job> for JobDocument {
             unique_confirmed,
             action,
             ended_at,
-            kill_requested,
             rerun,
             tasks_started,
             current_task,
@@ -161,7 +160,7 @@ impl From<&Job> for JobDocument {
             operation_id: operation_id.as_ref().map(|id| id.as_str().to_string()),
             handle: handle.clone(),
             error_details: error_details.clone(),
-            cancel_requested_at: cancel_requested_at.map(Timestamp::as_millis),
+            cancel_requested_at: stop.and_then(Stop::asked_at).map(Timestamp::as_millis),
             launch_attempts: *launch_attempts,
             absent_confirmed: *absent_confirmed,
             launch_sent_at: launch_sent_at.map(Timestamp::as_millis),
@@ -169,7 +168,7 @@ impl From<&Job> for JobDocument {
             unique_confirmed: *unique_confirmed,
             action: action.clone(),
             ended_at: ended_at.map(Timestamp::as_millis),
-            kill_requested: *kill_requested,
+            kill_requested: stop.is_some_and(Stop::is_kill),
             rerun: rerun.map(RerunDocument::from),
             tasks_started: *tasks_started,
             current_task: current_task.clone(),
@@ -224,7 +223,11 @@ impl TryFrom<JobDocument> for Job {
             template,
             handle,
             error_details,
-            cancel_requested_at: cancel_requested_at.map(Timestamp),
+            stop: match (kill_requested, cancel_requested_at.map(Timestamp)) {
+                (true, asked_at) => Some(Stop::Kill { asked_at }),
+                (false, Some(asked_at)) => Some(Stop::Cancel { asked_at }),
+                (false, None) => None,
+            },
             launch_attempts,
             absent_confirmed,
             launch_sent_at: launch_sent_at.map(Timestamp),
@@ -232,7 +235,6 @@ impl TryFrom<JobDocument> for Job {
             unique_confirmed,
             action,
             ended_at: ended_at.map(Timestamp),
-            kill_requested,
             rerun: rerun.map(Into::into),
             tasks_started,
             current_task,

@@ -87,3 +87,21 @@ fn minimal_old_documents_decode_with_their_defaults() {
         })
     );
 }
+
+/// A job's stop is stored as the two fields it always was (`cancelRequestedAt`,
+/// `killRequested`): each of its states reads back as itself.
+#[test]
+fn every_stop_state_reads_back_as_itself() {
+    let asked = Timestamp(1_764_449_700_000);
+    for stop in [
+        None,
+        Some(Stop::Cancel { asked_at: asked }),
+        Some(Stop::Kill { asked_at: None }),
+        Some(Stop::Kill { asked_at: Some(asked) }),
+    ] {
+        let mut rec = minimal_record_with_job();
+        rec.jobs[0].stop = stop;
+        let body = encode_resource(&rec).unwrap();
+        assert_eq!(decode_resource(&body).map(|r| r.jobs[0].stop), Ok(stop), "{body}");
+    }
+}

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use slipway_domain::config_version::ConfigVersion;
 use slipway_domain::ids::{ArmId, OperationId, ResourceKey};
-use slipway_domain::job::{Job, JobState, JobType};
+use slipway_domain::job::{Job, JobState, JobType, Stop};
 use slipway_domain::operation::{CloudError, Initiator, Operation, OperationRequest, Rerun};
 use slipway_domain::resource::{Deletion, Lease, ResourceRecord, Schedule, Spec, SystemData};
 use slipway_domain::state::ProvisioningState;
@@ -42,7 +42,7 @@ fn full_job() -> Job {
         operation_id: Some(op_id(1)),
         handle: json!({"kind": "workflow_job", "template": 12}),
         error_details: "TASK [create] fatal: \"boom\"".into(),
-        cancel_requested_at: Some(Timestamp(1_764_449_700_000)),
+        stop: Some(Stop::Kill { asked_at: Some(Timestamp(1_764_449_700_000)) }),
         launch_attempts: 2,
         absent_confirmed: true,
         launch_sent_at: Some(Timestamp(1_764_449_626_000)),
@@ -50,7 +50,6 @@ fn full_job() -> Job {
         unique_confirmed: true,
         action: "restart".into(),
         ended_at: Some(Timestamp(1_764_449_690_000)),
-        kill_requested: true,
         rerun: Some(Rerun::Retry),
         tasks_started: 5,
         current_task: "Record the resource".into(),
