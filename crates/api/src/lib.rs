@@ -94,8 +94,9 @@ pub struct JobRef {
 }
 
 impl JobRef {
-    pub fn of(job: &slipway_domain::Job) -> JobRef {
-        JobRef { provider: job.provider.clone(), job_id: job.job_id.clone(), handle: job.handle.clone() }
+    /// The job's reference at its provider; none before the provider confirmed a job.
+    pub fn of(job: &slipway_domain::Job) -> Option<JobRef> {
+        Some(JobRef { provider: job.provider.clone(), job_id: job.job_id.clone()?, handle: job.handle.clone() })
     }
 }
 

@@ -108,7 +108,7 @@ fn job_body(j: &slipway_domain::Job, link: &dyn Fn(&slipway_domain::Job) -> Opti
     let mut body = json!({
         "type": j.job_type.as_str(),
         "state": j.state.as_str(),
-        "jobId": j.job_id,
+        "jobId": j.job_id_text(),
         "provider": j.provider,
         "template": j.template,
         "idempotencyKey": j.idempotency_key,

@@ -71,7 +71,9 @@ mod tests {
     const MIN: i64 = 60 * SEC;
 
     fn f(ver: &str, t_ms: i64) -> Job {
-        Job::new("x", JobType::Provision, JobState::Failed, Timestamp(t_ms)).with_version(ConfigVersion::new(ver))
+        Job::new(JobType::Provision, JobState::Failed, Timestamp(t_ms))
+            .with_job_id("x")
+            .with_version(ConfigVersion::new(ver))
     }
 
     fn retried(t_ms: i64) -> Job {
@@ -98,7 +100,7 @@ mod tests {
                 "deprovision ignored",
                 vec![
                     f("v1", -5 * MIN),
-                    Job::new("d", JobType::Deprovision, JobState::Failed, Timestamp(-3 * MIN)),
+                    Job::new(JobType::Deprovision, JobState::Failed, Timestamp(-3 * MIN)).with_job_id("d"),
                     f("v1", 0),
                 ],
                 mins(10),
@@ -107,7 +109,8 @@ mod tests {
                 "succeeded ignored",
                 vec![
                     f("v1", -5 * MIN),
-                    Job::new("s", JobType::Provision, JobState::Succeeded, Timestamp(-3 * MIN))
+                    Job::new(JobType::Provision, JobState::Succeeded, Timestamp(-3 * MIN))
+                        .with_job_id("s")
                         .with_version(v1.clone()),
                     f("v1", 0),
                 ],
@@ -118,7 +121,9 @@ mod tests {
                 vec![
                     f("v1", -12 * MIN),
                     f("v1", -9 * MIN),
-                    Job::new("c", JobType::Provision, JobState::Canceled, Timestamp(0)).with_version(v1.clone()),
+                    Job::new(JobType::Provision, JobState::Canceled, Timestamp(0))
+                        .with_job_id("c")
+                        .with_version(v1.clone()),
                 ],
                 mins(6),
             ),
@@ -151,7 +156,7 @@ mod tests {
     #[test]
     fn deprovision_backoff() {
         let b = BackoffPolicy::default();
-        let d = |t| Job::new("d", JobType::Deprovision, JobState::Failed, Timestamp(t));
+        let d = |t| Job::new(JobType::Deprovision, JobState::Failed, Timestamp(t)).with_job_id("d");
         assert_eq!(b.deprovision(&[]), mins(2));
         assert_eq!(b.deprovision(&[d(0)]), mins(2));
         assert_eq!(b.deprovision(&[d(0), d(2 * MIN)]), mins(4));

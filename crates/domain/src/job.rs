@@ -109,8 +109,9 @@ impl Stop {
 /// One entry of a resource's job history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Job {
-    /// The provider's job id; empty while `Launching`.
-    pub job_id: JobId,
+    /// The provider's job id: none until a launch or a find confirmed a job (a launch that
+    /// failed outright never gets one).
+    pub job_id: Option<JobId>,
     pub job_type: JobType,
     pub state: JobState,
     pub message: String,
@@ -163,9 +164,9 @@ pub struct Job {
 
 impl Job {
     /// A bare job entry; the remaining fields default to empty.
-    pub fn new(job_id: impl Into<JobId>, job_type: JobType, state: JobState, timestamp: Timestamp) -> Self {
+    pub fn new(job_type: JobType, state: JobState, timestamp: Timestamp) -> Self {
         Job {
-            job_id: job_id.into(),
+            job_id: None,
             job_type,
             state,
             message: String::new(),
@@ -191,6 +192,16 @@ impl Job {
             current_task: String::new(),
             expected_tasks: None,
         }
+    }
+
+    /// The provider's job id as logs and the wire write it: empty before there is one.
+    pub fn job_id_text(&self) -> &str {
+        self.job_id.as_ref().map_or("", JobId::as_str)
+    }
+
+    pub fn with_job_id(mut self, id: impl Into<JobId>) -> Self {
+        self.job_id = Some(id.into());
+        self
     }
 
     pub fn with_version(mut self, v: ConfigVersion) -> Self {
@@ -230,7 +241,7 @@ impl Job {
 
     /// Sent more than once and not yet checked for a second job of the same key.
     pub fn needs_duplicate_check(&self) -> bool {
-        self.launch_sends > 1 && !self.unique_confirmed && !self.job_id.is_empty()
+        self.launch_sends > 1 && !self.unique_confirmed && self.job_id.is_some()
     }
 
     /// `message` plus `": " + error_details` when details exist (OSAC `MessageWithDetails`).
@@ -274,11 +285,11 @@ mod tests {
     const MIN: i64 = 60_000;
 
     fn p(id: &str, state: JobState, t_min: i64) -> Job {
-        Job::new(id, JobType::Provision, state, Timestamp(t_min * MIN))
+        Job::new(JobType::Provision, state, Timestamp(t_min * MIN)).with_job_id(id)
     }
 
     fn d(id: &str, state: JobState, t_min: i64) -> Job {
-        Job::new(id, JobType::Deprovision, state, Timestamp(t_min * MIN))
+        Job::new(JobType::Deprovision, state, Timestamp(t_min * MIN)).with_job_id(id)
     }
 
     #[test]
@@ -306,7 +317,7 @@ mod tests {
             p("job1", JobState::Succeeded, -120),
             p("job2", JobState::Failed, -60),
         ];
-        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "job3");
+        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, Some("job3".into()));
     }
 
     #[test]
@@ -316,8 +327,8 @@ mod tests {
             d("deprovision1", JobState::Running, -30),
             p("provision2", JobState::Succeeded, -60),
         ];
-        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "provision2");
-        assert_eq!(latest_job_by_type(&jobs, JobType::Deprovision).unwrap().job_id, "deprovision1");
+        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, Some("provision2".into()));
+        assert_eq!(latest_job_by_type(&jobs, JobType::Deprovision).unwrap().job_id, Some("deprovision1".into()));
         let only_provision = vec![p("a", JobState::Running, 0)];
         assert!(latest_job_by_type(&only_provision, JobType::Deprovision).is_none());
         assert!(latest_job_by_type(&[], JobType::Provision).is_none());
@@ -326,7 +337,7 @@ mod tests {
     #[test]
     fn ties_go_to_the_first_index() {
         let jobs = vec![p("job1", JobState::Running, 0), p("job2", JobState::Running, 0)];
-        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, "job1");
+        assert_eq!(latest_job_by_type(&jobs, JobType::Provision).unwrap().job_id, Some("job1".into()));
     }
 
     #[test]
@@ -335,11 +346,11 @@ mod tests {
         for i in 1..=5 {
             append_job(&mut jobs, p(&format!("job-{i}"), JobState::Pending, i), 3);
         }
-        let ids: Vec<_> = jobs.iter().map(|j| j.job_id.as_str()).collect();
+        let ids: Vec<_> = jobs.iter().filter_map(|j| j.job_id.as_ref().map(JobId::as_str)).collect();
         assert_eq!(ids, ["job-3", "job-4", "job-5"]);
         append_job(&mut jobs, p("job-6", JobState::Pending, 6), 0);
         assert_eq!(jobs.len(), 1, "max history is clamped to 1");
-        assert_eq!(jobs[0].job_id, "job-6");
+        assert_eq!(jobs[0].job_id, Some("job-6".into()));
     }
 
     #[test]

@@ -105,7 +105,8 @@ mod tests {
     use crate::time::Timestamp;
 
     fn succeeded(at: i64, tasks: u32, version: &str) -> Job {
-        let mut j = Job::new("j", JobType::Provision, JobState::Succeeded, Timestamp(at))
+        let mut j = Job::new(JobType::Provision, JobState::Succeeded, Timestamp(at))
+            .with_job_id("j")
             .with_version(ConfigVersion::of_bytes(version.as_bytes()));
         j.tasks_started = tasks;
         j
@@ -138,7 +139,7 @@ mod tests {
 
     #[test]
     fn a_reading_never_lowers_the_count_and_bounds_the_name() {
-        let mut job = Job::new("j", JobType::Provision, JobState::Running, Timestamp(1));
+        let mut job = Job::new(JobType::Provision, JobState::Running, Timestamp(1)).with_job_id("j");
         let reading =
             |n: u32, task: &str| JobProgress { tasks_started: n, current_task: task.into(), expected_tasks: None };
         let folded = |job: &mut Job, n: u32, task: &str| {

@@ -32,7 +32,7 @@ fn deleting(mut c: ResourceRecord, job: Option<JobState>) -> ResourceRecord {
     c.deletion = Some(slipway_domain::resource::Deletion { requested_at: T0, force: false });
     c.provisioning_state = PS::Deleting;
     if let Some(state) = job {
-        let mut j = Job::new("77", JobType::Deprovision, state, at(5));
+        let mut j = Job::new(JobType::Deprovision, state, at(5)).with_job_id("77");
         j.message = "delete failed: the subnet is in use".into();
         j.block_deletion_on_failure = true;
         c.jobs.push(j);

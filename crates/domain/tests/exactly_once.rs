@@ -41,7 +41,7 @@ fn found_job_is_adopted() {
     let hold = w.apply(&find, Outcome::Found(vec![started("1001", JobState::Running)]));
     assert_eq!(hold, Some(at(32)));
     let job = w.job(&key(1, 1));
-    assert_eq!(job.job_id, "1001");
+    assert_eq!(job.job_id_text(), "1001");
     assert_eq!(job.state, JobState::Running);
     assert_eq!(job.message, "Job found after an interrupted launch");
     assert_eq!(job.template, "osac-create-virtual-network");
@@ -144,7 +144,7 @@ fn permanent_launch_failure_fails_the_operation_and_backs_off() {
         let job = w.job(&key(1, 1));
         assert_eq!(job.state, JobState::Failed);
         assert_eq!(job.message, "Launch failed: template not found");
-        assert_eq!(job.job_id, "");
+        assert_eq!(job.job_id, None);
         // Not a hot loop of launches: the failed launch counts as a failed attempt.
         assert_eq!(w.decide(), sleep_until(at(120)), "{kind:?}");
         assert_eq!(w.op(1).status, PS::Failed);

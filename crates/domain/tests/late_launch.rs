@@ -47,7 +47,7 @@ fn no_job_yet_inside_the_window_is_looked_for_again_never_relaunched() {
     let find = w.decide();
     let hold = w.apply(&find, Outcome::Found(vec![started("1001", JobState::Running)]));
     assert_eq!(hold, Some(at(89).add(POLL)));
-    assert_eq!(w.job(&key(1, 1)).job_id, "1001");
+    assert_eq!(w.job(&key(1, 1)).job_id_text(), "1001");
     assert_eq!(w.decide(), Effect::Poll { key: key(1, 1) });
     assert_eq!(w.res().job_seq, 1);
 }
@@ -117,10 +117,10 @@ fn two_jobs_found_for_one_key_keep_the_earliest_and_cancel_the_other() {
     let hold =
         w.apply(&find, Outcome::Found(vec![started("1001", JobState::Running), started("1002", JobState::Pending)]));
     assert_eq!(hold, None, "cancel the duplicate right away");
-    assert_eq!(w.job(&key(1, 1)).job_id, "1001", "the earliest is kept");
+    assert_eq!(w.job(&key(1, 1)).job_id_text(), "1001", "the earliest is kept");
     let dups = &w.res().duplicate_jobs;
     assert_eq!(dups.len(), 1);
-    assert_eq!((dups[0].job_id.as_str(), dups[0].idempotency_key.as_str()), ("1002", key(1, 1).as_str()));
+    assert_eq!((dups[0].job_id_text(), dups[0].idempotency_key.as_str()), ("1002", key(1, 1).as_str()));
     assert!(dups[0].message.contains("second job"), "{}", dups[0].message);
     let cancel = Effect::CancelDuplicate { key: key(1, 1), job_id: "1002".into() };
     assert_eq!(w.decide(), cancel);
@@ -199,6 +199,6 @@ fn a_running_duplicate_is_never_trimmed_from_the_history() {
         started("1003", JobState::Running),
     ];
     w.apply(&find, Outcome::Found(three));
-    let ids: Vec<&str> = w.res().duplicate_jobs.iter().map(|d| d.job_id.as_str()).collect();
+    let ids: Vec<&str> = w.res().duplicate_jobs.iter().map(|d| d.job_id_text()).collect();
     assert_eq!(ids, ["1002", "1003"]);
 }

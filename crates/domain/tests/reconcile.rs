@@ -39,7 +39,7 @@ fn launched_job_is_polled_until_it_succeeds() {
     assert_eq!(effect, Effect::Launch { key: k.clone() });
     assert_eq!(w.apply(&effect, launched("1001")), Some(T0.add(POLL)));
     let job = w.job(&k);
-    assert_eq!(job.job_id, "1001");
+    assert_eq!(job.job_id_text(), "1001");
     assert_eq!(job.state, JobState::Pending);
     assert_eq!(job.handle, serde_json::json!({"kind": "job", "id": "1001"}));
     assert_eq!(job.template, "osac-create-virtual-network");

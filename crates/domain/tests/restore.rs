@@ -39,7 +39,7 @@ fn the_newest_job_of_the_operation_in_flight_is_adopted_not_launched_again() {
     let find = w.decide();
     assert_eq!(find, Effect::Find { key: key(1, 2) });
     w.apply(&find, Outcome::Found(vec![started("1002", JobState::Running)]));
-    assert_eq!(w.job(&key(1, 2)).job_id, "1002");
+    assert_eq!(w.job(&key(1, 2)).job_id_text(), "1002");
     assert_eq!(w.poll(&key(1, 2), observed(JobState::Succeeded, "successful", "")), None);
     // The job the backup knew as running is followed to its end too; it ends nothing.
     assert_eq!(w.poll(&key(1, 1), observed(JobState::Failed, "failed", "")), None);

@@ -97,7 +97,9 @@ fn aap_get_retry_table() {
 }
 
 fn failed(ver: &str, t_ms: i64) -> Job {
-    Job::new("x", JobType::Provision, JobState::Failed, Timestamp(t_ms)).with_version(ConfigVersion::new(ver))
+    Job::new(JobType::Provision, JobState::Failed, Timestamp(t_ms))
+        .with_job_id("x")
+        .with_version(ConfigVersion::new(ver))
 }
 
 /// OSAC's history-derived backoff (defaults 2 min, 30 min): gap between the last two failed

@@ -315,7 +315,7 @@ impl Sim {
             Effect::Poll { key } | Effect::Cancel { key } => {
                 let job_id = self.w.job(key).job_id.clone();
                 let t = self.t;
-                let Some(i) = self.jobs.iter().position(|j| j.id == job_id && !j.purged) else {
+                let Some(i) = self.jobs.iter().position(|j| Some(&j.id) == job_id.as_ref() && !j.purged) else {
                     return Self::failure(FailureKind::NotFound, "no such job");
                 };
                 match roll {

@@ -113,8 +113,17 @@ fn started(l: Launched) -> JobStart {
     JobStart { job_id: l.handle.job_id, handle: l.handle.data, state: l.state, template: l.template }
 }
 
-fn handle(job: &Job) -> JobHandle {
-    JobHandle { job_id: job.job_id.clone(), data: job.handle.clone() }
+/// The provider's handle of a job it confirmed; none before it has an id.
+fn handle(job: &Job) -> Option<JobHandle> {
+    Some(JobHandle { job_id: job.job_id.clone()?, data: job.handle.clone() })
+}
+
+/// What a provider answers for a job it does not know: a job without an id is one.
+fn no_job_yet(job: &Job) -> Outcome {
+    Outcome::Failed(Failure {
+        kind: FailureKind::NotFound,
+        message: format!("job {} has no provider job id yet", job.idempotency_key),
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -170,7 +179,7 @@ pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &E
     };
     let job = match duplicate {
         None => res.jobs.iter().find(|j| &j.idempotency_key == key),
-        Some(id) => res.duplicate_jobs.iter().find(|j| &j.job_id == id),
+        Some(id) => res.duplicate_jobs.iter().find(|j| j.job_id.as_ref() == Some(id)),
     };
     let Some(job) = job else {
         return Some(Outcome::Failed(Failure {
@@ -179,7 +188,7 @@ pub(crate) async fn perform(backends: &Backends<'_>, snap: &Snapshot, effect: &E
         }));
     };
     if duplicate.is_some() && matches!(io, Io::Cancel) {
-        tracing::error!(resource = %res.id, key = %key, job = %job.job_id, provider = %job.provider,
+        tracing::error!(resource = %res.id, key = %key, job = %job.job_id_text(), provider = %job.provider,
             "canceling a second job the provider started for one idempotency key");
     }
     let outcome = perform_io(backends, snap, res, job, io).await;
@@ -294,9 +303,10 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
         },
         Io::Poll => poll_io(backends, provider.as_ref(), job).await,
         Io::Cancel | Io::Kill => {
+            let Some(handle) = handle(job) else { return no_job_yet(job) };
             let asked = match io {
-                Io::Kill => provider.kill(&handle(job)).await,
-                _ => provider.cancel(&handle(job)).await,
+                Io::Kill => provider.kill(&handle).await,
+                _ => provider.cancel(&handle).await,
             };
             match asked {
                 Ok(CancelOutcome::Requested) => Outcome::CancelRequested,
@@ -309,10 +319,11 @@ async fn perform_io(backends: &Backends<'_>, snap: &Snapshot, res: &ResourceReco
 
 /// One job's status, through the provider's status batcher when it has one.
 async fn poll_io(backends: &Backends<'_>, provider: &dyn Provider, job: &Job) -> Outcome {
+    let Some(handle) = handle(job) else { return no_job_yet(job) };
     let status =
         match backends.batchers.get(&job.provider) {
-            Some(batcher) => batcher.status(handle(job)).await,
-            None => provider.status(&[handle(job)]).await.pop().unwrap_or_else(|| {
+            Some(batcher) => batcher.status(handle).await,
+            None => provider.status(&[handle]).await.pop().unwrap_or_else(|| {
                 Err(slipway_provider::ProviderError::Transient("provider returned no status".into()))
             }),
         };

@@ -54,7 +54,7 @@ impl Before {
                 };
                 metrics.jobs_ended.get_or_create(&labels).inc();
                 let details = if job.state == JobState::Succeeded { String::new() } else { job.message_with_details() };
-                tracing::info!(resource, operation = %operation, job = %job.job_id, key = %job.idempotency_key,
+                tracing::info!(resource, operation = %operation, job = %job.job_id_text(), key = %job.idempotency_key,
                     provider = %job.provider, template = %job.template, r#type = ?job.job_type, state = job.state.as_str(),
                     failure = %details, "job ended");
             }

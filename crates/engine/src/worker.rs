@@ -217,7 +217,8 @@ impl Worker {
         if let Some(key) = followed_key {
             let followed = snap.resource.as_ref().and_then(|r| {
                 let job = r.jobs.iter().find(|j| j.idempotency_key == key)?;
-                (!job.state.is_terminal() && !job.job_id.is_empty()).then(|| (job.provider.clone(), job.job_id.clone()))
+                let id = job.job_id.clone().filter(|_| !job.state.is_terminal())?;
+                Some((job.provider.clone(), id))
             });
             self.watch(followed);
         }
@@ -479,7 +480,7 @@ impl Worker {
 /// already names the resource).
 fn effect_span(key: &str, job: Option<&Job>) -> tracing::Span {
     let operation = job.and_then(|j| j.operation_id.as_ref()).map(|o| o.to_string()).unwrap_or_default();
-    let job_id = job.map(|j| j.job_id.as_str()).unwrap_or_default();
+    let job_id = job.map(Job::job_id_text).unwrap_or_default();
     tracing::info_span!("effect", operation = %operation, key = %key, job = %job_id)
 }
 

@@ -73,7 +73,7 @@ async fn a_cancel_decided_just_before_another_client_write_is_still_sent() {
     let key = id.key();
     let op = create(store.as_ref(), clock.as_ref(), id).await;
     eventually("the job runs", WAIT, async || {
-        client.get_resource(&key).await.unwrap().is_some_and(|r| r.jobs.first().is_some_and(|j| !j.job_id.is_empty()))
+        client.get_resource(&key).await.unwrap().is_some_and(|r| r.jobs.first().is_some_and(|j| j.job_id.is_some()))
     })
     .await;
 

@@ -196,7 +196,7 @@ async fn a_worker_fenced_out_by_its_own_nodes_newer_claim_carries_on() {
     let op = create(store.as_ref(), clock.as_ref(), id).await;
     let epoch = async || store.get_resource(&key).await.unwrap().and_then(|r| r.lease).map(|l| l.epoch);
     eventually("the job launched", WAIT, async || {
-        store.get_resource(&key).await.unwrap().is_some_and(|r| r.jobs.first().is_some_and(|j| !j.job_id.is_empty()))
+        store.get_resource(&key).await.unwrap().is_some_and(|r| r.jobs.first().is_some_and(|j| j.job_id.is_some()))
     })
     .await;
     let first = epoch().await.expect("leased while the job runs");

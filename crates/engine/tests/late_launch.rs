@@ -235,7 +235,7 @@ async fn a_launch_landing_late_inside_its_window_is_adopted_never_launched_twice
 
     // The held request is processed: its job appears and b adopts it.
     s.controller.release_held();
-    eventually("b adopted the late job", WAIT, async || !s.resource().await.jobs[0].job_id.is_empty()).await;
+    eventually("b adopted the late job", WAIT, async || s.resource().await.jobs[0].job_id.is_some()).await;
     s.controller.finish.store(true, Ordering::SeqCst);
     s.wait_succeeded().await;
 
@@ -243,7 +243,7 @@ async fn a_launch_landing_late_inside_its_window_is_adopted_never_launched_twice
     assert_eq!(s.controller.jobs_of(&key).len(), 1, "one job for the key: {:?}", s.controller.all_jobs());
     assert_eq!(s.controller.received.load(Ordering::SeqCst), 1, "launched once");
     assert_eq!(res.jobs.len(), 1);
-    assert_eq!(res.jobs[0].job_id, "j1");
+    assert_eq!(res.jobs[0].job_id_text(), "j1");
     assert!(res.duplicate_jobs.is_empty());
     a.stop().await;
     b.stop().await;
@@ -254,10 +254,10 @@ async fn a_launch_landing_after_a_too_short_window_is_canceled_and_recorded() {
     // The first request is held; b's relaunch (the window has passed) is answered at once.
     let s = setup(1, Duration::from_secs(1));
     let (a, b) = s.launch_held_then_lease_passes_to_b().await;
-    eventually("b relaunched the key", WAIT, async || !s.resource().await.jobs[0].job_id.is_empty()).await;
+    eventually("b relaunched the key", WAIT, async || s.resource().await.jobs[0].job_id.is_some()).await;
     assert_eq!(s.controller.received.load(Ordering::SeqCst), 2);
     let key = s.resource().await.jobs[0].idempotency_key.clone();
-    let tracked = s.resource().await.jobs[0].job_id.clone();
+    let tracked = s.resource().await.jobs[0].job_id.clone().expect("the job was launched");
 
     // Then the first request is processed after all: a second job for the key runs.
     s.controller.release_held();
@@ -278,10 +278,10 @@ async fn a_launch_landing_after_a_too_short_window_is_canceled_and_recorded() {
         Some(JobState::Canceled),
         "the duplicate was canceled: {at_controller:?}"
     );
-    assert_eq!(res.jobs[0].job_id, tracked, "the tracked job stays the resource's job");
+    assert_eq!(res.jobs[0].job_id, Some(tracked), "the tracked job stays the resource's job");
     assert_eq!(res.duplicate_jobs.len(), 1, "{:?}", res.duplicate_jobs);
     let dup = &res.duplicate_jobs[0];
-    assert_eq!((dup.job_id.as_str(), dup.idempotency_key.as_str()), (late.id.as_str(), key.as_str()));
+    assert_eq!((dup.job_id_text(), dup.idempotency_key.as_str()), (late.id.as_str(), key.as_str()));
     assert_eq!(dup.state, JobState::Canceled, "followed until it ended");
     a.stop().await;
     b.stop().await;

@@ -275,7 +275,7 @@ impl slipway_api::JobReader for ProviderJobs {
     }
 
     fn link(&self, job: &slipway_api::JobRef) -> Option<String> {
-        self.0.get(&job.provider)?.job_link(&handle(job)).filter(|_| !job.job_id.is_empty())
+        self.0.get(&job.provider)?.job_link(&handle(job))
     }
 }
 

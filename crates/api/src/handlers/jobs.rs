@@ -15,7 +15,7 @@ pub(crate) async fn job_history(state: &ApiState, ctx: &Ctx, id: ArmId) -> Resul
     may_read_resource(state, ctx, &id).await?;
     let res =
         state.store.get_resource(&id.key()).await?.ok_or_else(|| ArmError::resource_not_found(&id.to_string()))?;
-    let link = |job: &slipway_domain::Job| state.jobs.link(&crate::JobRef::of(job));
+    let link = |job: &slipway_domain::Job| crate::JobRef::of(job).and_then(|r| state.jobs.link(&r));
     Ok(json_response(StatusCode::OK, wire::job_history_body(&res, &link)))
 }
 

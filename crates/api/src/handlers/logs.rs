@@ -15,7 +15,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use slipway_domain::echo::echo;
 use slipway_domain::ids::{OperationId, SubscriptionId};
-use slipway_domain::{Job, JobId, Operation, ResourceKey};
+use slipway_domain::{Job, JobId, JobState, Operation, ResourceKey};
 use slipway_store::Store;
 
 use crate::error::ArmError;
@@ -78,11 +78,11 @@ pub(crate) async fn job_logs(state: &ApiState, ctx: &Ctx, op: &Operation) -> Res
         });
         return Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response());
     }
-    let Some(job) = job else { return Ok(text_response(String::new(), None)) };
+    let Some((job, _)) = job else { return Ok(text_response(String::new(), None)) };
     let mut text = String::new();
     let mut offset = 0;
     loop {
-        let chunk = read(state.jobs.as_ref(), job, offset).await?;
+        let chunk = read(state.jobs.as_ref(), &job, offset).await?;
         if chunk.next_offset == offset {
             break;
         }
@@ -101,11 +101,15 @@ pub(crate) async fn job_logs(state: &ApiState, ctx: &Ctx, op: &Operation) -> Res
     Ok(text_response(text, Some(job.job_id.as_str())))
 }
 
-/// The job the request names (`?job=`), else the operation's latest launched job.
-fn pick_job<'a>(jobs: &'a [Job], operation: &OperationId, wanted: Option<&str>) -> Option<&'a Job> {
-    let mut of_op = jobs.iter().filter(|j| j.operation_id.as_ref() == Some(operation) && !j.job_id.is_empty());
+/// The job the request names (`?job=`), else the operation's latest launched job, with its
+/// reference at its provider.
+fn pick_job(jobs: &[Job], operation: &OperationId, wanted: Option<&str>) -> Option<(JobRef, JobState)> {
+    let mut of_op = jobs
+        .iter()
+        .filter(|j| j.operation_id.as_ref() == Some(operation))
+        .filter_map(|j| Some((JobRef::of(j)?, j.state)));
     match wanted {
-        Some(id) => of_op.find(|j| j.job_id == id),
+        Some(id) => of_op.find(|(r, _)| r.job_id.as_str() == id),
         None => of_op.next_back(),
     }
 }
@@ -119,8 +123,8 @@ fn text_response(text: String, job_id: Option<&str>) -> Response {
 }
 
 /// One read; a provider's own words (which may name server paths) stay in the server's log.
-async fn read(reader: &dyn JobReader, job: &Job, offset: u64) -> Result<crate::OutputChunk, ArmError> {
-    reader.output(&JobRef::of(job), offset).await.map_err(|e| match e {
+async fn read(reader: &dyn JobReader, job: &JobRef, offset: u64) -> Result<crate::OutputChunk, ArmError> {
+    reader.output(job, offset).await.map_err(|e| match e {
         OutputError::Gone => {
             ArmError::not_found("JobOutputNotFound", format!("The output of job '{}' is no longer kept.", job.job_id))
         }
@@ -190,7 +194,7 @@ impl Follower {
             }
         };
         let following = self.followed.as_ref().map(JobId::as_str).or(self.wanted.as_deref());
-        let Some(job) = pick_job(&res.jobs, &self.operation, following).cloned() else {
+        let Some((job, job_state)) = pick_job(&res.jobs, &self.operation, following) else {
             let subscription = SubscriptionId::new(&res.id.subscription);
             let operation = self.store.get_operation(&subscription, &self.operation, self.clock.now()).await;
             let operation_ended = operation.is_ok_and(|op| op.is_none_or(|o| o.is_terminal()));
@@ -200,7 +204,7 @@ impl Follower {
             return;
         };
         self.followed = Some(job.job_id.clone());
-        let ended = job.state.is_terminal();
+        let ended = job_state.is_terminal();
         loop {
             match read(self.reader.as_ref(), &job, self.offset).await {
                 Ok(chunk) if chunk.next_offset > self.offset => {
@@ -224,7 +228,7 @@ impl Follower {
             }
         }
         if ended {
-            self.finish(job.state.as_str());
+            self.finish(job_state.as_str());
         }
     }
 }

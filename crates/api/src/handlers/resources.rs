@@ -273,7 +273,7 @@ pub(crate) async fn delete_resource(
     .await?;
     if force && let Some(res) = &snap.resource {
         // What ran, for the audit trail: the record (and its job history) goes with the delete.
-        let link = |job: &slipway_domain::Job| state.jobs.link(&crate::JobRef::of(job));
+        let link = |job: &slipway_domain::Job| crate::JobRef::of(job).and_then(|r| state.jobs.link(&r));
         let jobs = serde_json::to_string(&wire::job_history_body(res, &link)).unwrap_or_default();
         tracing::warn!(target: "slipway::audit", resource_id = %res.id, principal = %ctx.caller.principal.name,
             jobs = %jobs, "forced delete: no delete job will run; the infrastructure may be orphaned");

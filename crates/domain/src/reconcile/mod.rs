@@ -223,7 +223,8 @@ fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
 /// anything else happens to the resource.
 fn follow_duplicates(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Option<Effect> {
     let dup = res_mut(snap).duplicate_jobs.iter_mut().find(|d| !d.state.is_terminal())?;
-    let (key, job_id) = (dup.idempotency_key.clone(), dup.job_id.clone());
+    // A duplicate is recorded from the job a find listed, so it always has an id.
+    let (key, job_id) = (dup.idempotency_key.clone(), dup.job_id.clone()?);
     if dup.stop_due(now, policy.cancel_retry) {
         dup.ask_to_stop(now);
         Some(Effect::CancelDuplicate { key, job_id })
@@ -314,7 +315,7 @@ fn record_intent(
     // them strictly increasing when the clock stands still or lags another replica's.
     let after_last = res.jobs.iter().map(|j| Timestamp(j.timestamp.0.saturating_add(1))).max();
     let at = after_last.map_or(now, |t| t.max(now));
-    let mut job = Job::new("", job_type, JobState::Launching, at);
+    let mut job = Job::new(job_type, JobState::Launching, at);
     job.idempotency_key = key;
     job.provider = policy.provider.clone();
     job.operation_id = op.clone();

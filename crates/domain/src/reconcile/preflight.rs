@@ -70,7 +70,7 @@ mod tests {
     use crate::time::Timestamp;
 
     fn job(state: JobState) -> Job {
-        Job::new("1", JobType::Preflight, state, Timestamp(0)).with_message("Failed: task 'assert quota'")
+        Job::new(JobType::Preflight, state, Timestamp(0)).with_job_id("1").with_message("Failed: task 'assert quota'")
     }
 
     #[test]

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::{Effect, Failure, FailureKind, JobStart, Observation, Outcome, job_mut};
 use crate::job::{Job, JobState, JobType, OUTPUTS_STAT};
-use crate::names::IdempotencyKey;
+use crate::names::{IdempotencyKey, JobId};
 use crate::operation::{CloudError, codes};
 use crate::policy::TypePolicy;
 use crate::resource::Snapshot;
@@ -50,7 +50,7 @@ pub fn apply(
         Effect::Cancel { key } | Effect::Kill { key } => (key, JobIo::Cancel),
         Effect::PollDuplicate { job_id, .. } | Effect::CancelDuplicate { job_id, .. } => {
             let io = if matches!(effect, Effect::PollDuplicate { .. }) { JobIo::Poll } else { JobIo::Cancel };
-            let dup = snap.resource.as_mut()?.duplicate_jobs.iter_mut().find(|d| &d.job_id == job_id)?;
+            let dup = snap.resource.as_mut()?.duplicate_jobs.iter_mut().find(|d| d.job_id.as_ref() == Some(job_id))?;
             return record_on(dup, io, outcome, policy, now);
         }
     };
@@ -214,7 +214,7 @@ fn record_found(
         (!found.is_empty()).then(|| found.remove(0))
     } else {
         job.unique_confirmed = true;
-        found.iter().position(|f| f.job_id == job.job_id).map(|k| found.remove(k))
+        found.iter().position(|f| Some(&f.job_id) == job.job_id.as_ref()).map(|k| found.remove(k))
     };
     let mut hold = None;
     if launching {
@@ -235,17 +235,20 @@ fn record_found(
     }
     let (original, kept_id) = (res.jobs[i].clone(), res.jobs[i].job_id.clone());
     for start in found {
-        if res.duplicate_jobs.iter().any(|d| d.job_id == start.job_id) || start.job_id == kept_id {
+        if res.duplicate_jobs.iter().any(|d| d.job_id.as_ref() == Some(&start.job_id))
+            || kept_id.as_ref() == Some(&start.job_id)
+        {
             continue;
         }
-        let mut dup = Job::new(start.job_id, original.job_type, start.state, now);
+        let mut dup = Job::new(original.job_type, start.state, now).with_job_id(start.job_id);
         dup.idempotency_key = original.idempotency_key.clone();
         dup.provider = original.provider.clone();
         dup.template = start.template;
         dup.handle = start.handle;
         dup.operation_id = original.operation_id.clone();
         dup.config_version = original.config_version.clone();
-        dup.message = format!("A second job for idempotency key {key} (the tracked one is {kept_id:?}); canceling it");
+        let tracked = kept_id.as_ref().map_or("", JobId::as_str);
+        dup.message = format!("A second job for idempotency key {key} (the tracked one is {tracked:?}); canceling it");
         res.duplicate_jobs.push(dup);
         hold = None;
     }
@@ -290,7 +293,7 @@ fn trim_finished(jobs: &mut Vec<Job>, max: usize) {
 }
 
 fn adopt(job: &mut Job, start: JobStart, message: String) {
-    job.job_id = start.job_id;
+    job.job_id = Some(start.job_id);
     job.handle = start.handle;
     job.state = start.state;
     if !start.template.is_empty() {

@@ -273,7 +273,7 @@ pub fn provisioning_failed(message: &str) -> Option<CloudError> {
 
 /// The intent entry `begin_launch` records.
 pub fn intent(key: &IdempotencyKey, job_type: JobType, op: Option<u32>, version: ConfigVersion, now: Timestamp) -> Job {
-    let mut j = Job::new("", job_type, JobState::Launching, now);
+    let mut j = Job::new(job_type, JobState::Launching, now);
     j.idempotency_key = key.clone();
     j.provider = "ansible".into();
     j.operation_id = op.map(op_id);

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use slipway_domain::config_version::ConfigVersion;
 use slipway_domain::job::{Job, JobState, JobType, Stop};
+use slipway_domain::names::JobId;
 use slipway_domain::time::Timestamp;
 
 use super::operation::RerunDocument;
@@ -11,7 +12,7 @@ use super::{DocumentError, operation_id_opt};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct JobDocument {
-    /// The provider's job id; empty while `Launching`, and written even then.
+    /// The provider's job id; empty until it has one (`Job::job_id` is none), and written even then.
     #[serde(rename = "jobID")]
     job_id: String,
     #[serde(rename = "type")]
@@ -147,7 +148,7 @@ impl From<&Job> for JobDocument {
             expected_tasks,
         } = job;
         JobDocument {
-            job_id: job_id.to_string(),
+            job_id: job_id.as_ref().map(JobId::to_string).unwrap_or_default(),
             job_type: (*job_type).into(),
             state: (*state).into(),
             message: message.clone(),
@@ -211,7 +212,7 @@ impl TryFrom<JobDocument> for Job {
         } = doc;
         Ok(Job {
             operation_id: operation_id_opt(operation_id, &format!("job {job_id:?}: operationId"))?,
-            job_id: job_id.into(),
+            job_id: (!job_id.is_empty()).then(|| JobId::from(job_id)),
             job_type: job_type.into(),
             state: state.into(),
             message,

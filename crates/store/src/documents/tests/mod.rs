@@ -29,7 +29,7 @@ fn op_id(n: u32) -> OperationId {
 /// A job with every field set.
 fn full_job() -> Job {
     Job {
-        job_id: "17".into(),
+        job_id: Some("17".into()),
         job_type: JobType::Provision,
         state: JobState::Failed,
         message: "Job failed".into(),
@@ -59,10 +59,10 @@ fn full_job() -> Job {
 
 /// A record with every optional field set (lease and schedule too: they are not in the body).
 fn full_record() -> ResourceRecord {
-    let mut launching = Job::new("", JobType::Deprovision, JobState::Launching, Timestamp(1_764_449_800_000));
+    let mut launching = Job::new(JobType::Deprovision, JobState::Launching, Timestamp(1_764_449_800_000));
     launching.idempotency_key = "slipway-00000000-0000-4000-8000-000000000002-4".into();
     let mut duplicate = full_job();
-    duplicate.job_id = "18".into();
+    duplicate.job_id = Some("18".into());
     duplicate.state = JobState::Canceled;
     ResourceRecord {
         id: ArmId {
@@ -229,7 +229,7 @@ fn minimal_record_with_job() -> ResourceRecord {
         spec: Spec { properties: json!({"a": 1}), ..Spec::default() },
         provisioning_state: ProvisioningState::Provisioning,
         desired_config_version: ConfigVersion::new("08f44b07b5901a25"),
-        jobs: vec![Job::new("", JobType::Provision, JobState::Launching, Timestamp(7))],
+        jobs: vec![Job::new(JobType::Provision, JobState::Launching, Timestamp(7))],
         job_seq: 1,
         ..minimal_record()
     }
