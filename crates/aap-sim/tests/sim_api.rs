@@ -467,6 +467,7 @@ async fn task_starts_are_listed_while_the_job_runs() {
         if count >= 2 {
             break page;
         }
+        // Sampling the count as a client polls it, to see each value it passes through.
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(second["results"][0]["task"], "simulated task 2 of 3", "{second}");

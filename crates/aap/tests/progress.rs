@@ -1,6 +1,10 @@
 //! A running job's progress against the simulator: the count of its task-start events and
 //! the newest task, read at most once per `progress_every` and within the provider's budget
 //! of reads, and once more when a followed job succeeds.
+//!
+//! Real time, and why: the simulator's jobs run on the clock while the provider talks to it
+//! over HTTP, and paused time would fire the HTTP client's timeouts as soon as the runtime
+//! idles. The budgets are asserted against the time measured around the polls.
 
 use std::time::Duration;
 
@@ -42,6 +46,7 @@ async fn a_long_job_reports_its_tasks_as_they_start_and_its_final_count() {
         }
         polls += 1;
         assert!(polls < 600, "the job did not end within 30 s: {seen:?}");
+        // The client's poll cadence, which the scenario is about: not a wait for a condition.
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(last.state, JobState::Succeeded);
@@ -68,6 +73,7 @@ async fn progress_is_read_at_most_once_per_interval_and_not_for_short_jobs() {
     let mut polls = 0;
     while !status1(&p, &l.handle).await.unwrap().state.is_terminal() {
         polls += 1;
+        // The client's poll cadence, which the scenario is about: not a wait for a condition.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let reads = count(&sim, TASK_STARTS);
@@ -93,6 +99,7 @@ async fn every_job_shares_one_budget_of_reads() {
         if statuses.iter().all(|s| s.as_ref().unwrap().state.is_terminal()) {
             break;
         }
+        // The client's poll cadence, which the scenario is about: not a wait for a condition.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let (reads, seconds) = (count(&sim, TASK_STARTS), started.elapsed().as_secs_f64());

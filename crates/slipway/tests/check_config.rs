@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::{python_tools, repo};
+use slipway_test_support::within_blocking;
 
 /// A valid configuration with `types` for its `[[types]]` and `provider` for its ansible
 /// provider's extra keys.
@@ -474,17 +475,11 @@ fn every_problem_is_reported_at_once() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = serve.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
+    let status =
+        within_blocking(std::time::Duration::from_secs(30), || serve.try_wait().unwrap()).unwrap_or_else(|_| {
             serve.kill().unwrap();
             panic!("serve started with a refused configuration");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+        });
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(2), "{stderr}");

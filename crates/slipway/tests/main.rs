@@ -2,6 +2,13 @@
 //! a binary of its own linking every dependency, which made the test build slow and large.
 //! `common` is what they share. Run one area with `cargo test -p slipway --test integration
 //! <module>::`.
+//!
+//! Time: a server started in this process ([`common::TestServer`]) reads a `TestClock`,
+//! which follows tokio's time, so a test whose outcome hangs on a long timer (retention,
+//! token expiry, an operation's deadline) moves it with `slipway_test_support::jump` rather
+//! than waiting. Tests that spawn the real binary, `ansible-runner` or PostgreSQL servers
+//! cannot reach those processes' clocks: they wait on real time through `eventually`, whose
+//! ceilings bound a hang and are not speed claims, and each says so where its timing matters.
 
 mod common;
 

@@ -10,11 +10,15 @@
 //! time a 429 told that replica to wait for (requests already in flight when the 429 went out,
 //! within the simulator's 100 ms grace, excepted).
 //!
-//! Duration: a launch that fails (503, lost answer, dropped connection: about one in four
-//! here) is relaunched after the engine's backoff, 2, 4, 8, 16, then 30 s, and no sooner than
-//! the 6 s launch-ambiguity window after its request; an operation whose launch fails five
-//! times in a row takes about a minute. Six in a row (about 2 % of runs with
-//! 100 operations) would exceed the time limit: the fault shares are chosen for that.
+//! Real time, and why: the replicas are separate processes of the real binary, so no test
+//! clock reaches them, and the engine's launch backoff (2, 4, 8, 16, then 30 s) and the 6 s
+//! launch-ambiguity window run on their clocks. A launch fails here about one time in four
+//! (503, lost answer, dropped connection), so the run takes 20-30 s on an idle machine but
+//! has a long tail: an operation whose launch fails five times in a row needs about a minute
+//! by the backoff alone, and a loaded machine stretches every step. [`T`] is therefore a
+//! ceiling against a hang, not a speed claim: it leaves room for ten failed launches of one
+//! operation in a row (a chance of about 1 in 7,000 per run) on a machine running the rest of
+//! the suite beside it. How long convergence took is printed, not asserted.
 //!
 //! `SLIPWAY_TEST_KEEP=1` keeps the replicas' logs and prints where they are.
 
@@ -34,8 +38,8 @@ const LEASE_SECONDS: u64 = 3;
 /// The 429 bursts: 1.5 s windows every 7 s, from when the faults are set.
 const BURST_EVERY: Duration = Duration::from_millis(7_000);
 const BURST_LENGTH: Duration = Duration::from_millis(1_500);
-/// Longest the fault phase may take.
-const T: Duration = Duration::from_secs(80);
+/// Longest the fault phase may take before the test calls it a hang (see the module doc).
+const T: Duration = Duration::from_secs(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_converge_under_aap_faults_and_honour_retry_after() {

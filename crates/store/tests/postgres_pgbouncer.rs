@@ -11,11 +11,12 @@ mod pg;
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pg::{Schema, server_url};
 use slipway_store::StoreError;
 use slipway_store::postgres::{PostgresOptions, PostgresStore};
+use slipway_test_support::eventually_blocking;
 
 slipway_store::conformance_suite!(pg::make_via_pooler(&SESSION.get_or_init(|| Bouncer::start("session")).url));
 
@@ -91,12 +92,12 @@ impl Bouncer {
             .spawn()
             .expect("start pgbouncer");
         guard.stdin.as_mut().expect("stdin").flush().ok();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", listen)).is_err() {
-            let log = std::fs::read_to_string(dir.path().join("pgbouncer.log")).unwrap_or_default();
-            assert!(Instant::now() < deadline, "pgbouncer never listened on {listen}:\n{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_blocking(&format!("pgbouncer listening on {listen}"), Duration::from_secs(20), || {
+            match std::net::TcpStream::connect(("127.0.0.1", listen)) {
+                Ok(_) => Ok(()),
+                Err(_) => Err(std::fs::read_to_string(dir.path().join("pgbouncer.log")).unwrap_or_default()),
+            }
+        });
         Bouncer { url: format!("postgres://{user}@127.0.0.1:{listen}/{db}?sslmode=disable"), _dir: dir, _guard: guard }
     }
 }

@@ -162,6 +162,38 @@ async fn poll<O: Outcome>(timeout: Duration, mut check: impl AsyncFnMut() -> O) 
     }
 }
 
+/// [`eventually`] for a test that is not async (it drives processes by their exit status,
+/// a port, `psql`): the same pauses, slept on this thread.
+pub fn eventually_blocking<O: Outcome>(what: &str, timeout: Duration, check: impl FnMut() -> O) -> O::Value {
+    match within_blocking(timeout, check) {
+        Ok(value) => value,
+        Err(None) => panic!("{what}: not within {timeout:?}"),
+        Err(Some(seen)) => panic!("{what}: not within {timeout:?}; last seen: {seen}"),
+    }
+}
+
+/// [`eventually_blocking`] as a `Result`, for a caller that must clean up (kill a child)
+/// before it fails: `Err` holds what the last look saw, if it said.
+pub fn within_blocking<O: Outcome>(
+    timeout: Duration,
+    mut check: impl FnMut() -> O,
+) -> Result<O::Value, Option<String>> {
+    let start = std::time::Instant::now();
+    let pauses = slipway_domain::RetryPolicy::exponential(FIRST_POLL, LONGEST_POLL);
+    let mut misses = 0u32;
+    loop {
+        let seen = match check().into_result() {
+            Ok(value) => return Ok(value),
+            Err(seen) => seen,
+        };
+        if start.elapsed() >= timeout {
+            return Err(seen);
+        }
+        misses = misses.saturating_add(1);
+        std::thread::sleep(pauses.delay(misses));
+    }
+}
+
 /// How long [`wait_ready`] waits.
 pub const READY_WITHIN: Duration = Duration::from_secs(60);
 

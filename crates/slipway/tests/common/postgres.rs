@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use slipway_test_support::eventually_blocking;
+
 use super::free_port;
 
 pub struct PrivatePostgres {
@@ -105,18 +107,17 @@ impl PrivatePostgres {
     pub fn require_synchronous_standby(&self, name: &str) {
         self.psql("postgres", &format!("ALTER SYSTEM SET synchronous_standby_names = '{name}'"));
         self.psql("postgres", "SELECT pg_reload_conf()");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let state = self.psql(
-                "postgres",
-                &format!("SELECT sync_state FROM pg_stat_replication WHERE application_name = '{name}'"),
-            );
-            if state.trim() == "sync" {
-                return;
-            }
-            assert!(std::time::Instant::now() < deadline, "standby {name} never became synchronous ({state:?})");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        eventually_blocking(
+            &format!("standby {name} streaming as the synchronous one"),
+            Duration::from_secs(30),
+            || {
+                let state = self.psql(
+                    "postgres",
+                    &format!("SELECT sync_state FROM pg_stat_replication WHERE application_name = '{name}'"),
+                );
+                if state.trim() == "sync" { Ok(()) } else { Err(format!("{state:?}")) }
+            },
+        );
     }
 
     pub fn start_again(&self) {
