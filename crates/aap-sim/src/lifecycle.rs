@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

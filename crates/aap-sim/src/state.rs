@@ -7,7 +7,7 @@
 //! simulator is a test double, and one lock keeps every answer consistent with the lifecycle.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::awx::{Kind, Status, User};
 use crate::config::{Faults, SimConfig, SimTemplate};

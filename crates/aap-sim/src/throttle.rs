@@ -9,7 +9,8 @@
 //! the request, so a client that waits as told is never reported.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use serde::{Deserialize, Serialize};
 

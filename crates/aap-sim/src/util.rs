@@ -2,6 +2,7 @@
 //! base64 (basic auth), form-urlencoding the way Django/Python do it, Python's `json.dumps`
 //! spacing, a flat-YAML fallback for `extra_vars` strings, and a seeded PRNG for faults.
 
+use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -9,8 +10,19 @@ use serde_json::{Map, Value};
 // ---------------------------------------------------------------------------------------------
 // Time: microseconds since the Unix epoch, UTC.
 
+/// The wall clock read once, with tokio's clock at that moment.
+static ANCHOR: OnceLock<(i64, tokio::time::Instant)> = OnceLock::new();
+
+/// Now, as the simulator stamps jobs and events: the wall clock when it was first read, moved
+/// on by tokio's clock since. Every duration the simulator measures (a job's phases, a
+/// Retry-After window) is tokio's, so its stamps agree with them, and a test on paused time
+/// sees a job that ran a paused minute stamped a minute long.
 pub fn now_micros() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+    let (wall, at) = *ANCHOR.get_or_init(|| {
+        let wall = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0);
+        (wall, tokio::time::Instant::now())
+    });
+    wall.saturating_add(tokio::time::Instant::now().saturating_duration_since(at).as_micros() as i64)
 }
 
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {

@@ -121,7 +121,7 @@ fn state_of(properties: Value) -> String {
     aap_sim::state_text(&json!({"location": "westeurope", "tags": {"env": "dev"}, "properties": properties}))
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn job_type_and_diff_mode_are_taken_only_when_prompted() {
     let t = T::start().await;
     let prompting = t.get("job_templates/1/").await;
@@ -171,7 +171,7 @@ async fn job_type_and_diff_mode_are_taken_only_when_prompted() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn check_jobs_report_the_diff_against_the_recorded_state_and_change_nothing() {
     let t = T::start().await;
     let check = json!({"job_type": "check", "diff_mode": true});
@@ -248,7 +248,7 @@ async fn check_jobs_report_the_diff_against_the_recorded_state_and_change_nothin
 }
 
 /// A simulated failure fails a check job as it fails a run job: no record task, no change.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_check_job_fails_as_a_run_job_would() {
     let t = T::start().await;
     for prompts in [json!({"job_type": "check", "diff_mode": true}), json!({})] {
@@ -266,7 +266,7 @@ async fn a_failed_check_job_fails_as_a_run_job_would() {
 }
 
 /// The recorded state, read and overwritten behind the jobs' back, over HTTP and the handle.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_admin_endpoints_read_and_overwrite_the_recorded_state() {
     let t = T::start().await;
     let http = &t.http;
@@ -311,7 +311,7 @@ async fn the_admin_endpoints_read_and_overwrite_the_recorded_state() {
 /// AWX marks a job finished when its playbook ends; its events are saved behind it. Until
 /// then the job says `event_processing_finished: false` and lists only what happened before
 /// its end: its start and its task's start.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn events_appear_once_processed() {
     let t = T::start().await;
     t.sim.handle().set_faults(Faults { event_processing_delay_ms: 3_600_000, ..Faults::default() });
@@ -328,7 +328,7 @@ async fn events_appear_once_processed() {
 
 /// Slipway's example templates prompt for job type and diff mode, so that its what-if runs
 /// against the default simulator; the workflow cannot.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_example_templates_prompt_for_job_type_and_diff_mode() {
     let (jts, wfs) = SimConfig::slipway_templates();
     assert!(jts.iter().all(|t| t.ask_job_type_on_launch && t.ask_diff_mode_on_launch && t.job_type == "run"));

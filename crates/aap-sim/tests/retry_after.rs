@@ -2,13 +2,15 @@
 //! `User-Agent`. Timing assertions compare instants measured around the requests with what
 //! the simulator answered; the only waits are the scenario's own (a client that waits as told,
 //! or one that comes back too early on purpose, right after the in-flight grace the simulator
-//! reports).
+//! reports). On paused time: the simulator's windows and the clients' waits are tokio timers
+//! in this process, so the instants compared are exact.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aap_sim::{FaultCounts, Faults, RateLimitBurst, Sim, SimConfig, Violation};
 use serde_json::{Value, json};
 use slipway_test_support::eventually;
+use tokio::time::Instant;
 
 struct Answer {
     status: u16,
@@ -34,19 +36,17 @@ async fn admin(sim: &Sim, rel: &str) -> Value {
     reqwest::get(format!("{}/_sim/{rel}", sim.base_url())).await.unwrap().json().await.unwrap()
 }
 
-/// Returns once `at` is in the past (a request sent now arrives after it).
+/// Returns once `at` is in the past (a request sent now arrives after it): a millisecond
+/// past it, the paused clock's smallest step.
 async fn past(at: Instant) {
-    tokio::time::sleep_until(at.into()).await;
-    while Instant::now() <= at {
-        tokio::task::yield_now().await;
-    }
+    tokio::time::sleep_until(at + Duration::from_millis(1)).await;
 }
 
 async fn start(config: SimConfig) -> Sim {
     Sim::start("127.0.0.1:0", SimConfig { tick_ms: 10, ..config }).await.unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_burst_answers_everyone_429_until_the_end_of_its_window() {
     let sim = start(SimConfig::default()).await;
     let h = sim.handle();
@@ -66,7 +66,7 @@ async fn a_burst_answers_everyone_429_until_the_end_of_its_window() {
     assert_eq!(b.status, 429, "everyone is limited during a burst");
 
     // A client that waits as told is through and is no violator.
-    tokio::time::sleep_until((a.at + Duration::from_secs(ra)).into()).await;
+    tokio::time::sleep_until(a.at + Duration::from_secs(ra)).await;
     assert_eq!(get(&sim, "client-a", "jobs/").await.status, 200);
     assert_eq!(h.blocked_until("client-a"), None);
     assert_eq!(h.retry_after_violations(), vec![]);
@@ -97,7 +97,7 @@ async fn a_burst_answers_everyone_429_until_the_end_of_its_window() {
     sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn requests_before_the_retry_after_are_violations_except_those_in_flight() {
     let sim = start(SimConfig { retry_after_grace_ms: 300, ..SimConfig::default() }).await;
     let h = sim.handle();

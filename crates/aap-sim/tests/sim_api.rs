@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use aap_sim::{Faults, Sim, SimConfig, SimOrganization, SimTemplate, SimUser, SimWebhook};
 use reqwest::header::HeaderMap;
@@ -136,7 +138,7 @@ fn secs(ts: &Value) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // Lists: pagination, filters, ordering
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn pagination_follows_next_links_to_the_end_and_caps_page_size() {
     let mut cfg = config();
     cfg.job_templates = (1..=230).map(|i| template(i, &format!("t{i:03}"))).collect();
@@ -186,7 +188,7 @@ async fn pagination_follows_next_links_to_the_end_and_caps_page_size() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn template_filters_match_awx() {
     let mut cfg = config();
     cfg.organizations.push(SimOrganization { id: 2, name: "Platform".into() });
@@ -223,6 +225,8 @@ async fn template_filters_match_awx() {
     t.sim.shutdown().await;
 }
 
+/// Real time: the filters tell jobs apart by creation stamps, which paused time would make
+/// equal.
 #[tokio::test]
 async fn job_filters_status_created_and_order() {
     let t = T::start(config()).await;
@@ -270,7 +274,7 @@ async fn job_filters_status_created_and_order() {
 // ---------------------------------------------------------------------------------------------
 // Launch
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn launching_a_job_template() {
     let t = T::start(config()).await;
     let info = t.get("job_templates/1/launch/").await.body;
@@ -324,7 +328,7 @@ async fn launching_a_job_template() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn launching_a_workflow_job_template() {
     let t = T::start(config()).await;
     let info = t.get("workflow_job_templates/10/launch/").await.body;
@@ -380,7 +384,7 @@ async fn watch(t: &T, kind: &str, id: u64) -> (Vec<String>, Value) {
     (seen, last)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn lifecycle_goes_through_every_state_with_the_configured_timings() {
     let mut cfg = config();
     cfg.job_templates.push(SimTemplate {
@@ -442,7 +446,7 @@ async fn lifecycle_goes_through_every_state_with_the_configured_timings() {
 
 /// A running job's task starts are listed as they happen (AWX saves events while a job
 /// runs): the count of `playbook_on_task_start` and the newest one's task are its progress.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn task_starts_are_listed_while_the_job_runs() {
     let mut cfg = config();
     cfg.job_templates.push(SimTemplate {
@@ -479,7 +483,7 @@ async fn task_starts_are_listed_while_the_job_runs() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn outcomes_failed_error_and_canceled() {
     let t = T::start(config()).await;
     let failed = t.launch(5, json!({})).await["id"].as_u64().unwrap();
@@ -506,7 +510,7 @@ async fn outcomes_failed_error_and_canceled() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn extra_var_overrides_and_the_slipway_envelope() {
     let t = T::start(config()).await;
     let envelope = |props: Value| json!({"extra_vars": {"slipway": {"resource": {"properties": props}}}});
@@ -548,7 +552,7 @@ async fn extra_var_overrides_and_the_slipway_envelope() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn without_allow_simultaneous_a_second_launch_waits_in_pending() {
     let t = T::start(config()).await;
     let first = t.launch(4, json!({})).await["id"].as_u64().unwrap();
@@ -570,7 +574,7 @@ async fn without_allow_simultaneous_a_second_launch_waits_in_pending() {
 // ---------------------------------------------------------------------------------------------
 // Cancel
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancel_is_accepted_then_asynchronous_and_405_once_finished() {
     let t = T::start(config()).await;
     for (kind, launch) in [("jobs", "job_templates/3/launch/"), ("workflow_jobs", "workflow_job_templates/12/launch/")]
@@ -617,7 +621,7 @@ async fn cancel_is_accepted_then_asynchronous_and_405_once_finished() {
 // ---------------------------------------------------------------------------------------------
 // Auth and prefix
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn authentication_token_basic_and_tokens_endpoint() {
     let mut cfg = config();
     cfg.token = Some("tok".into());
@@ -665,7 +669,7 @@ async fn authentication_token_basic_and_tokens_endpoint() {
     open.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn controller_prefix_moves_everything() {
     let mut cfg = config();
     cfg.api_prefix = "/api/controller/".into();
@@ -694,7 +698,7 @@ async fn controller_prefix_moves_everything() {
 // ---------------------------------------------------------------------------------------------
 // Faults
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn rate_limiting_answers_429_with_retry_after_and_is_counted() {
     let t = T::start(config()).await;
     let h = t.sim.handle();
@@ -718,7 +722,7 @@ async fn rate_limiting_answers_429_with_retry_after_and_is_counted() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn server_errors_are_deterministic_per_seed() {
     async fn sequence(seed: u64) -> Vec<u16> {
         let t = T::start(config()).await;
@@ -743,7 +747,7 @@ async fn server_errors_are_deterministic_per_seed() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn dropped_connections_and_latency() {
     let t = T::start(config()).await;
     let h = t.sim.handle();
@@ -768,7 +772,7 @@ async fn dropped_connections_and_latency() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_lost_launch_response_still_creates_and_runs_the_job() {
     let t = T::start(config()).await;
     let h = t.sim.handle();
@@ -793,7 +797,7 @@ async fn a_lost_launch_response_still_creates_and_runs_the_job() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_launch_processed_after_its_client_gave_up_still_creates_the_job() {
     let t = T::start(config()).await;
     let h = t.sim.handle();
@@ -854,7 +858,7 @@ async fn received_until(got: &Received, n: usize) -> Vec<(BTreeMap<String, Strin
     .await
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn webhooks_send_awx_default_bodies() {
     let (url, got, server) = receiver().await;
     let (errors_url, errors_got, errors_server) = receiver().await;
@@ -929,7 +933,7 @@ async fn webhooks_send_awx_default_bodies() {
 // ---------------------------------------------------------------------------------------------
 // Test hooks
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn request_counter_purge_and_forced_status() {
     let t = T::start(config()).await;
     let h = t.sim.handle();
@@ -971,7 +975,7 @@ async fn request_counter_purge_and_forced_status() {
     t.sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn admin_endpoints_mirror_the_handle() {
     let t = T::start(config()).await;
     let http = reqwest::Client::new();

@@ -44,7 +44,7 @@ fn state_path() -> String {
     format!("{}/slipway.test_things/Subnet-r.json", aap_sim::STATE_DIR)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_check_launch_runs_in_check_mode_and_reports_its_changes() {
     let sim = start(config(vec![prompting(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -72,7 +72,7 @@ async fn a_check_launch_runs_in_check_mode_and_reports_its_changes() {
     assert_eq!(requests(&sim).keys().collect::<Vec<_>>(), ["GET /api/v2/jobs/"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_check_after_a_run_reports_the_difference_or_nothing() {
     let sim = start(config(vec![prompting(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -98,7 +98,7 @@ async fn a_check_after_a_run_reports_the_difference_or_nothing() {
 
 /// A template that does not prompt for its job type would run the job for real: refused,
 /// unsent, naming the template and the setting. Run-mode launches of it still work.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_template_that_does_not_prompt_for_its_job_type_is_unsupported() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -113,7 +113,7 @@ async fn a_template_that_does_not_prompt_for_its_job_type_is_unsupported() {
     assert_eq!(count(&sim, LAUNCH), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_workflow_template_cannot_run_in_check_mode() {
     let sim = start(config(vec![], vec![prompting(20, "slipway-create-subnet")])).await;
     let p = provider(options(&sim));
@@ -126,7 +126,7 @@ async fn a_workflow_template_cannot_run_in_check_mode() {
 
 /// A check job found by key (after a launch whose answer was lost) or listed after a restore
 /// is known as one from its own `job_type`.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn found_and_listed_check_jobs_keep_their_check_handle() {
     let sim = start(config(vec![prompting(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -150,7 +150,7 @@ async fn found_and_listed_check_jobs_keep_their_check_handle() {
 
 /// The template stopped prompting for its job type after it was resolved: AAP started the
 /// job in run mode. It is cancelled and the launch fails, saying so.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_ignored_job_type_cancels_the_run_job_and_fails_the_launch() {
     let mut t = template(4, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -168,7 +168,7 @@ async fn an_ignored_job_type_cancels_the_run_job_and_fails_the_launch() {
 
 /// A template that prompts for its job type but not for diff mode: a check job without
 /// diffs, its changed tasks still reported.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn without_diff_mode_changes_come_without_diffs() {
     let t = SimTemplate { ask_diff_mode_on_launch: false, ..prompting(1, "slipway-create-subnet") };
     let sim = start(config(vec![t], vec![])).await;
@@ -184,7 +184,7 @@ async fn without_diff_mode_changes_come_without_diffs() {
 /// The template stopped prompting for diff mode after it was resolved: AAP ignores
 /// `diff_mode` only. The job still runs in check mode: it is kept, reporting no diffs, and the
 /// template is looked up again next time (so no `diff_mode` is sent then).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_ignored_diff_mode_keeps_the_check_job() {
     let t = SimTemplate { ask_diff_mode_on_launch: false, ..prompting(1, "slipway-create-subnet") };
     let sim = start(config(vec![t], vec![])).await;
@@ -201,7 +201,7 @@ async fn an_ignored_diff_mode_keeps_the_check_job() {
 }
 
 /// A failed check job fails as a run job does; it predicted no change before it failed.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_failed_check_job_reports_its_failure() {
     let sim = start(config(vec![prompting(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -213,7 +213,7 @@ async fn a_failed_check_job_reports_its_failure() {
 
 /// AWX marks a job finished before its events are all saved: until they are, the job is not
 /// reported ended (its changes would be incomplete), and its events are not read.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_check_job_is_not_ended_before_its_events_are_saved() {
     let sim = start(config(vec![prompting(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -235,7 +235,7 @@ async fn a_check_job_is_not_ended_before_its_events_are_saved() {
 
 /// Status stays batched: among many jobs, only the ended check job costs the reads of its
 /// detail and its changed tasks.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn only_ended_check_jobs_cost_extra_reads() {
     let mut long = prompting(2, "slipway-delete-subnet");
     long.duration_seconds = 600.0;

@@ -1,10 +1,11 @@
 //! `jobs_since` against the AWX API simulator: what a restored store learns of the jobs that
 //! ran after its backup. Every wait is a bounded poll of a condition.
 
+use std::time::Duration;
+
 use aap_sim::{Sim, SimConfig};
 use serde_json::json;
 use slipway_aap::{AapAuth, AapProvider, Envelope, Secret};
-use slipway_domain::time::{Clock, SystemClock};
 use slipway_domain::{JobState, Timestamp};
 use slipway_provider::{JobAction, ListedJob, Provider, ProviderError};
 use slipway_test_support::eventually;
@@ -52,7 +53,7 @@ fn created(sim: &Sim, id: u64) -> Timestamp {
 /// Jobs launched in either envelope come back with their keys, resources, actions, states and
 /// handles (those their launches gave), oldest first; a job without a Slipway key does not.
 /// One row per page, so the walk follows `next`.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn keyed_jobs_are_listed_with_their_purpose_oldest_first() {
     let mut slow = template(2, "osac-delete-hosted-cluster");
     slow.duration_seconds = 600.0;
@@ -96,16 +97,16 @@ async fn keyed_jobs_are_listed_with_their_purpose_oldest_first() {
 
 /// `since` is inclusive, by the controller's clock: a bound past the first job's creation
 /// leaves it out; its creation time itself keeps it.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn since_leaves_out_older_jobs() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
     let first = p.launch(&create("Subnet", "op-old:1")).await.unwrap();
     let first_created = created(&sim, id(&first));
     let bound = Timestamp::from_millis(first_created.as_millis() + 1);
-    // The simulator stamps jobs with this machine's clock: past the bound, the next job is
-    // created after it.
-    eventually("the clock passes the bound", WAIT, async || SystemClock.now() > bound).await;
+    // The simulator stamps jobs by tokio's clock (paused here): moved past the bound, the
+    // next job is created after it.
+    tokio::time::advance(Duration::from_millis(2)).await;
     let second = p.launch(&create("Subnet", "op-new:1")).await.unwrap();
 
     let jobs = listed(&p, Some(bound)).await;
@@ -116,7 +117,7 @@ async fn since_leaves_out_older_jobs() {
 }
 
 /// A workflow template's job is listed once, as the workflow job its launch returned.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_workflow_job_is_listed_once() {
     let sim = start(config(vec![], vec![template(20, "slipway-create-subnet")])).await;
     let p = provider(options(&sim));
@@ -130,7 +131,7 @@ async fn a_workflow_job_is_listed_once() {
 }
 
 /// A list the controller refuses fails the listing, saying what was being done.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_refused_list_is_an_error() {
     let sim = start(SimConfig { token: Some("right-token-123".into()), ..config(vec![], vec![]) }).await;
     let mut o = options(&sim);

@@ -2,9 +2,9 @@
 //! the newest task, read at most once per `progress_every` and within the provider's budget
 //! of reads, and once more when a followed job succeeds.
 //!
-//! Real time, and why: the simulator's jobs run on the clock while the provider talks to it
-//! over HTTP, and paused time would fire the HTTP client's timeouts as soon as the runtime
-//! idles. The budgets are asserted against the time measured around the polls.
+//! On paused time: the simulator's jobs, its stamps and the provider's read budget all run on
+//! tokio's clock, and loopback HTTP is ready at once, so the clock moves only while every side
+//! waits for a timer, and the budgets hold however loaded the machine is.
 
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ fn four_tasks() -> SimTemplate {
     SimTemplate { duration_seconds: 2.0, tasks: 4, ..template(1, "slipway-create-subnet") }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_long_job_reports_its_tasks_as_they_start_and_its_final_count() {
     let sim = start(config(vec![four_tasks()], vec![])).await;
     // A budget that never runs out: this test is about what is read.
@@ -57,7 +57,7 @@ async fn a_long_job_reports_its_tasks_as_they_start_and_its_final_count() {
     sim.shutdown().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn progress_is_read_at_most_once_per_interval_and_not_for_short_jobs() {
     let short = SimTemplate { duration_seconds: 0.2, ..template(2, "slipway-create-virtual-network") };
     let sim = start(config(vec![four_tasks(), short], vec![])).await;
@@ -83,7 +83,7 @@ async fn progress_is_read_at_most_once_per_interval_and_not_for_short_jobs() {
 
 /// Reads cannot be batched, so the provider makes at most `progress_reads_per_second` in
 /// all, however many jobs are due: three jobs due at every poll share one read a second.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn every_job_shares_one_budget_of_reads() {
     let sim = start(config(vec![four_tasks()], vec![])).await;
     let p = provider(slipway_aap::AapOptions { progress_reads_per_second: 1.0, ..aap_options(&sim, Duration::ZERO) });
@@ -91,7 +91,7 @@ async fn every_job_shares_one_budget_of_reads() {
     for key in ["op-b:1", "op-b:2", "op-b:3"] {
         handles.push(p.launch(&create("Subnet", key)).await.unwrap().handle);
     }
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let mut polls = 0;
     loop {
         let statuses = p.status(&handles).await;

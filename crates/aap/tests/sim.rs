@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use aap_sim::{Faults, SimConfig, SimOrganization, SimUser};
 use serde_json::json;
@@ -21,7 +23,7 @@ mod support;
 // Launch and status
 
 /// A job template launch with the extra vars, followed to its end (docs/providers.md#launch).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn job_template_launch_runs_to_success() {
     let sim = start(config(vec![template(11, "slipway-create-virtual-network")], vec![])).await;
     let p = provider(options(&sim));
@@ -52,7 +54,7 @@ async fn job_template_launch_runs_to_success() {
 /// A job's `artifacts` (its `set_stats` data) are reported with its status, read from the
 /// batched list: no request beyond the poll. A failed job's too (a preflight job fails with
 /// its checks). Workflow jobs have no artifacts.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn job_artifacts_become_outputs() {
     let mut t = template(11, "slipway-create-compute-instance");
     t.artifacts = json!({"unrelated": 1, "slipway_outputs": {"ipAddress": "10.0.0.4", "hostName": "{{ slipway.resource.name }}"}});
@@ -74,7 +76,7 @@ async fn job_artifacts_become_outputs() {
 }
 
 /// The same with the OSAC envelope (docs/providers.md#launch).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn osac_envelope_reaches_the_job() {
     let sim = start(config(vec![template(3, "osac-create-hosted-cluster")], vec![])).await;
     let mut o = options(&sim);
@@ -97,7 +99,7 @@ async fn osac_envelope_reaches_the_job() {
 }
 
 /// Every AAP status word (docs/providers.md#status), observed through the batched list.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn status_words_map_to_states() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -120,7 +122,7 @@ async fn status_words_map_to_states() {
 
 /// A failed job's details (docs/providers.md#status): the detail view is read
 /// once per failed job, however often it is polled.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn failed_job_details_are_fetched_once() {
     let sim = start(config(vec![template(5, "slipway-create-security-group")], vec![])).await;
     let p = provider(options(&sim));
@@ -137,7 +139,7 @@ async fn failed_job_details_are_fetched_once() {
 
 /// A workflow template starts a workflow job (docs/providers.md#launch); unlike OSAC's client, a
 /// workflow job is polled and cancelled under `workflow_jobs/`, never `jobs/`.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn workflow_jobs_use_workflow_endpoints() {
     let mut wf = template(20, "slipway-create-subnet");
     wf.duration_seconds = 600.0;
@@ -171,7 +173,7 @@ async fn workflow_jobs_use_workflow_endpoints() {
 // Template resolution
 
 /// Job templates win over workflow templates of the same name (docs/providers.md#templates).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn job_template_is_preferred_over_workflow() {
     let sim =
         start(config(vec![template(1, "slipway-create-subnet")], vec![template(2, "slipway-create-subnet")])).await;
@@ -185,7 +187,7 @@ async fn job_template_is_preferred_over_workflow() {
 }
 
 /// Neither kind has the template: a permanent error (docs/providers.md#templates).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn missing_template_is_permanent() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -217,7 +219,7 @@ fn two_orgs() -> SimConfig {
     c
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn ambiguous_template_needs_an_organization() {
     let sim = start(two_orgs()).await;
     let p = provider(options(&sim));
@@ -236,7 +238,7 @@ async fn ambiguous_template_needs_an_organization() {
 }
 
 /// A second launch does not look the template up again (docs/providers.md#templates).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn template_resolution_is_cached() {
     let sim =
         start(config(vec![template(1, "slipway-create-subnet"), template(2, "slipway-delete-subnet")], vec![])).await;
@@ -258,7 +260,7 @@ async fn template_resolution_is_cached() {
 /// docs/providers.md#templates: a launch answered 404 (the cached template no longer exists at
 /// that id) drops the cache entry; the next launch looks the name up again. The stale
 /// entry is seeded: the simulator cannot delete or recreate a template.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn launch_404_drops_the_cached_template() {
     let sim =
         start(config(vec![template(1, "slipway-create-subnet")], vec![template(30, "slipway-delete-subnet")])).await;
@@ -285,7 +287,7 @@ async fn launch_404_drops_the_cached_template() {
 }
 
 /// A template that would silently drop the extra vars is refused before any launch.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn template_must_prompt_for_variables() {
     let mut no_prompt = template(1, "slipway-create-subnet");
     no_prompt.ask_variables_on_launch = false;
@@ -311,7 +313,7 @@ async fn template_must_prompt_for_variables() {
 
 /// Lookup failures are not "not found" (a seed bug): 401 is permanent, 5xx transient, and
 /// neither mentions a missing template.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn lookup_errors_are_not_reported_as_not_found() {
     let mut c = config(vec![template(1, "slipway-create-subnet")], vec![]);
     c.token = Some("right-token-123".into());
@@ -335,7 +337,7 @@ async fn lookup_errors_are_not_reported_as_not_found() {
 
 /// The readiness check asks `v2/me/`: right credentials pass, wrong ones are refused by name,
 /// an unreachable controller is transient.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_readiness_check_tells_refused_credentials_from_an_unreachable_controller() {
     let mut c = config(vec![], vec![]);
     c.token = Some("right-token-123".into());
@@ -363,7 +365,7 @@ async fn the_readiness_check_tells_refused_credentials_from_an_unreachable_contr
 
 /// 450 jobs → exactly 3 list requests per status call (200 ids each), and with smaller
 /// pages the `next` links are followed.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn status_is_batched_and_paged() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -412,7 +414,7 @@ async fn status_is_batched_and_paged() {
 }
 
 /// A launch whose answer is lost is `Indeterminate`; `find` adopts the job it started.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn lost_launch_response_is_resolved_by_find() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -436,7 +438,7 @@ async fn lost_launch_response_is_resolved_by_find() {
 
 /// A job purged from AAP while non-terminal: transient within the grace, then NotFound
 /// (docs/providers.md#status; the OSAC operator polled it forever).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn purged_job_is_not_polled_forever() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -467,7 +469,7 @@ async fn purged_job_is_not_polled_forever() {
 
 /// Cancel (docs/providers.md#cancel-and-find): 202 → keep polling until canceled;
 /// 405 once finished.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn cancel_then_poll_until_canceled() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));
@@ -488,7 +490,7 @@ async fn cancel_then_poll_until_canceled() {
 // ---------------------------------------------------------------------------------------
 // Authentication, prefixes, secrets
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn token_auth_on_the_gateway_prefix() {
     let mut c = config(vec![template(1, "slipway-create-subnet")], vec![]);
     c.api_prefix = "/api/controller/".into();
@@ -511,7 +513,7 @@ async fn token_auth_on_the_gateway_prefix() {
     assert!(m.contains("404") && m.contains("api_prefix"), "{m}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn basic_auth() {
     let mut c = config(vec![template(1, "slipway-create-subnet")], vec![]);
     c.users = vec![SimUser { username: "admin".into(), password: "basic-pass-321".into() }];
@@ -534,7 +536,7 @@ async fn basic_auth() {
 }
 
 /// Secrets never show in error texts, whatever fails: auth, transport, status.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn secrets_never_appear_in_errors() {
     let mut c = config(vec![template(1, "slipway-create-subnet")], vec![]);
     c.token = Some("the-real-token".into());
@@ -588,7 +590,7 @@ fn secret_b64(s: &str) -> String {
 /// A template that stopped prompting for variables after it was cached: AAP starts the job
 /// without the extra vars and says so in `ignored_fields`. That job cannot do its work nor
 /// be found by key: it is cancelled and the launch fails permanently.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn ignored_extra_vars_cancel_the_job_and_fail_the_launch() {
     let mut t = template(4, "slipway-create-subnet");
     t.ask_variables_on_launch = false;
@@ -608,7 +610,7 @@ async fn ignored_extra_vars_cancel_the_job_and_fail_the_launch() {
 }
 
 /// Jobs and workflow jobs polled together: one list request per kind.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn mixed_kinds_are_polled_with_one_request_per_kind() {
     let mut jt = template(1, "slipway-create-subnet");
     jt.duration_seconds = 600.0;
@@ -631,7 +633,7 @@ async fn mixed_kinds_are_polled_with_one_request_per_kind() {
 }
 
 /// `find` bounded to a recent window (`created__gt`) still finds a recent job.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn find_within_a_window() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let mut o = options(&sim);
@@ -644,7 +646,8 @@ async fn find_within_a_window() {
 }
 
 /// The window is measured on the provider's clock ([`AapOptions::clock`]): two hours ahead,
-/// a one-hour window no longer reaches back to a job created just now.
+/// a one-hour window no longer reaches back to a job created just now. Real time, jumped:
+/// `jump` pauses and resumes the clock itself.
 #[tokio::test]
 async fn the_find_window_is_measured_on_the_provider_clock() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
@@ -659,7 +662,7 @@ async fn the_find_window_is_measured_on_the_provider_clock() {
 }
 
 /// Requests beyond `max_concurrent_requests` wait for a permit.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn concurrency_is_limited() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;

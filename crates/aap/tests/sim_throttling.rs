@@ -5,16 +5,17 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aap_sim::{Faults, RateLimitBurst, SimConfig};
 use slipway_aap::{AapOptions, JobKind};
 use slipway_provider::{Provider, ProviderError};
 use slipway_test_support::eventually;
 use support::*;
+use tokio::time::Instant;
 
 /// A 429 with `Retry-After` is retried no earlier than advertised.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn rate_limit_retry_after_is_honoured() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -79,7 +80,7 @@ fn strict(mut config: SimConfig) -> SimConfig {
 /// lists, find, cancel) until the advertised time; the launch is refused meanwhile, unsent.
 /// Measured: each held call ends after the simulator's "blocked until", and the simulator saw
 /// no request of this client arrive before it.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_retry_after_holds_every_request_of_the_provider() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -137,7 +138,7 @@ async fn a_retry_after_holds_every_request_of_the_provider() {
 /// A Retry-After longer than `max_retry_wait` is handed to the engine by every request of
 /// the provider, without sending anything, until it has passed; another provider instance
 /// (another client) is not held.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_long_retry_after_refuses_requests_unsent() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -176,7 +177,7 @@ async fn a_long_retry_after_refuses_requests_unsent() {
 /// A 503 with Retry-After (a gateway in maintenance) closes the gate as a 429 does; the
 /// retries of idempotent requests honour it, and a launch meanwhile is refused, not
 /// `Indeterminate` (it was never sent).
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_503_with_retry_after_closes_the_gate_too() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -210,7 +211,7 @@ async fn a_503_with_retry_after_closes_the_gate_too() {
 }
 
 /// GETs are retried through 5xx; after the last retry the error is transient.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn gets_are_retried_on_5xx() {
     let mut t = template(1, "slipway-create-subnet");
     t.duration_seconds = 600.0;
@@ -237,7 +238,7 @@ async fn gets_are_retried_on_5xx() {
 }
 
 /// The launch POST is never retried: a 503 is `Indeterminate` after exactly one POST.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn launch_is_never_retried() {
     let sim = start(config(vec![template(1, "slipway-create-subnet")], vec![])).await;
     let p = provider(options(&sim));

@@ -13,7 +13,8 @@ mod templates;
 use jobs::candidate_jobs;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, Request, State as AxState};
