@@ -4,9 +4,8 @@
 use serde_json::{Map, Value, json};
 use slipway_types::EVENTS_SEGMENT;
 
-use super::paths::{
-    Op, Setting, group_name, header_ref, json_answer, platform_api_version, request_id, subscription_id,
-};
+use super::operation::{Op, Setting, group_name, platform_api_version, subscription_id};
+use super::responses::{header_ref, json_answer, request_id, sse_event};
 use super::schemas::schema_ref;
 use crate::route::RESOURCES_NAMESPACE;
 
@@ -42,7 +41,7 @@ pub(super) fn events_op(
         schema_ref("EventList"),
         request_id(),
     );
-    page["content"]["text/event-stream"] = json!({"schema": super::paths::sse_event()});
+    page["content"]["text/event-stream"] = json!({"schema": sse_event()});
     let mut op = Op::new(id, summary, tag, params)
         .answer(200, page)
         .answer(410, gone)

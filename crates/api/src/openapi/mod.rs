@@ -8,9 +8,11 @@
 //! are marked `x-slipway-extension`.
 
 mod event_paths;
+mod operation;
 mod overview_paths;
 mod paths;
 mod platform_paths;
+mod responses;
 mod schemas;
 mod whatif;
 
@@ -84,10 +86,13 @@ pub(crate) fn document(state: &ApiState) -> Value {
         if hosts.is_empty() { "to any host".to_string() } else { format!("to {}", hosts.join(", ")) },
         if policy.allow_private_networks() { "" } else { " on public addresses only" },
     );
-    build(&state.types, &paths::Setting { auth: state.auth.is_some(), limited: state.rate_limits.is_some(), callbacks })
+    build(
+        &state.types,
+        &operation::Setting { auth: state.auth.is_some(), limited: state.rate_limits.is_some(), callbacks },
+    )
 }
 
-fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
+fn build(types: &TypeRegistry, setting: &operation::Setting) -> Value {
     let mut namespaces: BTreeMap<String, Vec<&ResourceType>> = BTreeMap::new();
     for ty in types.all() {
         namespaces.entry(ty.namespace.to_ascii_lowercase()).or_default().push(ty);
@@ -114,8 +119,8 @@ fn build(types: &TypeRegistry, setting: &paths::Setting) -> Value {
     }
     let mut components = json!({
         "schemas": schemas,
-        "responses": paths::error_responses(setting),
-        "headers": paths::headers(),
+        "responses": responses::error_responses(setting),
+        "headers": responses::headers(),
     });
     let mut doc = json!({
         "openapi": "3.1.0",

@@ -4,7 +4,8 @@
 use serde_json::{Map, Value, json};
 use slipway_types::ResourceType;
 
-use super::paths::{Op, Setting, group_name, json_answer, platform_api_version, request_id, subscription_id};
+use super::operation::{Op, Setting, group_name, platform_api_version, subscription_id};
+use super::responses::{json_answer, request_id};
 use super::schemas::{TypeNames, schema_ref};
 
 const TAG: &str = "Overview";

@@ -4,10 +4,9 @@
 use serde_json::{Map, Value, json};
 use slipway_types::ResourceType;
 
-use super::paths::{
-    Op, Setting, api_version, async_headers, group_name, header_ref, json_answer, path_param, plain,
-    platform_api_version, request_id, role_assignment_paths, subscription_id,
-};
+use super::operation::{Op, Setting, api_version, group_name, path_param, platform_api_version, subscription_id};
+use super::paths::role_assignment_paths;
+use super::responses::{async_headers, header_ref, json_answer, plain, request_id, sse_event};
 use super::schemas::{self, TypeNames, schema_ref};
 
 /// A namespace's operation endpoints and discovery.
@@ -72,7 +71,7 @@ pub(super) fn namespace_paths(
                "description": "Which of the operation's jobs (an id from `{resourceId}/jobs`); default: its latest."}),
     ]);
     let mut output = json!({"description": "What the job printed so far (empty before it started).", "headers": request_id(),
-        "content": {"text/plain": {"schema": {"type": "string"}}, "text/event-stream": {"schema": super::paths::sse_event()}}});
+        "content": {"text/plain": {"schema": {"type": "string"}}, "text/event-stream": {"schema": sse_event()}}});
     output["headers"]["x-slipway-job-id"] =
         json!({"description": "The job whose output this is.", "schema": {"type": "string"}});
     let logs = Op::new(format!("{ns}_OperationStatuses_Logs"), "Reads the output of an operation's job (a Slipway extension of ARM).", &tag, logs_params)

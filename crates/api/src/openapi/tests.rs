@@ -22,7 +22,7 @@ fn registry() -> TypeRegistry {
 }
 
 fn doc(auth: bool) -> Value {
-    build(&registry(), &paths::Setting { auth, limited: auth, callbacks: "`https` URIs to any host".into() })
+    build(&registry(), &operation::Setting { auth, limited: auth, callbacks: "`https` URIs to any host".into() })
 }
 
 /// Every `$ref` in `v`, with where it is.

@@ -4,7 +4,8 @@
 use serde_json::{Map, Value, json};
 use slipway_types::ResourceType;
 
-use super::paths::{Op, Setting, async_headers, json_answer, lro, plain, request_id};
+use super::operation::{Op, Setting, lro};
+use super::responses::{async_headers, json_answer, plain, request_id};
 use super::schemas::schema_ref;
 
 /// `POST {id}/whatIf` of a type: `params` its path and api-version, `put_body` its PUT's body.
