@@ -7,6 +7,7 @@
 //! authentication, like `/healthz`, so tools can fetch it. Slipway's extensions of ARM (cancel)
 //! are marked `x-slipway-extension`.
 
+mod common_schemas;
 mod event_paths;
 mod operation;
 mod overview_paths;
@@ -98,7 +99,7 @@ fn build(types: &TypeRegistry, setting: &operation::Setting) -> Value {
         namespaces.entry(ty.namespace.to_ascii_lowercase()).or_default().push(ty);
     }
     let mut schemas = Map::new();
-    schemas::common(&mut schemas);
+    common_schemas::common(&mut schemas);
     let mut paths = Map::new();
     platform_paths::platform_paths(setting, &mut paths);
     overview_paths::overview_paths(setting, &mut paths);
