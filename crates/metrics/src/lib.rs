@@ -11,251 +11,22 @@
 //! (seconds), `_total` counters, low-cardinality labels only (route templates and type
 //! names, never resource ids).
 
+mod gauges;
+mod parts;
+
 use std::sync::{Arc, Mutex};
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+pub use gauges::{ActiveLabels, Gauges, LaneLabels, OutboxLabels, Reading, TypeLabels};
+pub use parts::{
+    DriftCheckLabels, EngineMetrics, HistogramFamily, HttpLabels, HttpMetrics, JobEndLabels, JobRequestLabels,
+    NotifierMetrics, OperationEndLabels, OperationLabels, OutcomeLabels, ProviderLabels, ProviderMetrics,
+    ProviderRequestLabels, RouteLabels, StoreMetrics,
+};
 
 /// The exposition's media type (OpenMetrics text, which Prometheus scrapes natively).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-/// A histogram family whose buckets come from a plain function (nameable, so storable).
-pub type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-
-/// Latencies of requests and transactions: 0.5 ms to 10 s.
-fn latency() -> Histogram {
-    Histogram::new([0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
-}
-
-/// Rows per group commit: 1 to 512.
-fn batch_sizes() -> Histogram {
-    Histogram::new([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0])
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HttpLabels {
-    /// The route template (`/subscriptions/{subscriptionId}/…`), never the path itself.
-    pub route: String,
-    pub method: String,
-    pub status: u16,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RouteLabels {
-    pub route: String,
-    pub method: String,
-}
-
-/// The ARM front end's requests.
-#[derive(Clone, Debug)]
-pub struct HttpMetrics {
-    pub requests: Family<HttpLabels, Counter>,
-    pub duration: HistogramFamily<RouteLabels>,
-}
-
-impl Default for HttpMetrics {
-    fn default() -> Self {
-        HttpMetrics { requests: Family::default(), duration: Family::new_with_constructor(latency) }
-    }
-}
-
-impl HttpMetrics {
-    pub fn observe(&self, route: &str, method: &str, status: u16, seconds: f64) {
-        let (route, method) = (route.to_string(), method.to_string());
-        self.requests.get_or_create(&HttpLabels { route: route.clone(), method: method.clone(), status }).inc();
-        self.duration.get_or_create(&RouteLabels { route, method }).observe(seconds);
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationLabels {
-    /// `namespace/type`, lowercased as the store keys it.
-    pub r#type: String,
-    /// `create`, `update`, `delete` or `action`.
-    pub request: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OperationEndLabels {
-    pub r#type: String,
-    pub request: String,
-    /// `Succeeded`, `Failed` or `Canceled`.
-    pub status: String,
-}
-
-/// What a store engine committed. Operations are counted here, at commit, because every
-/// operation a client starts and every way one ends (its job, a cancel, a superseding delete,
-/// its deadline) is a committed change: counted anywhere else, some path would be missed.
-#[derive(Clone, Debug)]
-pub struct StoreMetrics {
-    pub operations_accepted: Family<OperationLabels, Counter>,
-    pub operations_ended: Family<OperationEndLabels, Counter>,
-    /// Write transactions, from the first statement to the commit (a group commit counts once).
-    pub transactions: Histogram,
-    /// Write calls per transaction (a group commit's changes).
-    pub batch_size: Histogram,
-    /// Waiting for a pooled connection.
-    pub pool_wait: Histogram,
-    /// Transactions rolled back by a deadlock or a serialization failure (and retried):
-    /// replicas working on the same rows.
-    pub conflicts: Counter,
-}
-
-impl Default for StoreMetrics {
-    fn default() -> Self {
-        StoreMetrics {
-            operations_accepted: Family::default(),
-            operations_ended: Family::default(),
-            transactions: latency(),
-            batch_size: batch_sizes(),
-            pool_wait: latency(),
-            conflicts: Counter::default(),
-        }
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutcomeLabels {
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct JobRequestLabels {
-    pub provider: String,
-    /// `launch`, `find`, `poll`, `cancel` or `kill`.
-    pub request: String,
-    /// `ok`, or the provider error's class (`transient`, `permanent`, `unknown`, …).
-    pub outcome: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct JobEndLabels {
-    pub provider: String,
-    /// `provision`, `deprovision`, `preflight`, `action` or `check`.
-    pub r#type: String,
-    /// `Succeeded`, `Failed` or `Canceled`.
-    pub state: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DriftCheckLabels {
-    /// The resource type as configured (`Slipway.Example/virtualNetworks`).
-    pub r#type: String,
-    /// `InSync`, `Drifted` or `Unknown`.
-    pub result: String,
-}
-
-/// The engine's lanes and the jobs it drives.
-#[derive(Clone, Debug, Default)]
-pub struct EngineMetrics {
-    /// Resources handed to this node by claims.
-    pub claimed: Counter,
-    /// Lease renewals by `outcome`: `all` (every lease renewed), `partial`, `error`.
-    pub renewals: Family<OutcomeLabels, Counter>,
-    /// Writes the store refused because the worker's lease had passed to another node.
-    pub fenced_writes: Counter,
-    /// Workers driving a resource now.
-    pub workers: Gauge,
-    pub job_requests: Family<JobRequestLabels, Counter>,
-    pub jobs_ended: Family<JobEndLabels, Counter>,
-    /// 1 while a provider's last readiness check passed (reachable, credentials accepted).
-    pub providers_ready: Family<ProviderLabels, Gauge>,
-    /// Drift checks judged, by type and result.
-    pub drift_checks: Family<DriftCheckLabels, Counter>,
-    /// Resources this node took from the drift lane and is working on now.
-    pub drift_workers: Gauge,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProviderRequestLabels {
-    pub provider: String,
-    /// The request's path template (`/api/v2/job_templates/{id}/launch/`).
-    pub endpoint: String,
-    pub method: String,
-    /// The HTTP status, or `error` when no answer came.
-    pub status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProviderLabels {
-    pub provider: String,
-}
-
-/// A provider's HTTP requests (the AAP controller's API).
-#[derive(Clone, Debug)]
-pub struct ProviderMetrics {
-    pub requests: HistogramFamily<ProviderRequestLabels>,
-    /// Time spent holding requests back because the controller sent `Retry-After`.
-    pub retry_after_waits: Family<ProviderLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
-}
-
-impl Default for ProviderMetrics {
-    fn default() -> Self {
-        ProviderMetrics { requests: Family::new_with_constructor(latency), retry_after_waits: Family::default() }
-    }
-}
-
-/// The async-notification sender.
-#[derive(Clone, Debug, Default)]
-pub struct NotifierMetrics {
-    /// Delivery attempts by `outcome`: `delivered`, `failed` (will retry), `dead` (given up:
-    /// no attempts left, refused by the callback policy, or the operation expired). A turn
-    /// held back because its destination is backed off is no attempt sent, and not counted
-    /// until it gives up.
-    pub attempts: Family<OutcomeLabels, Counter>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ActiveLabels {
-    pub r#type: String,
-    pub status: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TypeLabels {
-    pub r#type: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LaneLabels {
-    /// `intent` (a client's write is waiting) or `followup` (a retry, poll or deadline).
-    pub lane: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct OutboxLabels {
-    /// `pending` or `dead`.
-    pub state: String,
-}
-
-/// The statuses an operation in flight can have.
-const ACTIVE_STATUSES: [&str; 5] = ["Accepted", "Provisioning", "Updating", "Deleting", "Canceling"];
-
-/// What a scrape reads from the store, replaced whole on every scrape.
-#[derive(Clone, Debug, Default)]
-pub struct Gauges {
-    pub operations_active: Family<ActiveLabels, Gauge>,
-    /// Seconds since the oldest non-terminal operation of each type started: the stuck
-    /// operation alarm.
-    pub oldest_active_age: Family<TypeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
-    pub due_resources: Family<LaneLabels, Gauge>,
-    pub outbox: Family<OutboxLabels, Gauge>,
-}
-
-/// One scrape's store reading, in the terms of [`Gauges`].
-#[derive(Clone, Debug, Default)]
-pub struct Reading {
-    /// `(type, status, count, age of the oldest in seconds)`.
-    pub active: Vec<(String, String, i64, f64)>,
-    pub due_intent: i64,
-    pub due_followup: i64,
-    pub outbox_pending: i64,
-    pub outbox_dead: i64,
-}
 
 /// Every part, registered once; clone the parts into the components that count them.
 #[derive(Clone)]
@@ -440,32 +211,7 @@ impl Metrics {
     /// The exposition, with the gauges set from `reading`.
     pub fn render(&self, reading: &Reading) -> String {
         let _one_at_a_time = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
-        let g = &self.gauges;
-        g.operations_active.clear();
-        g.oldest_active_age.clear();
-        for r#type in self.types.iter() {
-            for status in ACTIVE_STATUSES {
-                g.operations_active
-                    .get_or_create(&ActiveLabels { r#type: r#type.clone(), status: status.into() })
-                    .set(0);
-            }
-            g.oldest_active_age.get_or_create(&TypeLabels { r#type: r#type.clone() }).set(0.0);
-        }
-        for (r#type, status, count, age) in &reading.active {
-            g.operations_active
-                .get_or_create(&ActiveLabels { r#type: r#type.clone(), status: status.clone() })
-                .set(*count);
-            let oldest = g.oldest_active_age.get_or_create(&TypeLabels { r#type: r#type.clone() });
-            if *age > oldest.get() {
-                oldest.set(*age);
-            }
-        }
-        let lane = |name: &str| LaneLabels { lane: name.into() };
-        g.due_resources.get_or_create(&lane("intent")).set(reading.due_intent);
-        g.due_resources.get_or_create(&lane("followup")).set(reading.due_followup);
-        let state = |name: &str| OutboxLabels { state: name.into() };
-        g.outbox.get_or_create(&state("pending")).set(reading.outbox_pending);
-        g.outbox.get_or_create(&state("dead")).set(reading.outbox_dead);
+        self.gauges.set(reading, &self.types);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out
