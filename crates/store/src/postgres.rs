@@ -34,38 +34,40 @@
 //! TCP connections use TLS by `sslmode` ([`tls`]: `disable`, `prefer` — the default —,
 //! `require`, `verify-full`); Unix sockets never do.
 //!
-//! Layout: [`schema`] (URL and session settings, migrations), [`tls`] (sslmode and the
-//! rustls connector), [`rows`] (row ⇄ record and the read queries), [`changes`] (`change`
-//! with group commit, executing the shared `crate::plan`), [`writes`] (claims, leases,
-//! outbox), [`entries`] (registry entries).
+//! Layout: [`options`], [`schema`] (URL and session settings, migrations), [`tls`] (sslmode
+//! and the rustls connector), [`attempt`] (one call's bounded, retried attempts), [`rows`]
+//! (row ⇄ record and the read queries), [`changes`] (`change` with group commit, executing
+//! the shared `crate::plan`), [`writes`] (claims, leases, outbox), [`entries`] (registry
+//! entries).
 
+mod attempt;
 mod change_rows;
 mod changes;
 mod entries;
 mod failure;
+mod options;
 mod rows;
 mod schema;
 mod tls;
 mod writes;
 
 pub(crate) use failure::{Failure, describe, pg_error};
+pub use options::{Pooler, PostgresOptions};
 pub use schema::redact;
 pub use tls::SslMode;
+
+use attempt::{Attempt, RowsWritten};
 
 use crate::NotificationId;
 use crate::entries::PutEntry;
 use slipway_domain::LeaseOwner;
 use slipway_domain::ids::TypeKey;
-use std::fmt;
-use std::future::Future;
-use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{
-    ClientWrapper, Hook, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime, Timeouts,
+    ClientWrapper, Hook, HookError, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime, Timeouts,
 };
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
@@ -76,93 +78,6 @@ use crate::{
     ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, ListQuery, Notification,
     OperationPage, OperationQuery, Page, StatsCounters, Store, StoreError, StoreReading, StoreStats,
 };
-
-#[derive(Clone, PartialEq, Eq)]
-pub struct PostgresOptions {
-    /// `postgres://user[:password]@host[:port]/database[?options]` (or the key=value form).
-    pub url: String,
-    /// Tables live in this schema (created if missing) instead of the connection's default
-    /// search path: one database can hold several independent stores (tests do this).
-    /// Lowercase letters, digits and `_`, starting with a letter or `_`.
-    pub schema: Option<String>,
-    /// Most connections held open (and so most concurrent transactions).
-    pub pool_size: usize,
-    /// Server-side limit on every statement, lock waits included; also how long a call waits
-    /// for a free pooled connection. Zero disables both.
-    pub statement_timeout: Duration,
-    /// How long an operation stays readable after its last write.
-    pub operation_ttl: Duration,
-    /// How long an event stays in the feed.
-    pub event_retention: Duration,
-    /// Limit on establishing one connection; also bounds [`Store::ping`].
-    pub connect_timeout: Duration,
-    /// TLS to the server; `None`: the URL's `sslmode`, else [`SslMode::Prefer`].
-    pub ssl_mode: Option<SslMode>,
-    /// PEM root certificates the server's must chain to (`verify-full` only); `None`: the
-    /// URL's `sslrootcert`, else the webpki (Mozilla) roots.
-    pub ssl_root_cert: Option<PathBuf>,
-    /// What stands between Slipway and the server.
-    pub pooler: Pooler,
-}
-
-/// A connection pooler in front of PostgreSQL (pgbouncer, pgcat, …), as far as the store must
-/// know: where its session settings can go.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Pooler {
-    /// None: the settings travel in the startup packet (`options`), so a reconnect has them
-    /// before its first statement.
-    #[default]
-    None,
-    /// Session pooling: a pooler that refuses the startup packet's `options` (pgbouncer) but
-    /// gives each client connection one server session for its whole life. The settings are
-    /// `SET` right after connecting. Transaction pooling is not supported: the store keeps
-    /// prepared statements and settings on its sessions.
-    Session,
-}
-
-impl PostgresOptions {
-    pub const DEFAULT_POOL_SIZE: usize = 16;
-    pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
-    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-    pub fn new(url: impl Into<String>) -> Self {
-        PostgresOptions {
-            url: url.into(),
-            schema: None,
-            pool_size: Self::DEFAULT_POOL_SIZE,
-            statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
-            operation_ttl: crate::DEFAULT_OPERATION_TTL,
-            event_retention: crate::DEFAULT_EVENT_RETENTION,
-            connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
-            ssl_mode: None,
-            ssl_root_cert: None,
-            pooler: Pooler::None,
-        }
-    }
-
-    pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = Some(schema.into());
-        self
-    }
-}
-
-/// The URL's password never reaches logs.
-impl fmt::Debug for PostgresOptions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresOptions")
-            .field("url", &redact(&self.url))
-            .field("schema", &self.schema)
-            .field("pool_size", &self.pool_size)
-            .field("statement_timeout", &self.statement_timeout)
-            .field("operation_ttl", &self.operation_ttl)
-            .field("event_retention", &self.event_retention)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("ssl_mode", &self.ssl_mode)
-            .field("ssl_root_cert", &self.ssl_root_cert)
-            .field("pooler", &self.pooler)
-            .finish()
-    }
-}
 
 /// The PostgreSQL [`Store`]. Cheap to share behind an `Arc`; any number of them, in any
 /// number of processes, may use one database (and schema) at once.
@@ -189,9 +104,6 @@ struct Inner {
     schema: Option<String>,
     stats: StatsCounters,
 }
-
-/// Deadlock and serialization-failure retries per call.
-const CONFLICT_RETRIES: usize = 3;
 
 impl PostgresStore {
     /// Connects, creates the schema if asked to, applies pending migrations (once, however many
@@ -293,114 +205,6 @@ impl PostgresStore {
         F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T>,
     {
         self.inner.run(self.inner.attempt_limit, self.inner.timeouts, work).await
-    }
-}
-
-/// How many rows a write changed: a write that changed none committed nothing worth counting.
-trait RowsWritten {
-    fn rows_written(&self) -> u64;
-}
-
-impl RowsWritten for u64 {
-    fn rows_written(&self) -> u64 {
-        *self
-    }
-}
-
-impl<T> RowsWritten for Vec<T> {
-    fn rows_written(&self) -> u64 {
-        self.len() as u64
-    }
-}
-
-/// A delete: whether it removed the row.
-impl RowsWritten for bool {
-    fn rows_written(&self) -> u64 {
-        u64::from(*self)
-    }
-}
-
-/// A put writes its row whenever it succeeds.
-impl RowsWritten for Entry {
-    fn rows_written(&self) -> u64 {
-        1
-    }
-}
-
-/// One try at a call, on one pooled connection.
-type Attempt<'c, T> = Pin<Box<dyn Future<Output = Result<T, Failure>> + Send + 'c>>;
-
-impl Inner {
-    async fn client(&self, timeouts: &Timeouts) -> Result<Object, StoreError> {
-        let asked = std::time::Instant::now();
-        let got = self.pool.timeout_get(timeouts).await.map_err(|e| self.pool_error(e));
-        self.stats.metrics.pool_wait.observe(asked.elapsed().as_secs_f64());
-        got
-    }
-
-    fn pool_error(&self, e: PoolError) -> StoreError {
-        let target = &self.target;
-        match e {
-            PoolError::Timeout(kind) => {
-                StoreError::Unavailable(format!("PostgreSQL at {target}: timed out getting a connection ({kind:?})"))
-            }
-            // Whatever keeps a connection from being made (down, refusing logins, database
-            // gone) is outside this process and may pass: never a bug of ours.
-            PoolError::Backend(e) | PoolError::PostCreateHook(HookError::Backend(e)) => StoreError::Unavailable(
-                format!("cannot connect to PostgreSQL at {target} ({}): {}", self.transport, describe(&e)),
-            ),
-            PoolError::Closed => StoreError::Unavailable("the PostgreSQL pool is closed".into()),
-            other => StoreError::Internal(format!("PostgreSQL pool: {other}")),
-        }
-    }
-
-    /// Runs `work` on a pooled connection, again on another one when it failed without
-    /// committing anything.
-    async fn run<T, F>(&self, limit: Option<Duration>, timeouts: Timeouts, mut work: F) -> Result<T, StoreError>
-    where
-        F: for<'c> FnMut(&'c mut Object) -> Attempt<'c, T>,
-    {
-        let mut conflicts = 0;
-        let mut broken = 0;
-        loop {
-            let mut client = self.client(&timeouts).await?;
-            let outcome = match limit {
-                Some(limit) => match tokio::time::timeout(limit, work(&mut client)).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => {
-                        // The server may be gone without a word (a partition): this connection
-                        // is not trusted again. Dropping it rolls back whatever it had begun.
-                        drop(Object::take(client));
-                        return Err(StoreError::Unavailable(format!(
-                            "PostgreSQL at {} did not answer within {limit:?}",
-                            self.target
-                        )));
-                    }
-                },
-                None => work(&mut client).await,
-            };
-            let failure = match outcome {
-                Ok(value) => return Ok(value),
-                Err(failure) => failure,
-            };
-            let dead = matches!(failure, Failure::Retry { broken: true, .. }) || client.is_closed();
-            if dead {
-                drop(Object::take(client));
-            }
-            match failure {
-                Failure::Fail(e) => return Err(e),
-                Failure::Retry { error, broken: true } if broken < self.broken_budget => {
-                    broken += 1;
-                    tracing::debug!(error = %error, "PostgreSQL connection lost; retrying on another");
-                }
-                Failure::Retry { error, broken: false } if conflicts < CONFLICT_RETRIES => {
-                    conflicts += 1;
-                    self.stats.conflict();
-                    tracing::debug!(error = %error, "PostgreSQL transaction conflict; retrying");
-                }
-                Failure::Retry { error, .. } => return Err(error),
-            }
-        }
     }
 }
 

@@ -12,7 +12,8 @@ use slipway_domain::{Operation, ProvisioningState, Timestamp};
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-use super::{Attempt, Failure};
+use super::Failure;
+use super::attempt::Attempt;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
 use crate::{EventQuery, EventRead, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
 
