@@ -14,6 +14,13 @@
 //! (marked sensitive, so `reqwest` never prints it) and every text that goes into an error
 //! is scrubbed of the configured secret values (defence against servers or proxies that
 //! echo request headers).
+//!
+//! Parts: `error` (what a request's failure is, and how it is classified), `gate` (the
+//! throttle gate and `Retry-After`), `pages` (walking AWX's paged lists).
+
+mod error;
+mod gate;
+mod pages;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,102 +30,16 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 use slipway_domain::retry::{JitterSource, RetryPolicy, SplitMix64};
 use slipway_domain::time::{Clock, SystemClock};
-use slipway_provider::ProviderError;
 use tokio::time::Instant;
+
+pub use error::HttpError;
+use error::is_retryable_status;
+use gate::{AtGate, closes_gate, parse_retry_after};
 
 /// Longest piece of a response body quoted in an error.
 pub const MAX_BODY_PREVIEW: usize = 500;
 /// The wait reported for a 429 that carries no usable `Retry-After`.
 pub const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(5);
-/// Longest a `Retry-After` closes the throttle gate (a guard against absurd values).
-const MAX_GATE: Duration = Duration::from_secs(24 * 3600);
-/// Pages followed in one listing at most (200 rows each): a guard against `next` loops.
-const MAX_PAGES: usize = 10_000;
-
-/// What went wrong with one request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum HttpError {
-    /// AAP (or a proxy/gateway in front of it) answered with a non-success status.
-    Status { status: u16, retry_after: Option<Duration>, message: String },
-    /// The request was certainly not sent: connection refused, DNS or TLS handshake failure.
-    NotSent(String),
-    /// The request may have reached AAP but no complete answer came back (timeout, reset).
-    Unknown(String),
-    /// A success status with a body that is not what the API documents.
-    BadBody(String),
-    /// A request that cannot be made (bad URL, a `next` link to another host).
-    Invalid(String),
-    /// Certainly not sent: AAP asked this provider to wait (`Retry-After`) for `retry_after`
-    /// more, longer than the request may wait.
-    Throttled { retry_after: Duration, message: String },
-}
-
-impl HttpError {
-    pub fn message(&self) -> &str {
-        match self {
-            HttpError::Status { message, .. }
-            | HttpError::NotSent(message)
-            | HttpError::Unknown(message)
-            | HttpError::BadBody(message)
-            | HttpError::Invalid(message)
-            | HttpError::Throttled { message, .. } => message,
-        }
-    }
-
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            HttpError::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// Whether an idempotent request may be repeated after this.
-    fn retryable(&self) -> bool {
-        match self {
-            HttpError::Status { status, .. } => is_retryable_status(*status),
-            HttpError::NotSent(_) | HttpError::Unknown(_) => true,
-            // Already longer than any in-process wait.
-            HttpError::BadBody(_) | HttpError::Invalid(_) | HttpError::Throttled { .. } => false,
-        }
-    }
-
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            HttpError::Status { retry_after, .. } => *retry_after,
-            HttpError::Throttled { retry_after, .. } => Some(*retry_after),
-            _ => None,
-        }
-    }
-
-    /// The provider error for a failed idempotent request (lookups, lists, cancel): a
-    /// request that can simply be made again, so nothing is ever `Indeterminate`.
-    pub fn into_provider(self) -> ProviderError {
-        match self {
-            HttpError::Status { status: 429, retry_after, message } => {
-                ProviderError::RateLimited { retry_after: retry_after.unwrap_or(DEFAULT_RATE_LIMIT_WAIT), message }
-            }
-            HttpError::Status { status, message, .. } if status >= 500 || status == 408 => {
-                ProviderError::Transient(message)
-            }
-            HttpError::Status { message, .. } => ProviderError::Permanent(message),
-            HttpError::NotSent(m) | HttpError::Unknown(m) | HttpError::BadBody(m) => ProviderError::Transient(m),
-            HttpError::Invalid(m) => ProviderError::Permanent(m),
-            HttpError::Throttled { retry_after, message } => ProviderError::RateLimited { retry_after, message },
-        }
-    }
-}
-
-/// Whether an answer advertises a time before which this client must send nothing more:
-/// a `429`, or a `503` with `Retry-After` (a gateway in maintenance), with a `Retry-After`.
-pub fn closes_gate(status: u16, retry_after: Option<Duration>) -> Option<Duration> {
-    retry_after.filter(|_| matches!(status, 429 | 503))
-}
-
-/// Statuses worth retrying an idempotent request on: rate limiting and the gateway errors
-/// a proxy in front of AAP produces while it (re)starts.
-pub fn is_retryable_status(status: u16) -> bool {
-    matches!(status, 429 | 502 | 503 | 504)
-}
 
 /// A complete answer.
 #[derive(Debug)]
@@ -154,15 +75,6 @@ pub struct HttpSettings {
     /// Seeds the retry jitter: the client id, so Slipway nodes sharing one AAP do not retry
     /// in step, and one node's delays repeat from run to run.
     pub jitter_seed: String,
-}
-
-/// How a request treats a closed throttle gate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AtGate {
-    /// Waits for it to open, at most `max_wait` in all.
-    Wait,
-    /// Fails at once (`Throttled`).
-    Refuse,
 }
 
 pub struct Http {
@@ -236,61 +148,6 @@ impl Http {
 
     fn jitter_draw(&self) -> u64 {
         self.jitter.lock().unwrap_or_else(|e| e.into_inner()).draw()
-    }
-
-    /// How long the throttle gate stays closed from now; `None` when open.
-    pub fn throttled_for(&self) -> Option<Duration> {
-        let until = (*self.gate.lock().unwrap_or_else(|e| e.into_inner()))?;
-        let left = until.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then_some(left)
-    }
-
-    /// Closes the gate until `now + retry_after` (never shortens it; a day at most).
-    fn close_gate(&self, what: &str, status: u16, retry_after: Duration) {
-        let now = Instant::now();
-        let until = now.checked_add(retry_after.min(MAX_GATE)).unwrap_or(now);
-        let mut gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
-        if gate.is_none_or(|g| g < until) {
-            let was_open = gate.is_none_or(|g| g <= Instant::now());
-            *gate = Some(until);
-            if was_open {
-                tracing::info!(request = %what, status, wait_ms = retry_after.as_millis() as u64, "AAP asked to wait: holding every request of this provider");
-            }
-        }
-    }
-
-    /// Passes the throttle gate and takes a concurrency permit. The gate is checked again
-    /// with the permit in hand, right before the request goes out: it may have closed while
-    /// this request queued for a permit.
-    async fn pass_gate(&self, what: &str, mode: AtGate) -> Result<tokio::sync::SemaphorePermit<'_>, HttpError> {
-        let mut waited = Duration::ZERO;
-        loop {
-            if let Some(left) = self.throttled_for() {
-                if mode == AtGate::Refuse || waited + left > self.s.max_wait {
-                    return Err(HttpError::Throttled {
-                        retry_after: left,
-                        message: format!(
-                            "{what}: not sent, AAP asked to wait {} ms more (Retry-After)",
-                            left.as_millis()
-                        ),
-                    });
-                }
-                tracing::debug!(request = %what, wait_ms = left.as_millis() as u64, "waiting for AAP's Retry-After");
-                tokio::time::sleep(left).await;
-                waited += left;
-                let provider = slipway_metrics::ProviderLabels { provider: self.provider.clone() };
-                self.metrics.retry_after_waits.get_or_create(&provider).inc_by(left.as_secs_f64());
-                continue;
-            }
-            let permit = self
-                .permits
-                .acquire()
-                .await
-                .map_err(|_| HttpError::Invalid(format!("{what}: provider is shut down")))?;
-            if self.throttled_for().is_none() {
-                return Ok(permit);
-            }
-        }
     }
 
     /// An API URL from a path relative to the API root (`v2/jobs/`).
@@ -415,61 +272,6 @@ impl Http {
         }
         reply.json(&what)
     }
-
-    /// Walks a paged AWX list from `first`, following `next` links, calling `visit` on
-    /// every row until it answers `true` (found) or the list ends. Answers whether `visit`
-    /// stopped it. Rows are read as `T`: a type naming only the fields it needs skips the
-    /// rest of AWX's large job documents instead of building them.
-    pub async fn walk<T: serde::de::DeserializeOwned>(
-        &self,
-        first: Url,
-        mut visit: impl FnMut(T) -> bool,
-    ) -> Result<bool, HttpError> {
-        let mut url = first;
-        for _ in 0..MAX_PAGES {
-            let what = Self::what(&Method::GET, &url);
-            let page: ListPage<T> = self.get_json(&url).await.map_err(|e| match e {
-                HttpError::BadBody(m) => HttpError::BadBody(format!("{m} (expected a list with a results array)")),
-                other => other,
-            })?;
-            if page.results.into_iter().any(&mut visit) {
-                return Ok(true);
-            }
-            match page.next {
-                Some(next) if !next.is_empty() => {
-                    let next_url = self.next_url(&what, &next)?;
-                    if next_url == url {
-                        return Err(HttpError::BadBody(format!("{what}: the next link points to the same page")));
-                    }
-                    url = next_url;
-                }
-                _ => return Ok(false),
-            }
-        }
-        Err(HttpError::BadBody(format!("AAP list longer than {MAX_PAGES} pages")))
-    }
-
-    /// Resolves a `next` link (a path with query, or a full URL) against the API root; a
-    /// link to another origin is refused (the credentials would go with it).
-    fn next_url(&self, what: &str, next: &str) -> Result<Url, HttpError> {
-        let url = self
-            .s
-            .root
-            .join(next)
-            .map_err(|e| HttpError::BadBody(format!("{what}: invalid next link {next:?}: {e}")))?;
-        if url.origin() != self.s.root.origin() {
-            return Err(HttpError::Invalid(format!("{what}: refusing a next link to another origin: {next}")));
-        }
-        Ok(url)
-    }
-}
-
-/// One page of an AWX list.
-#[derive(serde::Deserialize)]
-struct ListPage<T> {
-    results: Vec<T>,
-    #[serde(default)]
-    next: Option<String>,
 }
 
 /// Up to this fraction of a GET retry's wait is added as jitter.
@@ -521,39 +323,6 @@ pub fn bound(s: String, max: usize) -> String {
     let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
-}
-
-/// `Retry-After` as delay-seconds or an HTTP-date (IMF-fixdate), relative to `now`.
-pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
-    let text = value.to_str().ok()?.trim();
-    if let Ok(secs) = text.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = parse_http_date(text)?;
-    let now = now.duration_since(UNIX_EPOCH).ok()?.as_secs();
-    // `now` is truncated to whole seconds, so the wait is never shorter than asked.
-    Some(Duration::from_secs(at.saturating_sub(now)))
-}
-
-/// `Sun, 06 Nov 1994 08:49:37 GMT` → seconds since the Unix epoch.
-fn parse_http_date(text: &str) -> Option<u64> {
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let day: u32 = day.parse().ok()?;
-    let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        .iter()
-        .position(|m| m == month)? as u32
-        + 1;
-    let year: i64 = year.parse().ok()?;
-    let hms: Vec<u64> = time.split(':').map(|p| p.parse().ok()).collect::<Option<_>>()?;
-    let [h, m, s] = hms.as_slice() else { return None };
-    if !(1..=31).contains(&day) || *h > 23 || *m > 59 || *s > 60 {
-        return None;
-    }
-    let days = slipway_domain::time::days_from_civil(year, month, day);
-    u64::try_from(days * 86_400 + (*h * 3600 + *m * 60 + *s) as i64).ok()
 }
 
 #[cfg(test)]

@@ -1,3 +1,6 @@
+use slipway_provider::ProviderError;
+
+use super::gate::parse_http_date;
 use super::*;
 
 #[test]
