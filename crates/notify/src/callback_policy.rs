@@ -18,15 +18,18 @@
 //!   redirects and uses no proxy.
 //! * URIs with a user name or password, or longer than [`MAX_URI_CHARS`], are refused.
 
+mod address;
+mod allowlist;
+mod resolver;
+
 use std::fmt;
-use std::future::Future;
-use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::pin::Pin;
-use std::sync::Arc;
+use std::net::{IpAddr, Ipv4Addr};
 
 use reqwest::Url;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+pub use address::{AddressKind, classify};
+use allowlist::HostPattern;
+pub use resolver::{Lookup, PolicyResolver, refusal_in, system_lookup};
 
 /// Longest callback URI accepted.
 pub const MAX_URI_CHARS: usize = 2048;
@@ -59,50 +62,6 @@ pub enum CallbackNetworks {
 pub struct CallbackPolicyError {
     entry: String,
     reason: String,
-}
-
-/// One allowlist entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct HostPattern {
-    text: String,
-    scheme: String,
-    host: HostMatch,
-    port: Option<u16>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum HostMatch {
-    Exact(String),
-    /// `*.suffix`: any name ending in `.suffix`.
-    Below(String),
-}
-
-/// What kind of address a refused one is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AddressKind {
-    Loopback,
-    Private,
-    Shared,
-    LinkLocal,
-    Multicast,
-    Broadcast,
-    Unspecified,
-    Reserved,
-}
-
-impl fmt::Display for AddressKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AddressKind::Loopback => "a loopback address",
-            AddressKind::Private => "a private network address",
-            AddressKind::Shared => "a shared (carrier-grade NAT) address",
-            AddressKind::LinkLocal => "a link-local address",
-            AddressKind::Multicast => "a multicast address",
-            AddressKind::Broadcast => "the broadcast address",
-            AddressKind::Unspecified => "an unspecified address",
-            AddressKind::Reserved => "a reserved address",
-        })
-    }
 }
 
 /// Why a callback URI is refused; the text is fit for the client (it names the rule, not
@@ -212,60 +171,6 @@ impl CallbackPolicy {
     }
 }
 
-impl HostPattern {
-    fn parse(entry: &str, allow_http: bool) -> Result<HostPattern, CallbackPolicyError> {
-        let fail = |reason: &str| CallbackPolicyError { entry: entry.to_string(), reason: reason.to_string() };
-        let text = entry.trim();
-        let (scheme, rest) = text.split_once("://").ok_or_else(|| fail("use scheme://host[:port]"))?;
-        let scheme = scheme.to_ascii_lowercase();
-        match scheme.as_str() {
-            "https" => {}
-            "http" if allow_http => {}
-            "http" => return Err(fail("an http entry needs callback_allow_http = true")),
-            _ => return Err(fail("the scheme must be https or http")),
-        }
-        let rest = rest.strip_suffix('/').unwrap_or(rest);
-        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
-            return Err(fail("give only scheme://host[:port], without a path, query or user"));
-        }
-        let (wildcard, rest) = match rest.strip_prefix("*.") {
-            Some(below) => (true, below),
-            None => (false, rest),
-        };
-        if rest.contains('*') {
-            return Err(fail("a wildcard may only be a leading '*.'"));
-        }
-        // The URL parser normalises the host (case, IDNA, IP forms) as it will the URIs'.
-        let url = Url::parse(&format!("{scheme}://{rest}/")).map_err(|_| fail("not a valid host"))?;
-        let host = url.host_str().ok_or_else(|| fail("not a valid host"))?;
-        let host = host.trim_end_matches('.').to_string();
-        if wildcard && !matches!(host_of(&url), Some(Host::Domain(_))) {
-            return Err(fail("a wildcard needs a domain name after '*.'"));
-        }
-        Ok(HostPattern {
-            text: text.to_string(),
-            scheme,
-            host: if wildcard { HostMatch::Below(host) } else { HostMatch::Exact(host) },
-            port: url.port(),
-        })
-    }
-
-    fn matches(&self, url: &Url) -> bool {
-        let Some(host) = url.host_str() else { return false };
-        let host = host.trim_end_matches('.');
-        let host_ok = match &self.host {
-            HostMatch::Exact(h) => host == h,
-            HostMatch::Below(suffix) => {
-                matches!(host_of(url), Some(Host::Domain(_)))
-                    && host.len() > suffix.len() + 1
-                    && host.ends_with(suffix.as_str())
-                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
-            }
-        };
-        url.scheme() == self.scheme && host_ok && self.port.is_none_or(|p| Some(p) == url.port_or_known_default())
-    }
-}
-
 enum Host<'a> {
     Ip(IpAddr),
     Domain(&'a str),
@@ -289,119 +194,13 @@ fn is_localhost(name: &str) -> bool {
     name == "localhost" || name.ends_with(".localhost")
 }
 
-/// `None` for a public address; else what it is.
-pub fn classify(ip: IpAddr) -> Option<AddressKind> {
-    match ip {
-        IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => classify_v6(v6),
-    }
-}
-
-fn classify_v4(ip: Ipv4Addr) -> Option<AddressKind> {
-    let [a, b, c, _] = ip.octets();
-    Some(match (a, b, c) {
-        _ if ip.is_broadcast() => AddressKind::Broadcast,
-        (0, ..) => AddressKind::Unspecified,
-        (127, ..) => AddressKind::Loopback,
-        (10, ..) | (192, 168, _) => AddressKind::Private,
-        (172, 16..=31, _) => AddressKind::Private,
-        (100, 64..=127, _) => AddressKind::Shared,
-        (169, 254, _) => AddressKind::LinkLocal,
-        (224..=239, ..) => AddressKind::Multicast,
-        // IETF protocol assignments, benchmarking, and the future-use block.
-        (192, 0, 0) | (198, 18..=19, _) | (240..=255, ..) => AddressKind::Reserved,
-        _ => return None,
-    })
-}
-
-fn classify_v6(ip: Ipv6Addr) -> Option<AddressKind> {
-    if ip.is_unspecified() {
-        return Some(AddressKind::Unspecified);
-    }
-    if ip.is_loopback() {
-        return Some(AddressKind::Loopback);
-    }
-    let s = ip.segments();
-    // An IPv4 address in IPv6 clothing is what it wraps: mapped (::ffff:a.b.c.d),
-    // compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d).
-    let embedded = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-    match s {
-        [0, 0, 0, 0, 0, 0xffff, ..] | [0, 0, 0, 0, 0, 0, ..] | [0x64, 0xff9b, 0, 0, 0, 0, ..] => {
-            return classify_v4(embedded);
-        }
-        _ => {}
-    }
-    Some(match s[0] {
-        0xfc00..=0xfdff => AddressKind::Private,
-        // Site-local (deprecated, still private).
-        0xfec0..=0xfeff => AddressKind::Private,
-        0xfe80..=0xfebf => AddressKind::LinkLocal,
-        0xff00..=0xffff => AddressKind::Multicast,
-        // Local-use NAT64 (64:ff9b:1::/48), documentation (2001:db8::/32), discard (100::/64).
-        0x0064 if s[1] == 0xff9b && s[2] == 1 => AddressKind::Private,
-        0x2001 if s[1] == 0x0db8 => AddressKind::Reserved,
-        0x0100 if s[1..4] == [0, 0, 0] => AddressKind::Reserved,
-        _ => return None,
-    })
-}
-
-/// A name lookup: the addresses of a host name.
-pub type Lookup = Arc<dyn Fn(String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>> + Send + Sync>;
-
-/// The system resolver (`getaddrinfo`, through tokio).
-pub fn system_lookup() -> Lookup {
-    Arc::new(|host: String| {
-        Box::pin(async move { Ok(tokio::net::lookup_host((host.as_str(), 0)).await?.map(|a| a.ip()).collect()) })
-    })
-}
-
-/// The notifier's DNS resolver: every address of a name is checked against the policy, and
-/// only checked addresses reach the connector.
-pub struct PolicyResolver {
-    policy: Arc<CallbackPolicy>,
-    lookup: Lookup,
-}
-
-impl PolicyResolver {
-    pub fn new(policy: Arc<CallbackPolicy>, lookup: Lookup) -> Self {
-        PolicyResolver { policy, lookup }
-    }
-}
-
-impl Resolve for PolicyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let (policy, lookup) = (self.policy.clone(), self.lookup.clone());
-        let host = name.as_str().to_string();
-        Box::pin(async move {
-            let addresses = lookup(host.clone()).await?;
-            if addresses.is_empty() {
-                return Err(io::Error::new(io::ErrorKind::NotFound, format!("{host} has no addresses")).into());
-            }
-            for &address in &addresses {
-                if let Err(kind) = policy.check_address(address) {
-                    return Err(Box::new(Refusal::Resolved { host: host.clone(), address, kind }) as _);
-                }
-            }
-            let addrs: Addrs = Box::new(addresses.into_iter().map(|ip| SocketAddr::new(ip, 0)));
-            Ok(addrs)
-        })
-    }
-}
-
-/// The policy's refusal behind a failed request, if that is why it failed.
-pub fn refusal_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refusal> {
-    let mut source = Some(e);
-    while let Some(s) = source {
-        if let Some(r) = s.downcast_ref::<Refusal>() {
-            return Some(r);
-        }
-        source = s.source();
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use reqwest::dns::Resolve;
+
     use super::CallbackNetworks::*;
     use super::CallbackSchemes::*;
     use super::*;
