@@ -74,6 +74,11 @@ pub enum Route {
         subscription: Option<String>,
         namespace: String,
     },
+    /// `/providers` or `/subscriptions/{sub}/providers`: every namespace served, each in the
+    /// provider shape.
+    Providers {
+        subscription: Option<String>,
+    },
     /// `/providers/{namespace}/operations`: every action a role can grant in the namespace.
     ProviderOperations {
         namespace: String,
@@ -189,6 +194,9 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
             Some(format!("{{scope}}/providers/Slipway.Authorization/roleAssignments{tail}"))
         }
         Ok(Route::Permissions { .. }) => Some("{scope}/providers/Slipway.Authorization/permissions".into()),
+        Ok(Route::Providers { subscription }) => {
+            Some(if subscription.is_some() { format!("{}/providers", group(false)) } else { "/providers".into() })
+        }
         Ok(Route::Provider { namespace, .. }) => namespace_names(&namespace).map(|ns| format!("/providers/{ns}")),
         Ok(Route::ProviderOperations { namespace }) => {
             namespace_names(&namespace).map(|ns| format!("/providers/{ns}/operations"))
@@ -331,6 +339,10 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
         }
         [p, ns, t] if tokens(p, ns, t) => Ok(Route::ApiTokens { id: None }),
         [p, ns, t, id] if tokens(p, ns, t) => Ok(Route::ApiTokens { id: Some(id.to_string()) }),
+        [p] if is(p, "providers") => Ok(Route::Providers { subscription: None }),
+        [s, sub, p] if is(s, "subscriptions") && is(p, "providers") => {
+            Ok(Route::Providers { subscription: Some(subscription(sub)?) })
+        }
         [p, ns] if is(p, "providers") => Ok(Route::Provider { subscription: None, namespace: ns.to_string() }),
         [p, ns, o] if is(p, "providers") && is(o, "operations") => {
             Ok(Route::ProviderOperations { namespace: ns.to_string() })

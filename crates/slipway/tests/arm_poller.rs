@@ -1,5 +1,6 @@
-//! The real Python `azure-mgmt-core` ARMPolling client against Slipway
-//! (docs/arm-contract.md#what-arm-clients-rely-on).
+//! Azure's own Python clients against Slipway (docs/arm-contract.md#what-arm-clients-rely-on):
+//! `azure-mgmt-core`'s ARMPolling on every long-running shape, and `azure-mgmt-resource`'s
+//! generic ResourceManagementClient on ARM's platform calls.
 
 use crate::common::{API, SUB, TestServer, composite_types, python_tools, repo};
 
@@ -29,6 +30,42 @@ async fn azure_sdk_poller_drives_resources_actions_and_cascades() {
         "\"cluster-preflight-failure\"",
     ] {
         assert!(stdout.contains(scenario), "missing scenario {scenario}:\n{stdout}");
+    }
+    s.stop().await;
+}
+
+/// Every `ResourceManagementClient` call Slipway serves, with the `Microsoft.Resources`
+/// api-version the SDK was generated for on ARM's own paths (tests/python/resource_sdk.py).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_resource_management_client_works_unchanged() {
+    let venv = python_tools();
+    let mut s = TestServer::start().await;
+    let script = repo().join("tests/python/resource_sdk.py");
+    let out = tokio::process::Command::new(venv.join("bin/python"))
+        .arg(&script)
+        .args([&s.base, SUB, API])
+        .output()
+        .await
+        .expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "resource SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    for call in [
+        "resources.begin_create_or_update_by_id",
+        "resources.check_existence_by_id",
+        "resources.get_by_id (missing)",
+        "resources.get_by_id (bad api-version)",
+        "resources.list_by_resource_group",
+        "resources.list",
+        "resource_groups.get",
+        "resource_groups.list",
+        "resource_groups.check_existence",
+        "providers.get",
+        "providers.list",
+        "resources.begin_delete_by_id",
+        "done",
+    ] {
+        assert!(stdout.contains(&format!("\"call\": \"{call}\"")), "missing call {call}:\n{stdout}");
     }
     s.stop().await;
 }

@@ -133,6 +133,8 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
     let mut w = World::start().await;
     let endpoints = [
         Endpoint { name: "GET resource", needs: 'r' },
+        Endpoint { name: "HEAD resource", needs: 'r' },
+        Endpoint { name: "HEAD resource group", needs: 'r' },
         Endpoint { name: "GET list by subscription", needs: 'r' },
         Endpoint { name: "GET list by resource group", needs: 'r' },
         Endpoint { name: "GET list of resource groups", needs: 'r' },
@@ -169,6 +171,18 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                     let fresh = format!("{who}-{}", e.name.len());
                     let (status, body) = match e.name {
                         "GET resource" => w.send("GET", &shared, &tok, None, API).await,
+                        "HEAD resource" => w.send("HEAD", &shared, &tok, None, API).await,
+                        "HEAD resource group" => {
+                            // With the Microsoft.Resources version ARM clients send.
+                            w.send(
+                                "HEAD",
+                                &format!("/subscriptions/{sub}/resourceGroups/rg1"),
+                                &tok,
+                                None,
+                                "2025-04-01",
+                            )
+                            .await
+                        }
                         "GET list by subscription" => {
                             w.send(
                                 "GET",
@@ -264,8 +278,14 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                     let is_denial = status == 403 || status == 404;
                     let case =
                         format!("{who} -> {} ({}): {status} {body}", e.name, if own { "own" } else { "foreign" });
+                    if e.name.starts_with("HEAD") {
+                        assert_eq!(body, Value::Null, "never a body: {case}");
+                    }
                     if expect_allowed {
                         assert!(!is_denial && status < 500, "should be allowed: {case}");
+                        if e.name.starts_with("HEAD") {
+                            assert_eq!(status, 204, "{case}");
+                        }
                         allowed += 1;
                         if e.name == "PUT resource" {
                             created.push(body["id"].as_str().unwrap().to_string());
@@ -284,8 +304,10 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                         }
                     } else {
                         assert!(is_denial, "should be denied: {case}");
-                        // Operations answer 404 (ids are not guessable; a 403 would confirm one).
-                        let expected = if e.name.contains("operation ") { 404 } else { 403 };
+                        // Operations answer 404 (ids are not guessable; a 403 would confirm one), and
+                        // so does an existence check (`HEAD`), which never has a body.
+                        let expected =
+                            if e.name.contains("operation ") || e.name.starts_with("HEAD") { 404 } else { 403 };
                         assert_eq!(status, expected, "{case}");
                         if expected == 403 {
                             assert_eq!(body["error"]["code"], "AuthorizationFailed", "{case}");

@@ -18,29 +18,10 @@ use crate::ApiState;
 use crate::access::{self, Grants};
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::{Ctx, json_response, method_not_allowed, request_context};
-
-/// The api-versions of the platform endpoints (`2.0` is what ARM sends with subscription
-/// lifecycle notifications).
-pub const PLATFORM_API_VERSIONS: &[&str] = &["2025-06-01", "2.0"];
+use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version, request_context};
 
 pub(crate) const AUTHZ: &str = "Slipway.Authorization/roleAssignments";
 pub(crate) const SUBSCRIPTIONS: &str = "Slipway.Admin/subscriptions";
-
-pub(crate) fn check_version(ctx: &Ctx) -> Result<(), ArmError> {
-    let v = ctx.api_version()?;
-    if PLATFORM_API_VERSIONS.iter().any(|s| s.eq_ignore_ascii_case(v)) {
-        Ok(())
-    } else {
-        Err(ArmError::bad_request(
-            "InvalidApiVersionParameter",
-            format!(
-                "The api-version '{v}' is invalid. The supported versions are '{}'.",
-                PLATFORM_API_VERSIONS.join(",")
-            ),
-        ))
-    }
-}
 
 fn subscription_body(s: &Subscription) -> Value {
     json!({
@@ -59,7 +40,7 @@ fn subscription_body(s: &Subscription) -> Value {
 /// `GET /subscriptions`: every registered subscription for a platform admin; otherwise the
 /// ones the caller holds any role in.
 pub(crate) async fn list_subscriptions(state: &ApiState, ctx: &Ctx) -> Result<Response, ArmError> {
-    check_version(ctx)?;
+    platform_version::check(ctx)?;
     if ctx.method != Method::GET {
         return Err(method_not_allowed(&ctx.method));
     }
@@ -104,7 +85,7 @@ struct SubscriptionProperties {
 
 /// `GET|PUT /subscriptions/{id}` (the router has checked `id` is a GUID).
 pub(crate) async fn subscription(state: &ApiState, ctx: &Ctx, id: &str, body: Body) -> Result<Response, ArmError> {
-    check_version(ctx)?;
+    platform_version::check(ctx)?;
     let id = SubscriptionId::new(id);
     let scope = sub_scope(&id);
     let grants = access::grants(state, &ctx.caller, Some(&id)).await?;
@@ -258,7 +239,7 @@ async fn scope_grants(state: &ApiState, ctx: &Ctx, scope: &Scope) -> Result<Gran
 /// `GET {scope}/providers/Slipway.Authorization/roleAssignments`: the assignments at, above
 /// and below the scope.
 pub(crate) async fn list_assignments(state: &ApiState, ctx: &Ctx, scope: &Scope) -> Result<Response, ArmError> {
-    check_version(ctx)?;
+    platform_version::check(ctx)?;
     if ctx.method != Method::GET {
         return Err(method_not_allowed(&ctx.method));
     }
@@ -293,7 +274,7 @@ fn granted_actions(permission: Permission) -> &'static [&'static str] {
 /// a client shows or offers (the console's buttons) follows from it, while every request is
 /// still authorized on its own.
 pub(crate) async fn permissions(state: &ApiState, ctx: &Ctx, scope: &Scope) -> Result<Response, ArmError> {
-    check_version(ctx)?;
+    platform_version::check(ctx)?;
     if ctx.method != Method::GET {
         return Err(method_not_allowed(&ctx.method));
     }
@@ -314,7 +295,7 @@ pub(crate) async fn assignment(
     id: &str,
     body: Body,
 ) -> Result<Response, ArmError> {
-    check_version(ctx)?;
+    platform_version::check(ctx)?;
     if !slipway_domain::ids::is_guid(id) {
         return Err(ArmError::bad_request("InvalidRoleAssignmentId", "A role assignment's name must be a GUID."));
     }

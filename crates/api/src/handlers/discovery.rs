@@ -1,8 +1,10 @@
-//! Discovery, as ARM clients expect it: a namespace's provider registration
-//! (`GET /providers/{ns}`, `GET /subscriptions/{sub}/providers/{ns}`) and its operations list
-//! (`GET /providers/{ns}/operations`), built from the configured types. Any authenticated
-//! principal may read them (no role is needed); the api-version is any version of a type in
-//! the namespace, as on the operation endpoints.
+//! Discovery, as ARM clients expect it, built from the configured types: the namespaces
+//! served (`GET [/subscriptions/{sub}]/providers`), a namespace's provider registration (`GET
+//! [/subscriptions/{sub}]/providers/{ns}`) and its operations list (`GET
+//! /providers/{ns}/operations`). Any authenticated principal may read them (no role is
+//! needed). A namespace's paths take any version of one of its types, as the operation
+//! endpoints do; the provider and the list, ARM's own resources, take a platform api-version
+//! too.
 
 use std::sync::Arc;
 
@@ -15,21 +17,31 @@ use slipway_types::ResourceType;
 
 use crate::error::ArmError;
 use crate::handlers::operations::operation_check;
-use crate::handlers::{Ctx, json_response};
+use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::{ApiState, access};
 
-/// The platform endpoints' api-versions, for the OpenAPI document.
-pub(crate) use crate::handlers::admin::PLATFORM_API_VERSIONS;
 use crate::handlers::admin::{AUTHZ, SUBSCRIPTIONS};
 
 /// The configured types of a namespace, by type name; `404 InvalidResourceType` (or a
 /// version or method error) as on the operation endpoints.
 fn namespace_types(state: &ApiState, ctx: &Ctx, namespace: &str) -> Result<Vec<Arc<ResourceType>>, ArmError> {
     operation_check(state, ctx, namespace, Method::GET)?;
+    Ok(types_of(state, namespace))
+}
+
+fn types_of(state: &ApiState, namespace: &str) -> Vec<Arc<ResourceType>> {
     let mut types: Vec<Arc<ResourceType>> =
         state.types.all().filter(|t| t.namespace.eq_ignore_ascii_case(namespace)).cloned().collect();
     types.sort_by_key(|t| t.type_name.to_ascii_lowercase());
-    Ok(types)
+    types
+}
+
+/// Every namespace served, as configured, in name order.
+fn namespaces(state: &ApiState) -> Vec<String> {
+    let mut names: Vec<String> = state.types.all().map(|t| t.namespace.clone()).collect();
+    names.sort_by_key(|n| n.to_ascii_lowercase());
+    names.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    names
 }
 
 /// Newest first, as ARM lists them.
@@ -39,14 +51,37 @@ fn newest_first(mut versions: Vec<String>) -> Vec<String> {
     versions
 }
 
-/// `GET [/subscriptions/{sub}]/providers/{namespace}`: ARM's provider shape.
+/// `GET [/subscriptions/{sub}]/providers/{namespace}`: ARM's provider shape. The provider is
+/// ARM's own resource, so a platform api-version reads it as well as a version of one of
+/// the namespace's types.
 pub(crate) fn provider(
     state: &ApiState,
     ctx: &Ctx,
     subscription: Option<&str>,
     namespace: &str,
 ) -> Result<Response, ArmError> {
-    let types = namespace_types(state, ctx, namespace)?;
+    let types = types_of(state, namespace);
+    let platform_read = ctx.method == Method::GET && ctx.api_version().is_ok_and(platform_version::accepts);
+    if types.is_empty() || !platform_read {
+        // What the operation endpoints answer: a method, namespace or version error.
+        operation_check(state, ctx, namespace, Method::GET)?;
+    }
+    Ok(json_response(StatusCode::OK, provider_body(state, subscription, namespace, &types)))
+}
+
+/// `GET /providers` and `GET /subscriptions/{sub}/providers`: every namespace served, each in
+/// the provider shape, in one page; a platform api-version.
+pub(crate) fn providers(state: &ApiState, ctx: &Ctx, subscription: Option<&str>) -> Result<Response, ArmError> {
+    if ctx.method != Method::GET {
+        return Err(method_not_allowed(&ctx.method));
+    }
+    platform_version::check(ctx)?;
+    let value: Vec<Value> =
+        namespaces(state).iter().map(|ns| provider_body(state, subscription, ns, &types_of(state, ns))).collect();
+    Ok(json_response(StatusCode::OK, json!({ "value": value })))
+}
+
+fn provider_body(state: &ApiState, subscription: Option<&str>, namespace: &str, types: &[Arc<ResourceType>]) -> Value {
     let ns = types.first().map_or(namespace, |t| t.namespace.as_str());
     let location = &state.options.location;
     let all_versions = newest_first(state.types.namespace_versions(ns));
@@ -68,10 +103,7 @@ pub(crate) fn provider(
         Some(sub) => format!("/subscriptions/{}/providers/{ns}", SubscriptionId::new(sub)),
         None => format!("/providers/{ns}"),
     };
-    Ok(json_response(
-        StatusCode::OK,
-        json!({"id": id, "namespace": ns, "registrationState": "Registered", "resourceTypes": resource_types}),
-    ))
+    json!({"id": id, "namespace": ns, "registrationState": "Registered", "resourceTypes": resource_types})
 }
 
 /// One entry of ARM's operations list.

@@ -37,6 +37,7 @@ pub(crate) mod jobs;
 mod logs;
 mod operations;
 mod overview;
+pub(crate) mod platform_version;
 mod resources;
 mod tokens;
 pub(crate) mod whatif;
@@ -97,6 +98,31 @@ fn unsupported_version(v: &str, supported: &[String]) -> ArmError {
 }
 
 pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response {
+    if req.method() == Method::HEAD {
+        let (mut parts, body) = req.into_parts();
+        parts.method = Method::GET;
+        return existence(respond(state, Request::from_parts(parts, body)).await);
+    }
+    respond(state, req).await
+}
+
+/// `HEAD`, ARM's existence check, is the `GET` of the same path without its body: `204`
+/// where the `GET` answers `200`, `404` where it finds nothing or may not be read (a `403`
+/// would tell that something is there), any other status as it is.
+fn existence(get: Response) -> Response {
+    let status = match get.status() {
+        StatusCode::OK => StatusCode::NO_CONTENT,
+        StatusCode::FORBIDDEN | StatusCode::NOT_FOUND => StatusCode::NOT_FOUND,
+        other => other,
+    };
+    let (mut parts, _) = get.into_parts();
+    parts.status = status;
+    parts.headers.remove(axum::http::header::CONTENT_TYPE);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::empty())
+}
+
+async fn respond(state: Arc<ApiState>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
     let client = edge::client_addr(&state.edge, &parts.headers, peer);
@@ -127,7 +153,7 @@ pub(crate) async fn handle(state: Arc<ApiState>, req: Request<Body>) -> Response
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
-    if ctx.method != Method::GET && ctx.method != Method::HEAD {
+    if ctx.method != Method::GET {
         let request_id = parts.extensions.get::<crate::RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
         audit::record(&ctx, path, &resp, request_id);
     }
@@ -266,6 +292,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         Route::Provider { subscription, namespace } => {
             discovery::provider(state, ctx, subscription.as_deref(), &namespace)
         }
+        Route::Providers { subscription } => discovery::providers(state, ctx, subscription.as_deref()),
         Route::ProviderOperations { namespace } => discovery::operations(state, ctx, &namespace),
         Route::ResourceGroups { subscription } => overview::list_groups(state, ctx, path, &subscription).await,
         Route::ResourceGroup { subscription, name } => overview::get_group(state, ctx, &subscription, &name).await,

@@ -17,7 +17,7 @@ use slipway_store::{ListQuery, OperationQuery};
 use crate::error::ArmError;
 use crate::handlers::operations::{may_see_operation, status_path};
 use crate::handlers::resources::{decode_text, decode_token, encode_text, encode_token};
-use crate::handlers::{Ctx, admin, filter, json_response, method_not_allowed, resource_scope};
+use crate::handlers::{Ctx, filter, json_response, method_not_allowed, platform_version, resource_scope};
 use crate::{ApiState, access, wire};
 
 /// ARM's type name for a resource group.
@@ -220,7 +220,7 @@ pub(crate) async fn readable(
     if ctx.method != Method::GET {
         return Err(method_not_allowed(&ctx.method));
     }
-    admin::check_version(ctx)?;
+    platform_version::check(ctx)?;
     let grants = access::grants(state, &ctx.caller, Some(subscription)).await?;
     if !grants.may_read_within(&ctx.caller, &scope) {
         return Err(access::forbidden(&ctx.caller, action, &scope));

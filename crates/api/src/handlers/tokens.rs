@@ -20,7 +20,7 @@ use slipway_store::registry;
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::{Ctx, admin, json_response, method_not_allowed};
+use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::{ApiState, access};
 
 pub(crate) const TOKENS: &str = "Slipway.Authorization/apiTokens";
@@ -98,7 +98,7 @@ pub(crate) async fn api_tokens(
     id: Option<&str>,
     body: Body,
 ) -> Result<Response, ArmError> {
-    admin::check_version(ctx)?;
+    platform_version::check(ctx)?;
     let write = match (&ctx.method, id) {
         (&Method::GET, _) => false,
         (&Method::POST, None) | (&Method::DELETE, Some(_)) => true,

@@ -309,6 +309,10 @@ pub(super) fn common(out: &mut Map<String, Value>) {
             }),
         ),
         (
+            "ProviderList",
+            json!({"type": "object", "required": ["value"], "properties": {"value": {"type": "array", "items": schema_ref("Provider")}}}),
+        ),
+        (
             "OperationList",
             json!({
                 "type": "object",

@@ -5,9 +5,9 @@
 use serde_json::{Map, Value, json};
 use slipway_types::ResourceType;
 
-use super::responses::ERRORS;
+use super::responses::{ERRORS, plain};
 use super::schemas;
-use crate::handlers::discovery::PLATFORM_API_VERSIONS;
+use crate::handlers::platform_version::{PLATFORM_API_VERSIONS, PLATFORM_VERSION_RULE, RECENT_ARM_VERSIONS};
 
 /// What the running configuration changes in every operation.
 pub(super) struct Setting {
@@ -112,6 +112,31 @@ impl Op {
     }
 }
 
+/// ARM's existence check on a path whose `GET` reads one thing: `HEAD` answers that `GET`'s
+/// status without a body — `204` for `200`, `404` where it finds nothing or may not be read.
+pub(super) fn existence_check(id: String, what: &str, tag: &str, params: Vec<Value>, setting: &Setting) -> Value {
+    let mut responses = Map::new();
+    let statuses = [
+        (204, format!("The {what} exists and the caller may read it.")),
+        (400, "A bad api-version or path; no body.".to_string()),
+        (401, "Not authenticated; no body.".to_string()),
+        (404, format!("No such {what}, or the caller may not read it; no body.")),
+        (429, "Rate limited; no body.".to_string()),
+    ];
+    for (status, description) in statuses {
+        if setting.answers(status) {
+            responses.insert(status.to_string(), plain(&description));
+        }
+    }
+    json!({
+        "operationId": id,
+        "summary": format!("Whether the {what} exists (ARM's existence check): the `GET`'s status, no body."),
+        "tags": [tag],
+        "parameters": params,
+        "responses": responses,
+    })
+}
+
 pub(super) fn path_param(name: &str, schema: Value, description: &str) -> Value {
     json!({"name": name, "in": "path", "required": true, "description": description, "schema": schema})
 }
@@ -126,10 +151,17 @@ pub(super) fn api_version(versions: &[String]) -> Value {
     })
 }
 
-/// The `api-version` parameter of the platform's own paths (subscriptions, role
-/// assignments, API tokens, the overview lists).
+/// The `api-version` parameter of the paths ARM owns (subscriptions, providers, role
+/// assignments, API tokens, the overview lists): Slipway's versions and recent
+/// `Microsoft.Resources` ones listed, the whole rule described.
 pub(super) fn platform_api_version() -> Value {
-    api_version(&PLATFORM_API_VERSIONS.iter().map(|v| v.to_string()).collect::<Vec<_>>())
+    let listed: Vec<String> = PLATFORM_API_VERSIONS.iter().chain(RECENT_ARM_VERSIONS).map(|v| v.to_string()).collect();
+    let mut param = api_version(&listed);
+    param["description"] = json!(format!(
+        "Accepted: {PLATFORM_VERSION_RULE}; the answer is the same for each. Missing: `400 \
+         MissingApiVersionParameter`; another value: `400 InvalidApiVersionParameter`."
+    ));
+    param
 }
 
 pub(super) fn subscription_id() -> Value {

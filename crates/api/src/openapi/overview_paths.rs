@@ -4,7 +4,7 @@
 use serde_json::{Map, Value, json};
 use slipway_types::ResourceType;
 
-use super::operation::{Op, Setting, group_name, platform_api_version, subscription_id};
+use super::operation::{Op, Setting, existence_check, group_name, platform_api_version, subscription_id};
 use super::responses::{json_answer, request_id};
 use super::schemas::{TypeNames, schema_ref};
 
@@ -49,9 +49,13 @@ pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
     )
     .answer(200, json_answer("The group.", schema_ref("ResourceGroup"), request_id()))
     .errors(&[400, 403, 404, 500, 503]);
+    let mut group_params = in_group();
+    group_params.push(version.clone());
+    let head_group =
+        existence_check("ResourceGroups_CheckExistence".into(), "resource group", TAG, group_params, setting);
     out.insert(
         "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}".into(),
-        json!({"get": get_group.build(setting)}),
+        json!({"get": get_group.build(setting), "head": head_group}),
     );
     let resources_filter = "Clauses `field eq 'value'` joined by `and`: `resourceType` (`Namespace/type`), \
                             `tagName` (with an optional `tagValue`), `provisioningState`, and \

@@ -7,8 +7,8 @@ use serde_json::{Map, Value, json};
 use slipway_types::{CHECK_DRIFT_SEGMENT, EVENTS_SEGMENT, RETRY_SEGMENT, ResourceType, WHAT_IF_SEGMENT};
 
 use super::operation::{
-    Op, Setting, api_version, group_name, lro, notification_uri, op_prefix, path_param, platform_api_version,
-    preconditions, resource_name, subscription_id,
+    Op, Setting, api_version, existence_check, group_name, lro, notification_uri, op_prefix, path_param,
+    platform_api_version, preconditions, resource_name, subscription_id,
 };
 use super::responses::{async_headers, json_answer, plain, request_id};
 use super::schemas::{self, TypeNames, schema_ref};
@@ -127,10 +127,12 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
         .errors(&[400, 403, 409, 412, 500, 503])
         .with(lro_flag.0, lro_flag.1)
         .with(lro_options.0, json!({"final-state-via": "location"}));
+    let head = existence_check(format!("{prefix}_CheckExistence"), "resource", &tag, base(false), setting);
     out.insert(
         resource_path.clone(),
         json!({
             "get": get.build(setting),
+            "head": head,
             "put": put.build(setting),
             "patch": patch.build(setting),
             "delete": delete.build(setting),

@@ -136,7 +136,7 @@ pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
     .answer(200, json_answer("The subscriptions.", schema_ref("SubscriptionList"), request_id()))
     .errors(&[400, 500, 503]);
     out.insert("/subscriptions".into(), json!({"get": list.build(setting)}));
-    let params = vec![subscription_id(), version];
+    let params = vec![subscription_id(), version.clone()];
     let subscription = schema_ref("Subscription");
     let get = Op::new("Subscriptions_Get".into(), "Reads a subscription's registration.", tag, params.clone())
         .answer(200, json_answer("The registration.", subscription.clone(), request_id()))
@@ -152,6 +152,18 @@ pub(super) fn platform_paths(setting: &Setting, out: &mut Map<String, Value>) {
     .answer(201, json_answer("Registered.", subscription, request_id()))
     .errors(&[400, 403, 408, 413, 415, 500, 503]);
     out.insert("/subscriptions/{subscriptionId}".into(), json!({"get": get.build(setting), "put": put.build(setting)}));
+
+    let providers = |id: &str, params: Vec<Value>| {
+        Op::new(id.into(), "Every namespace served, each as its provider registration.", "Providers", params)
+            .answer(200, json_answer("The providers.", schema_ref("ProviderList"), request_id()))
+            .errors(&[400, 500, 503])
+            .build(setting)
+    };
+    out.insert("/providers".into(), json!({"get": providers("Providers_ListAtTenantScope", vec![version.clone()])}));
+    out.insert(
+        "/subscriptions/{subscriptionId}/providers".into(),
+        json!({"get": providers("Providers_List", vec![subscription_id(), version])}),
+    );
 
     api_token_paths(setting, out);
     role_assignment_paths("", "Platform_RoleAssignments", Vec::new(), setting, out);

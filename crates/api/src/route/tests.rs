@@ -219,6 +219,8 @@ fn matches_the_discovery_paths() {
         p("/providers/Slipway.Example/OPERATIONS"),
         Ok(Route::ProviderOperations { namespace: "Slipway.Example".into() })
     );
+    assert_eq!(p("/Providers/"), Ok(Route::Providers { subscription: None }));
+    assert_eq!(p("/subscriptions/{S}/PROVIDERS"), Ok(Route::Providers { subscription: Some(S.into()) }));
     assert!(matches!(p("/subscriptions/nope/providers/ns"), Err(RouteError::BadSubscription(_))));
     assert_eq!(p("/providers/Ns.A/other"), Err(RouteError::NoMatch));
     assert!(matches!(
@@ -305,6 +307,8 @@ fn the_overview_lists_and_api_tokens_have_routes_of_their_own() {
             "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/resources",
         ),
         ("/subscriptions/{S}/operationStatuses", "/subscriptions/{subscriptionId}/operationStatuses"),
+        ("/subscriptions/{S}/providers", "/subscriptions/{subscriptionId}/providers"),
+        ("/providers", "/providers"),
         ("/providers/Slipway.Authorization/apiTokens/0011", "/providers/Slipway.Authorization/apiTokens/{tokenId}"),
     ] {
         assert_eq!(template(&path.replace("{S}", S)), want);

@@ -1,0 +1,115 @@
+"""Drives Slipway with Azure's generic management client, `azure-mgmt-resource`'s
+ResourceManagementClient, as a team that automates ARM would point it at Slipway: a resource
+created, checked, read, listed and deleted by id; resource groups read, listed and checked;
+providers read and listed; and errors surfacing as the SDK's typed exceptions with ARM codes.
+Each call uses the api-version the SDK was generated for on ARM's own paths.
+
+Usage: python resource_sdk.py BASE_URL SUBSCRIPTION TYPE_API_VERSION
+Prints one JSON line per call; exits non-zero on the first unexpected outcome.
+"""
+import json
+import sys
+import uuid
+
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.pipeline.policies import SansIOHTTPPolicy
+from azure.mgmt.resource.resources import ResourceManagementClient
+from azure.mgmt.resource.resources.models import GenericResource
+
+base, sub, type_api = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+class NoToken:
+    """The server runs without authentication: the SDK needs a credential all the same."""
+
+    def get_token(self, *scopes, **kwargs):
+        return AccessToken("unused", 2**31)
+
+
+client = ResourceManagementClient(
+    NoToken(),
+    sub,
+    base_url=base,
+    # Bearer tokens over plain HTTP are refused by azure-core; none is needed here.
+    authentication_policy=SansIOHTTPPolicy(),
+    polling_interval=0.1,
+)
+arm_api = client._config.api_version
+
+
+def report(call, **kw):
+    print(json.dumps({"call": call, **kw}), flush=True)
+
+
+def expect(cond, msg):
+    if not cond:
+        print(f"FAILED: {msg}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+group = f"sdk-{uuid.uuid4().hex[:8]}"
+name = "vnet1"
+vnet = f"/subscriptions/{sub}/resourceGroups/{group}/providers/Slipway.Example/virtualNetworks/{name}"
+missing = vnet + "-none"
+
+body = GenericResource(location="local", tags={"env": "sdk"}, properties={"addressSpace": "10.7.0.0/16"})
+created = client.resources.begin_create_or_update_by_id(vnet, body, api_version=type_api).result(timeout=120)
+expect(created.properties["provisioningState"] == "Succeeded", f"create: {created}")
+report("resources.begin_create_or_update_by_id", state=created.properties["provisioningState"])
+
+expect(client.resources.check_existence_by_id(vnet, api_version=type_api) is True, "HEAD of the created resource")
+expect(client.resources.check_existence_by_id(missing, api_version=type_api) is False, "HEAD of a missing resource")
+report("resources.check_existence_by_id", exists=True, missing=False)
+
+got = client.resources.get_by_id(vnet, api_version=type_api)
+expect(got.id.lower() == vnet.lower() and got.tags == {"env": "sdk"}, f"get: {got}")
+report("resources.get_by_id", name=got.name)
+
+try:
+    client.resources.get_by_id(missing, api_version=type_api)
+    expect(False, "GET of a missing resource did not raise")
+except ResourceNotFoundError as e:
+    expect(e.error.code == "ResourceNotFound", f"code {e.error.code}")
+    report("resources.get_by_id (missing)", code=e.error.code)
+
+try:
+    client.resources.get_by_id(vnet, api_version="not-a-version")
+    expect(False, "a bad api-version did not raise")
+except HttpResponseError as e:
+    expect(e.status_code == 400 and e.error.code == "InvalidApiVersionParameter", f"{e.status_code} {e.error}")
+    report("resources.get_by_id (bad api-version)", code=e.error.code)
+
+in_group = [r.id.lower() for r in client.resources.list_by_resource_group(group)]
+expect(in_group == [vnet.lower()], f"list_by_resource_group: {in_group}")
+report("resources.list_by_resource_group", count=len(in_group))
+
+by_type = [r.id.lower() for r in client.resources.list(filter="resourceType eq 'Slipway.Example/virtualNetworks'")]
+expect(vnet.lower() in by_type, f"list by type: {by_type}")
+by_tag = [r.id.lower() for r in client.resources.list(filter="tagName eq 'env' and tagValue eq 'sdk'")]
+expect(by_tag == [vnet.lower()], f"list by tag: {by_tag}")
+report("resources.list", by_type=len(by_type), by_tag=len(by_tag))
+
+rg = client.resource_groups.get(group)
+expect(rg.name == group and rg.type == "Microsoft.Resources/resourceGroups", f"group: {rg}")
+report("resource_groups.get", name=rg.name)
+groups = [g.name for g in client.resource_groups.list()]
+expect(group in groups, f"groups: {groups}")
+report("resource_groups.list", has_group=True)
+expect(client.resource_groups.check_existence(group) is True, "HEAD of the group")
+expect(client.resource_groups.check_existence(group + "-none") is False, "HEAD of a missing group")
+report("resource_groups.check_existence", exists=True, missing=False)
+
+provider = client.providers.get("Slipway.Example")
+types = {t.resource_type for t in provider.resource_types}
+expect(provider.registration_state == "Registered" and "virtualNetworks" in types, f"provider: {provider}")
+report("providers.get", namespace=provider.namespace)
+namespaces = [p.namespace for p in client.providers.list()]
+expect("Slipway.Example" in namespaces, f"providers: {namespaces}")
+report("providers.list", namespaces=namespaces)
+
+client.resources.begin_delete_by_id(vnet, api_version=type_api).result(timeout=120)
+expect(client.resources.check_existence_by_id(vnet, api_version=type_api) is False, "HEAD after the delete")
+report("resources.begin_delete_by_id", exists=False)
+
+report("done", api_version=arm_api)
