@@ -230,19 +230,31 @@ pub(crate) struct RequestId(pub String);
 #[derive(Clone, Debug)]
 pub(crate) struct AccessPrincipal(pub String);
 
-/// `x-ms-request-id` on every response; correlation and client request ids echoed; one
-/// access-log line per request (`slipway::access`: method, route template, status,
-/// duration, request id, principal), and the request counted in the metrics.
+/// ARM's correlation header: the client's, or one made up for it.
+const CORRELATION_HEADER: &str = "x-ms-correlation-request-id";
+
+/// `x-ms-request-id` on every response; the correlation id (the client's, else a new one)
+/// and the client request id echoed; one access-log line per request (`slipway::access`:
+/// method, route template, status, duration, request id, correlation id, principal), and the
+/// request counted in the metrics.
 async fn correlation(State(state): State<Arc<ApiState>>, mut req: Request<Body>, next: Next) -> Response {
     let started = std::time::Instant::now();
     let method = req.method().clone();
     let route = route::template(req.uri().path());
     let metric_route = route::metric_template(req.uri().path(), &state.types);
-    let echo: Vec<(&'static str, HeaderValue)> = ["x-ms-correlation-request-id", "x-ms-client-request-id"]
+    let request_id = uuid::Uuid::new_v4().to_string();
+    // A request without a correlation id gets one, as ARM gives it: the operation it starts
+    // records it (`Initiator`) and the access log and the answer carry it.
+    if !req.headers().contains_key(CORRELATION_HEADER) {
+        let generated = uuid::Uuid::new_v4().to_string();
+        req.headers_mut()
+            .insert(CORRELATION_HEADER, HeaderValue::from_str(&generated).expect("a UUID is a header value"));
+    }
+    let echo: Vec<(&'static str, HeaderValue)> = [CORRELATION_HEADER, "x-ms-client-request-id"]
         .into_iter()
         .filter_map(|h| req.headers().get(h).map(|v| (h, v.clone())))
         .collect();
-    let request_id = uuid::Uuid::new_v4().to_string();
+    let correlation_id = echo.first().and_then(|(_, v)| v.to_str().ok()).unwrap_or_default().to_string();
     req.extensions_mut().insert(RequestId(request_id.clone()));
     let mut resp = next.run(req).await;
     let headers = resp.headers_mut();
@@ -259,7 +271,7 @@ async fn correlation(State(state): State<Arc<ApiState>>, mut req: Request<Body>,
     state.metrics.http.observe(&metric_route, metric_method, resp.status().as_u16(), elapsed);
     let principal = resp.extensions().get::<AccessPrincipal>().map(|p| p.0.as_str()).unwrap_or("-");
     tracing::info!(target: "slipway::access", method = %method, route = %route, status = resp.status().as_u16(),
-        duration_ms = elapsed * 1000.0, request_id = %request_id, principal = %principal,
-        "request");
+        duration_ms = elapsed * 1000.0, request_id = %request_id, correlation_id = %correlation_id,
+        principal = %principal, "request");
     resp
 }

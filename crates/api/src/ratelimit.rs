@@ -46,22 +46,22 @@ impl<K: Hash + Eq> Buckets<K> {
         Buckets { map: Mutex::new(HashMap::new()) }
     }
 
-    /// Takes a token from `key`'s bucket (`take`), or only looks whether one is there; `Err`:
-    /// how long until one is.
-    fn draw(&self, key: K, rate: Rate, now: Timestamp, take: bool) -> Result<(), Duration> {
+    /// Takes a token from `key`'s bucket (`take`), or only looks whether one is there: `Ok`
+    /// with the whole tokens left after it, `Err` with how long until one is.
+    fn draw(&self, key: K, rate: Rate, now: Timestamp, take: bool) -> Result<u64, Duration> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if !take && !map.contains_key(&key) {
-            return Ok(());
+            return Ok(rate.burst as u64);
         }
         if map.len() >= SWEEP_AT && !map.contains_key(&key) {
             map.retain(|_, (b, r)| !b.is_full(*r, now));
         }
         let (bucket, _) = map.entry(key).or_insert_with(|| (TokenBucket::full(rate, now), rate));
         if take {
-            return bucket.take(rate, now);
+            return bucket.take(rate, now).map(|()| bucket.remaining());
         }
         let mut probe = *bucket;
-        probe.take(rate, now)
+        probe.take(rate, now).map(|()| probe.remaining())
     }
 
     #[cfg(test)]
@@ -100,7 +100,7 @@ impl RateLimiter {
     /// `addr` may still try (before its credential is checked): `Ok`, or the `429`.
     pub fn check_address(&self, addr: Option<IpAddr>, now: Timestamp, take: bool) -> Result<(), ArmError> {
         let (Some(rate), Some(addr)) = (self.per_address, addr) else { return Ok(()) };
-        self.addresses.draw(addr, rate, now, take).map_err(|wait| {
+        self.addresses.draw(addr, rate, now, take).map(drop).map_err(|wait| {
             too_many(wait, |secs| {
                 format!(
                     "Too many unauthenticated requests or failed sign-ins from this address (more than {} per \
@@ -122,14 +122,15 @@ impl RateLimiter {
             .map_or(self.limits.default, |(_, r)| *r)
     }
 
-    /// One request by `who` at `now`: `Ok`, or the `429` to answer.
-    pub fn check(&self, who: &Principal, now: Timestamp) -> Result<(), ArmError> {
+    /// One request by `who` at `now`: `Ok` with how many more `who` may send at once (none
+    /// for the local principal, which is not limited), or the `429` to answer.
+    pub fn check(&self, who: &Principal, now: Timestamp) -> Result<Option<u64>, ArmError> {
         if who.kind == PrincipalKind::Local {
-            return Ok(());
+            return Ok(None);
         }
         let rate = self.rate_of(who);
         let key = (who.name.clone(), who.tenant.clone().unwrap_or_default());
-        self.buckets.draw(key, rate, now, true).map_err(|wait| {
+        self.buckets.draw(key, rate, now, true).map(Some).map_err(|wait| {
             too_many(wait, |secs| {
                 format!(
                     "The client '{}' sent more than {} requests per second (burst {}); retry after {secs} s.",
@@ -162,8 +163,9 @@ mod tests {
         });
         let now = Timestamp::from_millis(1_000_000);
         let alice = who("alice", &[]);
-        assert!(limiter.check(&alice, now).is_ok());
-        assert!(limiter.check(&alice, now).is_ok());
+        // Each answer says how many more may follow at once.
+        assert_eq!(limiter.check(&alice, now), Ok(Some(1)));
+        assert_eq!(limiter.check(&alice, now), Ok(Some(0)));
         let e = limiter.check(&alice, now).unwrap_err();
         assert_eq!((e.status.as_u16(), e.body.code.as_str(), e.retry_after), (429, "TooManyRequests", Some(1)));
         // Bob is not slowed by Alice; the CI group gets its own rate.
@@ -172,7 +174,7 @@ mod tests {
         assert_eq!((0..6).filter(|_| limiter.check(&bot, now).is_ok()).count(), 5);
         // A second later Alice has one more token; the local user is never limited.
         assert!(limiter.check(&alice, now.add(Duration::from_secs(1))).is_ok());
-        assert!((0..1000).all(|_| limiter.check(&Principal::local(), now).is_ok()));
+        assert!((0..1000).all(|_| limiter.check(&Principal::local(), now) == Ok(None)));
     }
 
     #[test]

@@ -41,6 +41,12 @@ impl TokenBucket {
         Err(Duration::from_secs_f64((1.0 - self.tokens) / rate.per_second))
     }
 
+    /// Whole tokens left: how many more requests go through at once (ARM's
+    /// `x-ms-ratelimit-remaining-*` headers).
+    pub fn remaining(&self) -> u64 {
+        self.tokens.max(0.0).floor() as u64
+    }
+
     /// Back to full by `now`: nothing is lost by forgetting it.
     pub fn is_full(&self, rate: Rate, now: Timestamp) -> bool {
         let mut b = *self;

@@ -141,9 +141,11 @@ async fn respond(state: Arc<ApiState>, req: Request<Body>) -> Response {
             return refusal;
         }
     };
-    if let Some(Err(e)) = limiter.map(|l| l.check(&caller.principal, state.clock.now())) {
-        return e.into_response();
-    }
+    let remaining = match limiter.map(|l| l.check(&caller.principal, state.clock.now())) {
+        Some(Err(e)) => return e.into_response(),
+        Some(Ok(left)) => left,
+        None => None,
+    };
     let query =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     let base = edge::base_url(&state.edge, &parts.headers, peer, if state.edge.tls { "https" } else { "http" });
@@ -158,8 +160,22 @@ async fn respond(state: Arc<ApiState>, req: Request<Body>) -> Response {
         audit::record(&ctx, path, &resp, request_id);
     }
     let mut resp = resp;
+    if let Some(left) = remaining {
+        resp.headers_mut().insert(remaining_header(&ctx.method), HeaderValue::from(left));
+    }
     resp.extensions_mut().insert(crate::AccessPrincipal(ctx.caller.principal.name.clone()));
     resp
+}
+
+/// ARM's `x-ms-ratelimit-remaining-subscription-{reads,writes,deletes}`, by the request's
+/// kind: how many more requests the caller may send at once. Slipway's budget is the
+/// caller's (one bucket for every kind, `ratelimit`), so each header reports the same one.
+fn remaining_header(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "x-ms-ratelimit-remaining-subscription-reads",
+        Method::DELETE => "x-ms-ratelimit-remaining-subscription-deletes",
+        _ => "x-ms-ratelimit-remaining-subscription-writes",
+    }
 }
 
 async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result<Response, ArmError> {
