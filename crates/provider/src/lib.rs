@@ -16,13 +16,18 @@
 //! none), else [`conventional_name`] over [`kebab`] of the kind, by the job's word in
 //! [`JobAction`] (`create`, `delete`, `validate`, an action's name).
 
-use std::collections::HashMap;
+mod extra_vars;
+mod naming;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use slipway_domain::reconcile::{Failure, FailureKind};
 use slipway_domain::{ArmId, ConfigVersion, IdempotencyKey, JobId, JobState, OperationId};
+
+pub use extra_vars::{KEY_VAR, requested_by, slipway_extra_vars, tenant};
+pub use naming::{ExplicitNames, conventional_name, explicit_name, kebab};
 
 /// Everything a job needs to know about the resource it acts on.
 #[derive(Clone, Debug, PartialEq)]
@@ -375,101 +380,6 @@ pub fn stats_in(artifacts: Option<&Value>) -> Option<Value> {
     artifacts.filter(|a| a.as_object().is_some_and(|m| !m.is_empty())).cloned()
 }
 
-/// The extra var carrying the idempotency key in every launch (providers find lost
-/// launches by it).
-pub const KEY_VAR: &str = "slipway_idempotency_key";
-
-/// Kebab-case a resource kind the way OSAC (go-strcase) does, so one kind names the same
-/// playbook or template in every provider: `VirtualNetwork` → `virtual-network`,
-/// `PublicIPPool` → `public-ip-pool`, `NATGateway` → `nat-gateway`.
-///
-/// A `-` goes before an uppercase letter that follows a lowercase one, or that follows an
-/// uppercase one and is followed by a lowercase one (the last capital of an acronym starts
-/// the next word).
-pub fn kebab(kind: &str) -> String {
-    let chars: Vec<char> = kind.chars().collect();
-    let mut out = String::with_capacity(kind.len() + 4);
-    for (i, &c) in chars.iter().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            let prev = chars[i - 1];
-            let next_is_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            if prev.is_lowercase() || (prev.is_uppercase() && next_is_lower) {
-                out.push('-');
-            }
-        }
-        out.extend(c.to_lowercase());
-    }
-    out
-}
-
-/// Explicit playbook or template names: kind → job word (`create`, `delete`, `validate`, an
-/// action's name) → name.
-pub type ExplicitNames = HashMap<String, HashMap<String, String>>;
-
-/// The explicit name configured for `kind` and `action`, if any. A blank one (empty or only
-/// whitespace) counts as not given, so the convention applies: the rule every provider
-/// shares (with [`conventional_name`]), the same for playbooks and templates.
-pub fn explicit_name<'a>(names: &'a ExplicitNames, kind: &str, action: &JobAction) -> Option<&'a str> {
-    names.get(kind)?.get(action.as_str()).map(String::as_str).filter(|n| !n.trim().is_empty())
-}
-
-/// The conventional name of the job that runs `action` (`create` / `delete`):
-/// `{prefix}-{action}-{suffix}`, or `{action}-{suffix}` without a prefix (or with an empty
-/// one). `suffix` is normally [`kebab`] of the kind; a provider may substitute its own (the AAP
-/// kind overrides) or append to the name (the ansible `.yml`).
-pub fn conventional_name(prefix: Option<&str>, action: &str, suffix: &str) -> String {
-    match prefix {
-        Some(p) if !p.is_empty() => format!("{p}-{action}-{suffix}"),
-        _ => format!("{action}-{suffix}"),
-    }
-}
-
-/// The `slipway` extra-vars envelope every provider hands a job, plus the key variable:
-/// `{"slipway": {"resource": {…}, "operationId", "action", "configVersion",
-/// "idempotencyKey", "requestedBy", "secrets", "tenant", "parent", "references",
-/// "parameters", "checkMode"}, "slipway_idempotency_key": key}`.
-pub fn slipway_extra_vars(r: &LaunchRequest) -> serde_json::Map<String, Value> {
-    let mut vars = serde_json::Map::new();
-    vars.insert(
-        "slipway".into(),
-        json!({
-            "resource": {
-                "id": r.resource_id.to_string(),
-                "name": r.resource_name(),
-                "type": r.resource_type,
-                "kind": r.kind,
-                "location": r.location,
-                "tags": r.tags,
-                "properties": r.properties,
-                "outputs": r.outputs,
-            },
-            "operationId": r.operation_id.as_ref().map(OperationId::as_str),
-            "action": r.action.as_str(),
-            "configVersion": r.config_version.as_str(),
-            "idempotencyKey": r.idempotency_key.as_str(),
-            "requestedBy": r.context.as_ref().map(|c| requested_by(&c.requested_by)),
-            "secrets": r.secrets,
-            "tenant": r.context.as_ref().and_then(|c| c.tenant.as_ref()).map(tenant),
-            "parent": r.parent.as_ref().map(RelatedResource::extra_vars),
-            "references": r.references,
-            "parameters": r.parameters,
-            "checkMode": r.is_check(),
-        }),
-    );
-    vars.insert(KEY_VAR.into(), json!(r.idempotency_key.as_str()));
-    vars
-}
-
-/// `{"name", "tenant", "groups"}`: the principal whose request led to the job.
-pub fn requested_by(r: &slipway_domain::RequestedBy) -> Value {
-    json!({ "name": r.name, "tenant": r.tenant, "groups": r.groups })
-}
-
-/// `{"tenantId", "displayName", "attributes"}`: the subscription's registration.
-pub fn tenant(t: &slipway_domain::TenantContext) -> Value {
-    json!({ "tenantId": t.tenant_id, "displayName": t.display_name, "attributes": t.attributes })
-}
-
 /// The message of a failed Ansible task result (`res` of a `runner_on_failed` event, the
 /// same in ansible-runner artifacts and AWX job events): `msg`, else `stderr`, else
 /// `module_stderr`.
@@ -487,65 +397,6 @@ pub fn task_failure_message(res: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kebab_matches_go_strcase() {
-        for (kind, want) in [
-            ("VirtualNetwork", "virtual-network"),
-            ("Subnet", "subnet"),
-            ("SecurityGroup", "security-group"),
-            ("ComputeInstance", "compute-instance"),
-            ("PublicIPPool", "public-ip-pool"),
-            ("PublicIP", "public-ip"),
-            ("NATGateway", "nat-gateway"),
-            ("ExternalIPPool", "external-ip-pool"),
-        ] {
-            assert_eq!(kebab(kind), want, "{kind}");
-        }
-    }
-
-    /// The naming rule both providers share: the explicit name unless blank, else
-    /// `{prefix}-{action}-{kebab(kind)}`.
-    #[test]
-    fn job_names() {
-        let names: ExplicitNames = [
-            ("Subnet", vec![("create", "my-subnet")]),
-            ("SecurityGroup", vec![("create", ""), ("delete", "  ")]),
-            ("PublicIPPool", vec![("create", "\t\n"), ("delete", " rm pool ")]),
-            ("ComputeInstance", vec![("restart", "reboot-vm")]),
-        ]
-        .into_iter()
-        .map(|(kind, names)| (kind.to_owned(), names.into_iter().map(|(w, n)| (w.to_owned(), n.to_owned())).collect()))
-        .collect();
-        let name = |prefix: Option<&str>, kind: &str, action: &JobAction| {
-            explicit_name(&names, kind, action)
-                .map(str::to_owned)
-                .unwrap_or_else(|| conventional_name(prefix, action.as_str(), &kebab(kind)))
-        };
-        let run = |name: &str| JobAction::Run(name.to_owned());
-        for (prefix, kind, action, want) in [
-            // Explicit names win, per action; the other action keeps the convention.
-            (Some("osac"), "Subnet", JobAction::Create, "my-subnet"),
-            (Some("osac"), "Subnet", JobAction::Delete, "osac-delete-subnet"),
-            // Blank explicit names are not given: the convention applies.
-            (Some("osac"), "SecurityGroup", JobAction::Create, "osac-create-security-group"),
-            (Some("osac"), "SecurityGroup", JobAction::Delete, "osac-delete-security-group"),
-            (None, "PublicIPPool", JobAction::Create, "create-public-ip-pool"),
-            // A non-blank explicit name is used as configured.
-            (None, "PublicIPPool", JobAction::Delete, " rm pool "),
-            // No explicit names for the kind; no prefix, or an empty one.
-            (Some("slipway"), "VirtualNetwork", JobAction::Create, "slipway-create-virtual-network"),
-            (None, "VirtualNetwork", JobAction::Delete, "delete-virtual-network"),
-            (Some(""), "NATGateway", JobAction::Create, "create-nat-gateway"),
-            // Preflight checks and actions follow the same rule, by their word.
-            (None, "ComputeInstance", JobAction::Validate, "validate-compute-instance"),
-            (None, "ComputeInstance", run("restart"), "reboot-vm"),
-            (Some("osac"), "ComputeInstance", run("stop"), "osac-stop-compute-instance"),
-        ] {
-            assert_eq!(name(prefix, kind, &action), want, "{prefix:?} {kind} {action:?}");
-        }
-        assert_eq!(conventional_name(Some("p"), "create", "hosted-cluster"), "p-create-hosted-cluster");
-    }
 
     #[test]
     fn failure_messages_prefer_msg() {
