@@ -21,16 +21,21 @@
 //! provider that sees its jobs end says so (`Provider::on_job_end`), and the worker following
 //! the job polls it at once.
 //!
-//! Modules: `worker` (one per resource; its pure parts in `worker::step`, what it keeps
-//! between steps in `worker::memory`), `effects` (the only calls to providers), `batch`
-//! (status reads batched per provider), `cascade`, `progress` (the operator's log lines) and
+//! Modules: `options` (the engine's settings), `dispatch` (claiming due work and handing it
+//! to workers), `renewal` (keeping this node's leases), `worker` (one per resource; its pure
+//! parts in `worker::step`, what it keeps between steps in `worker::memory`, performing an
+//! effect in `worker::perform`), `effects` (the only calls to providers), `batch` (status
+//! reads batched per provider), `cascade`, `progress` (the operator's log lines) and
 //! `readiness`.
 
 mod batch;
 mod cascade;
+mod dispatch;
 mod effects;
+mod options;
 mod progress;
 mod readiness;
+mod renewal;
 mod worker;
 
 use std::collections::HashMap;
@@ -39,109 +44,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use slipway_domain::time::Clock;
-use slipway_domain::{JobId, LeaseOwner, ProviderName, ResourceKey, Timestamp, TypeKey, TypePolicy};
-use slipway_store::{ClaimRequest, Store, StoreError};
+use slipway_domain::{JobId, ProviderName, ResourceKey, TypeKey, TypePolicy};
+use slipway_store::Store;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
+use dispatch::claim_and_dispatch;
 pub use effects::Providers;
+pub use options::EngineOptions;
 pub use readiness::Readiness;
-
-#[derive(Clone, Debug)]
-pub struct EngineOptions {
-    /// This node's lease owner name; stable across restarts of the same node.
-    pub owner: LeaseOwner,
-    pub lease_for: Duration,
-    /// Resources claimed per store round trip (split between the two lanes).
-    pub claim_batch: usize,
-    /// Resources driven at once.
-    pub max_concurrent: usize,
-    /// How often to look for due work when nothing woke the engine.
-    pub idle_interval: Duration,
-    /// Waits up to this long keep the lease and sleep in memory; longer ones release.
-    pub hold_in_memory: Duration,
-    pub sweep_interval: Duration,
-    /// How long shutdown waits for in-flight effects.
-    pub shutdown_grace: Duration,
-    /// Most jobs in one provider status call.
-    pub status_batch: usize,
-    /// How long a status batch waits for more requests after its first.
-    pub status_window: Duration,
-    /// Most leases renewed by one store write. A renewal is split, each part waiting for the
-    /// last: renewing ten thousand leases in one write held SQLite's writer — and every
-    /// client write queued behind it — for 150-320 ms, the whole of the accept p99.
-    pub renew_batch: usize,
-    /// Most resources this node takes from the drift lane at once (drift checks in flight)…
-    pub max_drift_checks: usize,
-    /// …and at most this share of `max_concurrent`, so real work always has the rest.
-    pub drift_share: f64,
-}
-
-impl EngineOptions {
-    /// Drift checks this node runs at once: the smaller of the two caps, at least one.
-    pub fn drift_cap(&self) -> usize {
-        let share = (self.max_concurrent as f64 * self.drift_share).floor() as usize;
-        self.max_drift_checks.min(share.max(1))
-    }
-}
-
-impl Default for EngineOptions {
-    fn default() -> Self {
-        EngineOptions {
-            owner: "local".into(),
-            lease_for: Duration::from_secs(30),
-            claim_batch: 128,
-            max_concurrent: 4096,
-            idle_interval: Duration::from_secs(1),
-            hold_in_memory: Duration::from_secs(60),
-            sweep_interval: Duration::from_secs(60),
-            shutdown_grace: Duration::from_secs(20),
-            status_batch: 200,
-            status_window: Duration::from_millis(10),
-            renew_batch: 500,
-            max_drift_checks: 16,
-            drift_share: 0.1,
-        }
-    }
-}
+use renewal::renew_held;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("store: {0}")]
     Store(#[from] slipway_store::StoreError),
-}
-
-/// Renews the leases of every resource this node works on, for another `lease_for`.
-async fn renew_held(shared: Arc<Shared>) {
-    let until = shared.clock.now().add(shared.options.lease_for);
-    let held: Vec<ResourceKey> = shared.running.lock().expect("running map").keys().cloned().collect();
-    let renewed = renew_leases(&shared, &held, until).await;
-    let outcome = match &renewed {
-        Ok(n) if *n as usize == held.len() => "all",
-        Ok(_) => "partial",
-        Err(_) => "error",
-    };
-    shared.metrics.renewals.get_or_create(&slipway_metrics::OutcomeLabels { outcome: outcome.into() }).inc();
-    match renewed {
-        // Only a renewal of every lease we work on vouches for all of them: one that renewed
-        // fewer missed a lease another node took over meanwhile (we were paused or cut off),
-        // whose worker must not take this renewal for its own (it may be about to launch).
-        Ok(n) if n as usize == held.len() => {
-            shared.renewed_until.store(until.as_millis(), std::sync::atomic::Ordering::SeqCst)
-        }
-        Ok(n) => tracing::debug!(renewed = n, held = held.len(), "some leases were not renewed"),
-        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
-    }
-}
-
-/// Renews the leases on `held` until `until`, `renew_batch` at a time, so that client writes
-/// get their turn between the parts; how many were renewed in all.
-async fn renew_leases(shared: &Shared, held: &[ResourceKey], until: Timestamp) -> Result<u64, StoreError> {
-    let mut renewed = 0;
-    for part in held.chunks(shared.options.renew_batch.max(1)) {
-        renewed += shared.store.renew_leases(&shared.options.owner, part, until).await?;
-    }
-    Ok(renewed)
 }
 
 /// Wakes the engine after a client request was committed.
@@ -413,71 +330,5 @@ impl Engine {
             provider.shutdown().await;
         }
         Ok(())
-    }
-}
-
-async fn claim_and_dispatch(
-    shared: &Arc<Shared>,
-    workers: &mut JoinSet<()>,
-    stop: &watch::Receiver<bool>,
-) -> Result<(), EngineError> {
-    let opts = &shared.options;
-    loop {
-        let in_flight = shared.running.lock().expect("running map").len();
-        let room = opts.max_concurrent.saturating_sub(in_flight).min(opts.claim_batch);
-        if room == 0 {
-            return Ok(());
-        }
-        let claimed = shared
-            .store
-            .claim(&ClaimRequest {
-                owner: opts.owner.clone(),
-                now: shared.clock.now(),
-                lease_for: opts.lease_for,
-                intent_limit: room.div_ceil(2),
-                followup_limit: room / 2,
-                // No type checks drift on a schedule: no drift lane to read (on PostgreSQL a
-                // round trip per claim).
-                drift_limit: if shared.drift_types.is_empty() { 0 } else { shared.drift_permits.available_permits() },
-            })
-            .await?;
-        let full = claimed.len() >= room;
-        shared.metrics.claimed.inc_by(claimed.len() as u64);
-        if !claimed.is_empty() {
-            tracing::debug!(claimed = claimed.len(), in_flight, "claimed due resources");
-        }
-        for record in claimed {
-            let key = record.key();
-            let Some(lease) = record.lease.clone() else { continue };
-            let fence = slipway_store::Fence { owner: lease.owner.clone(), epoch: lease.epoch };
-            let mut running = shared.running.lock().expect("running map");
-            if let Some(slot) = running.get(&key) {
-                *slot.pending.lock().expect("slot") = Some((fence, lease.until, worker::Context::of(&record)));
-                slot.poke.notify_one();
-                continue;
-            }
-            let slot = Arc::new(Slot { poke: Notify::new(), pending: Mutex::new(None) });
-            running.insert(key.clone(), slot.clone());
-            shared.metrics.workers.set(running.len() as i64);
-            drop(running);
-            let job = worker::Worker::new(shared.clone(), &record, &lease, slot, stop.clone());
-            // Every line the worker logs names its resource (a span field).
-            let span = tracing::info_span!("worker", resource = %record.id);
-            let drift_permit = ClaimRequest::drift_lane(&record)
-                .then(|| shared.drift_permits.clone().try_acquire_owned().ok())
-                .flatten();
-            workers.spawn(tracing::Instrument::instrument(
-                async move {
-                    job.run().await;
-                    drop(drift_permit);
-                },
-                span,
-            ));
-        }
-        let cap = opts.drift_cap();
-        shared.metrics.drift_workers.set((cap - shared.drift_permits.available_permits().min(cap)) as i64);
-        if !full {
-            return Ok(());
-        }
     }
 }
