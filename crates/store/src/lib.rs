@@ -11,21 +11,20 @@
 //! referenced resources, and when asked its children or referrers), and it checks the lease
 //! fence an engine write carries; every multi-document change goes through it.
 //!
-//! Both engines share what is engine-independent — `plan` (the rows a change writes),
-//! `columns`, `documents` (the on-disk bodies, converted by hand from and to the domain's
-//! types), [`entries`], `feed`, `groups`, `walk`, `metered` — so each engine adds only its SQL.
+//! Both engines share what is engine-independent — `change` (a change's request, fence and
+//! function), `plan` (the rows a change writes), `columns`, `documents` (the on-disk bodies,
+//! converted by hand from and to the domain's types), [`entries`], `feed`, `groups`,
+//! `listing`, `walk`, `metered`, `stats` — so each engine adds only its SQL.
 
-use std::any::Any;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
-use slipway_domain::{LeaseOwner, Operation, ProvisioningState, Timestamp};
+use slipway_domain::{LeaseOwner, Operation, Timestamp};
 
+mod change;
 mod columns;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
@@ -33,93 +32,26 @@ mod documents;
 pub mod entries;
 mod feed;
 mod groups;
+mod listing;
 mod metered;
 mod plan;
 pub mod postgres;
 pub mod registry;
 pub mod sqlite;
+mod stats;
 mod walk;
 
+pub use change::{ChangeFn, ChangeRequest, Fence, change_with};
+pub(crate) use change::{direct_children, panic_text, run_change};
 pub use entries::{Entry, EntryKind, Expect, PutEntry};
 pub use feed::{EventQuery, EventRead, EventScope};
 pub use groups::{GroupPage, resource_groups};
+pub use listing::{ListQuery, OperationPage, OperationQuery, Page};
 pub use metered::{ActiveOperations, StoreReading};
 pub use plan::{DEFAULT_EVENT_RETENTION, DEFAULT_OPERATION_TTL};
+pub(crate) use stats::StatsCounters;
+pub use stats::StoreStats;
 pub use walk::reference_walk;
-
-/// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
-pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Send>;
-
-/// The lease an engine write must still hold (fencing).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fence {
-    pub owner: LeaseOwner,
-    pub epoch: u64,
-}
-
-#[derive(Clone, Debug)]
-pub struct ChangeRequest {
-    pub key: ResourceKey,
-    /// An operation to load even if it is terminal (e.g. the one a cancel names).
-    pub operation: Option<(SubscriptionId, OperationId)>,
-    /// Engine writes carry their lease; client writes carry none.
-    pub fence: Option<Fence>,
-    /// Resources the change reads as context (`Snapshot::related`): a child's parent.
-    pub related: Vec<ResourceKey>,
-    /// Also read the resource's direct children (`Snapshot::children`).
-    pub children: bool,
-    /// Also read who references the resource or anything under it (`Snapshot::referrers`).
-    pub referrers: bool,
-    /// Stamps operation expiry (last write + TTL).
-    pub now: Timestamp,
-}
-
-impl ChangeRequest {
-    pub fn new(key: ResourceKey, now: Timestamp) -> Self {
-        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), children: false, referrers: false, now }
-    }
-
-    pub fn fenced(mut self, fence: Fence) -> Self {
-        self.fence = Some(fence);
-        self
-    }
-
-    /// Reads `keys` as context too (see [`Snapshot::related`]).
-    pub fn with_related(mut self, keys: impl IntoIterator<Item = ResourceKey>) -> Self {
-        self.related.extend(keys);
-        self.related.sort();
-        self.related.dedup();
-        self
-    }
-
-    /// Reads the resource's direct children too (see [`Snapshot::children`]).
-    pub fn with_children(mut self, children: bool) -> Self {
-        self.children = children;
-        self
-    }
-
-    /// Reads who references the resource (see [`Snapshot::referrers`]): for deletes.
-    pub fn with_referrers(mut self, referrers: bool) -> Self {
-        self.referrers = referrers;
-        self
-    }
-
-    pub fn with_operation(mut self, subscription: impl Into<SubscriptionId>, id: OperationId) -> Self {
-        self.operation = Some((subscription.into(), id));
-        self
-    }
-
-    /// `LeaseLost` unless the stored resource still holds this request's fence (if any).
-    pub(crate) fn check_fence(&self, stored: &Snapshot) -> Result<(), StoreError> {
-        let Some(fence) = &self.fence else { return Ok(()) };
-        let held = stored
-            .resource
-            .as_ref()
-            .and_then(|res| res.lease.as_ref())
-            .is_some_and(|lease| lease.owner == fence.owner && lease.epoch == fence.epoch);
-        if held { Ok(()) } else { Err(StoreError::LeaseLost) }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -138,76 +70,6 @@ pub enum StoreError {
     Unavailable(String),
     #[error("store error: {0}")]
     Internal(String),
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListQuery {
-    pub subscription: SubscriptionId,
-    /// Lowercased resource group; `None` lists the whole subscription.
-    pub resource_group: Option<String>,
-    /// Only resources of this type; `None` lists every type, in key order.
-    pub type_key: Option<TypeKey>,
-    /// Only resources nested under this one (a child type's collection under its parent).
-    pub under: Option<ResourceKey>,
-    /// Continue after this resource key (exclusive).
-    pub after: Option<ResourceKey>,
-    pub limit: usize,
-}
-
-/// Of `records` (resources under `parent`'s key), those directly under it.
-pub(crate) fn direct_children(parent: &ResourceKey, records: Vec<ResourceRecord>) -> Vec<ResourceRecord> {
-    records.into_iter().filter(|r| r.id.parent().is_some_and(|p| p.key() == *parent)).collect()
-}
-
-impl ListQuery {
-    /// The key range the list reads, `(exclusive lower bound, exclusive upper bound)`: the
-    /// keys under the narrowest of the subscription, the group and `under`
-    /// (`/subscriptions/{s}[/resourcegroups/{g}]/…` or `{under}/…`), after `after`. A key is
-    /// its id lowercased, and `0` follows `/`: `{p}0` bounds every key starting `{p}/`.
-    pub(crate) fn key_range(&self) -> (String, String) {
-        let prefix = match (&self.under, &self.resource_group) {
-            (Some(parent), _) => parent.as_str().to_string(),
-            (None, Some(group)) => ResourceKey::group(&self.subscription, group).into_string(),
-            (None, None) => format!("/subscriptions/{}", self.subscription.as_str()),
-        };
-        let after = self.after.as_ref().map(|k| k.as_str().to_string()).unwrap_or_default();
-        (after.max(format!("{prefix}/")), format!("{prefix}0"))
-    }
-}
-
-/// A page of a subscription's operations ([`Store::list_operations`]), newest first.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OperationQuery {
-    pub subscription: SubscriptionId,
-    /// Only operations in this state.
-    pub status: Option<ProvisioningState>,
-    /// Continue after this operation (exclusive), in the list's order.
-    pub after: Option<OperationId>,
-    pub limit: usize,
-    /// Operations expired at `now` are left out, as [`Store::get_operation`] leaves them out.
-    pub now: Timestamp,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OperationPage {
-    pub items: Vec<Operation>,
-    /// The last item's id when more may follow.
-    pub next: Option<OperationId>,
-}
-
-impl OperationQuery {
-    /// The id range the list reads downwards from, exclusive: below `after`, or below every
-    /// id (ids are lowercase hex and dashes; `~` sorts after them all).
-    pub(crate) fn below(&self) -> String {
-        self.after.as_ref().map_or_else(|| "~".to_string(), |id| id.as_str().to_string())
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Page {
-    pub items: Vec<ResourceRecord>,
-    /// Key of the last item when more may follow.
-    pub next: Option<ResourceKey>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,58 +92,6 @@ impl ClaimRequest {
     /// A resource this claim took from the drift lane: nothing else was due for it.
     pub fn drift_lane(record: &ResourceRecord) -> bool {
         record.schedule.next_due.is_none() && record.schedule.drift_due.is_some()
-    }
-}
-
-/// What a store has done since it was opened; for benchmarks and operators.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    /// Commits: transactions that committed and wrote at least one row. A group commit
-    /// counts once; a claim that found nothing, a renewal of no lease or a change that
-    /// changed nothing is a write call but no commit. Both engines count the same way.
-    pub commits: u64,
-    /// Write calls answered (changes, claims, renewals, …), including those that changed
-    /// nothing and so committed nothing.
-    pub write_calls: u64,
-    /// Transactions the database rolled back for a deadlock or a serialization failure,
-    /// then run again (PostgreSQL; SQLite's one writer has none).
-    pub conflicts: u64,
-}
-
-/// Counters an engine bumps as it commits, and the metrics it exports.
-#[derive(Debug, Default)]
-pub(crate) struct StatsCounters {
-    commits: std::sync::atomic::AtomicU64,
-    write_calls: std::sync::atomic::AtomicU64,
-    conflicts: std::sync::atomic::AtomicU64,
-    pub(crate) metrics: slipway_metrics::StoreMetrics,
-}
-
-impl StatsCounters {
-    /// One write transaction of `calls` write calls, started at `started`.
-    pub(crate) fn record(&self, calls: u64, committed: bool, started: std::time::Instant) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.write_calls.fetch_add(calls, Relaxed);
-        if committed {
-            self.commits.fetch_add(1, Relaxed);
-        }
-        self.metrics.transactions.observe(started.elapsed().as_secs_f64());
-        self.metrics.batch_size.observe(calls as f64);
-    }
-
-    /// A transaction rolled back by a deadlock or serialization failure.
-    pub(crate) fn conflict(&self) {
-        self.conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.metrics.conflicts.inc();
-    }
-
-    pub(crate) fn snapshot(&self) -> StoreStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        StoreStats {
-            commits: self.commits.load(Relaxed),
-            write_calls: self.write_calls.load(Relaxed),
-            conflicts: self.conflicts.load(Relaxed),
-        }
     }
 }
 
@@ -435,50 +245,4 @@ pub trait Store: Send + Sync + 'static {
     /// What a metrics scrape shows of the store's contents now: operations in flight, due
     /// resources, the notification outbox.
     async fn reading(&self, now: Timestamp) -> Result<StoreReading, StoreError>;
-}
-
-/// Runs a change function on `snapshot`, for both engines. Change functions are caller code:
-/// a refusal is [`StoreError::Rejected`], and a panic fails only this call as `Internal` —
-/// never the writer thread or the batch it shares with other calls.
-pub(crate) fn run_change(change: ChangeFn, snapshot: &mut Snapshot) -> Result<(), StoreError> {
-    match catch_unwind(AssertUnwindSafe(|| change(snapshot))) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(rejection)) => Err(StoreError::Rejected(rejection)),
-        Err(panic) => Err(StoreError::Internal(format!("change function panicked: {}", panic_text(&*panic)))),
-    }
-}
-
-/// What a caught panic said.
-pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload")
-}
-
-/// [`Store::change`] with a typed result computed inside the transaction.
-pub async fn change_with<R, F>(store: &dyn Store, req: ChangeRequest, f: F) -> Result<(R, Snapshot), StoreError>
-where
-    R: Send + 'static,
-    F: FnOnce(&mut Snapshot) -> Result<R, Rejection> + Send + 'static,
-{
-    let slot: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
-    let out = slot.clone();
-    let snap = store
-        .change(
-            req,
-            Box::new(move |snap| {
-                let r = f(snap)?;
-                *out.lock().expect("result slot") = Some(r);
-                Ok(())
-            }),
-        )
-        .await?;
-    let r = slot
-        .lock()
-        .expect("result slot")
-        .take()
-        .ok_or_else(|| StoreError::Internal("change function did not run".into()))?;
-    Ok((r, snap))
 }

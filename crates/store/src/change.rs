@@ -1,0 +1,139 @@
+//! The request a [`Store::change`] serves and the running of its change function: which
+//! resource and context it reads, the lease fence an engine write carries, and a typed result
+//! carried out of the transaction. Shared by both engines, so they check and run it alike.
+
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex};
+
+use slipway_domain::admission::Rejection;
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::{LeaseOwner, Timestamp};
+
+use crate::{Store, StoreError};
+
+/// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
+pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Send>;
+
+/// The lease an engine write must still hold (fencing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fence {
+    pub owner: LeaseOwner,
+    pub epoch: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct ChangeRequest {
+    pub key: ResourceKey,
+    /// An operation to load even if it is terminal (e.g. the one a cancel names).
+    pub operation: Option<(SubscriptionId, OperationId)>,
+    /// Engine writes carry their lease; client writes carry none.
+    pub fence: Option<Fence>,
+    /// Resources the change reads as context (`Snapshot::related`): a child's parent.
+    pub related: Vec<ResourceKey>,
+    /// Also read the resource's direct children (`Snapshot::children`).
+    pub children: bool,
+    /// Also read who references the resource or anything under it (`Snapshot::referrers`).
+    pub referrers: bool,
+    /// Stamps operation expiry (last write + TTL).
+    pub now: Timestamp,
+}
+
+impl ChangeRequest {
+    pub fn new(key: ResourceKey, now: Timestamp) -> Self {
+        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), children: false, referrers: false, now }
+    }
+
+    pub fn fenced(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Reads `keys` as context too (see [`Snapshot::related`]).
+    pub fn with_related(mut self, keys: impl IntoIterator<Item = ResourceKey>) -> Self {
+        self.related.extend(keys);
+        self.related.sort();
+        self.related.dedup();
+        self
+    }
+
+    /// Reads the resource's direct children too (see [`Snapshot::children`]).
+    pub fn with_children(mut self, children: bool) -> Self {
+        self.children = children;
+        self
+    }
+
+    /// Reads who references the resource (see [`Snapshot::referrers`]): for deletes.
+    pub fn with_referrers(mut self, referrers: bool) -> Self {
+        self.referrers = referrers;
+        self
+    }
+
+    pub fn with_operation(mut self, subscription: impl Into<SubscriptionId>, id: OperationId) -> Self {
+        self.operation = Some((subscription.into(), id));
+        self
+    }
+
+    /// `LeaseLost` unless the stored resource still holds this request's fence (if any).
+    pub(crate) fn check_fence(&self, stored: &Snapshot) -> Result<(), StoreError> {
+        let Some(fence) = &self.fence else { return Ok(()) };
+        let held = stored
+            .resource
+            .as_ref()
+            .and_then(|res| res.lease.as_ref())
+            .is_some_and(|lease| lease.owner == fence.owner && lease.epoch == fence.epoch);
+        if held { Ok(()) } else { Err(StoreError::LeaseLost) }
+    }
+}
+
+/// Of `records` (resources under `parent`'s key), those directly under it.
+pub(crate) fn direct_children(parent: &ResourceKey, records: Vec<ResourceRecord>) -> Vec<ResourceRecord> {
+    records.into_iter().filter(|r| r.id.parent().is_some_and(|p| p.key() == *parent)).collect()
+}
+
+/// Runs a change function on `snapshot`, for both engines. Change functions are caller code:
+/// a refusal is [`StoreError::Rejected`], and a panic fails only this call as `Internal` —
+/// never the writer thread or the batch it shares with other calls.
+pub(crate) fn run_change(change: ChangeFn, snapshot: &mut Snapshot) -> Result<(), StoreError> {
+    match catch_unwind(AssertUnwindSafe(|| change(snapshot))) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(rejection)) => Err(StoreError::Rejected(rejection)),
+        Err(panic) => Err(StoreError::Internal(format!("change function panicked: {}", panic_text(&*panic)))),
+    }
+}
+
+/// What a caught panic said.
+pub(crate) fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload")
+}
+
+/// [`Store::change`] with a typed result computed inside the transaction.
+pub async fn change_with<R, F>(store: &dyn Store, req: ChangeRequest, f: F) -> Result<(R, Snapshot), StoreError>
+where
+    R: Send + 'static,
+    F: FnOnce(&mut Snapshot) -> Result<R, Rejection> + Send + 'static,
+{
+    let slot: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+    let out = slot.clone();
+    let snap = store
+        .change(
+            req,
+            Box::new(move |snap| {
+                let r = f(snap)?;
+                *out.lock().expect("result slot") = Some(r);
+                Ok(())
+            }),
+        )
+        .await?;
+    let r = slot
+        .lock()
+        .expect("result slot")
+        .take()
+        .ok_or_else(|| StoreError::Internal("change function did not run".into()))?;
+    Ok((r, snap))
+}
