@@ -4,32 +4,37 @@
 
 use crate::common::{API, SUB, TestServer, composite_types, python_tools, repo};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn azure_sdk_poller_drives_resources_actions_and_cascades() {
-    let venv = python_tools();
-    let mut s = TestServer::start_full("", "", &composite_types(), |_| {}).await;
-    let script = repo().join("tests/python/arm_poller.py");
-    let out = tokio::process::Command::new(venv.join("bin/python"))
-        .arg(&script)
+/// Runs `tests/python/{script}` against `s` and returns what it printed, one JSON line per
+/// step; fails the test with its output if it exits non-zero.
+async fn run_driver(s: &TestServer, script: &str) -> String {
+    let out = tokio::process::Command::new(python_tools().join("bin/python"))
+        .arg(repo().join("tests/python").join(script))
         .args([&s.base, SUB, API])
         .output()
         .await
         .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "poller script failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(out.status.success(), "{script} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn azure_sdk_poller_drives_resources_actions_and_cascades() {
+    let mut s = TestServer::start_full("", "", &composite_types(), |_| {}).await;
+    let stdout = run_driver(&s, "arm_poller.py").await;
     for scenario in [
-        "\"put\"",
-        "\"patch\"",
-        "\"failing-put\"",
-        "\"delete\"",
-        "\"delete-absent\"",
-        "\"cluster-create\"",
-        "\"cluster-action\"",
-        "\"cluster-cascade\"",
-        "\"cluster-preflight-failure\"",
+        "put",
+        "patch",
+        "failing-put",
+        "delete",
+        "delete-absent",
+        "cluster-create",
+        "cluster-action",
+        "cluster-cascade",
+        "cluster-preflight-failure",
     ] {
-        assert!(stdout.contains(scenario), "missing scenario {scenario}:\n{stdout}");
+        assert!(stdout.contains(&format!("\"scenario\": \"{scenario}\"")), "missing scenario {scenario}:\n{stdout}");
     }
     s.stop().await;
 }
@@ -38,18 +43,8 @@ async fn azure_sdk_poller_drives_resources_actions_and_cascades() {
 /// api-version the SDK was generated for on ARM's own paths (tests/python/resource_sdk.py).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azure_resource_management_client_works_unchanged() {
-    let venv = python_tools();
     let mut s = TestServer::start().await;
-    let script = repo().join("tests/python/resource_sdk.py");
-    let out = tokio::process::Command::new(venv.join("bin/python"))
-        .arg(&script)
-        .args([&s.base, SUB, API])
-        .output()
-        .await
-        .expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "resource SDK script failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    let stdout = run_driver(&s, "resource_sdk.py").await;
     for call in [
         "resources.begin_create_or_update_by_id",
         "resources.check_existence_by_id",
