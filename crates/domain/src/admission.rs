@@ -7,12 +7,15 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::ids::{ArmId, OperationId};
-use crate::job::Stop;
 use crate::operation::{ActionCall, CloudError, Initiator, Operation, OperationRequest, Rerun, codes};
 use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
 use crate::whatif::WhatIf;
+
+mod cancel;
+
+pub use self::cancel::{admit_cancel, admit_force_cancel, canceled_by_user};
 
 /// Everything about the request that is not the resource itself.
 #[derive(Clone, Debug)]
@@ -412,76 +415,6 @@ pub fn admit_retry(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted
         ));
     }
     Ok(start_update(snap, Some(Rerun::Retry), ctx))
-}
-
-/// The operation, if a cancel may touch it: it is still running and not a delete's.
-fn cancelable(snap: &Snapshot, op_id: &OperationId) -> Result<Operation, Rejection> {
-    let op = snap.operation(op_id).cloned().ok_or(Rejection::OperationNotFound)?;
-    let target = op.resource_id.clone();
-    if op.is_terminal() {
-        return Err(Rejection::Conflict {
-            message: format!("The operation has already completed with status {}", op.status),
-            target,
-        });
-    }
-    if op.request == OperationRequest::Delete {
-        return Err(Rejection::Conflict {
-            message: "A delete operation cannot be canceled; a forced delete (DELETE ?force=true) ends it".into(),
-            target,
-        });
-    }
-    Ok(op)
-}
-
-/// `POST …/operationStatuses/{id}/cancel`. An operation with no job yet ends `Canceled` at
-/// once; one with a job moves to `Canceling` and the engine cancels the job. Delete
-/// operations cannot be canceled: a half-removed resource has no sane state to return to.
-pub fn admit_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) -> Result<Operation, Rejection> {
-    let op = cancelable(snap, op_id)?;
-    if op.status == ProvisioningState::Canceling {
-        return Ok(op);
-    }
-    let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
-    let has_job = res.jobs.iter().any(|j| j.operation_id.as_ref() == Some(op_id));
-    if has_job {
-        res.schedule = Schedule::now(now);
-        res.generation += 1;
-        snap.set_operation_status(op_id, ProvisioningState::Canceling, None, now);
-    } else {
-        if op.provisions() {
-            res.convergence_stopped_for = Some(res.desired_config_version.clone());
-        }
-        res.generation += 1;
-        snap.set_operation_status(op_id, ProvisioningState::Canceled, Some(canceled_by_user()), now);
-    }
-    Ok(snap.operation(op_id).cloned().expect("present"))
-}
-
-/// `POST …/operationStatuses/{id}/cancel?force=true` (privileged): the operation ends
-/// `Canceled` at once, and its running job is stopped without the provider's grace
-/// (`Effect::Kill`) and without waiting for it to confirm. Delete operations are refused, as
-/// for any cancel: a forced delete is the way out of those.
-pub fn admit_force_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) -> Result<Operation, Rejection> {
-    let op = cancelable(snap, op_id)?;
-    let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
-    for job in res.jobs.iter_mut().filter(|j| j.operation_id.as_ref() == Some(op_id) && !j.state.is_terminal()) {
-        job.stop = Some(Stop::Kill { asked_at: None });
-    }
-    if op.provisions() {
-        res.convergence_stopped_for = Some(res.desired_config_version.clone());
-    }
-    res.schedule = Schedule::now(now);
-    res.generation += 1;
-    let error = CloudError::new(
-        codes::CANCELED,
-        "The operation was canceled by the user (forced: its job was stopped at once)",
-    );
-    snap.set_operation_status(op_id, ProvisioningState::Canceled, Some(error), now);
-    Ok(snap.operation(op_id).cloned().expect("present"))
-}
-
-pub fn canceled_by_user() -> CloudError {
-    CloudError::new(codes::CANCELED, "The operation was canceled by the user")
 }
 
 /// RFC 7396 JSON merge patch.
