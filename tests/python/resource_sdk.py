@@ -107,6 +107,15 @@ report("providers.get", namespace=provider.namespace)
 namespaces = [p.namespace for p in client.providers.list()]
 expect("Slipway.Example" in namespaces, f"providers: {namespaces}")
 report("providers.list", namespaces=namespaces)
+registered = client.providers.register("Slipway.Example")
+expect(registered.registration_state == "Registered", f"register: {registered}")
+report("providers.register", state=registered.registration_state)
+try:
+    client.providers.unregister("Slipway.Example")
+    expect(False, "unregister did not raise")
+except HttpResponseError as e:
+    expect(e.status_code == 409 and e.error.code == "ProviderUnregistrationNotSupported", f"{e.status_code} {e.error}")
+    report("providers.unregister", code=e.error.code)
 
 client.resources.begin_delete_by_id(vnet, api_version=type_api).result(timeout=120)
 expect(client.resources.check_existence_by_id(vnet, api_version=type_api) is False, "HEAD after the delete")

@@ -79,6 +79,13 @@ pub enum Route {
     Providers {
         subscription: Option<String>,
     },
+    /// `POST /subscriptions/{sub}/providers/{namespace}/register` (`register: true`) or
+    /// `…/unregister`: ARM's provider registration, for a namespace that is always served.
+    ProviderRegistration {
+        subscription: String,
+        namespace: String,
+        register: bool,
+    },
     /// `/providers/{namespace}/operations`: every action a role can grant in the namespace.
     ProviderOperations {
         namespace: String,
@@ -198,6 +205,8 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
             Some(if subscription.is_some() { format!("{}/providers", group(false)) } else { "/providers".into() })
         }
         Ok(Route::Provider { namespace, .. }) => namespace_names(&namespace).map(|ns| format!("/providers/{ns}")),
+        Ok(Route::ProviderRegistration { namespace, register, .. }) => namespace_names(&namespace)
+            .map(|ns| format!("{}/providers/{ns}/{}", group(false), if register { "register" } else { "unregister" })),
         Ok(Route::ProviderOperations { namespace }) => {
             namespace_names(&namespace).map(|ns| format!("/providers/{ns}/operations"))
         }
@@ -417,6 +426,15 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
                 namespace: ns.to_string(),
                 type_name,
                 parent,
+            })
+        }
+        [s, sub, p, ns, r]
+            if is(s, "subscriptions") && is(p, "providers") && (is(r, "register") || is(r, "unregister")) =>
+        {
+            Ok(Route::ProviderRegistration {
+                subscription: subscription(sub)?,
+                namespace: ns.to_string(),
+                register: is(r, "register"),
             })
         }
         [s, sub, p, ns, ty] if is(s, "subscriptions") && is(p, "providers") => Ok(Route::Collection {

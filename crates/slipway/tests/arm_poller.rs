@@ -57,6 +57,8 @@ async fn azure_resource_management_client_works_unchanged() {
         "resource_groups.check_existence",
         "providers.get",
         "providers.list",
+        "providers.register",
+        "providers.unregister",
         "resources.begin_delete_by_id",
         "done",
     ] {

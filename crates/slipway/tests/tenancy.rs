@@ -156,6 +156,7 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "PUT role assignment", needs: 'A' },
         Endpoint { name: "DELETE role assignment", needs: 'A' },
         Endpoint { name: "GET subscription", needs: 'r' },
+        Endpoint { name: "POST provider register", needs: 'w' },
         Endpoint { name: "PUT subscription", needs: 'P' },
     ];
     let (mut allowed, mut denied, mut foreign_denied) = (0, 0, 0);
@@ -267,6 +268,10 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                         }
                         "GET subscription" => {
                             w.send("GET", &format!("/subscriptions/{sub}"), &tok, None, PLATFORM_API).await
+                        }
+                        "POST provider register" => {
+                            let path = format!("/subscriptions/{sub}/providers/Slipway.Example/register");
+                            w.send("POST", &path, &tok, None, PLATFORM_API).await
                         }
                         "PUT subscription" => {
                             let body = json!({"state": "Suspended", "properties": {"tenantId": "x"}});

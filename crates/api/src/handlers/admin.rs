@@ -23,10 +23,16 @@ use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version, 
 pub(crate) const AUTHZ: &str = "Slipway.Authorization/roleAssignments";
 pub(crate) const SUBSCRIPTIONS: &str = "Slipway.Admin/subscriptions";
 
+/// ARM's subscription shape (`displayName`, `tenantId`, `state` at the top, as ARM's
+/// subscriptions API answers), with the registration's own `properties` beside it, as ARM
+/// hands a resource provider.
 fn subscription_body(s: &Subscription) -> Value {
     json!({
         "id": format!("/subscriptions/{}", s.id),
         "subscriptionId": s.id.as_str(),
+        "displayName": s.display_name,
+        "tenantId": s.tenant_id,
+        "authorizationSource": "RoleBased",
         "state": s.state.as_str(),
         "registrationDate": s.registered_at.to_rfc3339(),
         "properties": {

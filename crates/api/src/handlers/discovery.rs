@@ -11,7 +11,8 @@ use std::sync::Arc;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde_json::{Value, json};
-use slipway_domain::access::Permission;
+use slipway_domain::access::{Permission, Scope};
+use slipway_domain::echo::echo;
 use slipway_domain::ids::SubscriptionId;
 use slipway_types::ResourceType;
 
@@ -67,6 +68,45 @@ pub(crate) fn provider(
         operation_check(state, ctx, namespace, Method::GET)?;
     }
     Ok(json_response(StatusCode::OK, provider_body(state, subscription, namespace, &types)))
+}
+
+/// `POST /subscriptions/{sub}/providers/{ns}/register` and `…/unregister` (platform
+/// api-version), ARM's provider registration. A namespace Slipway serves is served to every
+/// subscription, so registering is a no-op that answers the provider (as ARM does for one
+/// already registered) and needs write on the subscription, as ARM's `register/action`
+/// does; unregistering is `409 ProviderUnregistrationNotSupported`: what is served is the
+/// configuration's to change.
+pub(crate) async fn registration(
+    state: &ApiState,
+    ctx: &Ctx,
+    subscription: &str,
+    namespace: &str,
+    register: bool,
+) -> Result<Response, ArmError> {
+    if ctx.method != Method::POST {
+        return Err(method_not_allowed(&ctx.method));
+    }
+    platform_version::check(ctx)?;
+    let types = types_of(state, namespace);
+    let Some(first) = types.first() else {
+        return Err(ArmError::not_found(
+            "InvalidResourceType",
+            format!("The namespace '{}' is not served here.", echo(namespace, 100)),
+        ));
+    };
+    let ns = first.namespace.clone();
+    let sub = SubscriptionId::new(subscription);
+    let grants = access::grants(state, &ctx.caller, Some(&sub)).await?;
+    let verb = if register { "register" } else { "unregister" };
+    grants.require(&ctx.caller, Permission::Write, &Scope::subscription_scope(&sub), &format!("{ns}/{verb}/action"))?;
+    if !register {
+        return Err(ArmError::new(
+            StatusCode::CONFLICT,
+            "ProviderUnregistrationNotSupported",
+            format!("{ns} is served to every subscription by this Slipway's configuration; it cannot be unregistered."),
+        ));
+    }
+    Ok(json_response(StatusCode::OK, provider_body(state, Some(subscription), &ns, &types)))
 }
 
 /// `GET /providers` and `GET /subscriptions/{sub}/providers`: every namespace served, each in

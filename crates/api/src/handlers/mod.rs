@@ -309,6 +309,9 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             discovery::provider(state, ctx, subscription.as_deref(), &namespace)
         }
         Route::Providers { subscription } => discovery::providers(state, ctx, subscription.as_deref()),
+        Route::ProviderRegistration { subscription, namespace, register } => {
+            discovery::registration(state, ctx, &subscription, &namespace, register).await
+        }
         Route::ProviderOperations { namespace } => discovery::operations(state, ctx, &namespace),
         Route::ResourceGroups { subscription } => overview::list_groups(state, ctx, path, &subscription).await,
         Route::ResourceGroup { subscription, name } => overview::get_group(state, ctx, &subscription, &name).await,

@@ -170,10 +170,14 @@ pub(super) fn common(out: &mut Map<String, Value>) {
             "Subscription",
             json!({
                 "type": "object",
-                "required": ["id", "subscriptionId", "state", "registrationDate", "properties"],
+                "description": "ARM's subscription shape (`displayName`, `tenantId`, `state`), with the registration's `properties` as ARM hands them to a resource provider.",
+                "required": ["id", "subscriptionId", "displayName", "tenantId", "authorizationSource", "state", "registrationDate", "properties"],
                 "properties": {
                     "id": {"type": "string"},
                     "subscriptionId": guid(),
+                    "displayName": {"type": "string"},
+                    "tenantId": {"type": "string"},
+                    "authorizationSource": {"const": "RoleBased"},
                     "state": {"enum": subscription_states},
                     "registrationDate": date_time,
                     "properties": {

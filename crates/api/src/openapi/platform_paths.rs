@@ -111,6 +111,23 @@ pub(super) fn namespace_paths(
         format!("/subscriptions/{{subscriptionId}}/providers/{namespace}"),
         json!({"get": provider("Providers_GetAtSubscription", vec![subscription_id(), version.clone()])}),
     );
+    let registration = |id: &str, summary: &str, answer: u16, errors: &'static [u16]| {
+        let op = Op::new(format!("{ns}_{id}"), summary, &discovery, vec![subscription_id(), platform_api_version()]);
+        let op = if answer == 200 {
+            op.answer(200, json_answer("The provider.", schema_ref("Provider"), request_id()))
+        } else {
+            op
+        };
+        op.errors(errors).build(setting)
+    };
+    out.insert(
+        format!("/subscriptions/{{subscriptionId}}/providers/{namespace}/register"),
+        json!({"post": registration("Providers_Register", "Registers the provider: it is always registered, so this answers it (write on the subscription).", 200, &[400, 403, 404, 500, 503])}),
+    );
+    out.insert(
+        format!("/subscriptions/{{subscriptionId}}/providers/{namespace}/unregister"),
+        json!({"post": registration("Providers_Unregister", "Always `409 ProviderUnregistrationNotSupported`: the configuration decides what is served (write on the subscription).", 409, &[400, 403, 404, 409, 500, 503])}),
+    );
     let operations = Op::new(
         format!("{ns}_Operations_List"),
         "Every action a role can grant (any authenticated caller).",

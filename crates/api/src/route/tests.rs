@@ -220,6 +220,18 @@ fn matches_the_discovery_paths() {
         Ok(Route::ProviderOperations { namespace: "Slipway.Example".into() })
     );
     assert_eq!(p("/Providers/"), Ok(Route::Providers { subscription: None }));
+    assert_eq!(
+        p("/subscriptions/{S}/providers/Slipway.Example/REGISTER"),
+        Ok(Route::ProviderRegistration { subscription: S.into(), namespace: "Slipway.Example".into(), register: true })
+    );
+    assert_eq!(
+        p("/subscriptions/{S}/providers/Slipway.Example/unregister"),
+        Ok(Route::ProviderRegistration {
+            subscription: S.into(),
+            namespace: "Slipway.Example".into(),
+            register: false
+        })
+    );
     assert_eq!(p("/subscriptions/{S}/PROVIDERS"), Ok(Route::Providers { subscription: Some(S.into()) }));
     assert!(matches!(p("/subscriptions/nope/providers/ns"), Err(RouteError::BadSubscription(_))));
     assert_eq!(p("/providers/Ns.A/other"), Err(RouteError::NoMatch));
