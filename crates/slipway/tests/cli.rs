@@ -101,6 +101,12 @@ async fn a_resource_lives_and_dies_through_the_cli() {
     let names =
         cli.run(&["resource", "list", "--filter", "tagName eq 'env'", "--query", "[].name", "-o", "json"]).await;
     assert_eq!(names.expect(0).json(), serde_json::json!(["net1"]));
+    // The group the resource is in.
+    let groups = cli.run(&["group", "list", "--query", "[].name", "-o", "json"]).await.expect(0).json();
+    assert_eq!(groups, serde_json::json!(["rg1"]));
+    assert_eq!(cli.run(&["group", "show", "-o", "json"]).await.expect(0).json()["name"], "rg1");
+    let missing = cli.run(&["group", "show", "rg-none"]).await.expect(7);
+    assert!(missing.stderr.contains("ResourceGroupNotFound"), "{}", missing.stderr);
 
     let patched = cli.run(&["resource", "patch", &id, "--set", "dnsServers=[\"10.0.0.2\"]", "-o", "json"]).await;
     assert_eq!(patched.expect(0).json()["properties"]["dnsServers"][0], "10.0.0.2");

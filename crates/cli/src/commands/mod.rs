@@ -3,6 +3,7 @@
 pub mod body;
 pub mod events;
 pub mod generate;
+pub mod group;
 pub mod inspect;
 pub mod op;
 pub mod platform;
@@ -20,6 +21,9 @@ pub enum ClientCommand {
     /// Create, change, read, list, delete resources and run their actions.
     #[command(subcommand)]
     Resource(resource::ResourceCommand),
+    /// A subscription's resource groups.
+    #[command(subcommand)]
+    Group(group::GroupCommand),
     /// Follow, cancel and read the output of operations.
     #[command(subcommand)]
     Op(op::OpCommand),
@@ -70,6 +74,7 @@ impl ClientCommand {
 pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Command) -> Result<(), CliError> {
     match command {
         ClientCommand::Resource(c) => resource::run(&ctx, c).await,
+        ClientCommand::Group(c) => group::run(&ctx, c).await,
         ClientCommand::Op(c) => op::run(&ctx, c).await,
         ClientCommand::Events(args) => events::run(&ctx, args).await,
         ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,
