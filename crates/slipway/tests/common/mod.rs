@@ -18,9 +18,27 @@ use slipway_test_support::{TestClock, eventually};
 
 pub const API: &str = "2025-06-01";
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, for a server a test starts later.
+///
+/// Taken below the kernel's ephemeral range (32768–60999 on Linux): a port the kernel handed
+/// out for `:0` could be handed to another test's `:0` bind (or an outgoing connection) before
+/// this test's server binds it, which failed a run with `AddrInUse`. Below that range only this
+/// function hands ports out, each once per process (a counter), starting at an offset of the
+/// process id so that two test processes rarely overlap; one in use anyway is skipped.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id() % SPAN;
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < SPAN, "every test port below the ephemeral range is taken");
+        let port = u16::try_from(FIRST + (start + n) % SPAN).expect("below 32000");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// The real binary serving `config`, its output to `log`, logging at `filter`.
