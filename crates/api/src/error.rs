@@ -78,6 +78,20 @@ impl From<Rejection> for ArmError {
                     "Can not perform requested operation on nested resource. Parent resource '{parent}' not found."
                 ),
             ),
+            Rejection::GroupNotFound { group } => ArmError::not_found(
+                "ResourceGroupNotFound",
+                format!("Resource group '{}' could not be found.", slipway_domain::echo::echo(&group, 90)),
+            ),
+            Rejection::GroupBeingDeleted { group } => ArmError::new(
+                StatusCode::CONFLICT,
+                "ResourceGroupBeingDeleted",
+                format!("The resource group '{group}' is in deprovisioning state and cannot perform this operation."),
+            ),
+            Rejection::GroupLocationFixed { group, location } => ArmError::new(
+                StatusCode::CONFLICT,
+                "InvalidResourceGroupLocation",
+                format!("Invalid resource group location. The Resource group '{group}' already exists in location '{location}'."),
+            ),
             Rejection::PreconditionFailed { message } => {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
             }

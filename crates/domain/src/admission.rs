@@ -59,6 +59,15 @@ pub enum Rejection {
     /// A delete of a resource others reference.
     #[error("{target} is referenced by {referrers:?}")]
     InUse { target: String, referrers: Vec<String> },
+    /// A resource's group does not exist (ARM's `ResourceGroupNotFound`).
+    #[error("resource group {group} not found")]
+    GroupNotFound { group: String },
+    /// A resource's group is being deleted (ARM's `ResourceGroupBeingDeleted`).
+    #[error("resource group {group} is being deleted")]
+    GroupBeingDeleted { group: String },
+    /// A group exists in another location (ARM's `InvalidResourceGroupLocation`).
+    #[error("resource group {group} exists in {location}")]
+    GroupLocationFixed { group: String, location: String },
     /// An `If-Match` / `If-None-Match` precondition does not hold.
     #[error("{message}")]
     PreconditionFailed { message: String },
@@ -98,7 +107,12 @@ fn busy(res: &ResourceRecord) -> Rejection {
     )
 }
 
-fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningState, ctx: &RequestContext) -> Operation {
+pub(crate) fn new_operation(
+    id: &ArmId,
+    request: OperationRequest,
+    status: ProvisioningState,
+    ctx: &RequestContext,
+) -> Operation {
     Operation {
         id: ctx.operation_id.clone(),
         subscription: id.subscription_key(),

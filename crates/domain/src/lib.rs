@@ -19,6 +19,7 @@ pub mod drift;
 pub mod echo;
 pub mod evaluate;
 pub mod event;
+pub mod group;
 pub mod identity;
 pub mod ids;
 pub mod job;

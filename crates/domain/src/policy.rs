@@ -100,6 +100,18 @@ impl Default for TypePolicy {
 }
 
 impl TypePolicy {
+    /// A resource group's: it runs no job, holds resources (its delete reads and deletes
+    /// them first), and its delete may take as long as `delete_deadline`.
+    pub fn resource_group(delete_deadline: Duration) -> Self {
+        TypePolicy {
+            type_name: format!("{}/{}", crate::ids::GROUP_NAMESPACE, crate::ids::GROUP_TYPE_NAME),
+            provider: "none".into(),
+            delete_deadline,
+            has_child_types: true,
+            ..TypePolicy::default()
+        }
+    }
+
     pub fn deadline(&self, request: OperationRequest) -> Duration {
         match request {
             OperationRequest::Create => self.create_deadline,

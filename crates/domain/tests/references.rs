@@ -204,14 +204,15 @@ fn a_referenced_resource_being_deleted_waits_for_its_referrers_and_they_wake_it(
     w.snap.referrers.clear();
     assert!(matches!(w.decide(), Effect::Launch { .. }), "the referrer is gone: the delete job runs");
 
-    // The referrer's own delete, as it ends, wakes the subnet it referenced and its network.
+    // The referrer's own delete, as it ends, wakes the subnet it referenced and its network,
+    // and its group (whose delete may wait for it).
     let mut snap = Snapshot { resource: Some(deleting(record(&vm(), PS::Deleting))), ..Snapshot::default() };
     snap.resource.as_mut().unwrap().references = to_subnet();
     assert_eq!(reconcile::decide(&mut snap, &TypePolicy::default(), at(1)), Effect::Sleep { until: None });
     assert!(snap.resource.is_none(), "never provisioned: gone at once");
     let mut woken = snap.wake.clone();
     woken.sort();
-    let mut want = vec![subnet().key(), vnet().key()];
+    let mut want = vec![subnet().key(), vnet().key(), vm().group_id().key()];
     want.sort();
     assert_eq!(woken, want);
 }

@@ -87,9 +87,10 @@ impl ChangeRequest {
     }
 }
 
-/// Of `records` (resources under `parent`'s key), those directly under it.
+/// Of `records` (resources under `parent`'s key), those directly under it: a parent's
+/// children, or a group's top-level resources.
 pub(crate) fn direct_children(parent: &ResourceKey, records: Vec<ResourceRecord>) -> Vec<ResourceRecord> {
-    records.into_iter().filter(|r| r.id.parent().is_some_and(|p| p.key() == *parent)).collect()
+    records.into_iter().filter(|r| r.id.container().is_some_and(|p| p.key() == *parent)).collect()
 }
 
 /// Runs a change function on `snapshot`, for both engines. Change functions are caller code:

@@ -139,6 +139,15 @@ async fn replicas_never_leave_a_child_under_no_parent() {
     slipway_store::conformance::check_children_never_outlive_a_removed_parent(&a, &b).await;
 }
 
+/// Resources created through one replica while another deletes their group: none escapes
+/// the delete (the creates hold the group's advisory lock shared, the delete exclusively).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_create_a_resource_a_group_delete_misses() {
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    slipway_store::conformance::check_no_resource_escapes_a_group_delete(&a, &b).await;
+}
+
 /// A reference written through one replica while another deletes its target: one loses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_never_reference_a_resource_being_deleted() {

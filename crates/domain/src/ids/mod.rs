@@ -65,7 +65,57 @@ impl ArmId {
         check_group(group)?;
         check_pairs(pairs)?;
         check_namespace(namespace)?;
-        Ok(Self::of_pairs(subscription, group, namespace, pairs))
+        let id = Self::of_pairs(subscription, group, namespace, pairs);
+        // `…/providers/Microsoft.Resources/resourceGroups/{name}` would read as a group's own
+        // id: no resource may have that shape.
+        if id.is_group() {
+            return Err(IdError::NotAResourceId);
+        }
+        Ok(id)
+    }
+
+    /// A resource group's id, `/subscriptions/{sub}/resourceGroups/{group}`: ARM's
+    /// `Microsoft.Resources/resourceGroups` resource, whose key prefixes the key of every
+    /// resource in the group. The group name keeps to the grammar.
+    pub fn group(subscription: impl Into<String>, group: impl Into<String>) -> Result<Self, IdError> {
+        let group = group.into();
+        check_group(&group)?;
+        Ok(ArmId {
+            subscription: subscription.into(),
+            resource_group: group.clone(),
+            namespace: GROUP_NAMESPACE.to_string(),
+            type_name: GROUP_TYPE_NAME.to_string(),
+            parent_names: Vec::new(),
+            name: group,
+        })
+    }
+
+    /// Whether this is a resource group's own id (see [`ArmId::group`]).
+    pub fn is_group(&self) -> bool {
+        self.parent_names.is_empty()
+            && self.namespace.eq_ignore_ascii_case(GROUP_NAMESPACE)
+            && self.type_name.eq_ignore_ascii_case(GROUP_TYPE_NAME)
+    }
+
+    /// The id of the resource this one lives in: its parent, or for a top-level resource its
+    /// group (`None` for a group). A parent's or a group's delete waits for what it contains.
+    pub fn container(&self) -> Option<ArmId> {
+        if self.is_group() {
+            return None;
+        }
+        self.parent().or_else(|| Some(self.group_id()))
+    }
+
+    /// The id of the group this resource is in (a group's is its own).
+    pub fn group_id(&self) -> ArmId {
+        ArmId {
+            subscription: self.subscription.clone(),
+            resource_group: self.resource_group.clone(),
+            namespace: GROUP_NAMESPACE.to_string(),
+            type_name: GROUP_TYPE_NAME.to_string(),
+            parent_names: Vec::new(),
+            name: self.resource_group.clone(),
+        }
     }
 
     /// Parses an id path (segment keywords matched case-insensitively) by the whole grammar;
@@ -82,9 +132,16 @@ impl ArmId {
     /// it was accepted, and ids stored before the grammar tightened (subscriptions that are
     /// not GUIDs) still read.
     pub fn read_stored(id: &str) -> Option<Self> {
+        if let Some((sub, rg)) = group_segments(id) {
+            return Some(ArmId::group(sub, rg).unwrap_or_else(|_| ArmId::group_unchecked(sub, rg)));
+        }
         let (sub, rg, ns, pairs) = id_segments(id)?;
         let shaped = !pairs.is_empty() && pairs.len().is_multiple_of(2) && !pairs.iter().any(|s| s.is_empty());
         (shaped && ![sub, rg, ns].contains(&"")).then(|| Self::of_pairs(sub, rg, ns, &pairs))
+    }
+
+    fn group_unchecked(sub: &str, rg: &str) -> Self {
+        ArmId::of_pairs(sub, rg, GROUP_NAMESPACE, &[GROUP_TYPE_NAME, rg])
     }
 
     /// The id `pairs` (`type, name, type, name, …`) spell, unchecked.
@@ -149,8 +206,32 @@ fn id_segments(path: &str) -> Option<(&str, &str, &str, Vec<&str>)> {
     }
 }
 
+/// `/subscriptions/{sub}/resourceGroups/{rg}` split into its parts; `None` for any other
+/// shape.
+fn group_segments(path: &str) -> Option<(&str, &str)> {
+    let segs: Vec<&str> = path.strip_prefix('/')?.trim_end_matches('/').split('/').collect();
+    match segs.as_slice() {
+        [s, sub, r, rg]
+            if s.eq_ignore_ascii_case("subscriptions")
+                && r.eq_ignore_ascii_case("resourceGroups")
+                && !sub.is_empty()
+                && !rg.is_empty() =>
+        {
+            Some((sub, rg))
+        }
+        _ => None,
+    }
+}
+
+/// The namespace and type of a resource group (ARM's `Microsoft.Resources/resourceGroups`).
+pub const GROUP_NAMESPACE: &str = "Microsoft.Resources";
+pub const GROUP_TYPE_NAME: &str = "resourceGroups";
+
 impl fmt::Display for ArmId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_group() {
+            return write!(f, "/subscriptions/{}/resourceGroups/{}", self.subscription, self.resource_group);
+        }
         write!(
             f,
             "/subscriptions/{}/resourceGroups/{}/providers/{}",
@@ -301,6 +382,26 @@ mod tests {
         let id = ArmId::new("Sub-ABC", "rg", "Ns", "things", "n").unwrap();
         assert_eq!(id.subscription_key(), a);
         assert_eq!(id.subscription, "Sub-ABC", "the path keeps the client's casing");
+    }
+
+    #[test]
+    fn a_group_id_prefixes_its_resources_keys() {
+        let group = ArmId::group(SUB, "My.RG").unwrap();
+        assert!(group.is_group());
+        assert_eq!(group.to_string(), format!("/subscriptions/{SUB}/resourceGroups/My.RG"));
+        assert_eq!(group.key(), ResourceKey::group(&SubscriptionId::new(SUB), "my.rg"));
+        assert_eq!(group.type_key().as_str(), "microsoft.resources/resourcegroups");
+        assert_eq!(group.container(), None);
+        assert_eq!(ArmId::read_stored(&group.to_string()), Some(group.clone()));
+        let vnet = ArmId::new(SUB, "My.RG", "Slipway.Example", "virtualNetworks", "v").unwrap();
+        assert_eq!(vnet.container(), Some(group.clone()));
+        assert!(vnet.key().is_under(&group.key()));
+        assert_eq!(vnet.group_id(), group);
+        let subnet = ArmId::parse(&format!("{vnet}/subnets/s")).unwrap();
+        assert_eq!(subnet.container(), Some(vnet));
+        let posing = format!("/subscriptions/{SUB}/resourceGroups/g/providers/Microsoft.Resources/resourceGroups/x");
+        assert_eq!(ArmId::parse(&posing), Err(IdError::NotAResourceId), "no resource poses as a group");
+        assert!(ArmId::group(SUB, "bad/name").is_err());
     }
 
     #[test]

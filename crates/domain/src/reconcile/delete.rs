@@ -101,7 +101,7 @@ fn force_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     complete_delete(snap, now)
 }
 
-fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
+pub(super) fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     if let Some(op) = snap.active_operation().map(|o| o.id.clone()) {
         // A failed attempt shown while it was retried is not how it ended.
         if let Some(o) = snap.operation_mut(&op) {
@@ -112,7 +112,9 @@ fn complete_delete(snap: &mut Snapshot, now: Timestamp) -> Effect {
     // A parent deleting its children, and whatever this one referenced (and their
     // ancestors) being deleted after it, wait for it to go.
     let res = res(snap);
-    let waiting = crate::reference::related_keys(&res.id, &res.references);
+    let mut waiting = crate::reference::related_keys(&res.id, &res.references);
+    // A top-level resource's group, whose delete may be waiting for it too.
+    waiting.extend(res.id.container().filter(|_| res.id.parent().is_none()).map(|g| g.key()));
     snap.wake.extend(waiting);
     snap.resource = None;
     Effect::Sleep { until: None }

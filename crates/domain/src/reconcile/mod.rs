@@ -20,6 +20,7 @@
 pub mod cascade;
 mod delete;
 mod drift;
+mod group;
 mod launch;
 pub mod preflight;
 mod record;
@@ -150,7 +151,9 @@ pub fn decide(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effec
     let was = snap.resource.as_ref().map(|r| r.provisioning_state);
     let effect = decide_next(snap, policy, now);
     let is = snap.resource.as_ref().map(|r| r.provisioning_state);
-    if is == Some(ProvisioningState::Succeeded) && was != is {
+    // A group waits for nothing, and nothing in it waits for the group.
+    let group = snap.resource.as_ref().is_some_and(|r| r.id.is_group());
+    if is == Some(ProvisioningState::Succeeded) && was != is && !group {
         snap.wake_children = policy.has_child_types;
         snap.wake_referrers = policy.is_referenced;
     }
@@ -162,6 +165,9 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
         return Effect::Sleep { until: None };
     }
     enforce_deadline(snap, policy, now);
+    if res(snap).id.is_group() {
+        return group::decide(snap, policy, now);
+    }
     if let Some(effect) = follow_duplicates(snap, policy, now) {
         return effect;
     }

@@ -92,9 +92,10 @@ fn record_poll(
     let job = job.clone();
     if ended
         && job.job_type == JobType::Deprovision
-        && let Some(parent) = snap.resource.as_ref().and_then(|r| r.id.parent())
+        && let Some(parent) = snap.resource.as_ref().and_then(|r| r.id.container())
     {
-        // A parent's cascade shows its children's delete failures while it waits.
+        // A parent's (or a group's) cascade shows its children's delete failures while it
+        // waits.
         snap.wake.push(parent.key());
     }
     crate::progress::show(snap, &job);

@@ -27,6 +27,7 @@ mod concurrency;
 mod entries;
 mod events;
 mod faulty;
+mod groups;
 mod hooks;
 mod listing;
 mod metrics;
@@ -39,6 +40,7 @@ pub use concurrency::*;
 pub use entries::*;
 pub use events::*;
 pub use faulty::{Call, Faulty, Gate, Method};
+pub use groups::*;
 pub use hooks::*;
 pub use listing::*;
 pub use metrics::*;
@@ -176,6 +178,7 @@ macro_rules! conformance_suite {
             case_list_by_subscription,
             case_list_every_type,
             case_resource_groups_are_the_groups_that_hold_resources,
+            case_group_records_list_as_groups,
             case_ping,
             case_entries_insert_get_list,
             case_entries_replace_bumps_version,
@@ -199,6 +202,7 @@ macro_rules! conformance_suite {
             case_a_failing_change_undoes_only_its_own_writes,
             case_entries_concurrent_puts,
             case_a_child_never_outlives_a_parent_removed_concurrently,
+            case_a_resource_is_never_created_in_a_group_being_deleted,
             case_a_reference_and_its_targets_delete_never_both_win,
             case_a_reference_cycle_is_never_closed_from_both_ends,
             case_concurrent_changes_number_their_events_densely,

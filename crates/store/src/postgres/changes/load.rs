@@ -13,9 +13,14 @@ use super::Queued;
 use crate::columns::{RESOURCE_COLUMN_COUNT, resource_columns};
 use crate::postgres::{Failure, rows};
 
-/// Every key of the batch, each locked once, in one order for everyone.
-const LOCK_KEYS: &str = "SELECT pg_advisory_xact_lock(h)
-     FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::TEXT[]) AS k ORDER BY 1) AS locks";
+/// Every key of the batch, each locked once, in one order for everyone: exclusively the keys
+/// the batch changes, shared those it only reads as context. Context is read, never written,
+/// so changes that share it (many creates in one group, children of one parent) run
+/// together, while a change of the context itself (the group's delete) waits for them all,
+/// and they for it.
+const LOCK_KEYS: &str = "SELECT CASE WHEN x THEN pg_advisory_xact_lock(h) ELSE pg_advisory_xact_lock_shared(h) END
+     FROM (SELECT hashtextextended(k, 0) AS h, bool_or(x) AS x FROM unnest($1::TEXT[], $2::BOOLEAN[]) AS u(k, x)
+           GROUP BY 1 ORDER BY 1) AS locks";
 
 /// The row locks keep claims (which skip them) and lease renewals (which wait) from
 /// interleaving with the changes.
@@ -86,6 +91,7 @@ pub(super) async fn load(
     parents.sort_unstable();
     parents.dedup();
     let locked_keys: Vec<&str> = keys.iter().copied().chain(related.iter().map(String::as_str)).collect();
+    let exclusive: Vec<bool> = keys.iter().map(|_| true).chain(related.iter().map(|_| false)).collect();
     let naming: Vec<(usize, &str, &str)> = batch
         .iter()
         .enumerate()
@@ -104,7 +110,7 @@ pub(super) async fn load(
     // order: the locks first, then the reads see what the previous holders committed. After
     // an error the server refuses the rest, so the first error in order is the cause.
     let by_keys: [&(dyn ToSql + Sync); 1] = [&keys];
-    let by_locked_keys: [&(dyn ToSql + Sync); 1] = [&locked_keys];
+    let by_locked_keys: [&(dyn ToSql + Sync); 2] = [&locked_keys, &exclusive];
     let context_rows = async {
         if related.is_empty() {
             return Ok(Vec::new());
