@@ -1,7 +1,8 @@
 """Drives Slipway with Azure's generic management client, `azure-mgmt-resource`'s
 ResourceManagementClient, as a team that automates ARM would point it at Slipway: a resource
-created, checked, read, listed and deleted by id; resource groups read, listed and checked;
-providers read and listed; and errors surfacing as the SDK's typed exceptions with ARM codes.
+created, checked, read, patched, listed and deleted by id; resource groups created, read,
+tagged, listed by tag, checked and deleted with what they hold; providers read and listed;
+subscriptions listed; and errors surfacing as the SDK's typed exceptions with ARM codes.
 Each call uses the api-version the SDK was generated for on ARM's own paths.
 
 Usage: python resource_sdk.py BASE_URL SUBSCRIPTION TYPE_API_VERSION
@@ -15,7 +16,8 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.core.pipeline.policies import SansIOHTTPPolicy
 from azure.mgmt.resource.resources import ResourceManagementClient
-from azure.mgmt.resource.resources.models import GenericResource
+from azure.mgmt.resource.resources.models import GenericResource, ResourceGroup, ResourceGroupPatchable
+from azure.mgmt.subscription import SubscriptionClient
 
 base, sub, type_api = sys.argv[1], sys.argv[2], sys.argv[3]
 
@@ -52,6 +54,22 @@ group = f"sdk-{uuid.uuid4().hex[:8]}"
 name = "vnet1"
 vnet = f"/subscriptions/{sub}/resourceGroups/{group}/providers/Slipway.Example/virtualNetworks/{name}"
 missing = vnet + "-none"
+
+made = client.resource_groups.create_or_update(group, ResourceGroup(location="local", tags={"team": "sdk"}))
+expect(made.name == group and made.properties.provisioning_state == "Succeeded", f"group: {made}")
+report("resource_groups.create_or_update", state=made.properties.provisioning_state)
+patched = client.resource_groups.update(group, ResourceGroupPatchable(tags={"team": "sdk", "stage": "two"}))
+expect(patched.tags == {"team": "sdk", "stage": "two"}, f"group tags: {patched.tags}")
+report("resource_groups.update", tags=patched.tags)
+tagged = [g.name for g in client.resource_groups.list(filter="tagName eq 'stage' and tagValue eq 'two'")]
+expect(tagged == [group], f"groups by tag: {tagged}")
+report("resource_groups.list (tag filter)", count=len(tagged))
+try:
+    client.resource_groups.get(group + "-none")
+    expect(False, "GET of a missing group did not raise")
+except ResourceNotFoundError as e:
+    expect(e.error.code == "ResourceGroupNotFound", f"code {e.error.code}")
+    report("resource_groups.get (missing)", code=e.error.code)
 
 body = GenericResource(location="local", tags={"env": "sdk"}, properties={"addressSpace": "10.7.0.0/16"})
 created = client.resources.begin_create_or_update_by_id(vnet, body, api_version=type_api).result(timeout=120)
@@ -117,8 +135,32 @@ except HttpResponseError as e:
     expect(e.status_code == 409 and e.error.code == "ProviderUnregistrationNotSupported", f"{e.status_code} {e.error}")
     report("providers.unregister", code=e.error.code)
 
+update = GenericResource(tags={"env": "sdk", "patched": "yes"})
+updated = client.resources.begin_update_by_id(vnet, update, api_version=type_api).result(timeout=120)
+expect(updated.tags == {"env": "sdk", "patched": "yes"}, f"patch: {updated.tags}")
+report("resources.begin_update_by_id", tags=updated.tags)
+
 client.resources.begin_delete_by_id(vnet, api_version=type_api).result(timeout=120)
 expect(client.resources.check_existence_by_id(vnet, api_version=type_api) is False, "HEAD after the delete")
 report("resources.begin_delete_by_id", exists=False)
+
+subscriptions = SubscriptionClient(NoToken(), base_url=base, authentication_policy=SansIOHTTPPolicy())
+listed = [s.subscription_id for s in subscriptions.subscriptions.list()]
+report("subscriptions.list", count=len(listed))
+one = subscriptions.subscriptions.get(sub)
+# Its state is the registry's (`Registered`, …): the SDK reads it as an open enum.
+expect(one.subscription_id.lower() == sub.lower() and one.state == "Registered", f"subscription: {one}")
+report("subscriptions.get", state=one.state)
+
+# The group goes with what it holds, each resource through its own delete.
+held = [f"/subscriptions/{sub}/resourceGroups/{group}/providers/Slipway.Example/virtualNetworks/held{i}" for i in (1, 2)]
+for i, r in enumerate(held):
+    body = GenericResource(location="local", properties={"addressSpace": f"10.{20 + i}.0.0/16"})
+    client.resources.begin_create_or_update_by_id(r, body, api_version=type_api).result(timeout=120)
+client.resource_groups.begin_delete(group).result(timeout=120)
+expect(client.resource_groups.check_existence(group) is False, "HEAD of the deleted group")
+for r in held:
+    expect(client.resources.check_existence_by_id(r, api_version=type_api) is False, f"{r} after its group's delete")
+report("resource_groups.begin_delete", exists=False, deleted=len(held))
 
 report("done", api_version=arm_api)

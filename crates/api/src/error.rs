@@ -90,7 +90,9 @@ impl From<Rejection> for ArmError {
             Rejection::GroupLocationFixed { group, location } => ArmError::new(
                 StatusCode::CONFLICT,
                 "InvalidResourceGroupLocation",
-                format!("Invalid resource group location. The Resource group '{group}' already exists in location '{location}'."),
+                format!(
+                    "Invalid resource group location. The Resource group '{group}' already exists in location '{location}'."
+                ),
             ),
             Rejection::PreconditionFailed { message } => {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)

@@ -68,6 +68,19 @@ pub struct ApiOptions {
     pub callbacks: CallbackPolicy,
     /// Who may scrape `/metrics`.
     pub metrics_access: MetricsAccess,
+    /// Whether a resource's create makes its group when it has none.
+    pub resource_groups: GroupCreation,
+}
+
+/// What a resource's create does when its group does not exist.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupCreation {
+    /// Makes the group, in the resource's location: the walkthrough's `PUT` needs no
+    /// group `PUT` first.
+    #[default]
+    Implicit,
+    /// ARM's rule: `404 ResourceGroupNotFound`; groups are made by their own `PUT`.
+    Explicit,
 }
 
 impl Default for ApiOptions {
@@ -80,6 +93,7 @@ impl Default for ApiOptions {
             event_retention_secs: slipway_store::DEFAULT_EVENT_RETENTION.as_secs(),
             callbacks: CallbackPolicy::default(),
             metrics_access: MetricsAccess::default(),
+            resource_groups: GroupCreation::default(),
         }
     }
 }

@@ -254,12 +254,23 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
         properties.insert("waitingOn".into(), json!(on));
     }
     if !op.child_operations.is_empty() {
-        // The children's operations live beside this one: same namespace and location.
+        // The children's operations live beside this one (same location), each under its own
+        // resource's namespace: a group's delete lists its resources'.
         let base = status_path.rsplit_once('/').map_or(status_path, |(base, _)| base);
+        let child_base = |resource_id: &str| {
+            let mut segments: Vec<String> = base.split('/').map(str::to_string).collect();
+            if let (Some(id), Some(namespace)) = (ArmId::read_stored(resource_id), segments.get_mut(4)) {
+                *namespace = id.namespace;
+            }
+            segments.join("/")
+        };
         let children: Vec<Value> = op
             .child_operations
             .iter()
-            .map(|c| json!({"resourceId": c.resource_id, "id": format!("{base}/{}", c.operation_id)}))
+            .map(|c| {
+                let id = format!("{}/{}", child_base(&c.resource_id), c.operation_id);
+                json!({"resourceId": c.resource_id, "id": id})
+            })
             .collect();
         properties.insert("childOperations".into(), Value::Array(children));
     }

@@ -44,8 +44,16 @@ async fn azure_sdk_poller_drives_resources_actions_and_cascades() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azure_resource_management_client_works_unchanged() {
     let mut s = TestServer::start().await;
+    // A registered subscription, for `subscriptions.get`.
+    let registered = serde_json::json!({"state": "Registered", "properties": {"tenantId": "contoso"}});
+    let r = s.put(&format!("/subscriptions/{SUB}"), registered).await;
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap_or_default());
     let stdout = run_driver(&s, "resource_sdk.py").await;
     for call in [
+        "resource_groups.create_or_update",
+        "resource_groups.update",
+        "resource_groups.list (tag filter)",
+        "resource_groups.get (missing)",
         "resources.begin_create_or_update_by_id",
         "resources.check_existence_by_id",
         "resources.get_by_id (missing)",
@@ -59,7 +67,11 @@ async fn azure_resource_management_client_works_unchanged() {
         "providers.list",
         "providers.register",
         "providers.unregister",
+        "resources.begin_update_by_id",
         "resources.begin_delete_by_id",
+        "subscriptions.list",
+        "subscriptions.get",
+        "resource_groups.begin_delete",
         "done",
     ] {
         assert!(stdout.contains(&format!("\"call\": \"{call}\"")), "missing call {call}:\n{stdout}");

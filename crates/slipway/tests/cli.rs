@@ -165,6 +165,33 @@ async fn a_resource_lives_and_dies_through_the_cli() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_group_is_made_tagged_and_deleted_with_what_it_holds() {
+    let s = TestServer::start().await;
+    let cli = Cli::new(&s.base);
+    // A group of its own: made, tagged, listed by tag, and deleted with what it holds.
+    let made = cli.run(&["group", "create", "team", "--location", "local", "--tag", "env=dev", "-o", "json"]).await;
+    assert_eq!(made.expect(0).json()["tags"], serde_json::json!({"env": "dev"}));
+    cli.run(&["group", "update", "team", "--tag", "env=prod", "--tag", "owner=ops"]).await.expect(0);
+    let tagged = cli.run(&["group", "list", "--tag", "owner=ops", "--query", "[].name", "-o", "json"]).await;
+    assert_eq!(tagged.expect(0).json(), serde_json::json!(["team"]));
+    let inside = ["resource", "put", "-t", VNET, "-g", "team", "-n", "inner", "--set", "addressSpace=10.5.0.0/16"];
+    cli.run(&inside).await.expect(0);
+    let deleted = cli.run(&["group", "delete", "team", "-o", "json"]).await.expect(0);
+    let deleted_json = deleted.json();
+    assert_eq!(deleted_json["status"], "Succeeded", "{}", deleted.stdout);
+    assert!(
+        deleted.stderr.contains("/resourceGroups/team/providers/Slipway.Example/virtualNetworks/inner"),
+        "{}",
+        deleted.stderr
+    );
+    cli.run(&["group", "show", "team"]).await.expect(7);
+    // The group's delete named the network's own delete, on its own namespace's path.
+    let child = &deleted_json["properties"]["childOperations"][0];
+    let (code, op) = s.follow(&format!("{}{}?api-version=2025-06-01", s.base, child["id"].as_str().unwrap())).await;
+    assert_eq!((code, op["status"].as_str()), (200, Some("Succeeded")), "{op}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn exit_codes_tell_how_an_operation_ended() {
     let s = TestServer::start().await;
     let cli = Cli::new(&s.base);
@@ -343,10 +370,13 @@ async fn the_event_feed_is_read_and_followed() {
     let read = cli.run(&["events", "-o", "json"]).await.expect(0);
     let events = read.json();
     let kinds: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["resourceCreated", "resourceStateChanged", "resourceStateChanged"], "{events}");
-    assert!(read.stderr.contains("cursor 3"), "{}", read.stderr);
+    // The group the first PUT made, then the resource's life.
+    let expected = ["resourceCreated", "resourceCreated", "resourceStateChanged", "resourceStateChanged"];
+    assert_eq!(kinds, expected, "{events}");
+    assert_eq!(events[0]["resourceId"], format!("/subscriptions/{SUB}/resourceGroups/rg1"), "{events}");
+    assert!(read.stderr.contains("cursor 4"), "{}", read.stderr);
     let id = rid("virtualNetworks", "feed1");
-    let since = cli.run(&["events", &id, "--since", "1", "-o", "json"]).await.expect(0).json();
+    let since = cli.run(&["events", &id, "--since", "2", "-o", "json"]).await.expect(0).json();
     assert_eq!(since.as_array().map(Vec::len), Some(2), "{since}");
     let table = cli.run(&["events"]).await.expect(0).stdout;
     assert!(table.contains("resourceCreated") && table.contains("Succeeded"), "{table}");
@@ -354,7 +384,7 @@ async fn the_event_feed_is_read_and_followed() {
     // Following, from the cursor the read printed (not `latest`: the follower may connect
     // after the create below): each event a line as it commits.
     let mut follower = cli
-        .command(env!("CARGO_BIN_EXE_slipway"), &["events", "-f", "--since", "3", "-o", "json"])
+        .command(env!("CARGO_BIN_EXE_slipway"), &["events", "-f", "--since", "4", "-o", "json"])
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()

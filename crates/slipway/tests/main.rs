@@ -32,6 +32,7 @@ mod etags;
 mod events;
 mod failover;
 mod force;
+mod groups;
 mod identity;
 mod install;
 mod issuers;

@@ -135,6 +135,10 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET resource", needs: 'r' },
         Endpoint { name: "HEAD resource", needs: 'r' },
         Endpoint { name: "HEAD resource group", needs: 'r' },
+        Endpoint { name: "GET resource group", needs: 'r' },
+        Endpoint { name: "PUT resource group", needs: 'w' },
+        Endpoint { name: "PATCH resource group", needs: 'w' },
+        Endpoint { name: "DELETE resource group", needs: 'd' },
         Endpoint { name: "GET list by subscription", needs: 'r' },
         Endpoint { name: "GET list by resource group", needs: 'r' },
         Endpoint { name: "GET list of resource groups", needs: 'r' },
@@ -183,6 +187,23 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                                 "2025-04-01",
                             )
                             .await
+                        }
+                        "GET resource group" => {
+                            w.send("GET", &format!("/subscriptions/{sub}/resourceGroups/rg1"), &tok, None, "2025-04-01")
+                                .await
+                        }
+                        // A group of the caller's own, made here and deleted below.
+                        "PUT resource group" => {
+                            let path = format!("/subscriptions/{sub}/resourceGroups/g-{who}");
+                            w.send("PUT", &path, &tok, Some(json!({"location": "local"})), "2025-04-01").await
+                        }
+                        "PATCH resource group" => {
+                            let path = format!("/subscriptions/{sub}/resourceGroups/rg1");
+                            w.send("PATCH", &path, &tok, Some(json!({"tags": {"k": "v"}})), "2025-04-01").await
+                        }
+                        "DELETE resource group" => {
+                            let path = format!("/subscriptions/{sub}/resourceGroups/g-{who}");
+                            w.send("DELETE", &path, &tok, None, "2025-04-01").await
                         }
                         "GET list by subscription" => {
                             w.send(

@@ -1,9 +1,10 @@
-//! A subscription's resource groups, read over the resources (a group exists while it holds
-//! one): a skip scan of the primary key, written once for both engines over
-//! [`Store::list_resources`] — each group costs one read of one row, however many resources
-//! it holds.
+//! A subscription's resource groups: those with a record of their own
+//! (`slipway_domain::group`) and those that only hold resources (made before groups were
+//! records), merged in key order. A skip scan of the primary key, written once for both
+//! engines over [`Store::list_resources`]: each group costs one read of its record and one
+//! of its first resource, however many resources it holds.
 
-use slipway_domain::ids::{ResourceKey, SubscriptionId};
+use slipway_domain::ids::{ResourceKey, SubscriptionId, TypeKey};
 
 use crate::{ListQuery, Store, StoreError};
 
@@ -31,17 +32,28 @@ pub async fn resource_groups(
     let mut items: Vec<String> = Vec::new();
     let mut cursor = after.map(past);
     while items.len() <= limit {
-        let query = ListQuery {
+        let first = |type_key: Option<TypeKey>| ListQuery {
             subscription: subscription.clone(),
             resource_group: None,
-            type_key: None,
+            type_key,
             under: None,
-            after: cursor,
+            after: cursor.clone(),
             limit: 1,
         };
-        let Some(first) = store.list_resources(&query).await?.items.into_iter().next() else { break };
-        cursor = Some(past(&first.id.resource_group));
-        items.push(first.id.resource_group);
+        let record =
+            store.list_resources(&first(Some(crate::listing::group_type_key()))).await?.items.into_iter().next();
+        let holder = store.list_resources(&first(None)).await?.items.into_iter().next();
+        let next = match (record, holder) {
+            // The same group's record and resource: the record names it.
+            (Some(a), Some(b)) if a.key() <= ResourceKey::group(subscription, &b.id.resource_group_key()) => a,
+            (Some(_), Some(b)) => b,
+            (a, b) => match a.or(b) {
+                Some(r) => r,
+                None => break,
+            },
+        };
+        cursor = Some(past(&next.id.resource_group));
+        items.push(next.id.resource_group);
     }
     let next = (items.len() > limit).then(|| {
         items.truncate(limit);

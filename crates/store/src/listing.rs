@@ -11,7 +11,8 @@ pub struct ListQuery {
     pub subscription: SubscriptionId,
     /// Lowercased resource group; `None` lists the whole subscription.
     pub resource_group: Option<String>,
-    /// Only resources of this type; `None` lists every type, in key order.
+    /// Only resources of this type; `None` lists every type, in key order, but resource
+    /// groups (their own records are listed by their type; see `groups`).
     pub type_key: Option<TypeKey>,
     /// Only resources nested under this one (a child type's collection under its parent).
     pub under: Option<ResourceKey>,
@@ -34,6 +35,11 @@ impl ListQuery {
         let after = self.after.as_ref().map(|k| k.as_str().to_string()).unwrap_or_default();
         (after.max(format!("{prefix}/")), format!("{prefix}0"))
     }
+}
+
+/// The type key of a resource group's record.
+pub(crate) fn group_type_key() -> TypeKey {
+    TypeKey::new(slipway_domain::ids::GROUP_NAMESPACE, slipway_domain::ids::GROUP_TYPE_NAME)
 }
 
 /// A page of a subscription's operations ([`Store::list_operations`](crate::Store::list_operations)), newest first.

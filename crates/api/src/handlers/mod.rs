@@ -33,6 +33,7 @@ mod body;
 pub(crate) mod discovery;
 mod events;
 mod filter;
+mod groups;
 pub(crate) mod jobs;
 mod logs;
 mod operations;
@@ -313,8 +314,8 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             discovery::registration(state, ctx, &subscription, &namespace, register).await
         }
         Route::ProviderOperations { namespace } => discovery::operations(state, ctx, &namespace),
-        Route::ResourceGroups { subscription } => overview::list_groups(state, ctx, path, &subscription).await,
-        Route::ResourceGroup { subscription, name } => overview::get_group(state, ctx, &subscription, &name).await,
+        Route::ResourceGroups { subscription } => groups::list_groups(state, ctx, path, &subscription).await,
+        Route::ResourceGroup { subscription, name } => groups::group(state, ctx, &subscription, &name, body).await,
         Route::Resources { subscription, resource_group } => {
             overview::list_resources(state, ctx, path, &subscription, resource_group.as_deref()).await
         }

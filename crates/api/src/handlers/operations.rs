@@ -19,6 +19,10 @@ pub(crate) fn operation_check(state: &ApiState, ctx: &Ctx, namespace: &str, meth
     if ctx.method != method {
         return Err(method_not_allowed(&ctx.method));
     }
+    // A resource group's delete: ARM's own namespace, on the platform api-versions.
+    if namespace.eq_ignore_ascii_case(slipway_domain::ids::GROUP_NAMESPACE) {
+        return crate::handlers::platform_version::check(ctx);
+    }
     let versions = state.types.namespace_versions(namespace);
     if versions.is_empty() {
         return Err(ArmError::not_found(

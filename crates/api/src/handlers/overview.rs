@@ -1,7 +1,6 @@
-//! The lists ARM keeps beside each type's own collection: a subscription's resource groups
-//! (a group exists while it holds a resource: Slipway has no group of its own to create),
-//! its or a group's resources of every type, and — a Slipway extension — its operations,
-//! newest first. They take the platform api-version, page like every list, and show only
+//! The lists ARM keeps beside each type's own collection: a subscription's or a group's
+//! resources of every type, and — a Slipway extension — its operations, newest first
+//! (resource groups are `groups`'). They take the platform api-version, page like every list, and show only
 //! what the caller may read.
 
 use axum::http::{Method, StatusCode};
@@ -16,73 +15,9 @@ use slipway_store::{ListQuery, OperationQuery};
 
 use crate::error::ArmError;
 use crate::handlers::operations::{may_see_operation, status_path};
-use crate::handlers::resources::{decode_text, decode_token, encode_text, encode_token};
+use crate::handlers::resources::{decode_token, encode_token};
 use crate::handlers::{Ctx, filter, json_response, method_not_allowed, platform_version, resource_scope};
 use crate::{ApiState, access, wire};
-
-/// ARM's type name for a resource group.
-const GROUP_TYPE: &str = "Microsoft.Resources/resourceGroups";
-
-/// `GET /subscriptions/{s}/resourceGroups`.
-pub(crate) async fn list_groups(
-    state: &ApiState,
-    ctx: &Ctx,
-    path: &str,
-    subscription: &str,
-) -> Result<Response, ArmError> {
-    let sub = SubscriptionId::new(subscription);
-    let (grants, whole) =
-        readable(state, ctx, &sub, Scope::subscription_scope(&sub), "Microsoft.Resources/resourceGroups/read").await?;
-    let limit = page_limit(state, ctx)?;
-    let after =
-        ctx.query.get("$skipToken").map(|token| decode_text(token).ok_or_else(invalid_skip_token)).transpose()?;
-    let page = slipway_store::resource_groups(state.store.as_ref(), &sub, after.as_deref(), limit).await?;
-    let value: Vec<Value> = page
-        .items
-        .iter()
-        .filter(|g| whole || grants.may_read_within(&ctx.caller, &Scope::resource_group(subscription, g)))
-        .map(|g| group_body(state, subscription, g))
-        .collect();
-    page_response(ctx, path, limit, value, page.next.as_deref().map(encode_text))
-}
-
-/// `GET /subscriptions/{s}/resourceGroups/{g}`: `404 ResourceGroupNotFound` unless it holds a
-/// resource and the caller may read within it — the list's rule for each group.
-pub(crate) async fn get_group(
-    state: &ApiState,
-    ctx: &Ctx,
-    subscription: &str,
-    group: &str,
-) -> Result<Response, ArmError> {
-    let sub = SubscriptionId::new(subscription);
-    let scope = Scope::resource_group(subscription, group);
-    readable(state, ctx, &sub, scope, "Microsoft.Resources/resourceGroups/read").await?;
-    let query = ListQuery {
-        subscription: sub,
-        resource_group: Some(group.to_ascii_lowercase()),
-        type_key: None,
-        under: None,
-        after: None,
-        limit: 1,
-    };
-    match state.store.list_resources(&query).await?.items.first() {
-        Some(r) => Ok(json_response(StatusCode::OK, group_body(state, subscription, &r.id.resource_group))),
-        None => Err(ArmError::not_found(
-            "ResourceGroupNotFound",
-            format!("Resource group '{}' could not be found.", echo(group, 90)),
-        )),
-    }
-}
-
-fn group_body(state: &ApiState, subscription: &str, group: &str) -> Value {
-    json!({
-        "id": format!("/subscriptions/{subscription}/resourceGroups/{group}"),
-        "name": group,
-        "type": GROUP_TYPE,
-        "location": state.options.location,
-        "properties": {"provisioningState": "Succeeded"},
-    })
-}
 
 /// `GET /subscriptions/{s}/resources` and `GET …/resourceGroups/{g}/resources`: resources of
 /// every configured type in key order, each as its own type's GET shows it. `$filter` takes
@@ -204,7 +139,7 @@ fn state_filter(value: Option<&str>) -> Result<Option<ProvisioningState>, ArmErr
         .transpose()
 }
 
-fn invalid_filter(message: String) -> ArmError {
+pub(crate) fn invalid_filter(message: String) -> ArmError {
     ArmError::bad_request("InvalidFilter", message).with_target("$filter")
 }
 

@@ -11,15 +11,15 @@ use slipway_domain::admission::Admitted;
 use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
 use slipway_domain::reference::{self, Reference};
 use slipway_domain::resource::{Snapshot, Spec};
-use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission};
-use slipway_store::{ChangeRequest, ListQuery, change_with, reference_walk};
+use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission, group};
+use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with, reference_walk};
 use slipway_types::ResourceType;
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
 use crate::handlers::operations::add_async_headers;
 use crate::handlers::{
-    Ctx, force_flag, insert, json_response, overview, request_context, require_admin, resource_scope,
+    Ctx, force_flag, groups, insert, json_response, overview, request_context, require_admin, resource_scope,
 };
 use crate::preconditions::Preconditions;
 use crate::request::{PatchBody, PutBody};
@@ -106,23 +106,51 @@ pub(crate) async fn put_resource(
     tenant: Option<TenantContext>,
     grants: &access::Grants,
 ) -> Result<Response, ArmError> {
-    let Proposal { mut spec, references, walked } = read_proposal(state, ctx, &id, &ty, body, grants).await?;
+    let proposal = read_proposal(state, ctx, &id, &ty, body, grants).await?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
+    // Tried once more when the group had no record and one was made (`groups`).
+    let again = (proposal.spec.clone(), proposal.references.clone(), proposal.walked.clone(), rctx.clone());
+    let sealer = Sealer::of(state, &ty)?;
+    let (admitted, snap) = match admit_put_in_group(state, ctx, &id, &ty, proposal, sealer, rctx).await {
+        Err(StoreError::Rejected(admission::Rejection::GroupNotFound { .. }))
+            if groups::create_missing_group(state, ctx, &id, again.0.location.as_deref()).await? =>
+        {
+            let (spec, references, walked, rctx) = again;
+            let sealer = Sealer::of(state, &ty)?;
+            admit_put_in_group(state, ctx, &id, &ty, Proposal { spec, references, walked }, sealer, rctx).await?
+        }
+        outcome => outcome?,
+    };
+    respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+}
+
+/// A PUT's change: the resource created or replaced, in one transaction with its group's
+/// check (a top-level resource's group must exist and not be deleting: `group::check_group`).
+async fn admit_put_in_group(
+    state: &ApiState,
+    ctx: &Ctx,
+    id: &ArmId,
+    ty: &Arc<ResourceType>,
+    proposal: Proposal,
+    sealer: Option<Sealer>,
+    rctx: admission::RequestContext,
+) -> Result<(Admitted, Snapshot), StoreError> {
+    let Proposal { mut spec, references, walked } = proposal;
     let kind = ty.kind.clone();
     let target = id.clone();
-    let sealer = Sealer::of(state, &ty)?;
-    let req = change_request(&id, &references, rctx.now).with_related(walked.clone());
+    let group = id.parent().is_none().then(|| id.group_id().key());
+    let req = change_request(id, &references, rctx.now).with_related(walked.clone()).with_related(group);
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
-    let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
+    change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &checked)?;
+        group::check_group(snap, &target)?;
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
         reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)
     })
-    .await?;
-    respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+    .await
 }
 
 pub(crate) async fn patch_resource(

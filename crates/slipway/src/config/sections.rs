@@ -53,6 +53,26 @@ pub struct Server {
     pub metrics: MetricsExposure,
     /// The file holding the scrape token when `metrics = "token"` (whitespace trimmed).
     pub metrics_token_file: Option<PathBuf>,
+    /// What a resource's create does when its group does not exist: `implicit` makes it,
+    /// `explicit` refuses with ARM's `404 ResourceGroupNotFound`.
+    pub resource_groups: ResourceGroups,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResourceGroups {
+    #[default]
+    Implicit,
+    Explicit,
+}
+
+impl ResourceGroups {
+    pub fn creation(self) -> slipway_api::GroupCreation {
+        match self {
+            ResourceGroups::Implicit => slipway_api::GroupCreation::Implicit,
+            ResourceGroups::Explicit => slipway_api::GroupCreation::Explicit,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -122,6 +142,7 @@ impl Default for Server {
             log_format: LogFormat::Text,
             metrics: MetricsExposure::Open,
             metrics_token_file: None,
+            resource_groups: ResourceGroups::Implicit,
         }
     }
 }

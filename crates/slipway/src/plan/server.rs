@@ -39,6 +39,7 @@ pub(super) fn api(config: &Config, callbacks: Option<CallbackPolicy>, found: &mu
         event_retention_secs: config.store.event_retention_seconds,
         callbacks: callbacks?,
         metrics_access: metrics_access?,
+        resource_groups: s.resource_groups.creation(),
     })
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use slipway_domain::backoff::BackoffPolicy;
 use slipway_domain::drift::{DriftPolicy, Remediation};
-use slipway_domain::ids::namespace_ok;
+use slipway_domain::ids::{self, namespace_ok};
 use slipway_domain::policy::DEFAULT_MAX_POLL_INTERVAL;
 use slipway_domain::{TypeKey, TypePolicy};
 use slipway_provider::JobAction;
@@ -34,6 +34,9 @@ pub(super) fn types(config: &Config, found: &mut Found) -> Option<(TypeRegistry,
             };
             if config.types[..i].iter().any(same) {
                 here.add("configured twice");
+            }
+            if t.namespace.eq_ignore_ascii_case(ids::GROUP_NAMESPACE) {
+                here.add("the namespace Microsoft.Resources is ARM's own (resource groups, tags): choose another");
             }
             checks(t, here);
             let policy = policy(config, t, here);
@@ -62,6 +65,10 @@ pub(super) fn types(config: &Config, found: &mut Found) -> Option<(TypeRegistry,
             p.is_referenced = true;
         }
     }
+    // A group's delete deletes what it holds: it may take as long as the slowest type's.
+    let slowest = policies.values().map(|p: &TypePolicy| p.delete_deadline).max();
+    let group = TypePolicy::resource_group(slowest.unwrap_or(TypePolicy::default().delete_deadline));
+    policies.insert(TypeKey::new(ids::GROUP_NAMESPACE, ids::GROUP_TYPE_NAME), group);
     all_ok.then(|| (TypeRegistry::new(types), policies))
 }
 

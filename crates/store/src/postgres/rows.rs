@@ -103,10 +103,11 @@ pub(super) async fn list_resources(client: &mut Object, query: ListQuery) -> Res
                 .prepare_cached(concat!(
                     "SELECT ",
                     resource_columns!(),
-                    " FROM resources WHERE key > $1 AND key < $3 ORDER BY key LIMIT $2"
+                    " FROM resources WHERE key > $1 AND key < $3 AND type_key <> $4 ORDER BY key LIMIT $2"
                 ))
                 .await?;
-            client.query(&stmt, &[&after, &fetch, &before]).await?
+            let groups = crate::listing::group_type_key();
+            client.query(&stmt, &[&after, &fetch, &before, &groups.as_str()]).await?
         }
     };
     let more = rows.len() > limit;

@@ -137,10 +137,11 @@ pub(super) fn list_resources(conn: &Connection, query: &ListQuery) -> Result<Pag
                 .prepare_cached(concat!(
                     "SELECT ",
                     resource_columns!(),
-                    " FROM resources WHERE key > ?1 AND key < ?3 ORDER BY key LIMIT ?2"
+                    " FROM resources WHERE key > ?1 AND key < ?3 AND type_key <> ?4 ORDER BY key LIMIT ?2"
                 ))
                 .map_err(db_error)?;
-            collect(&mut stmt, params![after, fetch, before])?
+            let groups = crate::listing::group_type_key();
+            collect(&mut stmt, params![after, fetch, before, groups.as_str()])?
         }
     };
     let more = rows.len() > limit;
