@@ -16,7 +16,14 @@ from azure.core.credentials import AccessToken
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.core.pipeline.policies import SansIOHTTPPolicy
 from azure.mgmt.resource.resources import ResourceManagementClient
-from azure.mgmt.resource.resources.models import GenericResource, ResourceGroup, ResourceGroupPatchable
+from azure.mgmt.resource.resources.models import (
+    GenericResource,
+    ResourceGroup,
+    ResourceGroupPatchable,
+    Tags,
+    TagsPatchResource,
+    TagsResource,
+)
 from azure.mgmt.subscription import SubscriptionClient
 
 base, sub, type_api = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -134,6 +141,19 @@ try:
 except HttpResponseError as e:
     expect(e.status_code == 409 and e.error.code == "ProviderUnregistrationNotSupported", f"{e.status_code} {e.error}")
     report("providers.unregister", code=e.error.code)
+
+# Tags at the resource's scope and the group's: written at once, no job.
+for scope in (vnet, f"/subscriptions/{sub}/resourceGroups/{group}"):
+    client.tags.begin_create_or_update_at_scope(scope, TagsResource(properties=Tags(tags={"owner": "a"}))).result()
+    merge = TagsPatchResource(operation="Merge", properties=Tags(tags={"cost": "1"}))
+    merged = client.tags.begin_update_at_scope(scope, merge).result()
+    expect(merged.properties.tags == {"owner": "a", "cost": "1"}, f"merged tags at {scope}: {merged}")
+    drop = TagsPatchResource(operation="Delete", properties=Tags(tags={"owner": ""}))
+    client.tags.begin_update_at_scope(scope, drop).result()
+    expect(client.tags.get_at_scope(scope).properties.tags == {"cost": "1"}, f"tags after a Delete at {scope}")
+    client.tags.begin_delete_at_scope(scope).result()
+    expect(client.tags.get_at_scope(scope).properties.tags == {}, f"tags after a DELETE at {scope}")
+report("tags.begin_create_or_update_at_scope, begin_update_at_scope, get_at_scope, begin_delete_at_scope", scopes=2)
 
 update = GenericResource(tags={"env": "sdk", "patched": "yes"})
 updated = client.resources.begin_update_by_id(vnet, update, api_version=type_api).result(timeout=120)

@@ -119,6 +119,9 @@ pub enum Route {
         subscription: String,
         resource_group: Option<String>,
     },
+    /// `{scope}/providers/Microsoft.Resources/tags/default`: the tags of a resource or a
+    /// resource group (`ArmId::group`).
+    Tags(ArmId),
 }
 
 /// The namespace of the platform's own lists that are not a resource type's (the event feed).
@@ -220,6 +223,14 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
         Ok(Route::ApiTokens { id }) => {
             Some(format!("/providers/Slipway.Authorization/apiTokens{}", if id.is_some() { "/{tokenId}" } else { "" }))
         }
+        Ok(Route::Tags(id)) => {
+            let scope = if id.is_group() {
+                Some(group(true).to_string())
+            } else {
+                typed(&id.namespace, &id.type_name, true).map(|t| format!("{}{t}", group(true)))
+            };
+            scope.map(|s| format!("{s}/providers/Microsoft.Resources/tags/default"))
+        }
         Err(_) if ["/healthz", "/readyz", "/openapi.json", "/metrics"].contains(&path) => Some(path.to_string()),
         Err(_) if path.starts_with("/hooks/") => Some("/hooks/{provider}".into()),
         Err(_) => None,
@@ -289,6 +300,23 @@ fn decode(seg: &str) -> Cow<'_, str> {
     String::from_utf8(out).map_or(Cow::Borrowed(seg), Cow::Owned)
 }
 
+/// The resource or resource group whose tags `{scope}/providers/Microsoft.Resources/tags/default`
+/// names (a subscription's tags are not served).
+fn tags_scope(scope: &[&str]) -> Result<ArmId, RouteError> {
+    match scope {
+        [s, sub, r, rg] if is(s, "subscriptions") && is(r, "resourceGroups") => {
+            subscription(sub)?;
+            Ok(ArmId::group(*sub, *rg)?)
+        }
+        [s, sub, r, rg, p, ns, pairs @ ..]
+            if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") && pairs.len() % 2 == 0 =>
+        {
+            Ok(ArmId::from_segments(sub, rg, ns, pairs)?)
+        }
+        _ => Err(RouteError::NoMatch),
+    }
+}
+
 /// `{scope}/providers/Slipway.Authorization/roleAssignments[/{id}]` or
 /// `{scope}/providers/Slipway.Authorization/permissions`, if `segs` is one.
 fn scoped_authorization(segs: &[&str]) -> Option<Result<Route, RouteError>> {
@@ -329,6 +357,14 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     let segs: Vec<&str> = decoded.iter().map(|s| s.as_ref()).collect();
     if let Some(route) = scoped_authorization(&segs) {
         return route;
+    }
+    if let [scope @ .., p, ns, t, d] = segs.as_slice()
+        && is(p, "providers")
+        && is(ns, ids::GROUP_NAMESPACE)
+        && is(t, "tags")
+        && is(d, "default")
+    {
+        return tags_scope(scope).map(Route::Tags);
     }
     let op = |sub: &&str, ns: &&str, loc: &&str, id: &&str| {
         Ok::<_, RouteError>((subscription(sub)?, ns.to_string(), loc.to_string(), id.to_string()))

@@ -35,6 +35,7 @@ pub mod resource;
 pub mod retry;
 pub mod state;
 pub mod subscription;
+pub mod tags;
 pub mod time;
 pub mod whatif;
 

@@ -67,6 +67,7 @@ async fn azure_resource_management_client_works_unchanged() {
         "providers.list",
         "providers.register",
         "providers.unregister",
+        "tags.begin_create_or_update_at_scope, begin_update_at_scope, get_at_scope, begin_delete_at_scope",
         "resources.begin_update_by_id",
         "resources.begin_delete_by_id",
         "subscriptions.list",

@@ -262,3 +262,58 @@ async fn wait_terminal(http: &reqwest::Client, url: &str) -> Value {
     })
     .await
 }
+
+/// Tags written at their own scope change the resource's tags and run nothing: the job
+/// history and the launch log stay as they were (a resource `PATCH` of tags runs a job).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_at_a_scope_change_no_spec_and_run_no_job() {
+    use reqwest::Method;
+    let s = TestServer::start().await;
+    let (http, base) = (&s.http, s.base.as_str());
+    let vnet = in_group("tagged", "virtualNetworks", "v1");
+    create(&s, &vnet, json!({"addressSpace": "10.0.0.0/16"})).await;
+    let launches = || std::fs::read_to_string(s.dir.path().join("state/launches.log")).unwrap_or_default();
+    let jobs = || async { s.get_json(&format!("{vnet}/jobs")).await.1["value"].as_array().map(Vec::len) };
+    let (before, jobs_before) = (launches(), jobs().await);
+    let at = format!("{vnet}/providers/Microsoft.Resources/tags/default");
+
+    let (code, put) =
+        call(http, base, Method::PUT, &at, Some(json!({"properties": {"tags": {"a": "1", "b": "2"}}}))).await;
+    assert_eq!((code, put["properties"]["tags"].clone()), (200, json!({"a": "1", "b": "2"})), "{put}");
+    assert_eq!(put["id"], at);
+    let merge = json!({"operation": "Merge", "properties": {"tags": {"c": "3"}}});
+    assert_eq!(
+        call(http, base, Method::PATCH, &at, Some(merge)).await.1["properties"]["tags"],
+        json!({"a": "1", "b": "2", "c": "3"})
+    );
+    let delete = json!({"operation": "Delete", "properties": {"tags": {"a": "", "b": "not-its-value"}}});
+    assert_eq!(
+        call(http, base, Method::PATCH, &at, Some(delete)).await.1["properties"]["tags"],
+        json!({"b": "2", "c": "3"})
+    );
+    let (code, bad) = call(http, base, Method::PATCH, &at, Some(json!({"operation": "Upsert"}))).await;
+    assert_eq!((code, bad["error"]["code"].as_str()), (400, Some("InvalidTagOperation")), "{bad}");
+    let (_, resource) = s.get_json(&vnet).await;
+    assert_eq!(resource["tags"], json!({"b": "2", "c": "3"}), "the resource shows them");
+    assert_eq!(resource["properties"]["provisioningState"], "Succeeded");
+    assert_eq!((launches(), jobs().await), (before, jobs_before), "and nothing ran");
+    assert_eq!(call(http, base, Method::DELETE, &at, None).await.1["properties"]["tags"], json!({}));
+
+    // A group's tags, the same way; a missing scope is its own 404.
+    let group_tags = format!("{}/providers/Microsoft.Resources/tags/default", group_path("tagged"));
+    let (code, g) = call(
+        http,
+        base,
+        Method::PATCH,
+        &group_tags,
+        Some(json!({"operation": "Merge", "properties": {"tags": {"env": "x"}}})),
+    )
+    .await;
+    assert_eq!((code, g["properties"]["tags"].clone()), (200, json!({"env": "x"})), "{g}");
+    assert_eq!(call(http, base, Method::GET, &group_path("tagged"), None).await.1["tags"], json!({"env": "x"}));
+    let nowhere = format!("{}/providers/Microsoft.Resources/tags/default", group_path("nowhere"));
+    assert_eq!(call(http, base, Method::GET, &nowhere, None).await.1["error"]["code"], "ResourceGroupNotFound");
+    let no_vnet =
+        format!("{}/providers/Microsoft.Resources/tags/default", in_group("tagged", "virtualNetworks", "none"));
+    assert_eq!(call(http, base, Method::GET, &no_vnet, None).await.1["error"]["code"], "ResourceNotFound");
+}

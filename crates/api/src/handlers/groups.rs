@@ -169,7 +169,7 @@ async fn first_resource(
 
 /// Makes a record for a group made before groups were records (it holds resources but has
 /// none), so a write can change it; nothing when it has one or holds nothing.
-async fn adopt_legacy(state: &ApiState, ctx: &Ctx, id: &ArmId) -> Result<(), ArmError> {
+pub(crate) async fn adopt_legacy(state: &ApiState, ctx: &Ctx, id: &ArmId) -> Result<(), ArmError> {
     let sub = id.subscription_key();
     if state.store.get_resource(&id.key()).await?.is_some() {
         return Ok(());

@@ -40,6 +40,7 @@ mod operations;
 mod overview;
 pub(crate) mod platform_version;
 mod resources;
+mod tags;
 mod tokens;
 pub(crate) mod whatif;
 
@@ -324,6 +325,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             events::list_events(state, ctx, path, &subscription, resource_group.as_deref()).await
         }
         Route::ApiTokens { id } => tokens::api_tokens(state, ctx, id.as_deref(), body).await,
+        Route::Tags(target) => tags::tags(state, ctx, target, body).await,
     }
 }
 

@@ -15,6 +15,7 @@ mod paths;
 mod platform_paths;
 mod responses;
 mod schemas;
+mod tags_paths;
 mod whatif;
 
 use std::collections::BTreeMap;

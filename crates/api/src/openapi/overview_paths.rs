@@ -107,6 +107,13 @@ pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
             "delete": delete_group.build(setting),
         }),
     );
+    super::tags_paths::tags_paths(
+        "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}",
+        "ResourceGroups",
+        in_group(),
+        setting,
+        out,
+    );
     let resources_filter = "Clauses `field eq 'value'` joined by `and`: `resourceType` (`Namespace/type`), \
                             `tagName` (with an optional `tagValue`), `provisioningState`, and \
                             `referencedResourceId` (what references that resource: at most `$top`, one \
@@ -174,6 +181,7 @@ pub(super) fn overview_schemas(types: &[&ResourceType], out: &mut Map<String, Va
         json!({"type": "object", "properties": {"tags": tags, "managedBy": {"type": "string"}}}),
     );
     out.insert("ResourceGroupList".into(), list(schema_ref("ResourceGroup")));
+    super::tags_paths::tags_schemas(out);
     let mut names: Vec<String> = types.iter().map(|t| TypeNames::of(t).resource).collect();
     // The document's ETag must not depend on a map's order.
     names.sort();

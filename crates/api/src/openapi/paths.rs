@@ -238,6 +238,7 @@ pub(super) fn type_paths(ty: &ResourceType, setting: &Setting, out: &mut Map<Str
     }
     let mut scope = scope_params;
     scope.push(resource_name(ty, false));
+    super::tags_paths::tags_paths(&resource_path, &prefix, scope.clone(), setting, out);
     role_assignment_paths(&resource_path, &format!("{prefix}_RoleAssignments"), scope, setting, out);
 }
 
