@@ -99,6 +99,8 @@ pub fn router(api: Router, options: ConsoleOptions) -> Router {
         .route("/ui/subscriptions/{subscription}/resourceGroups/{group}", get(pages::group))
         .route("/ui/resource", get(pages::resource))
         .route("/ui/resource/delete", post(pages::delete))
+        .route("/ui/group/create", post(pages::create_group))
+        .route("/ui/group/delete", post(pages::delete_group))
         .route("/ui/resource/action", post(pages::action))
         .route("/ui/resource/events", get(pages::events))
         .route("/ui/create", get(pages::create_page).post(pages::create))

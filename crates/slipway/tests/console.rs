@@ -121,6 +121,23 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     let (status, _) = s.get_json(&format!("/subscriptions/{SUB}/resourceGroups/web/providers/{VNETS}/net1")).await;
     assert_eq!(status, 404);
     b.assert_clean("delete").await;
+
+    // A group of its own, made from the subscription's page; then the group "web" shown with
+    // its location and state, and deleted with what it holds after a confirm that names it.
+    b.goto(&format!("{}/ui/subscriptions/{SUB}", s.base)).await;
+    b.submit("#create-group", &[("group", "made-here"), ("location", "local")]).await;
+    assert!(b.text("#group").await.contains("local"), "the new group's page");
+    b.goto(&group_url(&s, "web")).await;
+    let about = b.text("#group").await;
+    assert!(about.contains("local") && about.contains("Succeeded"), "{about}");
+    b.click("#delete-group").await;
+    let question = b.client.get_alert_text().await.unwrap();
+    assert!(question.contains("vm1") && question.contains("sg1"), "the confirm names what goes: {question}");
+    b.client.accept_alert().await.unwrap();
+    b.wait_text("#status .badge", "the group's delete succeeds", |t| t == "Succeeded").await;
+    let (status, _) = s.get_json(&format!("/subscriptions/{SUB}/resourceGroups/web")).await;
+    assert_eq!(status, 404);
+    b.assert_clean("group delete").await;
     b.close().await;
 }
 

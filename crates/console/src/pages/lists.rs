@@ -208,6 +208,10 @@ async fn listing(
             })
         })
         .collect();
+    let about_group = match group {
+        Some(g) => group_summary(console, visit, &scope, g, &resources).await,
+        None => Value::Null,
+    };
     let may = allowed(console, visit, &scope).await;
     let creatable: Vec<Value> = console
         .sorted_types()
@@ -238,8 +242,40 @@ async fn listing(
         "states": STATES,
         "filters": {"type": filters.resource_type, "state": filters.state, "tag": filters.tag},
         "allowed": may,
+        "about_group": about_group,
     });
     console.render(visit, Page::new("resources.html", title).crumbs(crumbs), data)
+}
+
+/// A group's own record as its page shows it — location, state, tags — and the question its
+/// delete asks, naming what goes with it (the first page of its resources); `null` for a
+/// group the visitor cannot read or that does not exist.
+async fn group_summary(console: &Console, visit: &Visit, scope: &str, name: &str, resources: &Value) -> Value {
+    let Ok(group) = console.api.get(&visit.visitor, scope, PLATFORM_API_VERSION).await else { return Value::Null };
+    let held: Vec<&str> =
+        resources["value"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
+    let more = if resources["nextLink"].is_string() { ", and more" } else { "" };
+    let confirm = match held.len() {
+        0 => format!("Delete the resource group {name}? It holds nothing."),
+        n => format!(
+            "Delete the resource group {name} and the {n} resource(s) in it ({}{more})? Each is deleted through its \
+             own delete job; the group goes once it is empty.",
+            held.join(", ")
+        ),
+    };
+    let tags: Vec<String> = group["tags"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    json!({
+        "name": group["name"],
+        "location": group["location"],
+        "state": group["properties"]["provisioningState"],
+        "tags": tags,
+        "confirm": confirm,
+    })
 }
 
 pub(crate) async fn subscription(

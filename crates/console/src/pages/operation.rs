@@ -28,6 +28,10 @@ pub(crate) struct OperationQuery {
 fn checked(console: &Console, path: &str) -> Result<(OperationPath, String), ArmProblem> {
     let bad = || ArmProblem::new("InvalidOperationId", format!("'{path}' is not an operation status path."));
     let parsed = OperationPath::parse(path).map_err(|_| bad())?;
+    // A resource group's delete is ARM's own namespace's, on the platform api-version.
+    if parsed.namespace.eq_ignore_ascii_case(slipway_domain::ids::GROUP_NAMESPACE) {
+        return Ok((parsed, crate::PLATFORM_API_VERSION.to_string()));
+    }
     let version = console.types.namespace_versions(&parsed.namespace).into_iter().max().ok_or_else(bad)?;
     Ok((parsed, version))
 }

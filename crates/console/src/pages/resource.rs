@@ -212,7 +212,7 @@ pub(crate) struct ChangeForm {
 }
 
 /// Where an accepted change leads: its operation, or else back to the resource.
-fn after_change(console: &Console, visit: &Visit, answer: Answer, back: &str) -> Response {
+pub(super) fn after_change(console: &Console, visit: &Visit, answer: Answer, back: &str) -> Response {
     let operation = accepted_operation(&answer);
     match answer.ok() {
         Err(refusal) => refused(console, visit, refusal),

@@ -1,0 +1,82 @@
+//! A resource group's own forms: make one (a `PUT` with its location), and delete one with
+//! everything in it (a `DELETE`, confirmed in the page with the list of what goes). The
+//! group's page itself is `lists`'.
+
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::bad_request;
+use super::resource::after_change;
+use crate::Console;
+use crate::api::{ArmProblem, uri};
+use crate::session::{Visit, forged, form_is_ours};
+use axum::response::Response;
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct GroupForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    subscription: String,
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    location: String,
+}
+
+impl GroupForm {
+    /// The group's path, or what is missing from the form.
+    fn path(&self) -> Result<String, ArmProblem> {
+        if self.subscription.is_empty() || self.group.is_empty() {
+            return Err(ArmProblem::new("InvalidRequest", "Name the subscription and the resource group."));
+        }
+        let (sub, group) = (crate::api::segment(&self.subscription), crate::api::segment(&self.group));
+        Ok(format!("/subscriptions/{sub}/resourceGroups/{group}"))
+    }
+}
+
+/// `POST /ui/group/create`: the group made (or, if it exists in that location, kept), then
+/// its page.
+pub(crate) async fn create(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    visit: Visit,
+    Form(form): Form<GroupForm>,
+) -> Response {
+    if !form_is_ours(&visit, &headers, &form.csrf) {
+        return forged(&console, &visit);
+    }
+    let path = match form.path() {
+        Ok(path) => path,
+        Err(problem) => return bad_request(&console, &visit, problem),
+    };
+    let body = json!({"location": form.location});
+    let query = [("api-version", crate::PLATFORM_API_VERSION)];
+    let answer = console.api.call(&visit.visitor, Method::PUT, &path, &query, Some(&body)).await;
+    after_change(&console, &visit, answer, &uri(&format!("/ui{path}"), &[]))
+}
+
+/// `POST /ui/group/delete`: the group's delete, then its operation.
+pub(crate) async fn delete(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    visit: Visit,
+    Form(form): Form<GroupForm>,
+) -> Response {
+    if !form_is_ours(&visit, &headers, &form.csrf) {
+        return forged(&console, &visit);
+    }
+    let path = match form.path() {
+        Ok(path) => path,
+        Err(problem) => return bad_request(&console, &visit, problem),
+    };
+    let query = [("api-version", crate::PLATFORM_API_VERSION)];
+    let answer = console.api.call(&visit.visitor, Method::DELETE, &path, &query, None).await;
+    let back = uri(&format!("/ui/subscriptions/{}", crate::api::segment(&form.subscription)), &[]);
+    after_change(&console, &visit, answer, &back)
+}
