@@ -33,6 +33,27 @@ pub struct RequestContext {
     pub job_context: Option<crate::identity::JobContext>,
 }
 
+impl RequestContext {
+    /// The system data of what this request creates.
+    pub fn created(&self) -> SystemData {
+        SystemData {
+            created_by: self.actor.clone(),
+            created_by_type: self.actor_type.clone(),
+            created_at: self.now,
+            last_modified_by: self.actor.clone(),
+            last_modified_by_type: self.actor_type.clone(),
+            last_modified_at: self.now,
+        }
+    }
+
+    /// Stamps `data` as last modified by this request.
+    pub fn modified(&self, data: &mut SystemData) {
+        data.last_modified_by = self.actor.clone();
+        data.last_modified_by_type = self.actor_type.clone();
+        data.last_modified_at = self.now;
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admitted {
     /// A new operation was recorded.
@@ -153,14 +174,7 @@ pub fn admit_put(
             id: id.clone(),
             kind: kind.to_string(),
             spec,
-            system_data: SystemData {
-                created_by: ctx.actor.clone(),
-                created_by_type: ctx.actor_type.clone(),
-                created_at: ctx.now,
-                last_modified_by: ctx.actor.clone(),
-                last_modified_by_type: ctx.actor_type.clone(),
-                last_modified_at: ctx.now,
-            },
+            system_data: ctx.created(),
             provisioning_state: ProvisioningState::Accepted,
             desired_config_version: desired,
             jobs: Vec::new(),

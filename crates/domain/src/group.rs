@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use crate::admission::{Admitted, Rejection, RequestContext, new_operation};
 use crate::ids::ArmId;
 use crate::operation::OperationRequest;
-use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec, SystemData};
+use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec};
 use crate::state::ProvisioningState;
 
 /// The `kind` of a group's record.
@@ -184,14 +184,7 @@ fn new_group(id: &ArmId, spec: GroupSpec, ctx: &RequestContext) -> ResourceRecor
         kind: GROUP_KIND.to_string(),
         desired_config_version: spec.config_version(),
         spec,
-        system_data: SystemData {
-            created_by: ctx.actor.clone(),
-            created_by_type: ctx.actor_type.clone(),
-            created_at: ctx.now,
-            last_modified_by: ctx.actor.clone(),
-            last_modified_by_type: ctx.actor_type.clone(),
-            last_modified_at: ctx.now,
-        },
+        system_data: ctx.created(),
         provisioning_state: ProvisioningState::Succeeded,
         jobs: Vec::new(),
         duplicate_jobs: Vec::new(),
@@ -214,8 +207,6 @@ fn new_group(id: &ArmId, spec: GroupSpec, ctx: &RequestContext) -> ResourceRecor
 fn modify(res: &mut ResourceRecord, spec: GroupSpec, ctx: &RequestContext) {
     res.spec = spec.into_spec();
     res.desired_config_version = res.spec.config_version();
-    res.system_data.last_modified_by = ctx.actor.clone();
-    res.system_data.last_modified_by_type = ctx.actor_type.clone();
-    res.system_data.last_modified_at = ctx.now;
+    ctx.modified(&mut res.system_data);
     res.generation += 1;
 }

@@ -56,9 +56,7 @@ pub fn admit_tags(
     check(&tags)?;
     if tags != res.spec.tags {
         res.spec.tags = tags.clone();
-        res.system_data.last_modified_by = ctx.actor.clone();
-        res.system_data.last_modified_by_type = ctx.actor_type.clone();
-        res.system_data.last_modified_at = ctx.now;
+        ctx.modified(&mut res.system_data);
         res.generation += 1;
     }
     Ok(tags)

@@ -151,7 +151,7 @@ async fn find(state: &ApiState, sub: &SubscriptionId, name: &str) -> Result<Opti
 }
 
 /// The first resource in the group, if any.
-async fn first_resource(
+pub(crate) async fn first_resource(
     state: &ApiState,
     sub: &SubscriptionId,
     name: &str,

@@ -20,7 +20,7 @@ use slipway_store::{ChangeRequest, StoreError, change_with};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::groups::adopt_legacy;
+use crate::handlers::groups::{adopt_legacy, first_resource};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version, request_context, resource_type};
 use crate::{ApiState, access, limits};
 
@@ -64,7 +64,9 @@ pub(crate) async fn tags(state: &ApiState, ctx: &Ctx, target: ArmId, body: Body)
         let tags = match record {
             Some(r) => r.spec.tags,
             // A group made before groups were records has no tags.
-            None if target.is_group() && group_exists(state, &target).await? => Tags::new(),
+            None if target.is_group() && first_resource(state, &sub, &target.resource_group).await?.is_some() => {
+                Tags::new()
+            }
             None => return Err(not_found(&target)),
         };
         return Ok(json_response(StatusCode::OK, tags_body(&target, &tags)));
@@ -108,18 +110,6 @@ fn change_of(method: &Method, input: TagsBody) -> Result<TagsChange, ArmError> {
         )
         .with_target("operation")),
     }
-}
-
-async fn group_exists(state: &ApiState, group: &ArmId) -> Result<bool, ArmError> {
-    let query = slipway_store::ListQuery {
-        subscription: group.subscription_key(),
-        resource_group: Some(group.resource_group_key()),
-        type_key: None,
-        under: None,
-        after: None,
-        limit: 1,
-    };
-    Ok(!state.store.list_resources(&query).await?.items.is_empty())
 }
 
 fn not_found(target: &ArmId) -> ArmError {

@@ -30,6 +30,15 @@ pub(crate) struct GroupForm {
 }
 
 impl GroupForm {
+    /// The group's path, when the form is the visitor's own and names a group; else the
+    /// page that says why not.
+    fn checked(&self, console: &Console, visit: &Visit, headers: &HeaderMap) -> Result<String, Box<Response>> {
+        if !form_is_ours(visit, headers, &self.csrf) {
+            return Err(Box::new(forged(console, visit)));
+        }
+        self.path().map_err(|problem| Box::new(bad_request(console, visit, problem)))
+    }
+
     /// The group's path, or what is missing from the form.
     fn path(&self) -> Result<String, ArmProblem> {
         if self.subscription.is_empty() || self.group.is_empty() {
@@ -48,12 +57,9 @@ pub(crate) async fn create(
     visit: Visit,
     Form(form): Form<GroupForm>,
 ) -> Response {
-    if !form_is_ours(&visit, &headers, &form.csrf) {
-        return forged(&console, &visit);
-    }
-    let path = match form.path() {
+    let path = match form.checked(&console, &visit, &headers) {
         Ok(path) => path,
-        Err(problem) => return bad_request(&console, &visit, problem),
+        Err(refused) => return *refused,
     };
     let body = json!({"location": form.location});
     let query = [("api-version", crate::PLATFORM_API_VERSION)];
@@ -68,12 +74,9 @@ pub(crate) async fn delete(
     visit: Visit,
     Form(form): Form<GroupForm>,
 ) -> Response {
-    if !form_is_ours(&visit, &headers, &form.csrf) {
-        return forged(&console, &visit);
-    }
-    let path = match form.path() {
+    let path = match form.checked(&console, &visit, &headers) {
         Ok(path) => path,
-        Err(problem) => return bad_request(&console, &visit, problem),
+        Err(refused) => return *refused,
     };
     let query = [("api-version", crate::PLATFORM_API_VERSION)];
     let answer = console.api.call(&visit.visitor, Method::DELETE, &path, &query, None).await;

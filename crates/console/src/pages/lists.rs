@@ -102,6 +102,12 @@ fn skip_token(body: &Value) -> Option<String> {
         .map(|t| percent_encoding::percent_decode_str(t).decode_utf8_lossy().into_owned())
 }
 
+/// Tags as `name=value` texts.
+fn tag_pairs(tags: &Value) -> Vec<String> {
+    let pairs = tags.as_object().into_iter().flatten();
+    pairs.map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect()
+}
+
 fn resource_rows(body: &Value) -> Vec<Value> {
     body["value"]
         .as_array()
@@ -110,12 +116,7 @@ fn resource_rows(body: &Value) -> Vec<Value> {
         .map(|r| {
             let id = r["id"].as_str().unwrap_or_default();
             let group = slipway_domain::ids::ArmId::parse(id).map(|a| a.resource_group).unwrap_or_default();
-            let tags: Vec<String> = r["tags"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect();
+            let tags = tag_pairs(&r["tags"]);
             json!({
                 "href": resource_href(id),
                 "name": r["name"],
@@ -263,12 +264,7 @@ async fn group_summary(console: &Console, visit: &Visit, scope: &str, name: &str
             held.join(", ")
         ),
     };
-    let tags: Vec<String> = group["tags"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
+    let tags = tag_pairs(&group["tags"]);
     json!({
         "name": group["name"],
         "location": group["location"],
