@@ -172,6 +172,57 @@ one = subscriptions.subscriptions.get(sub)
 expect(one.subscription_id.lower() == sub.lower() and one.state == "Registered", f"subscription: {one}")
 report("subscriptions.get", state=one.state)
 
+# A resource addressed by its parts rather than its id: the same paths.
+parts = dict(
+    resource_group_name=group,
+    resource_provider_namespace="Slipway.Example",
+    parent_resource_path="",
+    resource_type="virtualNetworks",
+    resource_name="byparts",
+    api_version=type_api,
+)
+body = GenericResource(location="local", properties={"addressSpace": "10.30.0.0/16"})
+made = client.resources.begin_create_or_update(parameters=body, **parts).result(timeout=120)
+expect(made.properties["provisioningState"] == "Succeeded", f"create by parts: {made}")
+expect(client.resources.check_existence(**parts) is True, "HEAD by parts")
+expect(client.resources.get(**parts).name == "byparts", "GET by parts")
+changed = client.resources.begin_update(parameters=GenericResource(tags={"by": "parts"}), **parts).result(timeout=120)
+expect(changed.tags == {"by": "parts"}, f"PATCH by parts: {changed.tags}")
+client.resources.begin_delete(**parts).result(timeout=120)
+expect(client.resources.check_existence(**parts) is False, "HEAD by parts after the delete")
+report("resources.begin_create_or_update, check_existence, get, begin_update, begin_delete", by="parts")
+
+tenant_provider = client.providers.get_at_tenant_scope("Slipway.Example")
+expect(tenant_provider.namespace == "Slipway.Example", f"tenant-scope provider: {tenant_provider}")
+at_tenant = [p.namespace for p in client.providers.list_at_tenant_scope()]
+expect("Slipway.Example" in at_tenant, f"tenant-scope providers: {at_tenant}")
+report("providers.get_at_tenant_scope, list_at_tenant_scope", namespaces=at_tenant)
+
+
+def not_served(call, fn):
+    """A call Slipway deliberately does not serve: it must fail as ARM fails, with a code."""
+    try:
+        fn()
+    except HttpResponseError as e:
+        expect(e.status_code in (404, 405) and e.error is not None and e.error.code, f"{call}: {e.status_code} {e.error}")
+        report(call, status=e.status_code, code=e.error.code)
+        return
+    expect(False, f"{call} answered as if served")
+
+
+not_served("resource_groups.begin_export_template", lambda: client.resource_groups.begin_export_template(
+    group, {"resources": ["*"]}).result(timeout=30))
+not_served("resources.begin_move_resources", lambda: client.resources.begin_move_resources(
+    group, {"resources": [vnet], "targetResourceGroup": f"/subscriptions/{sub}/resourceGroups/elsewhere"}).result(timeout=30))
+not_served("resources.begin_validate_move_resources", lambda: client.resources.begin_validate_move_resources(
+    group, {"resources": [vnet], "targetResourceGroup": f"/subscriptions/{sub}/resourceGroups/elsewhere"}).result(timeout=30))
+not_served("tags.list", lambda: list(client.tags.list()))
+not_served("tags.create_or_update", lambda: client.tags.create_or_update("costCenter"))
+not_served("providers.provider_permissions", lambda: client.providers.provider_permissions("Slipway.Example"))
+not_served("provider_resource_types.list", lambda: client.provider_resource_types.list("Slipway.Example"))
+not_served("providers.register_at_management_group_scope",
+           lambda: client.providers.register_at_management_group_scope("Slipway.Example", "mg1"))
+
 # The group goes with what it holds, each resource through its own delete.
 held = [f"/subscriptions/{sub}/resourceGroups/{group}/providers/Slipway.Example/virtualNetworks/held{i}" for i in (1, 2)]
 for i, r in enumerate(held):

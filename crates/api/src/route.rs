@@ -349,7 +349,18 @@ fn scoped_authorization(segs: &[&str]) -> Option<Result<Route, RouteError>> {
 }
 
 pub fn parse(path: &str) -> Result<Route, RouteError> {
-    let raw: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let mut raw: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    // The Azure SDKs address a top-level resource by its parts with an empty parent path:
+    // `…/providers/{ns}//{type}/{name}`. ARM reads that as the resource; so does Slipway, and
+    // no other empty segment.
+    let mut at = 2;
+    while at < raw.len() {
+        if raw[at].is_empty() && is(raw[at - 2], "providers") && !raw[at - 1].is_empty() {
+            raw.remove(at);
+        } else {
+            at += 1;
+        }
+    }
     if raw.iter().any(|s| s.is_empty()) {
         return Err(RouteError::NoMatch);
     }

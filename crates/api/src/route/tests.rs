@@ -125,6 +125,15 @@ fn matches_the_platform_paths() {
 }
 
 #[test]
+fn an_empty_parent_path_after_the_namespace_is_the_top_level_resource() {
+    let by_parts = p("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A//things/n");
+    assert_eq!(by_parts, p("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/things/n"));
+    assert!(matches!(by_parts, Ok(Route::Resource(_))));
+    assert_eq!(p("/subscriptions/{S}/resourceGroups/rg/providers/Ns.A/things//n"), Err(RouteError::NoMatch));
+    assert_eq!(p("/subscriptions/{S}/resourceGroups/rg/providers//Ns.A/things/n"), Err(RouteError::NoMatch));
+}
+
+#[test]
 fn rejects_other_paths() {
     for path in [
         "/",
