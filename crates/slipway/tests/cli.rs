@@ -176,6 +176,14 @@ async fn a_group_is_made_tagged_and_deleted_with_what_it_holds() {
     assert_eq!(tagged.expect(0).json(), serde_json::json!(["team"]));
     let inside = ["resource", "put", "-t", VNET, "-g", "team", "-n", "inner", "--set", "addressSpace=10.5.0.0/16"];
     cli.run(&inside).await.expect(0);
+    // Tags at their own scope: the group's by name, the network's by id.
+    let merged = cli.run(&["tag", "merge", "team", "--tag", "cost=1", "-o", "json"]).await.expect(0).json();
+    assert_eq!(merged["properties"]["tags"], serde_json::json!({"env": "prod", "owner": "ops", "cost": "1"}));
+    let inner = format!("/subscriptions/{SUB}/resourceGroups/team/providers/{VNET}/inner");
+    cli.run(&["tag", "replace", &inner, "--tag", "a=1", "--tag", "b=2"]).await.expect(0);
+    cli.run(&["tag", "delete", &inner, "--tag", "a"]).await.expect(0);
+    let shown = cli.run(&["tag", "show", &inner, "-o", "json"]).await.expect(0).json();
+    assert_eq!(shown["properties"]["tags"], serde_json::json!({"b": "2"}));
     let deleted = cli.run(&["group", "delete", "team", "-o", "json"]).await.expect(0);
     let deleted_json = deleted.json();
     assert_eq!(deleted_json["status"], "Succeeded", "{}", deleted.stdout);

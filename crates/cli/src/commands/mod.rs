@@ -9,6 +9,7 @@ pub mod op;
 pub mod platform;
 pub mod profiles;
 pub mod resource;
+pub mod tag;
 
 use clap::Subcommand;
 
@@ -24,6 +25,9 @@ pub enum ClientCommand {
     /// A subscription's resource groups.
     #[command(subcommand)]
     Group(group::GroupCommand),
+    /// A resource's or a group's tags, changed at once and without a job.
+    #[command(subcommand)]
+    Tag(tag::TagCommand),
     /// Follow, cancel and read the output of operations.
     #[command(subcommand)]
     Op(op::OpCommand),
@@ -75,6 +79,7 @@ pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Co
     match command {
         ClientCommand::Resource(c) => resource::run(&ctx, c).await,
         ClientCommand::Group(c) => group::run(&ctx, c).await,
+        ClientCommand::Tag(c) => tag::run(&ctx, c).await,
         ClientCommand::Op(c) => op::run(&ctx, c).await,
         ClientCommand::Events(args) => events::run(&ctx, args).await,
         ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,
