@@ -163,7 +163,7 @@ impl Worker {
         ChangeRequest::new(self.key.clone(), now)
             .fenced(self.fence.clone())
             .with_related(self.context.related.clone())
-            .with_children(self.has_children)
+            .with_children(self.has_children && self.context.children)
             .with_referrers(self.context.referrers)
     }
 

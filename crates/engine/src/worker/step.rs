@@ -23,6 +23,10 @@ pub(super) fn store_retry_wait(key_hash: u64, failures: u32) -> Duration {
 pub(crate) struct Context {
     pub(super) related: Vec<ResourceKey>,
     pub(super) referrers: bool,
+    /// Whether its children are read (for a type that has them): always for a parent, and
+    /// for a resource group only while it is deleted — a group's every step would otherwise
+    /// read everything in it, and the group is woken by each of its resources' deletes.
+    pub(super) children: bool,
 }
 
 impl Context {
@@ -30,6 +34,7 @@ impl Context {
         Context {
             related: slipway_domain::reference::related_keys(&res.id, &res.references),
             referrers: res.is_deleting(),
+            children: !res.id.is_group() || res.is_deleting(),
         }
     }
 }
