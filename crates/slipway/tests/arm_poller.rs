@@ -49,6 +49,8 @@ async fn azure_resource_management_client_works_unchanged() {
     let r = s.put(&format!("/subscriptions/{SUB}"), registered).await;
     assert!(r.status().is_success(), "{}", r.text().await.unwrap_or_default());
     let stdout = run_driver(&s, "resource_sdk.py").await;
+    // One line per call and its outcome: `--nocapture` shows what was tried.
+    println!("{stdout}");
     for call in [
         "resource_groups.create_or_update",
         "resource_groups.update",
