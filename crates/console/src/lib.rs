@@ -101,6 +101,7 @@ pub fn router(api: Router, options: ConsoleOptions) -> Router {
         .route("/ui/resource/delete", post(pages::delete))
         .route("/ui/group/create", post(pages::create_group))
         .route("/ui/group/delete", post(pages::delete_group))
+        .route("/ui/group/tags", post(pages::group_tags))
         .route("/ui/resource/action", post(pages::action))
         .route("/ui/resource/events", get(pages::events))
         .route("/ui/create", get(pages::create_page).post(pages::create))

@@ -130,6 +130,8 @@ async fn a_resource_made_in_the_console_succeeds_and_a_running_job_streams_its_o
     b.goto(&group_url(&s, "web")).await;
     let about = b.text("#group").await;
     assert!(about.contains("local") && about.contains("Succeeded"), "{about}");
+    b.submit("#group-tags-form", &[("tags", "owner=ops\ncost=7")]).await;
+    b.wait_text("#group-tags", "the group's new tags", |t| t.contains("cost=7") && t.contains("owner=ops")).await;
     b.click("#delete-group").await;
     let question = b.client.get_alert_text().await.unwrap();
     assert!(question.contains("vm1") && question.contains("sg1"), "the confirm names what goes: {question}");

@@ -18,12 +18,12 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use slipway_domain::ResourceRecord;
 use slipway_domain::access::{Permission, Scope};
 use slipway_domain::admission::{Admitted, Rejection};
 use slipway_domain::group::{self, GroupSpec, GroupWrite};
 use slipway_domain::ids::{ArmId, SubscriptionId};
 use slipway_domain::subscription::Intent;
-use slipway_domain::{ProvisioningState, ResourceRecord};
 use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with};
 
 use crate::error::ArmError;
@@ -276,7 +276,7 @@ fn group_body(g: &ResourceRecord) -> Value {
         "type": format!("{}/{}", slipway_domain::ids::GROUP_NAMESPACE, slipway_domain::ids::GROUP_TYPE_NAME),
         "location": spec.location,
         "tags": spec.tags,
-        "properties": {"provisioningState": state_name(g.provisioning_state)},
+        "properties": {"provisioningState": g.provisioning_state.as_str()},
     });
     if let Some(m) = spec.managed_by {
         body["managedBy"] = json!(m);
@@ -295,8 +295,4 @@ fn legacy_body(state: &ApiState, first: &ResourceRecord) -> Value {
         "tags": {},
         "properties": {"provisioningState": "Succeeded"},
     })
-}
-
-fn state_name(s: ProvisioningState) -> &'static str {
-    s.as_str()
 }

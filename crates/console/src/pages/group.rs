@@ -1,6 +1,6 @@
-//! A resource group's own forms: make one (a `PUT` with its location), and delete one with
-//! everything in it (a `DELETE`, confirmed in the page with the list of what goes). The
-//! group's page itself is `lists`'.
+//! A resource group's own forms: make one (a `PUT` with its location), set its tags (ARM's
+//! tags at its scope: at once, no job), and delete one with everything in it (a `DELETE`,
+//! confirmed in the page with the list of what goes). The group's page itself is `lists`'.
 
 use std::sync::Arc;
 
@@ -27,6 +27,9 @@ pub(crate) struct GroupForm {
     group: String,
     #[serde(default)]
     location: String,
+    /// One `name=value` per line.
+    #[serde(default)]
+    tags: String,
 }
 
 impl GroupForm {
@@ -82,4 +85,26 @@ pub(crate) async fn delete(
     let answer = console.api.call(&visit.visitor, Method::DELETE, &path, &query, None).await;
     let back = uri(&format!("/ui/subscriptions/{}", crate::api::segment(&form.subscription)), &[]);
     after_change(&console, &visit, answer, &back)
+}
+
+/// `POST /ui/group/tags`: the group's tags become the form's, then its page.
+pub(crate) async fn tags(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    visit: Visit,
+    Form(form): Form<GroupForm>,
+) -> Response {
+    let path = match form.checked(&console, &visit, &headers) {
+        Ok(path) => path,
+        Err(refused) => return *refused,
+    };
+    let tags = match crate::form::tags(&form.tags) {
+        Ok(tags) => tags,
+        Err(why) => return bad_request(&console, &visit, ArmProblem::new("InvalidTag", why)),
+    };
+    let body = json!({"properties": {"tags": tags}});
+    let query = [("api-version", crate::PLATFORM_API_VERSION)];
+    let at = format!("{path}/providers/Microsoft.Resources/tags/default");
+    let answer = console.api.call(&visit.visitor, Method::PUT, &at, &query, Some(&body)).await;
+    after_change(&console, &visit, answer, &uri(&format!("/ui{path}"), &[]))
 }

@@ -8,7 +8,7 @@ mod operation;
 mod resource;
 
 pub(crate) use create::{create, create_page};
-pub(crate) use group::{create as create_group, delete as delete_group};
+pub(crate) use group::{create as create_group, delete as delete_group, tags as group_tags};
 pub(crate) use lists::{group, home, open, subscription};
 pub(crate) use operation::{cancel, operation, output};
 pub(crate) use resource::{action, delete, events, resource};
