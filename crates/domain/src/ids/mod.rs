@@ -133,15 +133,11 @@ impl ArmId {
     /// not GUIDs) still read.
     pub fn read_stored(id: &str) -> Option<Self> {
         if let Some((sub, rg)) = group_segments(id) {
-            return Some(ArmId::group(sub, rg).unwrap_or_else(|_| ArmId::group_unchecked(sub, rg)));
+            return Some(ArmId::of_pairs(sub, rg, GROUP_NAMESPACE, &[GROUP_TYPE_NAME, rg]));
         }
         let (sub, rg, ns, pairs) = id_segments(id)?;
         let shaped = !pairs.is_empty() && pairs.len().is_multiple_of(2) && !pairs.iter().any(|s| s.is_empty());
         (shaped && ![sub, rg, ns].contains(&"")).then(|| Self::of_pairs(sub, rg, ns, &pairs))
-    }
-
-    fn group_unchecked(sub: &str, rg: &str) -> Self {
-        ArmId::of_pairs(sub, rg, GROUP_NAMESPACE, &[GROUP_TYPE_NAME, rg])
     }
 
     /// The id `pairs` (`type, name, type, name, …`) spell, unchecked.
