@@ -50,7 +50,7 @@ pub use metrics::MetricsAccess;
 pub use openapi::OpenApiCache;
 pub use ratelimit::{RateLimiter, RateLimits};
 pub use slipway_auth::Authenticator;
-pub use wire::{operation_status_body, operation_status_document};
+pub use wire::operation_status_document;
 
 #[derive(Clone, Debug)]
 pub struct ApiOptions {

@@ -232,10 +232,7 @@ fn what_if_changes(resource_id: &str, w: &WhatIf) -> Value {
 /// An operation's status document as `GET …/operationStatuses/{id}` serves it and its
 /// notification carries it.
 pub fn operation_status_document(op: &Operation, location: &str) -> Value {
-    operation_status_body(op, &status_path(op, location))
-}
-
-pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
+    let status_path = status_path(op, location);
     let mut body = json!({
         "id": status_path,
         "name": op.id.as_str(),
@@ -256,19 +253,11 @@ pub fn operation_status_body(op: &Operation, status_path: &str) -> Value {
     if !op.child_operations.is_empty() {
         // The children's operations live beside this one (same location), each under its own
         // resource's namespace: a group's delete lists its resources'.
-        let base = status_path.rsplit_once('/').map_or(status_path, |(base, _)| base);
-        let child_base = |resource_id: &str| {
-            let mut segments: Vec<String> = base.split('/').map(str::to_string).collect();
-            if let (Some(id), Some(namespace)) = (ArmId::read_stored(resource_id), segments.get_mut(4)) {
-                *namespace = id.namespace;
-            }
-            segments.join("/")
-        };
         let children: Vec<Value> = op
             .child_operations
             .iter()
             .map(|c| {
-                let id = format!("{}/{}", child_base(&c.resource_id), c.operation_id);
+                let id = operation_status_path(&op.subscription, &c.resource_id, &c.operation_id, location);
                 json!({"resourceId": c.resource_id, "id": id})
             })
             .collect();

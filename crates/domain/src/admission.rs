@@ -128,12 +128,7 @@ fn busy(res: &ResourceRecord) -> Rejection {
     )
 }
 
-pub(crate) fn new_operation(
-    id: &ArmId,
-    request: OperationRequest,
-    status: ProvisioningState,
-    ctx: &RequestContext,
-) -> Operation {
+fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningState, ctx: &RequestContext) -> Operation {
     Operation {
         id: ctx.operation_id.clone(),
         subscription: id.subscription_key(),
@@ -282,7 +277,13 @@ pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitte
             ctx.now,
         );
     }
-    let res = snap.resource.as_mut().expect("checked above");
+    Ok(Admitted::Accepted { operation: start_delete(snap, ctx), created: false })
+}
+
+/// The resource in `snap` starts deleting under a new delete operation, due at once: a
+/// resource's `DELETE` and a group's.
+pub(crate) fn start_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Operation {
+    let res = snap.resource.as_mut().expect("the caller checked the resource exists");
     let op = new_operation(&res.id, OperationRequest::Delete, ProvisioningState::Deleting, ctx);
     res.deletion.get_or_insert(Deletion { requested_at: ctx.now, force: false });
     res.provisioning_state = ProvisioningState::Deleting;
@@ -292,7 +293,7 @@ pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitte
     res.schedule = Schedule::now(ctx.now);
     res.generation += 1;
     snap.operations.push(op.clone());
-    Ok(Admitted::Accepted { operation: op, created: false })
+    op
 }
 
 /// `DELETE ?force=true` (the API lets only privileged callers ask): a DELETE whose engine

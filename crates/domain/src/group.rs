@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::admission::{Admitted, Rejection, RequestContext, new_operation};
+use crate::admission::{Admitted, Rejection, RequestContext, start_delete};
 use crate::ids::ArmId;
 use crate::operation::OperationRequest;
-use crate::resource::{Deletion, ResourceRecord, Schedule, Snapshot, Spec};
+use crate::resource::{ResourceRecord, Schedule, Snapshot, Spec};
 use crate::state::ProvisioningState;
 
 /// The `kind` of a group's record.
@@ -154,21 +154,14 @@ pub fn admit_group_delete(snap: &mut Snapshot, id: &ArmId, ctx: &RequestContext)
     if let Some(op) = snap.active_operation().filter(|o| o.request == OperationRequest::Delete) {
         return Ok(Admitted::InProgress { operation: op.clone() });
     }
-    let res = snap.resource.as_mut().expect("made above");
+    let res = snap.resource.as_ref().expect("made above");
     if !snap.referrers.is_empty() {
         let referrers = snap.referrers.iter().map(|r| r.id.to_string()).collect();
         return Err(Rejection::InUse { target: res.id.to_string(), referrers });
     }
-    let op = new_operation(&res.id, OperationRequest::Delete, ProvisioningState::Deleting, ctx);
-    res.deletion = Some(Deletion { requested_at: ctx.now, force: false });
-    res.provisioning_state = ProvisioningState::Deleting;
-    res.active_operation_id = Some(op.id.clone());
-    res.last_operation_id = op.id.clone();
-    res.job_context = ctx.job_context.clone();
-    res.last_error = None;
-    res.schedule = Schedule::now(ctx.now);
-    res.generation += 1;
-    snap.operations.push(op.clone());
+    let op = start_delete(snap, ctx);
+    // The cascade names its children's deletes after it, also once it has ended.
+    snap.resource.as_mut().expect("made above").last_operation_id = op.id.clone();
     Ok(Admitted::Accepted { operation: op, created: false })
 }
 

@@ -141,7 +141,12 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "DELETE resource group", needs: 'd' },
         Endpoint { name: "GET tags of a resource", needs: 'r' },
         Endpoint { name: "PATCH tags of a resource", needs: 'w' },
+        Endpoint { name: "PUT tags of a resource", needs: 'w' },
+        Endpoint { name: "DELETE tags of a resource", needs: 'w' },
+        Endpoint { name: "GET tags of a resource group", needs: 'r' },
         Endpoint { name: "PUT tags of a resource group", needs: 'w' },
+        Endpoint { name: "PATCH tags of a resource group", needs: 'w' },
+        Endpoint { name: "DELETE tags of a resource group", needs: 'w' },
         Endpoint { name: "GET list by subscription", needs: 'r' },
         Endpoint { name: "GET list by resource group", needs: 'r' },
         Endpoint { name: "GET list of resource groups", needs: 'r' },
@@ -216,6 +221,34 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                             let path = format!("{shared}/providers/Microsoft.Resources/tags/default");
                             let body = json!({"operation": "Merge", "properties": {"tags": {"by": who.clone()}}});
                             w.send("PATCH", &path, &tok, Some(body), "2025-04-01").await
+                        }
+                        "PUT tags of a resource" => {
+                            let path = format!("{shared}/providers/Microsoft.Resources/tags/default");
+                            let body = json!({"properties": {"tags": {"by": who.clone()}}});
+                            w.send("PUT", &path, &tok, Some(body), "2025-04-01").await
+                        }
+                        "DELETE tags of a resource" => {
+                            let path = format!("{shared}/providers/Microsoft.Resources/tags/default");
+                            w.send("DELETE", &path, &tok, None, "2025-04-01").await
+                        }
+                        "GET tags of a resource group" => {
+                            let path = format!(
+                                "/subscriptions/{sub}/resourceGroups/rg1/providers/Microsoft.Resources/tags/default"
+                            );
+                            w.send("GET", &path, &tok, None, "2025-04-01").await
+                        }
+                        "PATCH tags of a resource group" => {
+                            let path = format!(
+                                "/subscriptions/{sub}/resourceGroups/rg1/providers/Microsoft.Resources/tags/default"
+                            );
+                            let body = json!({"operation": "Merge", "properties": {"tags": {"by": who.clone()}}});
+                            w.send("PATCH", &path, &tok, Some(body), "2025-04-01").await
+                        }
+                        "DELETE tags of a resource group" => {
+                            let path = format!(
+                                "/subscriptions/{sub}/resourceGroups/rg1/providers/Microsoft.Resources/tags/default"
+                            );
+                            w.send("DELETE", &path, &tok, None, "2025-04-01").await
                         }
                         "PUT tags of a resource group" => {
                             let path = format!(

@@ -5,14 +5,18 @@
 //! of its first resource, however many resources it holds.
 
 use slipway_domain::ids::{ResourceKey, SubscriptionId, TypeKey};
+use slipway_domain::resource::ResourceRecord;
 
 use crate::{ListQuery, Store, StoreError};
 
 /// A page of resource groups in key order (lowercased names compare as keys do).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupPage {
-    /// Each group's name in the casing of its first resource.
+    /// Each group's name, as its record or else its first resource names it.
     pub items: Vec<String>,
+    /// What each item was found by, in the same order: the group's record, or for a group
+    /// without one, its first resource — so a list shows each without reading it again.
+    pub found: Vec<ResourceRecord>,
     /// The last item, lowercased, when more may follow.
     pub next: Option<String>,
 }
@@ -29,9 +33,9 @@ pub async fn resource_groups(
     // Keys of group `g` start `…/resourcegroups/g/`, and `0` follows `/`: every key after
     // `…/resourcegroups/g0` is in a later group.
     let past = |group: &str| ResourceKey::new(format!("{}0", ResourceKey::group(subscription, group)));
-    let mut items: Vec<String> = Vec::new();
+    let mut found: Vec<ResourceRecord> = Vec::new();
     let mut cursor = after.map(past);
-    while items.len() <= limit {
+    while found.len() <= limit {
         let first = |type_key: Option<TypeKey>| ListQuery {
             subscription: subscription.clone(),
             resource_group: None,
@@ -53,11 +57,12 @@ pub async fn resource_groups(
             },
         };
         cursor = Some(past(&next.id.resource_group));
-        items.push(next.id.resource_group);
+        found.push(next);
     }
-    let next = (items.len() > limit).then(|| {
-        items.truncate(limit);
-        items[limit - 1].to_ascii_lowercase()
+    let next = (found.len() > limit).then(|| {
+        found.truncate(limit);
+        found[limit - 1].id.resource_group_key()
     });
-    Ok(GroupPage { items, next })
+    let items = found.iter().map(|r| r.id.resource_group.clone()).collect();
+    Ok(GroupPage { items, found, next })
 }

@@ -3,9 +3,18 @@
 //! business; this only reads the text. OData has more (`or`, functions, other operators),
 //! which no Slipway list needs; each is refused with a message naming what is accepted.
 
+use std::collections::BTreeMap;
+
 use slipway_domain::echo::echo;
 
 use crate::error::ArmError;
+
+/// Whether `tags` pass a `tagName eq 'n'` (and `tagValue eq 'v'`) filter: names match
+/// whatever their case, values exactly; no `tagName` clause passes everything.
+pub(crate) fn tags_match(tags: &BTreeMap<String, String>, name: Option<&str>, value: Option<&str>) -> bool {
+    let Some(name) = name else { return true };
+    tags.iter().any(|(k, v)| k.eq_ignore_ascii_case(name) && value.is_none_or(|want| v == want))
+}
 
 /// One `field eq 'value'` clause.
 #[derive(Clone, Debug, PartialEq, Eq)]

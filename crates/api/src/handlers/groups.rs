@@ -244,26 +244,23 @@ pub(crate) async fn list_groups(
         .map(|token| decode_text(token).ok_or_else(crate::handlers::overview::invalid_skip_token))
         .transpose()?;
     let page = slipway_store::resource_groups(state.store.as_ref(), &sub, after.as_deref(), limit).await?;
-    let mut value = Vec::new();
-    for name in page
-        .items
+    let none = BTreeMap::new();
+    let value: Vec<Value> = page
+        .found
         .iter()
-        .filter(|g| whole || grants.may_read_within(&ctx.caller, &Scope::resource_group(subscription, g)))
-    {
-        let Some(body) = find(state, &sub, name).await? else { continue };
-        let tags = body["tags"].as_object();
-        let tagged = match (&tag_name, &tag_value) {
-            (None, _) => true,
-            (Some(want), v) => tags.is_some_and(|t| {
-                t.iter().any(|(k, have)| {
-                    k.eq_ignore_ascii_case(want) && v.as_ref().is_none_or(|v| have.as_str() == Some(v))
-                })
-            }),
-        };
-        if tagged {
-            value.push(body);
-        }
-    }
+        .filter(|r| {
+            whole || grants.may_read_within(&ctx.caller, &Scope::resource_group(subscription, &r.id.resource_group))
+        })
+        // A group without a record (found by its first resource) has no tags.
+        .filter(|r| {
+            filter::tags_match(
+                if r.id.is_group() { &r.spec.tags } else { &none },
+                tag_name.as_deref(),
+                tag_value.as_deref(),
+            )
+        })
+        .map(|r| if r.id.is_group() { group_body(r) } else { legacy_body(state, r) })
+        .collect();
     page_response(ctx, path, limit, value, page.next.as_deref().map(encode_text))
 }
 

@@ -98,7 +98,7 @@ pub(crate) fn add_async_headers(state: &ApiState, ctx: &Ctx, op: &Operation, hea
 }
 
 pub(crate) fn status_response(state: &ApiState, op: &Operation) -> Response {
-    json_response(StatusCode::OK, wire::operation_status_body(op, &status_path(state, op)))
+    json_response(StatusCode::OK, wire::operation_status_document(op, &state.options.location))
 }
 
 pub(crate) async fn cancel_operation(

@@ -14,7 +14,7 @@ use slipway_domain::{ProvisioningState, TypeKey};
 use slipway_store::{ListQuery, OperationQuery};
 
 use crate::error::ArmError;
-use crate::handlers::operations::{may_see_operation, status_path};
+use crate::handlers::operations::may_see_operation;
 use crate::handlers::resources::{decode_token, encode_token};
 use crate::handlers::{Ctx, filter, json_response, method_not_allowed, platform_version, resource_scope};
 use crate::{ApiState, access, wire};
@@ -81,11 +81,8 @@ pub(crate) async fn list_resources(
             slipway_store::Page { items, next: None }
         }
     };
-    let tagged = |r: &slipway_domain::ResourceRecord| match (&tag_name, &tag_value) {
-        (None, _) => true,
-        (Some(name), value) => {
-            r.spec.tags.iter().any(|(k, v)| k.eq_ignore_ascii_case(name) && value.as_ref().is_none_or(|want| v == want))
-        }
+    let tagged = |r: &slipway_domain::ResourceRecord| {
+        filter::tags_match(&r.spec.tags, tag_name.as_deref(), tag_value.as_deref())
     };
     let value: Vec<Value> = page
         .items
@@ -124,7 +121,7 @@ pub(crate) async fn list_operations(
         .items
         .iter()
         .filter(|op| may_see_operation(state, ctx, &grants, op, Permission::Read))
-        .map(|op| wire::operation_status_body(op, &status_path(state, op)))
+        .map(|op| wire::operation_status_document(op, &state.options.location))
         .collect();
     page_response(ctx, path, limit, value, page.next.as_ref().map(|id| id.as_str().to_string()))
 }

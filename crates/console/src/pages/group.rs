@@ -8,7 +8,7 @@ use axum::Form;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::bad_request;
 use super::resource::after_change;
@@ -65,9 +65,7 @@ pub(crate) async fn create(
         Err(refused) => return *refused,
     };
     let body = json!({"location": form.location});
-    let query = [("api-version", crate::PLATFORM_API_VERSION)];
-    let answer = console.api.call(&visit.visitor, Method::PUT, &path, &query, Some(&body)).await;
-    after_change(&console, &visit, answer, &uri(&format!("/ui{path}"), &[]))
+    send(&console, &visit, Method::PUT, &path, Some(&body), &uri(&format!("/ui{path}"), &[])).await
 }
 
 /// `POST /ui/group/delete`: the group's delete, then its operation.
@@ -81,10 +79,8 @@ pub(crate) async fn delete(
         Ok(path) => path,
         Err(refused) => return *refused,
     };
-    let query = [("api-version", crate::PLATFORM_API_VERSION)];
-    let answer = console.api.call(&visit.visitor, Method::DELETE, &path, &query, None).await;
     let back = uri(&format!("/ui/subscriptions/{}", crate::api::segment(&form.subscription)), &[]);
-    after_change(&console, &visit, answer, &back)
+    send(&console, &visit, Method::DELETE, &path, None, &back).await
 }
 
 /// `POST /ui/group/tags`: the group's tags become the form's, then its page.
@@ -103,8 +99,21 @@ pub(crate) async fn tags(
         Err(why) => return bad_request(&console, &visit, ArmProblem::new("InvalidTag", why)),
     };
     let body = json!({"properties": {"tags": tags}});
-    let query = [("api-version", crate::PLATFORM_API_VERSION)];
     let at = format!("{path}/providers/Microsoft.Resources/tags/default");
-    let answer = console.api.call(&visit.visitor, Method::PUT, &at, &query, Some(&body)).await;
-    after_change(&console, &visit, answer, &uri(&format!("/ui{path}"), &[]))
+    send(&console, &visit, Method::PUT, &at, Some(&body), &uri(&format!("/ui{path}"), &[])).await
+}
+
+/// One API request on the platform api-version as the visitor, then where it leads: its
+/// operation, or `back`.
+async fn send(
+    console: &Console,
+    visit: &Visit,
+    method: Method,
+    target: &str,
+    body: Option<&Value>,
+    back: &str,
+) -> Response {
+    let query = [("api-version", crate::PLATFORM_API_VERSION)];
+    let answer = console.api.call(&visit.visitor, method, target, &query, body).await;
+    after_change(console, visit, answer, back)
 }

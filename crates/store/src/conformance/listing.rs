@@ -152,7 +152,7 @@ pub async fn case_resource_groups_are_the_groups_that_hold_resources(store: &dyn
         assert_eq!(seen, expected, "pages of {limit}");
     }
     let empty = crate::resource_groups(store, &"sub-none".into(), None, 10).await.expect("groups");
-    assert_eq!(empty, crate::GroupPage { items: Vec::new(), next: None });
+    assert_eq!(empty, crate::GroupPage { items: Vec::new(), found: Vec::new(), next: None });
 }
 
 /// A subscription's operations come newest (highest id) first, in pages, of one status when
