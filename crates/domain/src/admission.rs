@@ -89,6 +89,9 @@ pub enum Rejection {
     /// A group exists in another location (ARM's `InvalidResourceGroupLocation`).
     #[error("resource group {group} exists in {location}")]
     GroupLocationFixed { group: String, location: String },
+    /// A write would take a quota meter past its limit (ARM's `QuotaExceeded`).
+    #[error("{0}")]
+    QuotaExceeded(crate::quota::QuotaExceeded),
     /// An `If-Match` / `If-None-Match` precondition does not hold.
     #[error("{message}")]
     PreconditionFailed { message: String },
@@ -187,6 +190,7 @@ pub fn admit_put(
             schedule: Schedule::now(ctx.now),
             lease: None,
             generation: 1,
+            usage: Default::default(),
         });
         snap.operations.push(op.clone());
         return Ok(Admitted::Accepted { operation: op, created: true });

@@ -194,6 +194,7 @@ fn new_group(id: &ArmId, spec: GroupSpec, ctx: &RequestContext) -> ResourceRecor
         schedule: Schedule::default(),
         lease: None,
         generation: 1,
+        usage: Default::default(),
     }
 }
 

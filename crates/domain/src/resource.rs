@@ -9,6 +9,7 @@ use crate::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use crate::job::Job;
 use crate::names::LeaseOwner;
 use crate::operation::{CloudError, Operation};
+use crate::quota::{MeterName, Usage};
 use crate::state::ProvisioningState;
 use crate::time::Timestamp;
 
@@ -115,6 +116,9 @@ pub struct ResourceRecord {
     pub lease: Option<Lease>,
     /// Bumped by every client write; lets readers detect change cheaply.
     pub generation: u64,
+    /// What the resource consumes of each quota meter, set from its spec whenever the spec
+    /// is written (`quota::charge`); a meter it consumes nothing of is absent.
+    pub usage: BTreeMap<MeterName, u64>,
 }
 
 impl ResourceRecord {
@@ -163,6 +167,9 @@ pub struct Snapshot {
     /// Set by a change: every resource referencing this one should be looked at now (a
     /// referrer waiting for it).
     pub wake_referrers: bool,
+    /// Read-only, for the meters the change asked for: what the subscription and the
+    /// resource's group consume, counted in this transaction (`quota`).
+    pub usage: BTreeMap<MeterName, Usage>,
 }
 
 impl Snapshot {

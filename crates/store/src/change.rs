@@ -7,7 +7,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 
 use slipway_domain::admission::Rejection;
-use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::quota::MeterName;
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{LeaseOwner, Timestamp};
 
@@ -36,13 +37,34 @@ pub struct ChangeRequest {
     pub children: bool,
     /// Also read who references the resource or anything under it (`Snapshot::referrers`).
     pub referrers: bool,
+    /// Read these meters' usage in the transaction (`Snapshot::usage`), under their locks:
+    /// every change that may grow what the resource consumes.
+    pub usage: Option<UsageRead>,
     /// Stamps operation expiry (last write + TTL).
     pub now: Timestamp,
 }
 
+/// The usage a change reads: `meters`, summed over the subscription and over the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageRead {
+    pub subscription: SubscriptionId,
+    /// The resource group's name, lowercased.
+    pub group: String,
+    pub meters: Vec<MeterName>,
+}
+
 impl ChangeRequest {
     pub fn new(key: ResourceKey, now: Timestamp) -> Self {
-        ChangeRequest { key, operation: None, fence: None, related: Vec::new(), children: false, referrers: false, now }
+        ChangeRequest {
+            key,
+            operation: None,
+            fence: None,
+            related: Vec::new(),
+            children: false,
+            referrers: false,
+            usage: None,
+            now,
+        }
     }
 
     pub fn fenced(mut self, fence: Fence) -> Self {
@@ -68,6 +90,22 @@ impl ChangeRequest {
     pub fn with_referrers(mut self, referrers: bool) -> Self {
         self.referrers = referrers;
         self
+    }
+
+    /// Reads the usage of `meters` for the resource `id` (see [`Snapshot::usage`]); nothing
+    /// when there are none.
+    pub fn with_usage(mut self, id: &ArmId, meters: Vec<MeterName>) -> Self {
+        self.usage = (!meters.is_empty()).then(|| UsageRead {
+            subscription: id.subscription_key(),
+            group: id.resource_group_key(),
+            meters,
+        });
+        self
+    }
+
+    /// The meters this change read.
+    pub(crate) fn meters_read(&self) -> &[MeterName] {
+        self.usage.as_ref().map(|u| u.meters.as_slice()).unwrap_or_default()
     }
 
     pub fn with_operation(mut self, subscription: impl Into<SubscriptionId>, id: OperationId) -> Self {

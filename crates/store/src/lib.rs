@@ -39,9 +39,10 @@ pub mod postgres;
 pub mod registry;
 pub mod sqlite;
 mod stats;
+mod usage;
 mod walk;
 
-pub use change::{ChangeFn, ChangeRequest, Fence, change_with};
+pub use change::{ChangeFn, ChangeRequest, Fence, UsageRead, change_with};
 pub(crate) use change::{direct_children, panic_text, run_change};
 pub use entries::{Entry, EntryKind, Expect, PutEntry};
 pub use feed::{EventQuery, EventRead, EventScope};
@@ -51,6 +52,7 @@ pub use metered::{ActiveOperations, StoreReading};
 pub use plan::{DEFAULT_EVENT_RETENTION, DEFAULT_OPERATION_TTL};
 pub(crate) use stats::StatsCounters;
 pub use stats::StoreStats;
+pub use usage::GroupUsage;
 pub use walk::reference_walk;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -139,6 +141,10 @@ pub trait Store: Send + Sync + 'static {
     /// The resources that reference `key` itself (not its children), in key order, at most
     /// `limit`: "what uses this", for clients.
     async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError>;
+
+    /// What a subscription's resources consume, per meter and resource group (rows at zero
+    /// left out), as the changes that wrote them committed it.
+    async fn usage(&self, subscription: &SubscriptionId) -> Result<Vec<GroupUsage>, StoreError>;
 
     /// A subscription's operations in descending id order — newest first, as operation ids
     /// are time-ordered (UUID version 7) — optionally of one status.

@@ -13,6 +13,7 @@ use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
 use crate::columns::{ResourceColumns, ResourceRow};
+use crate::usage::UsageDelta;
 use crate::{ClaimRequest, StoreError, documents};
 
 /// How long an operation document is kept after its last write, by default.
@@ -45,6 +46,8 @@ pub(crate) struct ChangePlan {
     pub(crate) references: Option<Vec<String>>,
     /// The change's events, in order; each engine numbers them in its subscription's feed.
     pub(crate) events: Vec<EventRow>,
+    /// What it adds to the quota usage rows (`usage`).
+    pub(crate) usage: Vec<UsageDelta>,
 }
 
 /// Every resource whose key lies strictly between `after` and `before` becomes due at `now`
@@ -159,7 +162,8 @@ impl ChangePlan {
             .iter()
             .map(|e| EventRow::of(e, event_expiry))
             .collect::<Result<_, _>>()?;
-        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys, wake_referrers, references, events })
+        let usage = crate::usage::deltas(before, after)?;
+        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys, wake_referrers, references, events, usage })
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -171,6 +175,7 @@ impl ChangePlan {
             && self.wake_referrers.is_none()
             && self.references.is_none()
             && self.events.is_empty()
+            && self.usage.is_empty()
     }
 
     /// This plan followed by `next`, a later change of the same key in one transaction: one
@@ -196,6 +201,7 @@ impl ChangePlan {
         }
         self.notifications.extend(next.notifications);
         self.events.extend(next.events);
+        self.usage = crate::usage::merged(self.usage.into_iter().chain(next.usage));
         self.wake = next.wake.or(self.wake);
         self.wake_referrers = next.wake_referrers.or(self.wake_referrers);
         self.references = next.references.or(self.references);

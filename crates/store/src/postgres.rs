@@ -50,6 +50,7 @@ mod rows;
 mod schema;
 mod tls;
 mod writes;
+use crate::GroupUsage;
 
 pub(crate) use failure::{Failure, describe, pg_error};
 pub use options::{Pooler, PostgresOptions};
@@ -232,6 +233,10 @@ impl Store for PostgresStore {
 
     async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
         self.read(|c| Box::pin(rows::referrers_of(c, key.clone(), limit))).await
+    }
+
+    async fn usage(&self, subscription: &SubscriptionId) -> Result<Vec<GroupUsage>, StoreError> {
+        self.read(|c| Box::pin(rows::usage_rows(c, subscription.clone()))).await
     }
 
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {

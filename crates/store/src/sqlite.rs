@@ -21,6 +21,7 @@ mod writer;
 mod writes;
 
 use crate::NotificationId;
+use crate::GroupUsage;
 use crate::entries::PutEntry;
 use slipway_domain::LeaseOwner;
 use slipway_domain::ids::TypeKey;
@@ -240,6 +241,11 @@ impl Store for SqliteStore {
     async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
         let key = key.clone();
         self.readers.run(move |conn| rows::referrers_of(conn, &key, limit)).await
+    }
+
+    async fn usage(&self, subscription: &SubscriptionId) -> Result<Vec<GroupUsage>, StoreError> {
+        let subscription = subscription.clone();
+        self.readers.run(move |conn| rows::usage_rows(conn, &subscription)).await
     }
 
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pg::{SECOND, Schema, bump, claim_req, replicas, spy};
+use pg::{SECOND, Schema, bump, claim_req, open, replicas, spy};
 use slipway_domain::admission::{Admitted, Rejection};
 use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::Schedule;
@@ -146,6 +146,28 @@ async fn replicas_never_create_a_resource_a_group_delete_misses() {
     let schema = Schema::fresh();
     let (a, b) = replicas(&schema, 4).await;
     slipway_store::conformance::check_no_resource_escapes_a_group_delete(&a, &b).await;
+}
+
+/// Forty creates spread over three replicas against a count limit of 10, then forty of mixed
+/// sizes against a sum limit of 25, twenty times over: every run accepts exactly ten, and
+/// sizes that never pass 25 (each create holds its meter's advisory lock from its usage read
+/// to its commit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_pass_a_quota_together() {
+    const RUNS: usize = 20;
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    let c: Arc<dyn slipway_store::Store> = Arc::new(open(PostgresOptions { pool_size: 4, ..schema.options() }).await);
+    let stores = [a, b, c];
+    let mut totals = Vec::with_capacity(RUNS);
+    for run in 0..RUNS {
+        let subscription = format!("sub-quota-{run}");
+        let (accepted, total) =
+            slipway_store::conformance::check_concurrent_creates_never_pass_a_limit(&stores, &subscription).await;
+        assert_eq!(accepted, 10);
+        totals.push(total);
+    }
+    eprintln!("{RUNS} runs: 10 of 40 accepted against a count limit of 10 every time; sizes accepted against 25: {totals:?}");
 }
 
 /// A reference written through one replica while another deletes its target: one loses.

@@ -35,6 +35,7 @@ pub enum Method {
     ListResources,
     ListOperations,
     ListReferrers,
+    Usage,
     GetOperation,
     Claim,
     RenewLeases,
@@ -57,12 +58,13 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 24] = [
+    pub const ALL: [Method; 25] = [
         Method::Change,
         Method::GetResource,
         Method::ListResources,
         Method::ListOperations,
         Method::ListReferrers,
+        Method::Usage,
         Method::GetOperation,
         Method::Claim,
         Method::RenewLeases,

@@ -32,6 +32,7 @@ mod hooks;
 mod listing;
 mod metrics;
 mod outbox;
+mod quota;
 
 pub use changes::*;
 pub use claims::*;
@@ -45,6 +46,7 @@ pub use hooks::*;
 pub use listing::*;
 pub use metrics::*;
 pub use outbox::*;
+pub use quota::*;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -179,6 +181,8 @@ macro_rules! conformance_suite {
             case_list_every_type,
             case_resource_groups_are_the_groups_that_hold_resources,
             case_group_records_list_as_groups,
+            case_usage_is_counted_with_every_change,
+            case_growth_past_a_limit_is_refused,
             case_ping,
             case_entries_insert_get_list,
             case_entries_replace_bumps_version,
@@ -206,6 +210,7 @@ macro_rules! conformance_suite {
             case_a_reference_and_its_targets_delete_never_both_win,
             case_a_reference_cycle_is_never_closed_from_both_ends,
             case_concurrent_changes_number_their_events_densely,
+            case_concurrent_creates_never_pass_a_limit,
         );
         $crate::conformance_suite!(@hooks $make;
             case_a_change_that_alters_nothing_does_not_write,

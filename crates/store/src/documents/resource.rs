@@ -8,6 +8,7 @@ use slipway_domain::identity::JobContext;
 use slipway_domain::ids::ArmId;
 use slipway_domain::job::Job;
 use slipway_domain::operation::CloudError;
+use slipway_domain::quota::MeterName;
 use slipway_domain::reference::Reference;
 use slipway_domain::resource::{Deletion, ResourceRecord, Schedule, Spec, SystemData};
 use slipway_domain::time::Timestamp;
@@ -79,6 +80,10 @@ pub(crate) struct ResourceDocument {
     /// Written; the `generation` column overrides it on read.
     #[serde(rename = "generation", default)]
     generation: u64,
+    /// What it consumes of each quota meter. Added without a version bump: absent means
+    /// nothing, as it did before meters existed.
+    #[serde(rename = "usage", default, skip_serializing_if = "BTreeMap::is_empty")]
+    usage: BTreeMap<String, u64>,
 }
 
 /// A reference: the property and the id it holds.
@@ -191,6 +196,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             schedule: _,
             lease: _,
             generation,
+            usage,
         } = rec;
         ResourceDocument {
             version: super::CURRENT,
@@ -218,6 +224,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             schedule: ScheduleDocument::default(),
             lease: None,
             generation: *generation,
+            usage: usage.iter().map(|(meter, n)| (meter.as_str().to_string(), *n)).collect(),
         }
     }
 }
@@ -251,6 +258,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             schedule: _,
             lease: _,
             generation,
+            usage,
         } = doc;
         check_version(version)?;
         Ok(ResourceRecord {
@@ -275,6 +283,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             schedule: Schedule::default(),
             lease: None,
             generation,
+            usage: usage.into_iter().map(|(meter, n)| (MeterName::read_stored(meter), n)).collect(),
         })
     }
 }

@@ -9,6 +9,7 @@ use tokio_postgres::types::ToSql;
 use super::Failure;
 use crate::columns::ResourceColumns;
 use crate::plan::{ChangePlan, EventRow, OperationRow, ResourceWrite};
+use crate::usage::UsageDelta;
 
 const INSERT_RESOURCES: &str = "INSERT INTO resources (key, subscription, resource_group, type_key, next_due, intent,
          lease_owner, lease_until, lease_epoch, generation, body, drift_due)
@@ -90,6 +91,15 @@ const INSERT_NOTIFICATIONS: &str =
           AS u(subscription, operation_id, uri, due_at, ord)
      ORDER BY u.ord";
 
+/// The batch's usage deltas, merged per row and in key order (so two batches lock usage
+/// rows in one order), before the event cursors.
+const ADD_USAGE: &str = "INSERT INTO usage (subscription, meter, resource_group, value)
+     SELECT u.subscription, u.meter, u.resource_group, u.delta
+     FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::BIGINT[]) WITH ORDINALITY
+          AS u(subscription, meter, resource_group, delta, ord)
+     ORDER BY u.ord
+     ON CONFLICT (subscription, meter, resource_group) DO UPDATE SET value = usage.value + EXCLUDED.value";
+
 /// The batch's events, numbered per subscription in batch order: each subscription's cursor
 /// row is bumped by its count (locked in subscription order, after every other row, so the
 /// global lock order holds) and keeps that lock to commit, so positions follow commit order.
@@ -131,6 +141,7 @@ pub(super) struct WriteRows {
     reference_to: Vec<String>,
     reference_from: Vec<String>,
     events: EventRows,
+    usage: Vec<UsageDelta>,
 }
 
 impl WriteRows {
@@ -175,6 +186,7 @@ impl WriteRows {
         for e in plan.events {
             self.events.push(e);
         }
+        self.usage.extend(plan.usage);
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -189,6 +201,7 @@ impl WriteRows {
             && self.wake_referrers_of.is_empty()
             && self.references_cleared.is_empty()
             && self.events.kind.is_empty()
+            && self.usage.is_empty()
     }
 
     fn wakes(&self) -> bool {
@@ -212,6 +225,7 @@ impl WriteRows {
             (!self.references_cleared.is_empty()).then_some(CLEAR_REFERENCES),
             (!self.reference_to.is_empty()).then_some(INSERT_REFERENCES),
             (!self.wake_referrers_of.is_empty()).then_some(WAKE_REFERRERS),
+            (!self.usage.is_empty()).then_some(ADD_USAGE),
             (!self.events.kind.is_empty()).then_some(INSERT_EVENTS),
         ];
         let mut prepared = Vec::with_capacity(statements.len());
@@ -237,6 +251,14 @@ impl WriteRows {
         let cleared: [&(dyn ToSql + Sync); 1] = [&self.references_cleared];
         let referenced: [&(dyn ToSql + Sync); 2] = [&self.reference_to, &self.reference_from];
         let woken_referrers: [&(dyn ToSql + Sync); 2] = [&self.wake_referrers_of, &self.wake_referrers_now];
+        let usage = crate::usage::merged(self.usage.iter().cloned());
+        let usage_columns = (
+            usage.iter().map(|d| d.subscription.as_str()).collect::<Vec<_>>(),
+            usage.iter().map(|d| d.meter.as_str()).collect::<Vec<_>>(),
+            usage.iter().map(|d| d.group.as_str()).collect::<Vec<_>>(),
+            usage.iter().map(|d| d.delta).collect::<Vec<_>>(),
+        );
+        let used: [&(dyn ToSql + Sync); 4] = [&usage_columns.0, &usage_columns.1, &usage_columns.2, &usage_columns.3];
         let events = self.events.params();
         let results = tokio::join!(
             biased;
@@ -252,7 +274,8 @@ impl WriteRows {
             execute_if(tx, prepared[9].as_ref(), &cleared),
             execute_if(tx, prepared[10].as_ref(), &referenced),
             execute_if(tx, prepared[11].as_ref(), &woken_referrers),
-            execute_if(tx, prepared[12].as_ref(), &events),
+            execute_if(tx, prepared[12].as_ref(), &used),
+            execute_if(tx, prepared[13].as_ref(), &events),
         );
         results.0?;
         results.1?;
@@ -267,6 +290,7 @@ impl WriteRows {
         results.10?;
         results.11?;
         results.12?;
+        results.13?;
         Ok(())
     }
 }

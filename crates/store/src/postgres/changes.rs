@@ -9,7 +9,7 @@
 //! one batch run in arrival order, each on the state the previous one left. A change that is
 //! refused (rejection, lost lease, panic) writes nothing and leaves the others unaffected.
 //!
-//! Lock order: keys' advisory locks in hash order, then rows in key order, the same in every
+//! Lock order: keys' (and quota meters') advisory locks in hash order, then rows in key order, the same in every
 //! batch of every replica, so batches never deadlock each other.
 
 mod load;
@@ -27,6 +27,7 @@ use super::change_rows::WriteRows;
 use super::writes::commit;
 use super::{Failure, Inner};
 use crate::plan::{ChangePlan, Retention};
+use crate::usage::Tally;
 use crate::{ChangeFn, ChangeRequest, StoreError};
 use load::{Loaded, load};
 use pending::Pending;
@@ -141,7 +142,7 @@ async fn change_batch(
     related.sort_unstable();
     related.dedup();
     let tx = client.transaction().await?;
-    let Loaded { snapshots: mut current, context, referrers } = load(&tx, &keys, &related, &batch).await?;
+    let Loaded { snapshots: mut current, context, referrers, mut usage } = load(&tx, &keys, &related, &batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut plans: BTreeMap<String, ChangePlan> = BTreeMap::new();
     for queued in batch.iter() {
@@ -165,7 +166,11 @@ async fn change_batch(
         snapshot.wake_referrers = false;
         snapshot.wake_children = false;
         snapshot.wake.clear();
-        outcomes.push(decide(queued, snapshot, retention, &mut plans));
+        snapshot.usage = match &queued.req.usage {
+            Some(read) => usage.read(&read.subscription, &read.group, &read.meters),
+            None => Default::default(),
+        };
+        outcomes.push(decide(queued, snapshot, retention, &mut plans, &mut usage));
     }
     let mut rows = WriteRows::default();
     for (key, plan) in plans {
@@ -227,10 +232,13 @@ fn decide(
     snapshot: &mut Snapshot,
     retention: Retention,
     plans: &mut BTreeMap<String, ChangePlan>,
+    usage: &mut Tally,
 ) -> Result<Snapshot, StoreError> {
     queued.req.check_fence(snapshot)?;
     let after = queued.pending.lock().unwrap_or_else(PoisonError::into_inner).decide(snapshot)?;
     let plan = ChangePlan::of(&queued.req.key, snapshot, &after, queued.req.now, retention)?;
+    crate::usage::check_growth(&plan.usage, queued.req.meters_read())?;
+    usage.apply(&plan.usage);
     let key = queued.req.key.as_str().to_string();
     let merged = match plans.remove(&key) {
         Some(earlier) => earlier.then(plan),

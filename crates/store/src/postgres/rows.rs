@@ -6,7 +6,8 @@
 
 use crate::NotificationId;
 use deadpool_postgres::{GenericClient, Object};
-use slipway_domain::ids::{OperationId, ResourceKey};
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::quota::MeterName;
 use slipway_domain::resource::ResourceRecord;
 use slipway_domain::{Operation, ProvisioningState, Timestamp};
 use tokio_postgres::Row;
@@ -15,7 +16,7 @@ use tokio_postgres::types::FromSql;
 use super::Failure;
 use super::attempt::Attempt;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
-use crate::{EventQuery, EventRead, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
+use crate::{EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row) -> Result<ResourceRow, StoreError> {
@@ -143,6 +144,27 @@ pub(super) async fn referrers_of(
         .await?;
     let rows = client.query(&stmt, &[&key.as_str(), &sql_limit(limit.max(1))]).await?;
     Ok(rows.iter().map(|row| read_resource_row(row)?.into_record()).collect::<Result<Vec<_>, StoreError>>()?)
+}
+
+/// A subscription's usage rows, by meter and group, leaving out those at zero.
+pub(super) async fn usage_rows(client: &mut Object, subscription: SubscriptionId) -> Result<Vec<GroupUsage>, Failure> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT resource_group, meter, value FROM usage WHERE subscription = $1 AND value <> 0
+             ORDER BY meter, resource_group",
+        )
+        .await?;
+    let rows = client.query(&stmt, &[&subscription.as_str()]).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let value: i64 = column(row, 2, "usage", "value")?;
+        out.push(GroupUsage {
+            group: column(row, 0, "usage", "resource_group")?,
+            meter: MeterName::read_stored(column::<String>(row, 1, "usage", "meter")?),
+            value: u64::try_from(value).unwrap_or(0),
+        });
+    }
+    Ok(out)
 }
 
 pub(super) async fn list_operations(client: &mut Object, query: OperationQuery) -> Result<OperationPage, Failure> {

@@ -134,6 +134,16 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE resources ADD COLUMN drift_due BIGINT;
     CREATE INDEX resources_drift_due ON resources (drift_due, seq) WHERE drift_due IS NOT NULL;
     "#,
+    // 7. Quota usage, as SQLite's migration 7.
+    r#"
+    CREATE TABLE usage (
+        subscription   TEXT NOT NULL,
+        meter          TEXT NOT NULL,
+        resource_group TEXT NOT NULL,
+        value          BIGINT NOT NULL,
+        PRIMARY KEY (subscription, meter, resource_group)
+    );
+    "#,
 ];
 
 /// The first key of the session-level advisory lock migrations run under (`'SLPW'`); the

@@ -5,13 +5,18 @@
 
 use crate::NotificationId;
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use slipway_domain::ids::{OperationId, ResourceKey};
+use std::collections::BTreeMap;
+
+use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
+use slipway_domain::quota::{MeterName, Usage};
 use slipway_domain::resource::ResourceRecord;
 use slipway_domain::{Operation, ProvisioningState, Timestamp};
 
 use super::db_error;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
-use crate::{EventQuery, EventRead, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
+use crate::{
+    EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError, UsageRead,
+};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row<'_>) -> rusqlite::Result<ResourceRow> {
@@ -294,4 +299,45 @@ pub(super) fn events(conn: &Connection, query: &EventQuery) -> Result<EventRead,
         .map_err(db_error)?;
     let items = rows.into_iter().map(decode_event).collect::<Result<_, _>>()?;
     Ok(EventRead::Page { items, last })
+}
+
+/// A change's usage read: each meter summed over the subscription and over the group.
+pub(super) fn usage_of(conn: &Connection, read: &UsageRead) -> Result<BTreeMap<MeterName, Usage>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(value), 0), COALESCE(SUM(CASE WHEN resource_group = ?3 THEN value END), 0)
+             FROM usage WHERE subscription = ?1 AND meter = ?2",
+        )
+        .map_err(db_error)?;
+    let mut out = BTreeMap::new();
+    for meter in &read.meters {
+        let (subscription, group): (i64, i64) = stmt
+            .query_row(params![read.subscription.as_str(), meter.as_str(), read.group], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+            .map_err(db_error)?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        out.insert(meter.clone(), Usage { subscription: count(subscription), group: count(group) });
+    }
+    Ok(out)
+}
+
+/// A subscription's usage rows, by meter and group, leaving out those at zero.
+pub(super) fn usage_rows(conn: &Connection, subscription: &SubscriptionId) -> Result<Vec<GroupUsage>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT resource_group, meter, value FROM usage WHERE subscription = ?1 AND value <> 0
+             ORDER BY meter, resource_group",
+        )
+        .map_err(db_error)?;
+    stmt.query_map([subscription.as_str()], |row| {
+        let value: i64 = row.get(2)?;
+        Ok(GroupUsage {
+            group: row.get(0)?,
+            meter: MeterName::read_stored(row.get::<_, String>(1)?),
+            value: u64::try_from(value).unwrap_or(0),
+        })
+    })
+    .and_then(Iterator::collect)
+    .map_err(db_error)
 }

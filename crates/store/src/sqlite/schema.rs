@@ -128,6 +128,17 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE resources ADD COLUMN drift_due INTEGER;
     CREATE INDEX resources_drift_due ON resources (drift_due) WHERE drift_due IS NOT NULL;
     ",
+    // 7. Quota usage (`crate::usage`): per subscription, meter and resource group, the sum of
+    // what the stored resources consume, moved by every change in its transaction.
+    "
+    CREATE TABLE usage (
+        subscription   TEXT NOT NULL,
+        meter          TEXT NOT NULL,
+        resource_group TEXT NOT NULL,
+        value          INTEGER NOT NULL,
+        PRIMARY KEY (subscription, meter, resource_group)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.

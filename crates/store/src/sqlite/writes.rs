@@ -26,7 +26,9 @@ pub(super) fn change(
     // One writer: nothing can change the related resources before this commits.
     let mut after = before.clone();
     crate::run_change(change, &mut after)?;
-    execute(conn, &key, &ChangePlan::of(&key, &before, &after, req.now, retention)?)?;
+    let plan = ChangePlan::of(&key, &before, &after, req.now, retention)?;
+    crate::usage::check_growth(&plan.usage, req.meters_read())?;
+    execute(conn, &key, &plan)?;
     Ok(after)
 }
 
@@ -54,7 +56,11 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
     let children =
         if req.children { crate::direct_children(key, rows::resources_under(conn, key)?) } else { Vec::new() };
     let referrers = if req.referrers { rows::referrers_of_subtree(conn, key)? } else { Vec::new() };
-    Ok(Snapshot { resource, operations, related, children, referrers, ..Snapshot::default() })
+    let usage = match &req.usage {
+        Some(read) => rows::usage_of(conn, read)?,
+        None => Default::default(),
+    };
+    Ok(Snapshot { resource, operations, related, children, referrers, usage, ..Snapshot::default() })
 }
 
 /// Runs a plan's rows one statement each.
@@ -159,6 +165,17 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
             )
             .map_err(db_error)?;
         wake.execute(params![k, now]).map_err(db_error)?;
+    }
+    if !plan.usage.is_empty() {
+        let mut add = conn
+            .prepare_cached(
+                "INSERT INTO usage (subscription, meter, resource_group, value) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (subscription, meter, resource_group) DO UPDATE SET value = value + excluded.value",
+            )
+            .map_err(db_error)?;
+        for d in &plan.usage {
+            add.execute(params![d.subscription, d.meter, d.group, d.delta]).map_err(db_error)?;
+        }
     }
     append_events(conn, &plan.events)
 }

@@ -11,7 +11,7 @@ use slipway_domain::{LeaseOwner, Operation, Timestamp};
 
 use super::{Call, Faulty, Method};
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, ListQuery, Notification,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, GroupUsage, ListQuery, Notification,
     NotificationId, OperationPage, OperationQuery, Page, PutEntry, Store, StoreError, StoreReading, StoreStats,
 };
 
@@ -31,6 +31,10 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
 
     async fn list_referrers(&self, key: &ResourceKey, limit: usize) -> Result<Vec<ResourceRecord>, StoreError> {
         self.plain(Method::ListReferrers, self.inner.list_referrers(key, limit)).await
+    }
+
+    async fn usage(&self, subscription: &SubscriptionId) -> Result<Vec<GroupUsage>, StoreError> {
+        self.plain(Method::Usage, self.inner.usage(subscription)).await
     }
 
     async fn list_operations(&self, query: &OperationQuery) -> Result<OperationPage, StoreError> {

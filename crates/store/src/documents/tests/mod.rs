@@ -114,6 +114,7 @@ fn full_record() -> ResourceRecord {
         schedule: Schedule { next_due: Some(Timestamp(1_764_449_900_000)), intent: true, drift_due: None },
         lease: Some(Lease { owner: "node-a".into(), until: Timestamp(1_764_449_930_000), epoch: 9 }),
         generation: 7,
+        usage: Default::default(),
     }
 }
 
@@ -221,6 +222,7 @@ fn minimal_record() -> ResourceRecord {
         schedule: Schedule::default(),
         lease: None,
         generation: 0,
+        usage: Default::default(),
     }
 }
 

@@ -11,10 +11,11 @@ use tokio_postgres::types::ToSql;
 
 use super::Queued;
 use crate::columns::{RESOURCE_COLUMN_COUNT, resource_columns};
+use crate::usage::Tally;
 use crate::postgres::{Failure, rows};
 
 /// Every key of the batch, each locked once, in one order for everyone: exclusively the keys
-/// the batch changes, shared those it only reads as context. Context is read, never written,
+/// the batch changes and the quota meters it reads, shared those it only reads as context. Context is read, never written,
 /// so changes that share it (many creates in one group, children of one parent) run
 /// together, while a change of the context itself (the group's delete) waits for them all,
 /// and they for it.
@@ -62,6 +63,12 @@ const RESOURCES_UNDER: &str = concat!(
     " FROM unnest($1::TEXT[]) AS u(parent) JOIN resources ON key > u.parent || '/' AND key < u.parent || '0'"
 );
 
+/// The usage rows of each (subscription, meter) a change reads, under the meters' advisory
+/// locks (`crate::usage`).
+const USAGE_ROWS: &str = "SELECT x.subscription, x.resource_group, x.meter, x.value
+     FROM unnest($1::TEXT[], $2::TEXT[]) AS u(subscription, meter)
+     JOIN usage x ON x.subscription = u.subscription AND x.meter = u.meter";
+
 /// Locks every key, then reads each one's snapshot (resource, open operations, and any
 /// operation a change named), sent together and run in order.
 pub(super) async fn load(
@@ -70,7 +77,7 @@ pub(super) async fn load(
     related: &[String],
     batch: &[Arc<Queued>],
 ) -> Result<Loaded, Failure> {
-    let (lock, resources, open, named, context, under, referring) = tokio::join!(
+    let (lock, resources, open, named, context, under, referring, usage) = tokio::join!(
         biased;
         tx.prepare_cached(LOCK_KEYS),
         tx.prepare_cached(RESOURCES_FOR_UPDATE),
@@ -79,9 +86,22 @@ pub(super) async fn load(
         tx.prepare_cached(RELATED_RESOURCES),
         tx.prepare_cached(RESOURCES_UNDER),
         tx.prepare_cached(REFERRERS),
+        tx.prepare_cached(USAGE_ROWS),
     );
-    let (lock, resources, open, named, context, under, referring) =
-        (lock?, resources?, open?, named?, context?, under?, referring?);
+    let (lock, resources, open, named, context, under, referring, usage) =
+        (lock?, resources?, open?, named?, context?, under?, referring?, usage?);
+    let mut metered: Vec<(&str, &str)> = batch
+        .iter()
+        .filter_map(|q| q.req.usage.as_ref())
+        .flat_map(|read| read.meters.iter().map(|m| (read.subscription.as_str(), m.as_str())))
+        .collect();
+    metered.sort_unstable();
+    metered.dedup();
+    let meter_locks: Vec<String> = batch
+        .iter()
+        .filter_map(|q| q.req.usage.as_ref())
+        .flat_map(|read| read.meters.iter().map(|m| crate::usage::lock_key(read.subscription.as_str(), m)))
+        .collect();
     let mut deleting: Vec<String> =
         batch.iter().filter(|q| q.req.referrers).map(|q| q.req.key.as_str().to_string()).collect();
     deleting.sort_unstable();
@@ -90,8 +110,15 @@ pub(super) async fn load(
         batch.iter().filter(|q| q.req.children).map(|q| q.req.key.as_str().to_string()).collect();
     parents.sort_unstable();
     parents.dedup();
-    let locked_keys: Vec<&str> = keys.iter().copied().chain(related.iter().map(String::as_str)).collect();
-    let exclusive: Vec<bool> = keys.iter().map(|_| true).chain(related.iter().map(|_| false)).collect();
+    let locked_keys: Vec<&str> = keys
+        .iter()
+        .copied()
+        .chain(meter_locks.iter().map(String::as_str))
+        .chain(related.iter().map(String::as_str))
+        .collect();
+    let exclusive: Vec<bool> = std::iter::repeat_n(true, keys.len() + meter_locks.len())
+        .chain(std::iter::repeat_n(false, related.len()))
+        .collect();
     let naming: Vec<(usize, &str, &str)> = batch
         .iter()
         .enumerate()
@@ -129,7 +156,14 @@ pub(super) async fn load(
         }
         tx.query(&referring, &[&deleting]).await
     };
-    let (locked, resources, open, named, context, under, referring) = tokio::join!(
+    let (usage_subscriptions, usage_meters): (Vec<&str>, Vec<&str>) = metered.iter().copied().unzip();
+    let usage_rows = async {
+        if metered.is_empty() {
+            return Ok(Vec::new());
+        }
+        tx.query(&usage, &[&usage_subscriptions, &usage_meters]).await
+    };
+    let (locked, resources, open, named, context, under, referring, usage) = tokio::join!(
         biased;
         tx.execute(&lock, &by_locked_keys),
         tx.query(&resources, &by_keys),
@@ -138,9 +172,15 @@ pub(super) async fn load(
         context_rows,
         under_rows,
         referring_rows,
+        usage_rows,
     );
-    let (_, resources, open, named, context, under, referring) =
-        (locked?, resources?, open?, named?, context?, under?, referring?);
+    let (_, resources, open, named, context, under, referring, usage) =
+        (locked?, resources?, open?, named?, context?, under?, referring?, usage?);
+    let mut tally = Tally::default();
+    for row in &usage {
+        let column = |i| rows::column::<String>(row, i, "usage", "?");
+        tally.add(&column(0)?, &column(1)?, &column(2)?, rows::column(row, 3, "usage", "?")?);
+    }
     let mut referrers: BTreeMap<String, Vec<ResourceRecord>> = BTreeMap::new();
     for row in &referring {
         let asking: String = rows::column(row, RESOURCE_COLUMN_COUNT, "resource_references", "?")?;
@@ -179,7 +219,7 @@ pub(super) async fn load(
             }
         }
     }
-    Ok(Loaded { snapshots, context: related_records, referrers })
+    Ok(Loaded { snapshots, context: related_records, referrers, usage: tally })
 }
 
 /// What a batch read before deciding: each key's snapshot, the resources read as context
@@ -188,4 +228,6 @@ pub(super) struct Loaded {
     pub(super) snapshots: BTreeMap<String, Snapshot>,
     pub(super) context: BTreeMap<String, ResourceRecord>,
     pub(super) referrers: BTreeMap<String, Vec<ResourceRecord>>,
+    /// The usage rows of the meters the batch reads, as it committed them so far.
+    pub(super) usage: Tally,
 }
