@@ -15,12 +15,32 @@ pub struct ArmError {
     pub status: StatusCode,
     pub body: CloudError,
     /// Seconds, for 429/503.
-    pub retry_after: Option<u64>,
+    pub retry_after: Option<u32>,
+    /// ARM's `additionalInfo`: typed facts beside the message, for programs (a quota's
+    /// numbers, the policy that denied).
+    /// Boxed: most errors carry none, and every `Result` carrying an `ArmError` stays small.
+    pub additional_info: Option<Box<Vec<AdditionalInfo>>>,
+}
+
+/// One `additionalInfo` entry: `{"type": …, "info": {…}}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdditionalInfo {
+    pub kind: String,
+    pub info: serde_json::Value,
 }
 
 impl ArmError {
     pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
-        ArmError { status, body: CloudError::new(code, message), retry_after: None }
+        Self::with_body(status, CloudError::new(code, message))
+    }
+
+    pub fn with_body(status: StatusCode, body: CloudError) -> Self {
+        ArmError { status, body, retry_after: None, additional_info: None }
+    }
+
+    pub fn with_info(mut self, kind: &str, info: serde_json::Value) -> Self {
+        self.additional_info.get_or_insert_default().push(AdditionalInfo { kind: kind.into(), info });
+        self
     }
 
     pub fn with_target(mut self, target: impl Into<String>) -> Self {
@@ -94,10 +114,11 @@ impl From<Rejection> for ArmError {
                     "Invalid resource group location. The Resource group '{group}' already exists in location '{location}'."
                 ),
             ),
+            Rejection::QuotaExceeded(q) => quota_exceeded(&q),
             Rejection::PreconditionFailed { message } => {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
             }
-            Rejection::Invalid(body) => ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None },
+            Rejection::Invalid(body) => ArmError::with_body(StatusCode::BAD_REQUEST, body),
             Rejection::Internal(why) => {
                 tracing::error!(error = %why, "a request failed for a fault of the server's");
                 ArmError::internal()
@@ -106,10 +127,29 @@ impl From<Rejection> for ArmError {
     }
 }
 
+/// ARM's `409 QuotaExceeded`, the numbers in the message and again in `additionalInfo`.
+fn quota_exceeded(q: &slipway_domain::quota::QuotaExceeded) -> ArmError {
+    let scope = match q.scope {
+        slipway_domain::quota::LimitScope::Subscription => "subscription",
+        slipway_domain::quota::LimitScope::Group => "resourceGroup",
+    };
+    ArmError::new(StatusCode::CONFLICT, "QuotaExceeded", q.to_string()).with_info(
+        "QuotaExceeded",
+        serde_json::json!({
+            "meter": q.meter.as_str(),
+            "scope": scope,
+            "limit": q.limit,
+            "currentValue": q.current,
+            "requested": q.requested,
+            "unit": q.unit,
+        }),
+    )
+}
+
 /// What the type registry refuses is the client's to fix: `400`.
 impl From<InvalidRequest> for ArmError {
     fn from(InvalidRequest(body): InvalidRequest) -> Self {
-        ArmError { status: StatusCode::BAD_REQUEST, body, retry_after: None }
+        ArmError::with_body(StatusCode::BAD_REQUEST, body)
     }
 }
 
@@ -134,7 +174,12 @@ impl From<StoreError> for ArmError {
 
 impl IntoResponse for ArmError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({ "error": WireError::from(&self.body) });
+        let mut error = serde_json::to_value(WireError::from(&self.body)).unwrap_or_default();
+        if let Some(all) = &self.additional_info {
+            let info = all.iter().map(|a| serde_json::json!({"type": a.kind, "info": a.info}));
+            error["additionalInfo"] = serde_json::Value::Array(info.collect());
+        }
+        let body = serde_json::json!({ "error": error });
         let mut resp = (self.status, axum::Json(body)).into_response();
         let headers = resp.headers_mut();
         if let Ok(v) = HeaderValue::from_str(&self.body.code) {

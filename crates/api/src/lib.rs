@@ -149,6 +149,8 @@ pub type JobNotified = Arc<dyn Fn(&str, &[u8]) -> Result<bool, String> + Send + 
 pub struct ApiState {
     pub store: Arc<dyn Store>,
     pub types: TypeRegistry,
+    /// The quota meters every write of their types is charged against.
+    pub quotas: Arc<slipway_domain::quota::QuotaBook>,
     pub clock: Arc<dyn Clock>,
     pub options: ApiOptions,
     /// Called after a request's change committed (wakes the engine).

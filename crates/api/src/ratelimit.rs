@@ -73,7 +73,7 @@ impl<K: Hash + Eq> Buckets<K> {
 fn too_many(wait: Duration, message: impl FnOnce(u64) -> String) -> ArmError {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
     let mut e = ArmError::new(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message(secs));
-    e.retry_after = Some(secs);
+    e.retry_after = Some(u32::try_from(secs).unwrap_or(u32::MAX));
     e
 }
 

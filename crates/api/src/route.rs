@@ -15,6 +15,10 @@ use slipway_domain::access::Scope;
 use slipway_domain::ids::{self, ArmId, IdError};
 use slipway_types::{EVENTS_SEGMENT, TypeRegistry};
 
+mod guardrails;
+
+pub use guardrails::{QUOTA_NAMESPACE, QuotaCollection};
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
     Resource(ArmId),
@@ -122,6 +126,17 @@ pub enum Route {
     /// `{scope}/providers/Microsoft.Resources/tags/default`: the tags of a resource or a
     /// resource group (`ArmId::group`).
     Tags(ArmId),
+    /// `/subscriptions/{s}[/resourceGroups/{g}]/providers/{namespace}/locations/{location}/
+    /// providers/Microsoft.Quota/{quotas|usages}[/{meter}]`: limits and usage of the meters
+    /// of the namespace's types.
+    Quota {
+        subscription: String,
+        resource_group: Option<String>,
+        namespace: String,
+        location: String,
+        collection: QuotaCollection,
+        meter: Option<String>,
+    },
 }
 
 /// The namespace of the platform's own lists that are not a resource type's (the event feed).
@@ -230,6 +245,16 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
                 typed(&id.namespace, &id.type_name, true).map(|t| format!("{}{t}", group(true)))
             };
             scope.map(|s| format!("{s}/providers/Microsoft.Resources/tags/default"))
+        }
+        Ok(Route::Quota { resource_group, namespace, collection, meter, .. }) => {
+            namespace_names(&namespace).map(|ns| {
+                let tail = if meter.is_some() { "/{meterName}" } else { "" };
+                format!(
+                    "{}/providers/{ns}/locations/{{location}}/providers/{QUOTA_NAMESPACE}/{}{tail}",
+                    group(resource_group.is_some()),
+                    collection.as_str()
+                )
+            })
         }
         Err(_) if ["/healthz", "/readyz", "/openapi.json", "/metrics"].contains(&path) => Some(path.to_string()),
         Err(_) if path.starts_with("/hooks/") => Some("/hooks/{provider}".into()),
@@ -367,6 +392,9 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     let decoded: Vec<Cow<str>> = raw.iter().map(|s| decode(s)).collect();
     let segs: Vec<&str> = decoded.iter().map(|s| s.as_ref()).collect();
     if let Some(route) = scoped_authorization(&segs) {
+        return route;
+    }
+    if let Some(route) = guardrails::quota(&segs) {
         return route;
     }
     if let [scope @ .., p, ns, t, d] = segs.as_slice()

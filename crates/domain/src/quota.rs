@@ -82,7 +82,9 @@ impl Meter {
         match &self.measure {
             Measure::Count => 1,
             Measure::Sum { path } => match at(properties, path) {
-                Some(Value::Number(n)) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0).ceil() as u64)).unwrap_or(0),
+                Some(Value::Number(n)) => {
+                    n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0).ceil() as u64)).unwrap_or(0)
+                }
                 _ => 0,
             },
             Measure::Table { path, values } => {
@@ -153,6 +155,67 @@ impl fmt::Display for QuotaExceeded {
     }
 }
 
+/// A meter as the platform configured it, with its default limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MeterDefinition {
+    pub meter: Meter,
+    /// The limits of a subscription (and of each of its groups) nobody set otherwise.
+    pub defaults: Limits,
+}
+
+/// Who may set a subscription's limits besides the platform's Admin.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OwnerLimits {
+    /// Only the Admin sets limits.
+    #[default]
+    AdminOnly,
+    /// A subscription's Owner may set its limits at or below the Admin's (the ceiling).
+    BelowCeiling,
+}
+
+/// Every meter the platform defines, and who may set limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuotaBook {
+    pub meters: Vec<MeterDefinition>,
+    pub owner_limits: OwnerLimits,
+}
+
+impl QuotaBook {
+    /// The meters a type's resources consume.
+    pub fn of_type<'a>(&'a self, type_key: &'a TypeKey) -> impl Iterator<Item = &'a MeterDefinition> + 'a {
+        self.meters.iter().filter(move |d| &d.meter.type_key == type_key)
+    }
+
+    /// The meter named `name` (exactly).
+    pub fn get(&self, name: &str) -> Option<&MeterDefinition> {
+        self.meters.iter().find(|d| d.meter.name.as_str() == name)
+    }
+}
+
+/// A limit as set over the API for one scope (a subscription, or one of its groups): the
+/// Admin's, which is the ceiling, and the Owner's, at or below it. Either may be unset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LimitSetting {
+    pub admin: Option<u64>,
+    pub owner: Option<u64>,
+}
+
+impl LimitSetting {
+    /// The Admin's limit, else the configured default: what an Owner may not pass.
+    pub fn ceiling(setting: Option<&LimitSetting>, default: Option<u64>) -> Option<u64> {
+        setting.and_then(|s| s.admin).or(default)
+    }
+
+    /// The limit that applies: the lower of the ceiling and the Owner's.
+    pub fn effective(setting: Option<&LimitSetting>, default: Option<u64>) -> Option<u64> {
+        let ceiling = LimitSetting::ceiling(setting, default);
+        match (ceiling, setting.and_then(|s| s.owner)) {
+            (Some(c), Some(o)) => Some(c.min(o)),
+            (c, o) => c.or(o),
+        }
+    }
+}
+
 /// The meters of the changed resource's type, each with its limits: what [`charge`] checks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Charge {
@@ -177,7 +240,10 @@ pub fn charge(snap: &mut Snapshot, charge: &Charge) -> Result<(), Rejection> {
         if now > before {
             let usage = snap.usage.get(&meter.name).copied().unwrap_or_default();
             let requested = now - before;
-            let checks = [(LimitScope::Subscription, limits.subscription, usage.subscription), (LimitScope::Group, limits.group, usage.group)];
+            let checks = [
+                (LimitScope::Subscription, limits.subscription, usage.subscription),
+                (LimitScope::Group, limits.group, usage.group),
+            ];
             for (scope, limit, current) in checks {
                 if let Some(limit) = limit
                     && current.saturating_add(requested) > limit
@@ -231,6 +297,25 @@ mod tests {
         assert_eq!(table().consumed(&json!({"size": "medium"})), 0, "a value the table lacks counts nothing");
         let count = Meter { measure: Measure::Count, ..table() };
         assert_eq!(count.consumed(&json!({})), 1);
+    }
+
+    #[test]
+    fn the_lower_of_the_ceiling_and_the_owners_limit_applies() {
+        let set = |admin, owner| LimitSetting { admin, owner };
+        assert_eq!(LimitSetting::effective(None, Some(10)), Some(10));
+        assert_eq!(LimitSetting::effective(None, None), None);
+        assert_eq!(
+            LimitSetting::effective(Some(&set(Some(20), None)), Some(10)),
+            Some(20),
+            "the Admin's replaces the default"
+        );
+        assert_eq!(LimitSetting::effective(Some(&set(None, Some(4))), Some(10)), Some(4));
+        assert_eq!(
+            LimitSetting::effective(Some(&set(Some(3), Some(4))), Some(10)),
+            Some(3),
+            "a ceiling lowered below the Owner's wins"
+        );
+        assert_eq!(LimitSetting::effective(Some(&set(None, Some(4))), None), Some(4));
     }
 
     #[test]

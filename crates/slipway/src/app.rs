@@ -75,6 +75,7 @@ impl App {
             hooks,
             types,
             policies,
+            quotas,
             warnings,
         } = plan;
         let store = open_store(&store).await?;
@@ -115,6 +116,7 @@ impl App {
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
+            quotas: Arc::new(quotas),
             auth,
             edge,
             access,

@@ -44,6 +44,7 @@ mod notifications;
 mod openapi;
 mod overview;
 mod progress;
+mod quotas;
 mod replica_aap_faults;
 mod replica_faults;
 mod replica_late_launch;

@@ -18,6 +18,13 @@ const SUBS: [(&str, &str); 2] =
     [("a", "aaaaaaaa-0000-0000-0000-000000000001"), ("b", "bbbbbbbb-0000-0000-0000-000000000002")];
 const ROLES: [&str; 3] = ["Reader", "Contributor", "Owner"];
 
+/// A meter whose limits an Owner may set below the platform's 100.
+const QUOTA: &str = "\n[quota]\nowner_limits = \"below-ceiling\"\n\n[[quota.meters]]\nname = \"networks\"\ntype = \"Slipway.Example/virtualNetworks\"\nlimit = 100\n";
+
+fn quota_path(sub: &str, group: &str, tail: &str) -> String {
+    format!("/subscriptions/{sub}{group}/providers/Slipway.Example/locations/local/providers/Microsoft.Quota/{tail}")
+}
+
 struct World {
     s: TestServer,
     idp: TestIdp,
@@ -37,7 +44,7 @@ impl World {
     async fn start() -> World {
         let idp = TestIdp::start().await;
         let tables = format!(
-            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n",
+            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n{QUOTA}",
             idp.issuer
         );
         let s = TestServer::start_full("", "", &tables, |_| {}).await;
@@ -170,6 +177,11 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET subscription", needs: 'r' },
         Endpoint { name: "POST provider register", needs: 'w' },
         Endpoint { name: "PUT subscription", needs: 'P' },
+        Endpoint { name: "GET usages", needs: 'r' },
+        Endpoint { name: "GET usages of a resource group", needs: 'r' },
+        Endpoint { name: "GET quotas", needs: 'r' },
+        Endpoint { name: "PUT quota", needs: 'A' },
+        Endpoint { name: "PUT quota of a resource group", needs: 'A' },
     ];
     let (mut allowed, mut denied, mut foreign_denied) = (0, 0, 0);
     let mut created = Vec::new();
@@ -349,6 +361,18 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                         "PUT subscription" => {
                             let body = json!({"state": "Suspended", "properties": {"tenantId": "x"}});
                             w.send("PUT", &format!("/subscriptions/{sub}"), &tok, Some(body), PLATFORM_API).await
+                        }
+                        "GET usages" => w.send("GET", &quota_path(sub, "", "usages"), &tok, None, "2023-02-01").await,
+                        "GET usages of a resource group" => {
+                            let path = quota_path(sub, "/resourceGroups/rg1", "usages/networks");
+                            w.send("GET", &path, &tok, None, "2023-02-01").await
+                        }
+                        "GET quotas" => w.send("GET", &quota_path(sub, "", "quotas"), &tok, None, "2023-02-01").await,
+                        "PUT quota" | "PUT quota of a resource group" => {
+                            let group = if e.name == "PUT quota" { "" } else { "/resourceGroups/rg1" };
+                            let body = json!({"properties": {"limit": {"value": 50}}});
+                            w.send("PUT", &quota_path(sub, group, "quotas/networks"), &tok, Some(body), "2023-02-01")
+                                .await
                         }
                         other => unreachable!("{other}"),
                     };

@@ -26,6 +26,8 @@ pub enum EntryKind {
     RoleAssignment,
     /// What a backup and a restore leave in the store ([`BACKUP_TAKEN`], [`RESTORE_PENDING`]).
     Backup,
+    /// A quota limit set over the API for a subscription or one of its groups.
+    QuotaLimit,
 }
 
 /// The `backup` entry a backup copy carries: `{"takenAt": <ms>}`, when its snapshot was taken.
@@ -35,8 +37,13 @@ pub const BACKUP_TAKEN: &str = "taken";
 pub const RESTORE_PENDING: &str = "restore-pending";
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 4] =
-        [EntryKind::ApiToken, EntryKind::Subscription, EntryKind::RoleAssignment, EntryKind::Backup];
+    pub const ALL: [EntryKind; 5] = [
+        EntryKind::ApiToken,
+        EntryKind::Subscription,
+        EntryKind::RoleAssignment,
+        EntryKind::Backup,
+        EntryKind::QuotaLimit,
+    ];
 
     /// The text stored in the `kind` column. Never changes once shipped.
     pub fn tag(self) -> &'static str {
@@ -45,6 +52,7 @@ impl EntryKind {
             EntryKind::Subscription => "subscription",
             EntryKind::RoleAssignment => "roleAssignment",
             EntryKind::Backup => "backup",
+            EntryKind::QuotaLimit => "quotaLimit",
         }
     }
 
@@ -239,7 +247,7 @@ mod tests {
     #[test]
     fn tags_round_trip_and_never_change() {
         let tags: Vec<&str> = EntryKind::ALL.iter().map(|k| k.tag()).collect();
-        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment", "backup"]);
+        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment", "backup", "quotaLimit"]);
         for kind in EntryKind::ALL {
             assert_eq!(EntryKind::from_tag(kind.tag()), Some(kind));
         }

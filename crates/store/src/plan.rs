@@ -163,7 +163,17 @@ impl ChangePlan {
             .map(|e| EventRow::of(e, event_expiry))
             .collect::<Result<_, _>>()?;
         let usage = crate::usage::deltas(before, after)?;
-        Ok(ChangePlan { resource, operations, notifications, wake, wake_keys, wake_referrers, references, events, usage })
+        Ok(ChangePlan {
+            resource,
+            operations,
+            notifications,
+            wake,
+            wake_keys,
+            wake_referrers,
+            references,
+            events,
+            usage,
+        })
     }
 
     pub(crate) fn is_empty(&self) -> bool {

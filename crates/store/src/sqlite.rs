@@ -20,8 +20,8 @@ mod schema;
 mod writer;
 mod writes;
 
-use crate::NotificationId;
 use crate::GroupUsage;
+use crate::NotificationId;
 use crate::entries::PutEntry;
 use slipway_domain::LeaseOwner;
 use slipway_domain::ids::TypeKey;

@@ -101,7 +101,12 @@ impl Tally {
     }
 
     /// The sums a change of a resource in `subscription`'s `group` reads for `meters`.
-    pub(crate) fn read(&self, subscription: &SubscriptionId, group: &str, meters: &[MeterName]) -> BTreeMap<MeterName, Usage> {
+    pub(crate) fn read(
+        &self,
+        subscription: &SubscriptionId,
+        group: &str,
+        meters: &[MeterName],
+    ) -> BTreeMap<MeterName, Usage> {
         let sub = subscription.as_str();
         meters
             .iter()

@@ -167,7 +167,9 @@ async fn replicas_never_pass_a_quota_together() {
         assert_eq!(accepted, 10);
         totals.push(total);
     }
-    eprintln!("{RUNS} runs: 10 of 40 accepted against a count limit of 10 every time; sizes accepted against 25: {totals:?}");
+    eprintln!(
+        "{RUNS} runs: 10 of 40 accepted against a count limit of 10 every time; sizes accepted against 25: {totals:?}"
+    );
 }
 
 /// A reference written through one replica while another deletes its target: one loses.

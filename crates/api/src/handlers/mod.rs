@@ -39,6 +39,7 @@ mod logs;
 mod operations;
 mod overview;
 pub(crate) mod platform_version;
+mod quotas;
 mod resources;
 mod tags;
 mod tokens;
@@ -326,6 +327,10 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         }
         Route::ApiTokens { id } => tokens::api_tokens(state, ctx, id.as_deref(), body).await,
         Route::Tags(target) => tags::tags(state, ctx, target, body).await,
+        Route::Quota { subscription, resource_group, namespace, location, collection, meter } => {
+            let scope = quotas::QuotaScope { subscription, resource_group, namespace, location };
+            quotas::quota(state, ctx, scope, collection, meter, body).await
+        }
     }
 }
 

@@ -172,7 +172,7 @@ pub(crate) async fn operation_result(state: &ApiState, ctx: &Ctx, op: &Operation
             // A 4xx, not a 500: Slipway did not fail, the operation did (its job, its
             // deadline, a cancel). A 5xx would put every tenant's failed playbook into the
             // server's error rate, and asking again changes nothing.
-            Err(ArmError { status: StatusCode::CONFLICT, body, retry_after: None })
+            Err(ArmError::with_body(StatusCode::CONFLICT, body))
         }
     }
 }

@@ -11,7 +11,7 @@ use slipway_domain::admission::Admitted;
 use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
 use slipway_domain::reference::{self, Reference};
 use slipway_domain::resource::{Snapshot, Spec};
-use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission, group};
+use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission, group, quota};
 use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with, reference_walk};
 use slipway_types::ResourceType;
 
@@ -19,7 +19,7 @@ use crate::error::ArmError;
 use crate::handlers::body::json_body;
 use crate::handlers::operations::add_async_headers;
 use crate::handlers::{
-    Ctx, force_flag, groups, insert, json_response, overview, request_context, require_admin, resource_scope,
+    Ctx, force_flag, groups, insert, json_response, overview, quotas, request_context, require_admin, resource_scope,
 };
 use crate::preconditions::Preconditions;
 use crate::request::{PatchBody, PutBody};
@@ -139,7 +139,11 @@ async fn admit_put_in_group(
     let kind = ty.kind.clone();
     let target = id.clone();
     let group = id.parent().is_none().then(|| id.group_id().key());
-    let req = change_request(id, &references, rctx.now).with_related(walked.clone()).with_related(group);
+    let charge = quotas::charge_for(state, id).await?;
+    let req = change_request(id, &references, rctx.now)
+        .with_related(walked.clone())
+        .with_related(group)
+        .with_usage(id, charge.meter_names());
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
     change_with(state.store.as_ref(), req, move |snap| {
@@ -148,7 +152,9 @@ async fn admit_put_in_group(
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
-        reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)
+        let admitted = reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)?;
+        quota::charge(snap, &charge)?;
+        Ok(admitted)
     })
     .await
 }
@@ -183,7 +189,8 @@ pub(crate) async fn patch_resource(
     let validator = ty.clone();
     let referrer = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let req = change_request(&id, &guess, rctx.now).with_related(walked.clone());
+    let charge = quotas::charge_for(state, &id).await?;
+    let req = change_request(&id, &guess, rctx.now).with_related(walked.clone()).with_usage(&id, charge.meter_names());
     let loaded = req.related.clone();
     let target = id.clone();
     let pre = Preconditions::from_headers(&ctx.headers);
@@ -219,6 +226,7 @@ pub(crate) async fn patch_resource(
                 });
             }
             reference::record(snap, &target, references, &walked)?;
+            quota::charge(snap, &charge)?;
             Ok(admitted)
         })
     })

@@ -17,6 +17,7 @@ use slipway_store::postgres::SslMode;
 mod auth;
 mod diagnose;
 mod providers;
+mod quota;
 mod sections;
 #[cfg(test)]
 mod tests;
@@ -24,6 +25,7 @@ mod types;
 
 pub use auth::*;
 pub use providers::*;
+pub use quota::*;
 pub use sections::*;
 pub use types::*;
 
@@ -83,6 +85,9 @@ pub struct Config {
     /// Keys for secret properties; required when a type's schema marks one.
     #[serde(default)]
     pub secrets: Option<SecretsConfig>,
+    /// Quota meters and their default limits.
+    #[serde(default)]
+    pub quota: QuotaConfig,
     /// Directory of the config file; base for relative paths.
     #[serde(skip)]
     pub base_dir: PathBuf,

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use slipway_api::{AccessOptions, ApiOptions, EdgeOptions, RateLimiter};
 use slipway_auth::AuthOptions;
+use slipway_domain::quota::QuotaBook;
 use slipway_domain::{TypeKey, TypePolicy};
 use slipway_engine::EngineOptions;
 use slipway_listener::ListenerOptions;
@@ -26,6 +27,7 @@ use crate::config::{Config, access_options, rate_limiter};
 mod executables;
 mod found;
 mod providers;
+mod quota;
 mod server;
 mod types;
 
@@ -63,6 +65,8 @@ pub struct Plan {
     pub hooks: HashMap<String, String>,
     pub types: TypeRegistry,
     pub policies: HashMap<TypeKey, TypePolicy>,
+    /// The quota meters and who may set limits.
+    pub quotas: QuotaBook,
     /// What `serve` only logs: playbooks a type's jobs need that are missing (a tenant's job
     /// would fail on one). `check-config` refuses them.
     pub warnings: Vec<Problem>,
@@ -93,6 +97,7 @@ impl Plan {
         let rate_limits = found.ok(rate_limiter(config.auth.as_ref()));
         let providers = providers::providers(config, &owner, &mut found);
         let types = types::types(config, &mut found);
+        let quotas = types.as_ref().map(|(registry, _)| quota::quotas(config, registry, &mut found));
         let keyring = types::keyring(config, &mut found);
         let (
             Some(api),
@@ -106,7 +111,8 @@ impl Plan {
             Some((providers, hooks)),
             Some((types, policies)),
             Some(keyring),
-        ) = (api, listener, edge, store, notifier, auth, access, rate_limits, providers, types, keyring)
+            Some(quotas),
+        ) = (api, listener, edge, store, notifier, auth, access, rate_limits, providers, types, keyring, quotas)
         else {
             return found.finish(None);
         };
@@ -127,6 +133,7 @@ impl Plan {
             hooks,
             types,
             policies,
+            quotas,
             warnings: missing_playbooks(config),
         };
         found.finish(Some(plan))

@@ -291,6 +291,7 @@ const PATH_GRAMMARS: &[(&str, &str)] = &[
     ("crates/domain/src/ids/mod.rs", "the one grammar: resource ids"),
     ("crates/domain/src/ids/operation.rs", "the one grammar: operation status paths"),
     ("crates/api/src/route.rs", "the router: each route's shape, resource ids checked by `ids`"),
+    ("crates/api/src/route/guardrails.rs", "the router's guardrail routes: quota, lock and policy scopes"),
 ];
 
 /// One resource-id grammar (`slipway_domain::ids`) and one UUIDv7 layout

@@ -21,7 +21,10 @@ fn charge(count_limit: Option<u64>, size_limit: Option<u64>, group_limit: Option
     Charge {
         meters: vec![
             (meter("networks", Measure::Count), Limits { subscription: count_limit, group: group_limit }),
-            (meter("size", Measure::Sum { path: vec!["size".into()] }), Limits { subscription: size_limit, group: None }),
+            (
+                meter("size", Measure::Sum { path: vec!["size".into()] }),
+                Limits { subscription: size_limit, group: None },
+            ),
         ],
     }
 }
@@ -31,7 +34,13 @@ fn sized(size: u64) -> Spec {
 }
 
 /// Creates or replaces `id` with `spec` as a metered `PUT` does.
-async fn metered_put(store: &dyn Store, id: &ArmId, spec: Spec, c: RequestContext, charge: Charge) -> Result<Snapshot, StoreError> {
+async fn metered_put(
+    store: &dyn Store,
+    id: &ArmId,
+    spec: Spec,
+    c: RequestContext,
+    charge: Charge,
+) -> Result<Snapshot, StoreError> {
     let target = id.clone();
     let req = ChangeRequest::new(id.key(), c.now).with_usage(id, charge.meter_names());
     apply(store, req, move |s| {
@@ -69,7 +78,10 @@ pub async fn case_usage_is_counted_with_every_change(store: &dyn Store) {
     assert_eq!((used(store, "sub-use", "networks").await, used(store, "sub-use", "size").await), (2, 6));
     let rows = store.usage(&"sub-use".into()).await.expect("usage");
     let by_group: Vec<(&str, &str, u64)> = rows.iter().map(|r| (r.meter.as_str(), r.group.as_str(), r.value)).collect();
-    assert_eq!(by_group, vec![("networks", "rg-a", 1), ("networks", "rg-b", 1), ("size", "rg-a", 4), ("size", "rg-b", 2)]);
+    assert_eq!(
+        by_group,
+        vec![("networks", "rg-a", 1), ("networks", "rg-b", 1), ("size", "rg-a", 4), ("size", "rg-b", 2)]
+    );
 
     // A change reads the sums in its transaction: the subscription's and its group's.
     let req = ChangeRequest::new(a.key(), at(SECOND)).with_usage(&a, free.meter_names());
@@ -113,7 +125,10 @@ pub async fn case_growth_past_a_limit_is_refused(store: &dyn Store) {
     // A group's own limit.
     let per_group = charge(None, None, Some(1));
     let refused = metered_put(store, &b, sized(1), ctx(5, at(3 * SECOND)), per_group.clone()).await;
-    assert!(matches!(refused, Err(StoreError::Rejected(Rejection::QuotaExceeded(ref q))) if q.scope == quota::LimitScope::Group), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::Rejected(Rejection::QuotaExceeded(ref q))) if q.scope == quota::LimitScope::Group),
+        "{refused:?}"
+    );
     let elsewhere = vnet("sub-lim", "rg-2", "b");
     metered_put(store, &elsewhere, sized(1), ctx(6, at(3 * SECOND)), per_group).await.expect("another group has room");
 
@@ -139,7 +154,10 @@ pub async fn case_concurrent_creates_never_pass_a_limit(h: &Harness) {
 /// The case above with the creates spread over `stores` (replicas, on PostgreSQL), in
 /// `subscription`: 40 creates against a count limit of 10, then 40 of sizes 1 to 4 against
 /// a sum limit of 25. Returns how many of each were accepted.
-pub async fn check_concurrent_creates_never_pass_a_limit(stores: &[Arc<dyn Store>], subscription: &str) -> (usize, u64) {
+pub async fn check_concurrent_creates_never_pass_a_limit(
+    stores: &[Arc<dyn Store>],
+    subscription: &str,
+) -> (usize, u64) {
     const CREATES: u64 = 40;
     let count_limit = charge(Some(10), None, None);
     let mut tasks = tokio::task::JoinSet::new();
@@ -162,7 +180,8 @@ pub async fn check_concurrent_creates_never_pass_a_limit(stores: &[Arc<dyn Store
         let store = Arc::clone(&stores[n as usize % stores.len()]);
         let (id, limits) = (vnet(subscription, "rg-sizes", &format!("size{n}")), size_limit.clone());
         let size = 1 + n % 4;
-        tasks.spawn(async move { metered_put(&*store, &id, sized(size), ctx(200 + n, T0), limits).await.map(|_| size) });
+        tasks
+            .spawn(async move { metered_put(&*store, &id, sized(size), ctx(200 + n, T0), limits).await.map(|_| size) });
     }
     let sizes: Vec<u64> = tasks.join_all().await.into_iter().filter_map(Result::ok).collect();
     let total: u64 = sizes.iter().sum();

@@ -16,7 +16,9 @@ use tokio_postgres::types::FromSql;
 use super::Failure;
 use super::attempt::Attempt;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
-use crate::{EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError};
+use crate::{
+    EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError,
+};
 
 /// Reads a `resources` row in [`resource_columns!`] order.
 pub(super) fn read_resource_row(row: &Row) -> Result<ResourceRow, StoreError> {

@@ -15,7 +15,8 @@ use slipway_domain::{Operation, ProvisioningState, Timestamp};
 use super::db_error;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
 use crate::{
-    EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError, UsageRead,
+    EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError,
+    UsageRead,
 };
 
 /// Reads a `resources` row in [`resource_columns!`] order.

@@ -11,8 +11,9 @@ use slipway_domain::{LeaseOwner, Operation, Timestamp};
 
 use super::{Call, Faulty, Method};
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, GroupUsage, ListQuery, Notification,
-    NotificationId, OperationPage, OperationQuery, Page, PutEntry, Store, StoreError, StoreReading, StoreStats,
+    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, GroupUsage, ListQuery,
+    Notification, NotificationId, OperationPage, OperationQuery, Page, PutEntry, Store, StoreError, StoreReading,
+    StoreStats,
 };
 
 #[async_trait]

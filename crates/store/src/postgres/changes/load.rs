@@ -11,8 +11,8 @@ use tokio_postgres::types::ToSql;
 
 use super::Queued;
 use crate::columns::{RESOURCE_COLUMN_COUNT, resource_columns};
-use crate::usage::Tally;
 use crate::postgres::{Failure, rows};
+use crate::usage::Tally;
 
 /// Every key of the batch, each locked once, in one order for everyone: exclusively the keys
 /// the batch changes and the quota meters it reads, shared those it only reads as context. Context is read, never written,

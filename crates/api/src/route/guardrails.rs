@@ -1,0 +1,68 @@
+//! The paths of the platform's guardrails: quotas and usages in `Microsoft.Quota`'s shape
+//! (`{scope}/providers/Microsoft.Quota/{quotas|usages}[/{meter}]`, where `{scope}` is
+//! `/subscriptions/{s}[/resourceGroups/{g}]/providers/{namespace}/locations/{location}`).
+
+use slipway_domain::ids;
+
+use super::{Route, RouteError, is, subscription};
+
+/// The namespace of ARM's quota API.
+pub const QUOTA_NAMESPACE: &str = "Microsoft.Quota";
+
+/// Which of a quota scope's collections a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaCollection {
+    /// `…/quotas`: the limits.
+    Quotas,
+    /// `…/usages`: what is consumed, beside the limits.
+    Usages,
+}
+
+impl QuotaCollection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaCollection::Quotas => "quotas",
+            QuotaCollection::Usages => "usages",
+        }
+    }
+}
+
+/// A quota path, if `segs` is one.
+pub(super) fn quota(segs: &[&str]) -> Option<Result<Route, RouteError>> {
+    let at = segs.windows(2).rposition(|w| is(w[0], "providers") && is(w[1], QUOTA_NAMESPACE))?;
+    let (collection, meter) = match &segs[at + 2..] {
+        [c] => (*c, None),
+        [c, m] => (*c, Some(m.to_string())),
+        _ => return Some(Err(RouteError::NoMatch)),
+    };
+    let collection = if is(collection, "quotas") {
+        QuotaCollection::Quotas
+    } else if is(collection, "usages") {
+        QuotaCollection::Usages
+    } else {
+        return Some(Err(RouteError::NoMatch));
+    };
+    let (sub, group, rest) = match &segs[..at] {
+        [s, sub, r, rg, rest @ ..] if is(s, "subscriptions") && is(r, "resourceGroups") => (sub, Some(rg), rest),
+        [s, sub, rest @ ..] if is(s, "subscriptions") => (sub, None, rest),
+        _ => return Some(Err(RouteError::NoMatch)),
+    };
+    let [p, namespace, l, location] = rest else { return Some(Err(RouteError::NoMatch)) };
+    if !(is(p, "providers") && is(l, "locations")) {
+        return Some(Err(RouteError::NoMatch));
+    }
+    Some((|| {
+        let subscription = subscription(sub)?;
+        if let Some(rg) = group {
+            ids::check_group(rg)?;
+        }
+        Ok(Route::Quota {
+            subscription,
+            resource_group: group.map(|g| g.to_string()),
+            namespace: namespace.to_string(),
+            location: location.to_string(),
+            collection,
+            meter,
+        })
+    })())
+}
