@@ -115,6 +115,7 @@ impl From<Rejection> for ArmError {
                 ),
             ),
             Rejection::QuotaExceeded(q) => quota_exceeded(&q),
+            Rejection::ScopeLocked(locked) => scope_locked(&locked),
             Rejection::PreconditionFailed { message } => {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
             }
@@ -142,6 +143,18 @@ fn quota_exceeded(q: &slipway_domain::quota::QuotaExceeded) -> ArmError {
             "currentValue": q.current,
             "requested": q.requested,
             "unit": q.unit,
+        }),
+    )
+}
+
+/// ARM's `409 ScopeLocked`, naming the lock (also in `additionalInfo`).
+fn scope_locked(locked: &slipway_domain::locks::ScopeLocked) -> ArmError {
+    ArmError::new(StatusCode::CONFLICT, "ScopeLocked", locked.to_string()).with_target(locked.target.clone()).with_info(
+        "ScopeLocked",
+        serde_json::json!({
+            "lockId": locked.lock.id,
+            "level": locked.lock.level.as_str(),
+            "notes": locked.lock.notes,
         }),
     )
 }

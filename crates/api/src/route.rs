@@ -137,6 +137,13 @@ pub enum Route {
         collection: QuotaCollection,
         meter: Option<String>,
     },
+    /// `{scope}/providers/Microsoft.Authorization/locks[/{name}]`: management locks at a
+    /// subscription, a resource group or a resource (`path`: the scope as written).
+    Locks {
+        scope: Scope,
+        path: String,
+        name: Option<String>,
+    },
 }
 
 /// The namespace of the platform's own lists that are not a resource type's (the event feed).
@@ -256,6 +263,10 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
                 )
             })
         }
+        Ok(Route::Locks { name, .. }) => {
+            let tail = if name.is_some() { "/{lockName}" } else { "" };
+            Some(format!("{{scope}}/providers/Microsoft.Authorization/locks{tail}"))
+        }
         Err(_) if ["/healthz", "/readyz", "/openapi.json", "/metrics"].contains(&path) => Some(path.to_string()),
         Err(_) if path.starts_with("/hooks/") => Some("/hooks/{provider}".into()),
         Err(_) => None,
@@ -356,21 +367,29 @@ fn scoped_authorization(segs: &[&str]) -> Option<Result<Route, RouteError>> {
         [id] if !permissions => Some(id.to_string()),
         _ => return None,
     };
-    let prefix = &segs[..at];
+    Some(match scope_of(&segs[..at]) {
+        Ok((scope, _)) if permissions => Ok(Route::Permissions { scope }),
+        Ok((scope, _)) => Ok(Route::RoleAssignments { scope, id }),
+        Err(e) => Err(e),
+    })
+}
+
+/// The scope the segments before a scope's `providers/{namespace}/…` spell: canonical, and
+/// as written (for echoing ids).
+fn scope_of(prefix: &[&str]) -> Result<(Scope, String), RouteError> {
     if let Some(s) = prefix.iter().find(|s| s.contains(['/', '\\'])) {
-        return Some(Err(RouteError::BadScope(format!("the segment '{s}' holds an encoded separator"))));
+        return Err(RouteError::BadScope(format!("the segment '{s}' holds an encoded separator")));
     }
     if let [s, sub, ..] = prefix
         && is(s, "subscriptions")
-        && let Err(e) = subscription(sub)
     {
-        return Some(Err(e));
+        subscription(sub)?;
     }
-    Some(match Scope::parse(&format!("/{}", prefix.join("/"))) {
-        Ok(scope) if permissions => Ok(Route::Permissions { scope }),
-        Ok(scope) => Ok(Route::RoleAssignments { scope, id }),
+    let path = format!("/{}", prefix.join("/"));
+    match Scope::parse(&path) {
+        Ok(scope) => Ok((scope, path)),
         Err(why) => Err(RouteError::BadScope(why.to_string())),
-    })
+    }
 }
 
 pub fn parse(path: &str) -> Result<Route, RouteError> {
@@ -394,7 +413,7 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     if let Some(route) = scoped_authorization(&segs) {
         return route;
     }
-    if let Some(route) = guardrails::quota(&segs) {
+    if let Some(route) = guardrails::quota(&segs).or_else(|| guardrails::locks(&segs)) {
         return route;
     }
     if let [scope @ .., p, ns, t, d] = segs.as_slice()

@@ -92,6 +92,9 @@ pub enum Rejection {
     /// A write would take a quota meter past its limit (ARM's `QuotaExceeded`).
     #[error("{0}")]
     QuotaExceeded(crate::quota::QuotaExceeded),
+    /// A management lock forbids the request (ARM's `ScopeLocked`).
+    #[error("{0}")]
+    ScopeLocked(crate::locks::ScopeLocked),
     /// An `If-Match` / `If-None-Match` precondition does not hold.
     #[error("{message}")]
     PreconditionFailed { message: String },

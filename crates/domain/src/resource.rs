@@ -170,6 +170,19 @@ pub struct Snapshot {
     /// Read-only, for the meters the change asked for: what the subscription and the
     /// resource's group consume, counted in this transaction (`quota`).
     pub usage: BTreeMap<MeterName, Usage>,
+    /// Read-only, when the change asked for them: the subscription's guardrail settings
+    /// (locks, policy assignments, quota limits) as committed; none is written while the
+    /// change runs.
+    pub settings: Vec<Setting>,
+}
+
+/// A platform setting a change read (a registry entry: a lock, a policy assignment, a quota
+/// limit), as stored: its kind's tag, its id and its JSON body. Whoever asked decodes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Setting {
+    pub kind: String,
+    pub id: String,
+    pub body: String,
 }
 
 impl Snapshot {

@@ -38,6 +38,7 @@ mod install;
 mod issuers;
 mod job_history;
 mod job_output;
+mod locks;
 mod logs;
 mod metrics;
 mod notifications;

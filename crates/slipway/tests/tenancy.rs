@@ -182,6 +182,9 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET quotas", needs: 'r' },
         Endpoint { name: "PUT quota", needs: 'A' },
         Endpoint { name: "PUT quota of a resource group", needs: 'A' },
+        Endpoint { name: "GET locks", needs: 'r' },
+        Endpoint { name: "PUT lock", needs: 'A' },
+        Endpoint { name: "DELETE lock", needs: 'A' },
     ];
     let (mut allowed, mut denied, mut foreign_denied) = (0, 0, 0);
     let mut created = Vec::new();
@@ -373,6 +376,16 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                             let body = json!({"properties": {"limit": {"value": 50}}});
                             w.send("PUT", &quota_path(sub, group, "quotas/networks"), &tok, Some(body), "2023-02-01")
                                 .await
+                        }
+                        "GET locks" => {
+                            let path = format!("{shared}/providers/Microsoft.Authorization/locks");
+                            w.send("GET", &path, &tok, None, "2020-05-01").await
+                        }
+                        "PUT lock" | "DELETE lock" => {
+                            let path = format!("{shared}/providers/Microsoft.Authorization/locks/by-{who}");
+                            let body = json!({"properties": {"level": "CanNotDelete"}});
+                            let body = (e.name == "PUT lock").then_some(body);
+                            w.send(if body.is_some() { "PUT" } else { "DELETE" }, &path, &tok, body, "2020-05-01").await
                         }
                         other => unreachable!("{other}"),
                     };

@@ -12,7 +12,7 @@ use slipway_domain::quota::MeterName;
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{LeaseOwner, Timestamp};
 
-use crate::{Store, StoreError};
+use crate::{EntryKind, Store, StoreError};
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
 pub type ChangeFn = Box<dyn FnOnce(&mut Snapshot) -> Result<(), Rejection> + Send>;
@@ -40,8 +40,24 @@ pub struct ChangeRequest {
     /// Read these meters' usage in the transaction (`Snapshot::usage`), under their locks:
     /// every change that may grow what the resource consumes.
     pub usage: Option<UsageRead>,
+    /// Read these kinds of registry entry of the subscription (`Snapshot::settings`), with
+    /// no write of them in between: the guardrails a change is judged by.
+    pub settings: Option<SettingsRead>,
     /// Stamps operation expiry (last write + TTL).
     pub now: Timestamp,
+}
+
+/// The registry entries a change reads: those of `kinds` in `subscription`'s partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingsRead {
+    pub subscription: SubscriptionId,
+    pub kinds: Vec<EntryKind>,
+}
+
+/// The advisory lock (PostgreSQL) a change reading entries of `kind` in `partition` holds
+/// shared, and a write of one such entry exclusively.
+pub(crate) fn settings_lock_key(kind: EntryKind, partition: &str) -> String {
+    format!("entries|{}|{partition}", kind.tag())
 }
 
 /// The usage a change reads: `meters`, summed over the subscription and over the group.
@@ -63,6 +79,7 @@ impl ChangeRequest {
             children: false,
             referrers: false,
             usage: None,
+            settings: None,
             now,
         }
     }
@@ -100,6 +117,13 @@ impl ChangeRequest {
             group: id.resource_group_key(),
             meters,
         });
+        self
+    }
+
+    /// Reads the registry entries of `kinds` in `subscription` (see [`Snapshot::settings`]).
+    pub fn with_settings(mut self, subscription: &SubscriptionId, kinds: &[EntryKind]) -> Self {
+        self.settings =
+            (!kinds.is_empty()).then(|| SettingsRead { subscription: subscription.clone(), kinds: kinds.to_vec() });
         self
     }
 

@@ -28,6 +28,8 @@ pub enum EntryKind {
     Backup,
     /// A quota limit set over the API for a subscription or one of its groups.
     QuotaLimit,
+    /// A management lock at a subscription, a resource group or a resource.
+    Lock,
 }
 
 /// The `backup` entry a backup copy carries: `{"takenAt": <ms>}`, when its snapshot was taken.
@@ -37,12 +39,13 @@ pub const BACKUP_TAKEN: &str = "taken";
 pub const RESTORE_PENDING: &str = "restore-pending";
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 5] = [
+    pub const ALL: [EntryKind; 6] = [
         EntryKind::ApiToken,
         EntryKind::Subscription,
         EntryKind::RoleAssignment,
         EntryKind::Backup,
         EntryKind::QuotaLimit,
+        EntryKind::Lock,
     ];
 
     /// The text stored in the `kind` column. Never changes once shipped.
@@ -53,6 +56,7 @@ impl EntryKind {
             EntryKind::RoleAssignment => "roleAssignment",
             EntryKind::Backup => "backup",
             EntryKind::QuotaLimit => "quotaLimit",
+            EntryKind::Lock => "lock",
         }
     }
 
@@ -247,7 +251,7 @@ mod tests {
     #[test]
     fn tags_round_trip_and_never_change() {
         let tags: Vec<&str> = EntryKind::ALL.iter().map(|k| k.tag()).collect();
-        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment", "backup", "quotaLimit"]);
+        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment", "backup", "quotaLimit", "lock"]);
         for kind in EntryKind::ALL {
             assert_eq!(EntryKind::from_tag(kind.tag()), Some(kind));
         }

@@ -42,7 +42,8 @@ mod stats;
 mod usage;
 mod walk;
 
-pub use change::{ChangeFn, ChangeRequest, Fence, UsageRead, change_with};
+pub(crate) use change::settings_lock_key;
+pub use change::{ChangeFn, ChangeRequest, Fence, SettingsRead, UsageRead, change_with};
 pub(crate) use change::{direct_children, panic_text, run_change};
 pub use entries::{Entry, EntryKind, Expect, PutEntry};
 pub use feed::{EventQuery, EventRead, EventScope};

@@ -172,6 +172,15 @@ async fn replicas_never_pass_a_quota_together() {
     );
 }
 
+/// A guardrail setting written through one replica while a change through another that
+/// read the settings is deciding: the write waits for the change's commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_never_write_a_setting_under_a_deciding_change() {
+    let schema = Schema::fresh();
+    let (a, b) = replicas(&schema, 4).await;
+    slipway_store::conformance::check_a_setting_write_waits_for_the_change_that_read_it(&a, &b).await;
+}
+
 /// A reference written through one replica while another deletes its target: one loses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_never_reference_a_resource_being_deleted() {

@@ -79,6 +79,7 @@ impl EngineHooks for SqliteHooks {
         self.with(|c| {
             c.execute_batch(
                 "DROP TABLE entries; DROP TABLE resource_references; DROP TABLE events; DROP TABLE event_cursors;
+                 DROP TABLE usage;
                  DROP INDEX resources_claimable; ALTER TABLE resources DROP COLUMN claimable_at;
                  DROP INDEX resources_drift_due; ALTER TABLE resources DROP COLUMN drift_due;
                  CREATE INDEX resources_due ON resources (intent, next_due) WHERE next_due IS NOT NULL;
@@ -180,6 +181,15 @@ async fn small_batches_isolate_each_request() {
     let store = SqliteStore::open(SqliteOptions { max_batch: 3, ..SqliteOptions::new(db_path(&dir)) }).expect("open");
     let harness = Harness::new(Arc::new(store)).keep(dir);
     conformance::case_a_failing_change_undoes_only_its_own_writes(&harness).await;
+}
+
+/// A guardrail setting written while a change that read the settings is deciding waits for
+/// it (the writer thread runs one request at a time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_setting_write_waits_for_the_change_that_read_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn slipway_store::Store> = Arc::new(open(&dir));
+    conformance::check_a_setting_write_waits_for_the_change_that_read_it(&store, &store).await;
 }
 
 #[test]

@@ -67,13 +67,22 @@ pub struct ActionType {
     pub name: String,
     schema: Option<jsonschema::Validator>,
     raw_schema: Option<Value>,
+    /// The action changes nothing a `ReadOnly` lock protects (a restart, reading keys), so
+    /// such a lock does not refuse it.
+    pub read_only: bool,
 }
 
 impl ActionType {
     pub fn new(type_name: &str, name: impl Into<String>, schema: Option<&Value>) -> Result<Self, TypeError> {
         let name = name.into();
         let validator = schema.map(|s| compile(s, &format!("{type_name} action {name}"))).transpose()?;
-        Ok(ActionType { name, schema: validator, raw_schema: schema.cloned() })
+        Ok(ActionType { name, schema: validator, raw_schema: schema.cloned(), read_only: false })
+    }
+
+    /// Declared read-only (see [`ActionType::read_only`]).
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
     }
 
     /// The JSON Schema of the body as configured; `None`: any object.

@@ -10,11 +10,14 @@ use slipway_domain::access::Permission;
 use slipway_domain::admission::{Admitted, RequestContext};
 use slipway_domain::echo::echo;
 use slipway_domain::ids::{ArmId, SubscriptionId};
+use slipway_domain::locks::Verb;
 use slipway_domain::operation::ActionCall;
 use slipway_domain::resource::Snapshot;
 use slipway_domain::subscription::Intent;
 use slipway_domain::{Operation, TenantContext, admission};
 use slipway_store::change_with;
+
+use crate::handlers::guardrails::Guard;
 use slipway_types::ResourceType;
 
 use crate::error::ArmError;
@@ -53,7 +56,8 @@ pub(crate) async fn post_action(
     let parameters = action_body(state, ctx, body).await?;
     action.validate(&parameters)?;
     let call = ActionCall { name: action.name.clone(), parameters };
-    accept(state, ctx, id, tenant, move |snap, rctx| admission::admit_action(snap, call, rctx)).await
+    let verb = if action.read_only { Verb::ReadOnlyAction } else { Verb::Write };
+    accept(state, ctx, id, tenant, verb, move |snap, rctx| admission::admit_action(snap, call, rctx)).await
 }
 
 /// Answers like an action: `202` and the async headers, `409` unless the resource is
@@ -63,7 +67,7 @@ pub(crate) async fn post_retry(state: &ApiState, ctx: &Ctx, id: ArmId, body: Bod
     check_version(ctx, &ty)?;
     let tenant = may_change(state, ctx, &id, &ty).await?;
     no_parameters(state, ctx, body, "A retry").await?;
-    accept(state, ctx, id, tenant, admission::admit_retry).await
+    accept(state, ctx, id, tenant, Verb::Write, admission::admit_retry).await
 }
 
 /// `write` on the resource, in a subscription that takes changes; the tenant its jobs run for.
@@ -101,19 +105,27 @@ pub(crate) async fn no_parameters(state: &ApiState, ctx: &Ctx, body: Body, what:
     Ok(())
 }
 
-/// Runs `admit` in the resource's change and answers `202` with the new operation's URLs.
+/// Runs `admit` in the resource's change, unless a lock forbids `verb` on it, and answers
+/// `202` with the new operation's URLs.
 pub(crate) async fn accept(
     state: &ApiState,
     ctx: &Ctx,
     id: ArmId,
     tenant: Option<TenantContext>,
+    verb: Verb,
     admit: impl FnOnce(&mut Snapshot, &RequestContext) -> Result<Admitted, admission::Rejection> + Send + 'static,
 ) -> Result<Response, ArmError> {
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let req = change_request(&id, &[], rctx.now);
-    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| admit(snap, &rctx))
-        .await
-        .map_err(|e| missing_as_not_found(e, &id))?;
+    let guard = Guard::new(state, &id);
+    let req = guard.request(change_request(&id, &[], rctx.now));
+    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
+        if snap.resource.is_some() {
+            guard.check_locks(snap, verb)?;
+        }
+        admit(snap, &rctx)
+    })
+    .await
+    .map_err(|e| missing_as_not_found(e, &id))?;
     let Admitted::Accepted { operation, .. } = admitted else { return Err(ArmError::internal()) };
     Ok(accepted(state, ctx, &operation))
 }

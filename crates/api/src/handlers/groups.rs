@@ -23,11 +23,13 @@ use slipway_domain::access::{Permission, Scope};
 use slipway_domain::admission::{Admitted, Rejection};
 use slipway_domain::group::{self, GroupSpec, GroupWrite};
 use slipway_domain::ids::{ArmId, SubscriptionId};
+use slipway_domain::locks::Verb;
 use slipway_domain::subscription::Intent;
 use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
+use crate::handlers::guardrails::Guard;
 use crate::handlers::operations::add_async_headers;
 use crate::handlers::overview::{invalid_filter, page_limit, page_response, readable};
 use crate::handlers::resources::{decode_text, encode_text};
@@ -82,7 +84,8 @@ pub(crate) async fn group(
     grants.require(&ctx.caller, permission, &Scope::resource_group(subscription, name), &group_action(verb))?;
     let tenant = access::check_subscription(state, &sub, intent).await?.as_ref().map(access::tenant_context);
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let req = ChangeRequest::new(id.key(), rctx.now);
+    let guard = Guard::new(state, &id);
+    let req = guard.request(ChangeRequest::new(id.key(), rctx.now));
     match ctx.method {
         Method::PUT => {
             let input: GroupPut = json_body(state, ctx, body).await?;
@@ -91,9 +94,11 @@ pub(crate) async fn group(
             limits::check_tags(&tags)?;
             let spec = GroupSpec { location, tags, managed_by: input.managed_by };
             let target = id.clone();
-            let (written, snap) =
-                change_with(state.store.as_ref(), req, move |s| group::admit_group_put(s, &target, spec, &rctx))
-                    .await?;
+            let (written, snap) = change_with(state.store.as_ref(), req, move |s| {
+                guard.check_locks(s, Verb::Write)?;
+                group::admit_group_put(s, &target, spec, &rctx)
+            })
+            .await?;
             let status = if written == GroupWrite::Created { StatusCode::CREATED } else { StatusCode::OK };
             Ok(json_response(status, group_body(snap.resource.as_ref().ok_or_else(ArmError::internal)?)))
         }
@@ -104,6 +109,9 @@ pub(crate) async fn group(
             }
             adopt_legacy(state, ctx, &id).await?;
             let (_, snap) = change_with(state.store.as_ref(), req, move |s| {
+                if s.resource.is_some() {
+                    guard.check_locks(s, Verb::Write)?;
+                }
                 group::admit_group_patch(s, input.tags, input.managed_by, &rctx)
             })
             .await
@@ -113,8 +121,13 @@ pub(crate) async fn group(
         _ => {
             let target = id.clone();
             let req = req.with_children(true).with_referrers(true);
-            let (admitted, _) =
-                change_with(state.store.as_ref(), req, move |s| group::admit_group_delete(s, &target, &rctx)).await?;
+            let (admitted, _) = change_with(state.store.as_ref(), req, move |s| {
+                if s.resource.is_some() {
+                    guard.check_delete(s)?;
+                }
+                group::admit_group_delete(s, &target, &rctx)
+            })
+            .await?;
             match admitted {
                 Admitted::Accepted { operation, .. } | Admitted::InProgress { operation } => {
                     (state.on_accept)();

@@ -34,7 +34,9 @@ pub(crate) mod discovery;
 mod events;
 mod filter;
 mod groups;
+pub(crate) mod guardrails;
 pub(crate) mod jobs;
+mod locks;
 mod logs;
 mod operations;
 mod overview;
@@ -331,6 +333,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             let scope = quotas::QuotaScope { subscription, resource_group, namespace, location };
             quotas::quota(state, ctx, scope, collection, meter, body).await
         }
+        Route::Locks { scope, path, name } => locks::locks(state, ctx, scope, path, name, body).await,
     }
 }
 

@@ -6,8 +6,8 @@
 //! names the same ones.
 //!
 //! Limits set over the API are registry entries, one per scope and meter, holding the
-//! Admin's limit (the ceiling) and the Owner's (at or below it); [`charge_for`] turns them
-//! into what a resource write is checked against (`slipway_domain::quota::charge`).
+//! Admin's limit (the ceiling) and the Owner's (at or below it); a resource write reads them
+//! in its transaction (`guardrails::Guard`).
 
 use std::collections::BTreeMap;
 
@@ -16,26 +16,18 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use slipway_domain::TypeKey;
 use slipway_domain::access::{Permission, Scope};
-use slipway_domain::ids::{ArmId, SubscriptionId};
-use slipway_domain::quota::{Charge, LimitSetting, Limits, MeterDefinition, OwnerLimits};
+use slipway_domain::ids::SubscriptionId;
+use slipway_domain::quota::{LimitSetting, MeterDefinition, OwnerLimits};
 use slipway_domain::subscription::Intent;
 use slipway_store::{EntryKind, Expect, PutEntry, StoreError};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
+use crate::handlers::guardrails::{decode_limit, encode_limit, limit_id};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::route::{QUOTA_NAMESPACE, QuotaCollection};
 use crate::{ApiState, access};
-
-/// The registry id of the limits set for `meter` in a subscription, or in one of its groups.
-fn entry_id(subscription: &SubscriptionId, group: Option<&str>, meter: &str) -> String {
-    match group {
-        Some(g) => format!("{subscription}|{}|{meter}", g.to_ascii_lowercase()),
-        None => format!("{subscription}|{meter}"),
-    }
-}
 
 /// Every limit set for a subscription and its groups, by entry id.
 async fn settings(
@@ -43,41 +35,11 @@ async fn settings(
     subscription: &SubscriptionId,
 ) -> Result<BTreeMap<String, LimitSetting>, StoreError> {
     let entries = state.store.list_entries(EntryKind::QuotaLimit, Some(subscription.as_str())).await?;
-    Ok(entries.into_iter().map(|e| (e.id, decode(&e.body))).collect())
+    Ok(entries.into_iter().map(|e| (e.id, decode_limit(&e.body))).collect())
 }
 
-fn decode(body: &str) -> LimitSetting {
-    let v: Value = serde_json::from_str(body).unwrap_or_default();
-    LimitSetting { admin: v["admin"].as_u64(), owner: v["owner"].as_u64() }
-}
-
-fn encode(setting: &LimitSetting) -> String {
-    json!({"admin": setting.admin, "owner": setting.owner}).to_string()
-}
-
-/// What a write of `id` is checked against: its type's meters, each with the limits of its
-/// subscription and its group. Empty (and nothing read) for a type without meters.
-pub(crate) async fn charge_for(state: &ApiState, id: &ArmId) -> Result<Charge, StoreError> {
-    let type_key = TypeKey::new(&id.namespace, &id.type_name);
-    let definitions: Vec<&MeterDefinition> = state.quotas.of_type(&type_key).collect();
-    if definitions.is_empty() {
-        return Ok(Charge::default());
-    }
-    let subscription = id.subscription_key();
-    let set = settings(state, &subscription).await?;
-    let meters = definitions
-        .into_iter()
-        .map(|d| {
-            let name = d.meter.name.as_str();
-            let at = |group: Option<&str>| set.get(&entry_id(&subscription, group, name));
-            let limits = Limits {
-                subscription: LimitSetting::effective(at(None), d.defaults.subscription),
-                group: LimitSetting::effective(at(Some(&id.resource_group)), d.defaults.group),
-            };
-            (d.meter.clone(), limits)
-        })
-        .collect();
-    Ok(Charge { meters })
+fn entry_id(subscription: &SubscriptionId, group: Option<&str>, meter: &str) -> String {
+    limit_id(subscription.as_str(), group, meter)
 }
 
 /// A quota path's scope, as its parts.
@@ -210,7 +172,7 @@ async fn set_limit(
 ) -> Result<(), ArmError> {
     let id = entry_id(subscription, scope.resource_group.as_deref(), definition.meter.name.as_str());
     let stored = state.store.get_entry(EntryKind::QuotaLimit, &id).await?;
-    let mut setting = stored.as_ref().map(|e| decode(&e.body)).unwrap_or_default();
+    let mut setting = stored.as_ref().map(|e| decode_limit(&e.body)).unwrap_or_default();
     let default = match scope.resource_group {
         Some(_) => definition.defaults.group,
         None => definition.defaults.subscription,
@@ -240,7 +202,7 @@ async fn set_limit(
             kind: EntryKind::QuotaLimit,
             id,
             partition: subscription.as_str().to_string(),
-            body: encode(&setting),
+            body: encode_limit(&setting),
             expect,
             now: state.clock.now(),
         })

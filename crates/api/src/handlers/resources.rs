@@ -9,17 +9,19 @@ use serde_json::Value;
 use slipway_domain::access::Permission;
 use slipway_domain::admission::Admitted;
 use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
+use slipway_domain::locks::Verb;
 use slipway_domain::reference::{self, Reference};
 use slipway_domain::resource::{Snapshot, Spec};
-use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission, group, quota};
+use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission, group};
 use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with, reference_walk};
 use slipway_types::ResourceType;
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
+use crate::handlers::guardrails::Guard;
 use crate::handlers::operations::add_async_headers;
 use crate::handlers::{
-    Ctx, force_flag, groups, insert, json_response, overview, quotas, request_context, require_admin, resource_scope,
+    Ctx, force_flag, groups, insert, json_response, overview, request_context, require_admin, resource_scope,
 };
 use crate::preconditions::Preconditions;
 use crate::request::{PatchBody, PutBody};
@@ -139,21 +141,19 @@ async fn admit_put_in_group(
     let kind = ty.kind.clone();
     let target = id.clone();
     let group = id.parent().is_none().then(|| id.group_id().key());
-    let charge = quotas::charge_for(state, id).await?;
-    let req = change_request(id, &references, rctx.now)
-        .with_related(walked.clone())
-        .with_related(group)
-        .with_usage(id, charge.meter_names());
+    let guard = Guard::new(state, id);
+    let req = guard.request(change_request(id, &references, rctx.now).with_related(walked.clone()).with_related(group));
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
     change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &checked)?;
+        guard.check_locks(snap, Verb::Write)?;
         group::check_group(snap, &target)?;
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
         let admitted = reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)?;
-        quota::charge(snap, &charge)?;
+        guard.charge(snap)?;
         Ok(admitted)
     })
     .await
@@ -189,14 +189,17 @@ pub(crate) async fn patch_resource(
     let validator = ty.clone();
     let referrer = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
-    let charge = quotas::charge_for(state, &id).await?;
-    let req = change_request(&id, &guess, rctx.now).with_related(walked.clone()).with_usage(&id, charge.meter_names());
+    let guard = Guard::new(state, &id);
+    let req = guard.request(change_request(&id, &guess, rctx.now).with_related(walked.clone()));
     let loaded = req.related.clone();
     let target = id.clone();
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &checked)?;
+        if snap.resource.is_some() {
+            guard.check_locks(snap, Verb::Write)?;
+        }
         let patch = match (&sealer, patch) {
             (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
             (_, p) => p,
@@ -226,7 +229,7 @@ pub(crate) async fn patch_resource(
                 });
             }
             reference::record(snap, &target, references, &walked)?;
-            quota::charge(snap, &charge)?;
+            guard.charge(snap)?;
             Ok(admitted)
         })
     })
@@ -299,10 +302,14 @@ pub(crate) async fn delete_resource(
 ) -> Result<Response, ArmError> {
     let force = forced(ctx, grants, &ty)?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
-    let req = change_request(&id, &[], rctx.now).with_referrers(true).with_children(force);
+    let guard = Guard::new(state, &id);
+    let req = guard.request(change_request(&id, &[], rctx.now).with_referrers(true).with_children(force));
     let pre = Preconditions::from_headers(&ctx.headers);
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &ty)?;
+        if snap.resource.is_some() {
+            guard.check_delete(snap)?;
+        }
         reference::check_not_in_use(snap)?;
         if force { admission::admit_force_delete(snap, &rctx) } else { admission::admit_delete(snap, &rctx) }
     })

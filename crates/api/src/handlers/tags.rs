@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use slipway_domain::access::{Permission, Scope};
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{ArmId, SubscriptionId};
+use slipway_domain::locks::Verb;
 use slipway_domain::subscription::Intent;
 use slipway_domain::tags::{Tags, TagsChange, admit_tags};
 use slipway_store::{ChangeRequest, StoreError, change_with};
@@ -21,6 +22,7 @@ use slipway_store::{ChangeRequest, StoreError, change_with};
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
 use crate::handlers::groups::{adopt_legacy, first_resource};
+use crate::handlers::guardrails::Guard;
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version, request_context, resource_type};
 use crate::{ApiState, access, limits};
 
@@ -83,14 +85,20 @@ pub(crate) async fn tags(state: &ApiState, ctx: &Ctx, target: ArmId, body: Body)
         adopt_legacy(state, ctx, &target).await?;
     }
     let rctx = request_context(state, ctx, ctx.api_version()?, None)?;
-    let req = ChangeRequest::new(target.key(), rctx.now);
+    let guard = Guard::new(state, &target);
+    let req = guard.request(ChangeRequest::new(target.key(), rctx.now));
     let check = |tags: &Tags| limits::check_tags(tags).map_err(|e| Rejection::Invalid(e.body));
-    let (tags, _) = change_with(state.store.as_ref(), req, move |s| admit_tags(s, &change, check, &rctx))
-        .await
-        .map_err(|e| match e {
-            StoreError::Rejected(Rejection::NotFound) => not_found(&target),
-            other => other.into(),
-        })?;
+    let (tags, _) = change_with(state.store.as_ref(), req, move |s| {
+        if s.resource.is_some() {
+            guard.check_locks(s, Verb::Write)?;
+        }
+        admit_tags(s, &change, check, &rctx)
+    })
+    .await
+    .map_err(|e| match e {
+        StoreError::Rejected(Rejection::NotFound) => not_found(&target),
+        other => other.into(),
+    })?;
     Ok(json_response(StatusCode::OK, tags_body(&target, &tags)))
 }
 

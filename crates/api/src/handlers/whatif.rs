@@ -12,6 +12,7 @@ use slipway_domain::access::Permission;
 use slipway_domain::admission::Admitted;
 use slipway_domain::echo::echo;
 use slipway_domain::ids::ArmId;
+use slipway_domain::locks::Verb;
 use slipway_domain::whatif::WhatIf;
 use slipway_domain::{admission, reference};
 use slipway_store::change_with;
@@ -43,7 +44,7 @@ pub(crate) async fn post_check_drift(state: &ApiState, ctx: &Ctx, id: ArmId, bod
     check_mode_offered(&ty)?;
     let tenant = may_change(state, ctx, &id, &ty).await?;
     no_parameters(state, ctx, body, "A drift check").await?;
-    accept(state, ctx, id, tenant, admission::admit_check_drift).await
+    accept(state, ctx, id, tenant, Verb::ReadOnlyAction, admission::admit_check_drift).await
 }
 
 /// `?operation=put|delete` (absent: put): which request the what-if is about.

@@ -1,10 +1,12 @@
 //! The paths of the platform's guardrails: quotas and usages in `Microsoft.Quota`'s shape
 //! (`{scope}/providers/Microsoft.Quota/{quotas|usages}[/{meter}]`, where `{scope}` is
-//! `/subscriptions/{s}[/resourceGroups/{g}]/providers/{namespace}/locations/{location}`).
+//! `/subscriptions/{s}[/resourceGroups/{g}]/providers/{namespace}/locations/{location}`), and
+//! management locks (`{scope}/providers/Microsoft.Authorization/locks[/{name}]`, at a
+//! subscription, a resource group or a resource).
 
 use slipway_domain::ids;
 
-use super::{Route, RouteError, is, subscription};
+use super::{Route, RouteError, is, scope_of, subscription};
 
 /// The namespace of ARM's quota API.
 pub const QUOTA_NAMESPACE: &str = "Microsoft.Quota";
@@ -65,4 +67,21 @@ pub(super) fn quota(segs: &[&str]) -> Option<Result<Route, RouteError>> {
             meter,
         })
     })())
+}
+
+/// A locks path, if `segs` is one: the scope (canonical, and as written) and the lock's name.
+pub(super) fn locks(segs: &[&str]) -> Option<Result<Route, RouteError>> {
+    let at = segs
+        .windows(3)
+        .rposition(|w| is(w[0], "providers") && is(w[1], "Microsoft.Authorization") && is(w[2], "locks"))?;
+    let name = match &segs[at + 3..] {
+        [] => None,
+        [name] => Some(name.to_string()),
+        _ => return Some(Err(RouteError::NoMatch)),
+    };
+    Some(match scope_of(&segs[..at]) {
+        Ok((scope, _)) if scope.is_platform() => Err(RouteError::NoMatch),
+        Ok((scope, path)) => Ok(Route::Locks { scope, path, name }),
+        Err(e) => Err(e),
+    })
 }

@@ -104,6 +104,10 @@ pub struct ActionConfig {
     /// JSON Schema file for the action's body (default: any object).
     #[serde(default)]
     pub schema: Option<PathBuf>,
+    /// The action changes nothing a `ReadOnly` lock protects (a restart, reading keys): such
+    /// a lock lets it run, where ARM would refuse every `POST`.
+    #[serde(default)]
+    pub read_only: bool,
 }
 
 /// Job words an action may not take: they name the type's own jobs.

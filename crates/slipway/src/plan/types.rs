@@ -106,7 +106,8 @@ fn build_type(config: &Config, t: &TypeConfig) -> Result<ResourceType, String> {
     for (name, a) in &t.actions {
         let schema = a.schema.as_ref().map(|path| read_schema(config, path)).transpose()?;
         let display = format!("{}/{}", t.namespace, t.type_name);
-        actions.push(ActionType::new(&display, name, schema.as_ref()).map_err(|e| e.to_string())?);
+        actions
+            .push(ActionType::new(&display, name, schema.as_ref()).map_err(|e| e.to_string())?.read_only(a.read_only));
     }
     let names = t.name_rule().map_err(|e| e.to_string())?;
     Ok(ResourceType::new(&t.namespace, &t.type_name, &t.kind, t.api_versions.clone(), schema.as_ref())

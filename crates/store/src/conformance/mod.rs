@@ -33,6 +33,7 @@ mod listing;
 mod metrics;
 mod outbox;
 mod quota;
+mod settings;
 
 pub use changes::*;
 pub use claims::*;
@@ -47,6 +48,7 @@ pub use listing::*;
 pub use metrics::*;
 pub use outbox::*;
 pub use quota::*;
+pub use settings::*;
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -183,6 +185,7 @@ macro_rules! conformance_suite {
             case_group_records_list_as_groups,
             case_usage_is_counted_with_every_change,
             case_growth_past_a_limit_is_refused,
+            case_a_change_reads_its_subscriptions_settings,
             case_ping,
             case_entries_insert_get_list,
             case_entries_replace_bumps_version,

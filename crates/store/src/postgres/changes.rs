@@ -142,7 +142,8 @@ async fn change_batch(
     related.sort_unstable();
     related.dedup();
     let tx = client.transaction().await?;
-    let Loaded { snapshots: mut current, context, referrers, mut usage } = load(&tx, &keys, &related, &batch).await?;
+    let Loaded { snapshots: mut current, context, referrers, mut usage, settings } =
+        load(&tx, &keys, &related, &batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut plans: BTreeMap<String, ChangePlan> = BTreeMap::new();
     for queued in batch.iter() {
@@ -166,6 +167,16 @@ async fn change_batch(
         snapshot.wake_referrers = false;
         snapshot.wake_children = false;
         snapshot.wake.clear();
+        snapshot.settings = match &queued.req.settings {
+            Some(read) => read
+                .kinds
+                .iter()
+                .flat_map(|k| settings.get(&(k.tag().to_string(), read.subscription.as_str().to_string())))
+                .flatten()
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
         snapshot.usage = match &queued.req.usage {
             Some(read) => usage.read(&read.subscription, &read.group, &read.meters),
             None => Default::default(),

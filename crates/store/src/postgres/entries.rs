@@ -27,6 +27,16 @@ const UPDATE: &str =
     "UPDATE entries SET partition = $3, body = $4, version = $5, updated_at = $6 WHERE kind = $1 AND id = $2";
 const DELETE: &str = "DELETE FROM entries WHERE kind = $1 AND id = $2";
 
+/// The (kind, partition)'s advisory lock, exclusively: a change reading that kind of entry
+/// in that partition holds it shared from its read to its commit (`ChangeRequest::settings`).
+const LOCK_PARTITION: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
+async fn lock_partition(tx: &Transaction<'_>, kind: EntryKind, partition: &str) -> Result<(), Failure> {
+    let stmt = tx.prepare_cached(LOCK_PARTITION).await?;
+    tx.execute(&stmt, &[&crate::settings_lock_key(kind, partition)]).await?;
+    Ok(())
+}
+
 fn read_row(row: &Row) -> Result<Entry, StoreError> {
     let id: String = column(row, 1, "entry", "?")?;
     let get = |i| (row, i, id.as_str());
@@ -82,7 +92,9 @@ async fn current(client: &Transaction<'_>, kind: EntryKind, id: &str) -> Result<
 pub(super) async fn put(client: &mut Object, put: Arc<PutEntry>) -> Result<Entry, Failure> {
     let (kind, id, now) = (put.kind, &put.id, put.now);
     let tx = client.transaction().await?;
-    let plan = plan_put(&put, current(&tx, kind, id).await?.as_ref())?;
+    let stored = current(&tx, kind, id).await?;
+    lock_partition(&tx, kind, stored.as_ref().map_or(put.partition.as_str(), |c| c.partition.as_str())).await?;
+    let plan = plan_put(&put, stored.as_ref())?;
     let (sql, e) = (if plan.insert { INSERT } else { UPDATE }, &plan.entry);
     let stmt = tx.prepare_cached(sql).await?;
     let written =
@@ -101,7 +113,11 @@ pub(super) async fn put(client: &mut Object, put: Arc<PutEntry>) -> Result<Entry
 
 pub(super) async fn delete(client: &mut Object, kind: EntryKind, id: String, expect: Expect) -> Result<bool, Failure> {
     let tx = client.transaction().await?;
-    if !plan_delete(kind, &id, expect, current(&tx, kind, &id).await?.as_ref())? {
+    let stored = current(&tx, kind, &id).await?;
+    if let Some(c) = &stored {
+        lock_partition(&tx, kind, &c.partition).await?;
+    }
+    if !plan_delete(kind, &id, expect, stored.as_ref())? {
         // Nothing to remove: dropping the transaction rolls it back.
         return Ok(false);
     }

@@ -9,14 +9,14 @@ use std::collections::BTreeMap;
 
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::quota::{MeterName, Usage};
-use slipway_domain::resource::ResourceRecord;
+use slipway_domain::resource::{ResourceRecord, Setting};
 use slipway_domain::{Operation, ProvisioningState, Timestamp};
 
 use super::db_error;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
 use crate::{
-    EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, StoreError,
-    UsageRead,
+    EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, SettingsRead,
+    StoreError, UsageRead,
 };
 
 /// Reads a `resources` row in [`resource_columns!`] order.
@@ -341,4 +341,22 @@ pub(super) fn usage_rows(conn: &Connection, subscription: &SubscriptionId) -> Re
     })
     .and_then(Iterator::collect)
     .map_err(db_error)
+}
+
+/// A change's settings read: the entries of each kind in the subscription's partition.
+pub(super) fn settings_of(conn: &Connection, read: &SettingsRead) -> Result<Vec<Setting>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT id, body FROM entries WHERE kind = ?1 AND partition = ?2 ORDER BY id")
+        .map_err(db_error)?;
+    let mut out = Vec::new();
+    for kind in &read.kinds {
+        let rows = stmt
+            .query_map(params![kind.tag(), read.subscription.as_str()], |row| {
+                Ok(Setting { kind: kind.tag().to_string(), id: row.get(0)?, body: row.get(1)? })
+            })
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(db_error)?;
+        out.extend(rows);
+    }
+    Ok(out)
 }

@@ -60,7 +60,11 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
         Some(read) => rows::usage_of(conn, read)?,
         None => Default::default(),
     };
-    Ok(Snapshot { resource, operations, related, children, referrers, usage, ..Snapshot::default() })
+    let settings = match &req.settings {
+        Some(read) => rows::settings_of(conn, read)?,
+        None => Vec::new(),
+    };
+    Ok(Snapshot { resource, operations, related, children, referrers, usage, settings, ..Snapshot::default() })
 }
 
 /// Runs a plan's rows one statement each.

@@ -188,6 +188,7 @@ impl EngineHooks for PgHooks {
         let schema = &self.schema;
         let downgrade = format!(
             "DROP TABLE {entries}; DROP TABLE {references}; DROP TABLE {events}; DROP TABLE {cursors};
+             DROP TABLE {usage};
              ALTER TABLE {resources} DROP COLUMN claimable_at; ALTER TABLE {resources} DROP COLUMN drift_due;
              CREATE INDEX resources_due ON {resources} (intent, next_due, seq) WHERE next_due IS NOT NULL;
              DELETE FROM {migrations} WHERE version > 1",
@@ -195,6 +196,7 @@ impl EngineHooks for PgHooks {
             references = schema.table("resource_references"),
             events = schema.table("events"),
             cursors = schema.table("event_cursors"),
+            usage = schema.table("usage"),
             resources = schema.table("resources"),
             migrations = schema.table("schema_migrations")
         );

@@ -6,16 +6,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use deadpool_postgres::Transaction;
-use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::resource::{ResourceRecord, Setting, Snapshot};
 use tokio_postgres::types::ToSql;
 
 use super::Queued;
+use crate::EntryKind;
 use crate::columns::{RESOURCE_COLUMN_COUNT, resource_columns};
 use crate::postgres::{Failure, rows};
 use crate::usage::Tally;
 
 /// Every key of the batch, each locked once, in one order for everyone: exclusively the keys
-/// the batch changes and the quota meters it reads, shared those it only reads as context. Context is read, never written,
+/// the batch changes and the quota meters it reads, shared those it only reads as context
+/// and the registry entries it reads (`settings`). Context is read, never written,
 /// so changes that share it (many creates in one group, children of one parent) run
 /// together, while a change of the context itself (the group's delete) waits for them all,
 /// and they for it.
@@ -69,6 +71,13 @@ const USAGE_ROWS: &str = "SELECT x.subscription, x.resource_group, x.meter, x.va
      FROM unnest($1::TEXT[], $2::TEXT[]) AS u(subscription, meter)
      JOIN usage x ON x.subscription = u.subscription AND x.meter = u.meter";
 
+/// The registry entries of each (kind, partition) a change reads, under their advisory
+/// locks held shared (a write of one holds it exclusively).
+const SETTINGS: &str = "SELECT e.kind, e.id, e.partition, e.body
+     FROM unnest($1::TEXT[], $2::TEXT[]) AS u(kind, partition)
+     JOIN entries e ON e.kind = u.kind AND e.partition = u.partition
+     ORDER BY e.kind, e.id";
+
 /// Locks every key, then reads each one's snapshot (resource, open operations, and any
 /// operation a change named), sent together and run in order.
 pub(super) async fn load(
@@ -77,7 +86,7 @@ pub(super) async fn load(
     related: &[String],
     batch: &[Arc<Queued>],
 ) -> Result<Loaded, Failure> {
-    let (lock, resources, open, named, context, under, referring, usage) = tokio::join!(
+    let (lock, resources, open, named, context, under, referring, usage, settings) = tokio::join!(
         biased;
         tx.prepare_cached(LOCK_KEYS),
         tx.prepare_cached(RESOURCES_FOR_UPDATE),
@@ -87,9 +96,21 @@ pub(super) async fn load(
         tx.prepare_cached(RESOURCES_UNDER),
         tx.prepare_cached(REFERRERS),
         tx.prepare_cached(USAGE_ROWS),
+        tx.prepare_cached(SETTINGS),
     );
-    let (lock, resources, open, named, context, under, referring, usage) =
-        (lock?, resources?, open?, named?, context?, under?, referring?, usage?);
+    let (lock, resources, open, named, context, under, referring, usage, settings) =
+        (lock?, resources?, open?, named?, context?, under?, referring?, usage?, settings?);
+    let mut read_settings: Vec<(&'static str, &str)> = batch
+        .iter()
+        .filter_map(|q| q.req.settings.as_ref())
+        .flat_map(|read| read.kinds.iter().map(|k| (k.tag(), read.subscription.as_str())))
+        .collect();
+    read_settings.sort_unstable();
+    read_settings.dedup();
+    let settings_locks: Vec<String> = read_settings
+        .iter()
+        .filter_map(|(tag, partition)| EntryKind::from_tag(tag).map(|kind| crate::settings_lock_key(kind, partition)))
+        .collect();
     let mut metered: Vec<(&str, &str)> = batch
         .iter()
         .filter_map(|q| q.req.usage.as_ref())
@@ -115,9 +136,10 @@ pub(super) async fn load(
         .copied()
         .chain(meter_locks.iter().map(String::as_str))
         .chain(related.iter().map(String::as_str))
+        .chain(settings_locks.iter().map(String::as_str))
         .collect();
     let exclusive: Vec<bool> = std::iter::repeat_n(true, keys.len() + meter_locks.len())
-        .chain(std::iter::repeat_n(false, related.len()))
+        .chain(std::iter::repeat_n(false, related.len() + settings_locks.len()))
         .collect();
     let naming: Vec<(usize, &str, &str)> = batch
         .iter()
@@ -163,7 +185,14 @@ pub(super) async fn load(
         }
         tx.query(&usage, &[&usage_subscriptions, &usage_meters]).await
     };
-    let (locked, resources, open, named, context, under, referring, usage) = tokio::join!(
+    let (settings_kinds, settings_partitions): (Vec<&str>, Vec<&str>) = read_settings.iter().copied().unzip();
+    let settings_rows = async {
+        if read_settings.is_empty() {
+            return Ok(Vec::new());
+        }
+        tx.query(&settings, &[&settings_kinds, &settings_partitions]).await
+    };
+    let (locked, resources, open, named, context, under, referring, usage, settings) = tokio::join!(
         biased;
         tx.execute(&lock, &by_locked_keys),
         tx.query(&resources, &by_keys),
@@ -173,9 +202,17 @@ pub(super) async fn load(
         under_rows,
         referring_rows,
         usage_rows,
+        settings_rows,
     );
-    let (_, resources, open, named, context, under, referring, usage) =
-        (locked?, resources?, open?, named?, context?, under?, referring?, usage?);
+    let (_, resources, open, named, context, under, referring, usage, settings) =
+        (locked?, resources?, open?, named?, context?, under?, referring?, usage?, settings?);
+    let mut read_entries: BTreeMap<(String, String), Vec<Setting>> = BTreeMap::new();
+    for row in &settings {
+        let column = |i| rows::column::<String>(row, i, "entries", "?");
+        let (kind, partition) = (column(0)?, column(2)?);
+        let setting = Setting { kind: kind.clone(), id: column(1)?, body: column(3)? };
+        read_entries.entry((kind, partition)).or_default().push(setting);
+    }
     let mut tally = Tally::default();
     for row in &usage {
         let column = |i| rows::column::<String>(row, i, "usage", "?");
@@ -219,7 +256,7 @@ pub(super) async fn load(
             }
         }
     }
-    Ok(Loaded { snapshots, context: related_records, referrers, usage: tally })
+    Ok(Loaded { snapshots, context: related_records, referrers, usage: tally, settings: read_entries })
 }
 
 /// What a batch read before deciding: each key's snapshot, the resources read as context
@@ -230,4 +267,6 @@ pub(super) struct Loaded {
     pub(super) referrers: BTreeMap<String, Vec<ResourceRecord>>,
     /// The usage rows of the meters the batch reads, as it committed them so far.
     pub(super) usage: Tally,
+    /// The registry entries the batch reads, by (kind tag, partition).
+    pub(super) settings: BTreeMap<(String, String), Vec<Setting>>,
 }
