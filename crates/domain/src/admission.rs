@@ -92,6 +92,9 @@ pub enum Rejection {
     /// A write would take a quota meter past its limit (ARM's `QuotaExceeded`).
     #[error("{0}")]
     QuotaExceeded(crate::quota::QuotaExceeded),
+    /// An admission policy refuses the request (ARM's `RequestDisallowedByPolicy`).
+    #[error("{0}")]
+    PolicyDenied(Box<crate::policy_admission::PolicyDenied>),
     /// A management lock forbids the request (ARM's `ScopeLocked`).
     #[error("{0}")]
     ScopeLocked(crate::locks::ScopeLocked),
@@ -209,6 +212,20 @@ pub fn admit_patch(
     validate: impl FnOnce(&Value) -> Result<(), Rejection>,
     ctx: &RequestContext,
 ) -> Result<Admitted, Rejection> {
+    admit_shaped_patch(snap, tags, properties_patch, validate, |_, _| Ok(()), ctx)
+}
+
+/// [`admit_patch`], with the merged spec handed to `shape` before it is judged as the new
+/// spec: the admission policies' `modify` and `append` (`policy_admission`), which also see
+/// the resource's snapshot (its group, its settings).
+pub fn admit_shaped_patch(
+    snap: &mut Snapshot,
+    tags: Option<BTreeMap<String, String>>,
+    properties_patch: Option<&Value>,
+    validate: impl FnOnce(&Value) -> Result<(), Rejection>,
+    shape: impl FnOnce(&Snapshot, &mut Spec) -> Result<(), Rejection>,
+    ctx: &RequestContext,
+) -> Result<Admitted, Rejection> {
     let res = snap.resource.as_ref().ok_or(Rejection::NotFound)?;
     check_parent(snap, &res.id)?;
     let mut spec = res.spec.clone();
@@ -219,6 +236,7 @@ pub fn admit_patch(
         merge_patch(&mut spec.properties, patch);
         validate(&spec.properties)?;
     }
+    shape(snap, &mut spec)?;
     change_spec(snap, spec, ctx)
 }
 

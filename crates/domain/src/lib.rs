@@ -7,7 +7,7 @@
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
 //! (stored resource, transaction snapshot), [`reference`] (references between resources), [`admission`] (what the API does), [`subscription`] (the registry's lifecycle rules), [`reconcile`]
-//! (what the engine does), [`policy`], [`quota`] (meters, limits and the check a write makes), [`locks`] (management locks), [`readiness`] (a provider's last readiness answer), [`whatif`] (a proposed change compared, and what a check-mode job predicted), [`drift`] (what a scheduled check found, and when the next is due).
+//! (what the engine does), [`policy`], [`quota`] (meters, limits and the check a write makes), [`locks`] (management locks), [`policy_rule`] and [`policy_admission`] (Azure Policy's language, and what assignments do to a request), [`readiness`] (a provider's last readiness answer), [`whatif`] (a proposed change compared, and what a check-mode job predicted), [`drift`] (what a scheduled check found, and when the next is due).
 
 pub mod access;
 pub mod admission;
@@ -27,6 +27,8 @@ pub mod locks;
 pub mod names;
 pub mod operation;
 pub mod policy;
+pub mod policy_admission;
+pub mod policy_rule;
 pub mod progress;
 pub mod quota;
 pub mod rate;
