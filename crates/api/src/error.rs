@@ -116,6 +116,7 @@ impl From<Rejection> for ArmError {
             ),
             Rejection::QuotaExceeded(q) => quota_exceeded(&q),
             Rejection::ScopeLocked(locked) => scope_locked(&locked),
+            Rejection::PolicyDenied(denied) => policy_denied(&denied),
             Rejection::PreconditionFailed { message } => {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
             }
@@ -145,6 +146,28 @@ fn quota_exceeded(q: &slipway_domain::quota::QuotaExceeded) -> ArmError {
             "unit": q.unit,
         }),
     )
+}
+
+/// ARM's `403 RequestDisallowedByPolicy`, with a `PolicyViolation` naming the definition,
+/// the assignment and what was evaluated.
+fn policy_denied(d: &slipway_domain::policy_admission::PolicyDenied) -> ArmError {
+    let name = |id: &str| id.rsplit('/').next().unwrap_or_default().to_string();
+    ArmError::new(StatusCode::FORBIDDEN, "RequestDisallowedByPolicy", d.to_string())
+        .with_target(d.target.clone())
+        .with_info(
+            "PolicyViolation",
+            serde_json::json!({
+                "policyDefinitionId": d.definition_id,
+                "policyDefinitionName": name(&d.definition_id),
+                "policyDefinitionDisplayName": d.definition_name,
+                "policyDefinitionEffect": d.effect.as_str(),
+                "policyAssignmentId": d.assignment_id,
+                "policyAssignmentName": name(&d.assignment_id),
+                "evaluationDetails": {
+                    "evaluatedExpressions": slipway_domain::policy_rule::evaluated_expressions(&d.evaluated),
+                },
+            }),
+        )
 }
 
 /// ARM's `409 ScopeLocked`, naming the lock (also in `additionalInfo`).

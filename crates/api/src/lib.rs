@@ -46,6 +46,7 @@ use slipway_types::TypeRegistry;
 pub use access::{AccessOptions, AssignmentCache, report_noncanonical_assignments};
 pub use edge::EdgeOptions;
 pub use error::ArmError;
+pub use handlers::policy::{PlatformDefinition, PolicyCatalog};
 pub use metrics::MetricsAccess;
 pub use openapi::OpenApiCache;
 pub use ratelimit::{RateLimiter, RateLimits};
@@ -151,6 +152,8 @@ pub struct ApiState {
     pub types: TypeRegistry,
     /// The quota meters every write of their types is charged against.
     pub quotas: Arc<slipway_domain::quota::QuotaBook>,
+    /// The admission policies' aliases and platform definitions.
+    pub policies: Arc<PolicyCatalog>,
     pub clock: Arc<dyn Clock>,
     pub options: ApiOptions,
     /// Called after a request's change committed (wakes the engine).

@@ -17,7 +17,7 @@ use slipway_types::{EVENTS_SEGMENT, TypeRegistry};
 
 mod guardrails;
 
-pub use guardrails::{QUOTA_NAMESPACE, QuotaCollection};
+pub use guardrails::{PolicyCollection, QUOTA_NAMESPACE, QuotaCollection};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -144,6 +144,20 @@ pub enum Route {
         path: String,
         name: Option<String>,
     },
+    /// `{scope}/providers/Microsoft.Authorization/{policyDefinitions|policyAssignments|
+    /// policyExemptions}[/{name}]`: admission policy (`path`: the scope as written).
+    Policy {
+        collection: PolicyCollection,
+        scope: Scope,
+        path: String,
+        name: Option<String>,
+    },
+    /// `/subscriptions/{s}[/resourceGroups/{g}]/providers/Microsoft.PolicyInsights/
+    /// policyStates/latest/queryResults`: what policies found not compliant.
+    PolicyStates {
+        subscription: String,
+        resource_group: Option<String>,
+    },
 }
 
 /// The namespace of the platform's own lists that are not a resource type's (the event feed).
@@ -263,6 +277,15 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
                 )
             })
         }
+        Ok(Route::Policy { collection, scope, name, .. }) => {
+            let scope = if scope.is_platform() { "" } else { "{scope}" };
+            let tail = if name.is_some() { "/{name}" } else { "" };
+            Some(format!("{scope}/providers/Microsoft.Authorization/{}{tail}", collection.segment()))
+        }
+        Ok(Route::PolicyStates { resource_group, .. }) => Some(format!(
+            "{}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults",
+            group(resource_group.is_some())
+        )),
         Ok(Route::Locks { name, .. }) => {
             let tail = if name.is_some() { "/{lockName}" } else { "" };
             Some(format!("{{scope}}/providers/Microsoft.Authorization/locks{tail}"))
@@ -413,7 +436,11 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
     if let Some(route) = scoped_authorization(&segs) {
         return route;
     }
-    if let Some(route) = guardrails::quota(&segs).or_else(|| guardrails::locks(&segs)) {
+    let guardrail = guardrails::quota(&segs)
+        .or_else(|| guardrails::locks(&segs))
+        .or_else(|| guardrails::policy(&segs))
+        .or_else(|| guardrails::policy_states(&segs));
+    if let Some(route) = guardrail {
         return route;
     }
     if let [scope @ .., p, ns, t, d] = segs.as_slice()

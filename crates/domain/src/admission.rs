@@ -197,6 +197,7 @@ pub fn admit_put(
             lease: None,
             generation: 1,
             usage: Default::default(),
+            findings: Vec::new(),
         });
         snap.operations.push(op.clone());
         return Ok(Admitted::Accepted { operation: op, created: true });

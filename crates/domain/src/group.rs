@@ -195,6 +195,7 @@ fn new_group(id: &ArmId, spec: GroupSpec, ctx: &RequestContext) -> ResourceRecor
         lease: None,
         generation: 1,
         usage: Default::default(),
+        findings: Vec::new(),
     }
 }
 

@@ -8,6 +8,7 @@
 //! have done is recorded as an audit.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -114,7 +115,7 @@ impl Effect {
 
 /// What a policy did or would have done to a request: recorded on the resource (an audit, a
 /// policy not enforced) and listed by a what-if.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
     pub assignment_id: String,
     pub definition_id: String,
@@ -123,6 +124,15 @@ pub struct Finding {
     pub enforced: bool,
     /// The tests that held, in words.
     pub reason: String,
+}
+
+impl Finding {
+    /// What the resource is left non-compliant by: an audit that held, or what an
+    /// assignment not enforced would have done. An `append` or `modify` applied made it
+    /// compliant.
+    pub fn is_non_compliance(&self) -> bool {
+        !(self.enforced && matches!(self.effect, Effect::Append | Effect::Modify))
+    }
 }
 
 /// A request a policy refuses (ARM's `403 RequestDisallowedByPolicy`).
@@ -170,8 +180,9 @@ pub struct Target<'a> {
 /// Every definition, assignment and exemption that may apply in a subscription.
 #[derive(Clone, Debug, Default)]
 pub struct Policies {
-    pub definitions: Vec<Definition>,
-    pub assignments: Vec<Assignment>,
+    /// Shared: a server keeps definitions parsed between requests.
+    pub definitions: Vec<Arc<Definition>>,
+    pub assignments: Vec<Arc<Assignment>>,
     pub exemptions: Vec<Exemption>,
 }
 

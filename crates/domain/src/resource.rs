@@ -119,6 +119,9 @@ pub struct ResourceRecord {
     /// What the resource consumes of each quota meter, set from its spec whenever the spec
     /// is written (`quota::charge`); a meter it consumes nothing of is absent.
     pub usage: BTreeMap<MeterName, u64>,
+    /// What admission policies found at its last write that is not compliant: audits, and
+    /// what an assignment not enforced would have done (`policy_admission`).
+    pub findings: Vec<crate::policy_admission::Finding>,
 }
 
 impl ResourceRecord {

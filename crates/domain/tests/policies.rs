@@ -5,6 +5,7 @@
 //! effects (a deny judges the request as `modify` left it).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -33,12 +34,12 @@ fn definition(name: &str, properties: Value) -> Definition {
     Definition::parse(&id, &properties, &aliases()).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-fn assign(name: &str, scope: &str, definition: &str, properties: Value) -> Assignment {
+fn assign(name: &str, scope: &str, definition: &str, properties: Value) -> Arc<Assignment> {
     let scope = Scope::parse(scope).unwrap();
     let mut p = properties;
     p["policyDefinitionId"] = json!(format!("/providers/Microsoft.Authorization/policyDefinitions/{definition}"));
     let id = format!("{}/providers/Microsoft.Authorization/policyAssignments/{name}", scope.as_str());
-    Assignment::parse(&id, scope, &p).unwrap_or_else(|e| panic!("{name}: {e}"))
+    Assignment::parse(&id, scope, &p).unwrap_or_else(|e| panic!("{name}: {e}")).into()
 }
 
 struct Request {
@@ -114,13 +115,16 @@ fn denied_by(result: Result<Vec<(Effect, bool)>, Rejection>) -> String {
 fn allowed_locations_deny_the_others() {
     let r = Request::new();
     let policies = Policies {
-        definitions: vec![allowed_locations()],
-        assignments: vec![assign(
-            "locations",
-            SUB,
-            "allowed-locations",
-            json!({"parameters": {"listOfAllowedLocations": {"value": ["local"]}}}),
-        )],
+        definitions: vec![allowed_locations().into()],
+        assignments: vec![
+            assign(
+                "locations",
+                SUB,
+                "allowed-locations",
+                json!({"parameters": {"listOfAllowedLocations": {"value": ["local"]}}}),
+            )
+            .into(),
+        ],
         exemptions: vec![],
     };
     assert_eq!(r.write(&policies, &mut spec("local", "small", &[]), NOW), Ok(vec![]));
@@ -141,8 +145,8 @@ fn a_required_tag_is_named_by_a_parameter_and_its_effect_too() {
             parameters["effect"] = json!({"value": e});
         }
         Policies {
-            definitions: vec![def.clone()],
-            assignments: vec![assign("cc", SUB, "require-tag", json!({"parameters": parameters}))],
+            definitions: vec![def.clone().into()],
+            assignments: vec![assign("cc", SUB, "require-tag", json!({"parameters": parameters})).into()],
             exemptions: vec![],
         }
     };
@@ -178,7 +182,7 @@ fn a_tag_is_inherited_from_the_group_before_deny_judges_the_request() {
     );
     let r = Request::new();
     let policies = Policies {
-        definitions: vec![inherit, require_tag_deny()],
+        definitions: vec![inherit.into(), require_tag_deny().into()],
         assignments: vec![
             assign("require", SUB, "require-cost-center", json!({})),
             assign("inherit", SUB, "inherit-cost-center", json!({})),
@@ -218,7 +222,8 @@ fn a_size_is_denied_except_where_not_assigned_or_exempted_until_the_exemption_ex
     )
     .unwrap();
     let mut r = Request::new();
-    let mut policies = Policies { definitions: vec![deny_large], assignments: vec![assignment], exemptions: vec![] };
+    let mut policies =
+        Policies { definitions: vec![deny_large.into()], assignments: vec![assignment], exemptions: vec![] };
     assert_eq!(denied_by(r.write(&policies, &mut spec("local", "large", &[]), NOW)), "no-large");
     assert_eq!(r.write(&policies, &mut spec("local", "small", &[]), NOW), Ok(vec![]));
     policies.exemptions.push(exemption.clone());
@@ -238,7 +243,7 @@ fn a_size_is_denied_except_where_not_assigned_or_exempted_until_the_exemption_ex
 fn do_not_enforce_records_what_it_would_have_done() {
     let r = Request::new();
     let policies = Policies {
-        definitions: vec![allowed_locations(), require_tag_deny()],
+        definitions: vec![allowed_locations().into(), require_tag_deny().into()],
         assignments: vec![
             assign(
                 "locations",
@@ -265,8 +270,8 @@ fn deny_action_refuses_the_delete_only() {
     );
     let r = Request::new();
     let policies = Policies {
-        definitions: vec![protect],
-        assignments: vec![assign("protect", SUB, "protect-prod", json!({}))],
+        definitions: vec![protect.into()],
+        assignments: vec![assign("protect", SUB, "protect-prod", json!({})).into()],
         exemptions: vec![],
     };
     let (target, _) = r.target();
@@ -288,8 +293,8 @@ fn append_adds_what_is_missing() {
     );
     let r = Request::new();
     let policies = Policies {
-        definitions: vec![append],
-        assignments: vec![assign("image", SUB, "default-image", json!({}))],
+        definitions: vec![append.into()],
+        assignments: vec![assign("image", SUB, "default-image", json!({})).into()],
         exemptions: vec![],
     };
     let mut s = spec("local", "small", &[]);

@@ -76,6 +76,7 @@ impl App {
             types,
             policies,
             quotas,
+            admission_policies,
             warnings,
         } = plan;
         let store = open_store(&store).await?;
@@ -117,6 +118,7 @@ impl App {
             store: store.clone(),
             types,
             quotas: Arc::new(quotas),
+            policies: Arc::new(admission_policies),
             auth,
             edge,
             access,

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use crate::common::{API, TestServer, header};
+use crate::tenancy_guardrails;
 use serde_json::{Value, json};
 use slipway_auth::test_idp::TestIdp;
 use slipway_domain::{Clock, SystemClock};
@@ -17,13 +18,6 @@ const T: Duration = Duration::from_secs(120);
 const SUBS: [(&str, &str); 2] =
     [("a", "aaaaaaaa-0000-0000-0000-000000000001"), ("b", "bbbbbbbb-0000-0000-0000-000000000002")];
 const ROLES: [&str; 3] = ["Reader", "Contributor", "Owner"];
-
-/// A meter whose limits an Owner may set below the platform's 100.
-const QUOTA: &str = "\n[quota]\nowner_limits = \"below-ceiling\"\n\n[[quota.meters]]\nname = \"networks\"\ntype = \"Slipway.Example/virtualNetworks\"\nlimit = 100\n";
-
-fn quota_path(sub: &str, group: &str, tail: &str) -> String {
-    format!("/subscriptions/{sub}{group}/providers/Slipway.Example/locations/local/providers/Microsoft.Quota/{tail}")
-}
 
 struct World {
     s: TestServer,
@@ -44,8 +38,9 @@ impl World {
     async fn start() -> World {
         let idp = TestIdp::start().await;
         let tables = format!(
-            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n{QUOTA}",
-            idp.issuer
+            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n{}",
+            idp.issuer,
+            tenancy_guardrails::CONFIG
         );
         let s = TestServer::start_full("", "", &tables, |_| {}).await;
         let mut w = World { s, idp, shared: Vec::new() };
@@ -177,15 +172,11 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET subscription", needs: 'r' },
         Endpoint { name: "POST provider register", needs: 'w' },
         Endpoint { name: "PUT subscription", needs: 'P' },
-        Endpoint { name: "GET usages", needs: 'r' },
-        Endpoint { name: "GET usages of a resource group", needs: 'r' },
-        Endpoint { name: "GET quotas", needs: 'r' },
-        Endpoint { name: "PUT quota", needs: 'A' },
-        Endpoint { name: "PUT quota of a resource group", needs: 'A' },
-        Endpoint { name: "GET locks", needs: 'r' },
-        Endpoint { name: "PUT lock", needs: 'A' },
-        Endpoint { name: "DELETE lock", needs: 'A' },
     ];
+    let endpoints: Vec<Endpoint> = endpoints
+        .into_iter()
+        .chain(tenancy_guardrails::ENDPOINTS.iter().map(|(name, needs)| Endpoint { name, needs: *needs }))
+        .collect();
     let (mut allowed, mut denied, mut foreign_denied) = (0, 0, 0);
     let mut created = Vec::new();
     for (tenant, own_sub) in SUBS {
@@ -195,7 +186,7 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
             for (k, (target_tenant, sub)) in SUBS.iter().enumerate() {
                 let own = *sub == own_sub;
                 let (shared, op_url) = w.shared[k].clone();
-                for e in endpoints {
+                for e in endpoints.iter().copied() {
                     let fresh = format!("{who}-{}", e.name.len());
                     let (status, body) = match e.name {
                         "GET resource" => w.send("GET", &shared, &tok, None, API).await,
@@ -365,27 +356,11 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                             let body = json!({"state": "Suspended", "properties": {"tenantId": "x"}});
                             w.send("PUT", &format!("/subscriptions/{sub}"), &tok, Some(body), PLATFORM_API).await
                         }
-                        "GET usages" => w.send("GET", &quota_path(sub, "", "usages"), &tok, None, "2023-02-01").await,
-                        "GET usages of a resource group" => {
-                            let path = quota_path(sub, "/resourceGroups/rg1", "usages/networks");
-                            w.send("GET", &path, &tok, None, "2023-02-01").await
-                        }
-                        "GET quotas" => w.send("GET", &quota_path(sub, "", "quotas"), &tok, None, "2023-02-01").await,
-                        "PUT quota" | "PUT quota of a resource group" => {
-                            let group = if e.name == "PUT quota" { "" } else { "/resourceGroups/rg1" };
-                            let body = json!({"properties": {"limit": {"value": 50}}});
-                            w.send("PUT", &quota_path(sub, group, "quotas/networks"), &tok, Some(body), "2023-02-01")
-                                .await
-                        }
-                        "GET locks" => {
-                            let path = format!("{shared}/providers/Microsoft.Authorization/locks");
-                            w.send("GET", &path, &tok, None, "2020-05-01").await
-                        }
-                        "PUT lock" | "DELETE lock" => {
-                            let path = format!("{shared}/providers/Microsoft.Authorization/locks/by-{who}");
-                            let body = json!({"properties": {"level": "CanNotDelete"}});
-                            let body = (e.name == "PUT lock").then_some(body);
-                            w.send(if body.is_some() { "PUT" } else { "DELETE" }, &path, &tok, body, "2020-05-01").await
+                        guardrail
+                            if let Some((method, path, body, version)) =
+                                tenancy_guardrails::request(guardrail, sub, &shared, &who) =>
+                        {
+                            w.send(method, &path, &tok, body, version).await
                         }
                         other => unreachable!("{other}"),
                     };

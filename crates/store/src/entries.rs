@@ -30,6 +30,12 @@ pub enum EntryKind {
     QuotaLimit,
     /// A management lock at a subscription, a resource group or a resource.
     Lock,
+    /// A subscription's own policy definition.
+    PolicyDefinition,
+    /// A policy assignment at a subscription, a resource group or a resource.
+    PolicyAssignment,
+    /// A policy exemption at a subscription, a resource group or a resource.
+    PolicyExemption,
 }
 
 /// The `backup` entry a backup copy carries: `{"takenAt": <ms>}`, when its snapshot was taken.
@@ -39,13 +45,16 @@ pub const BACKUP_TAKEN: &str = "taken";
 pub const RESTORE_PENDING: &str = "restore-pending";
 
 impl EntryKind {
-    pub const ALL: [EntryKind; 6] = [
+    pub const ALL: [EntryKind; 9] = [
         EntryKind::ApiToken,
         EntryKind::Subscription,
         EntryKind::RoleAssignment,
         EntryKind::Backup,
         EntryKind::QuotaLimit,
         EntryKind::Lock,
+        EntryKind::PolicyDefinition,
+        EntryKind::PolicyAssignment,
+        EntryKind::PolicyExemption,
     ];
 
     /// The text stored in the `kind` column. Never changes once shipped.
@@ -57,6 +66,9 @@ impl EntryKind {
             EntryKind::Backup => "backup",
             EntryKind::QuotaLimit => "quotaLimit",
             EntryKind::Lock => "lock",
+            EntryKind::PolicyDefinition => "policyDefinition",
+            EntryKind::PolicyAssignment => "policyAssignment",
+            EntryKind::PolicyExemption => "policyExemption",
         }
     }
 
@@ -251,7 +263,20 @@ mod tests {
     #[test]
     fn tags_round_trip_and_never_change() {
         let tags: Vec<&str> = EntryKind::ALL.iter().map(|k| k.tag()).collect();
-        assert_eq!(tags, ["apiToken", "subscription", "roleAssignment", "backup", "quotaLimit", "lock"]);
+        assert_eq!(
+            tags,
+            [
+                "apiToken",
+                "subscription",
+                "roleAssignment",
+                "backup",
+                "quotaLimit",
+                "lock",
+                "policyDefinition",
+                "policyAssignment",
+                "policyExemption"
+            ]
+        );
         for kind in EntryKind::ALL {
             assert_eq!(EntryKind::from_tag(kind.tag()), Some(kind));
         }

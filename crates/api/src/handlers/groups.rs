@@ -123,7 +123,7 @@ pub(crate) async fn group(
             let req = req.with_children(true).with_referrers(true);
             let (admitted, _) = change_with(state.store.as_ref(), req, move |s| {
                 if s.resource.is_some() {
-                    guard.check_delete(s)?;
+                    guard.check_delete(s, &rctx)?;
                 }
                 group::admit_group_delete(s, &target, &rctx)
             })

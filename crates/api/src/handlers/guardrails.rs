@@ -5,21 +5,33 @@
 //! both and judges the snapshot; the decisions are the domain's (`locks`, `quota`).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use slipway_domain::TypeKey;
 use slipway_domain::access::Scope;
 use slipway_domain::admission::Rejection;
-use slipway_domain::ids::ArmId;
+use slipway_domain::admission::RequestContext;
+use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
 use slipway_domain::locks::{self, Lock, LockLevel, Verb};
+use slipway_domain::policy_admission::{Finding, Target};
 use slipway_domain::quota::{self, Charge, LimitSetting, Limits, MeterDefinition};
-use slipway_domain::resource::{Setting, Snapshot};
+use slipway_domain::resource::{Setting, Snapshot, Spec};
 use slipway_store::{ChangeRequest, EntryKind};
 
 use crate::ApiState;
+use crate::error::ArmError;
+use crate::handlers::groups::first_resource;
+use crate::handlers::policy::PolicyCatalog;
 
 /// The kinds of registry entry a write reads as its guardrails.
-pub(crate) const GUARDRAIL_KINDS: [EntryKind; 2] = [EntryKind::Lock, EntryKind::QuotaLimit];
+pub(crate) const GUARDRAIL_KINDS: [EntryKind; 5] = [
+    EntryKind::Lock,
+    EntryKind::QuotaLimit,
+    EntryKind::PolicyDefinition,
+    EntryKind::PolicyAssignment,
+    EntryKind::PolicyExemption,
+];
 
 /// The registry id of the limits set for `meter` in a subscription, or in one of its groups.
 pub(crate) fn limit_id(subscription: &str, group: Option<&str>, meter: &str) -> String {
@@ -74,23 +86,93 @@ pub(crate) fn limits_in(settings: &[Setting]) -> BTreeMap<String, LimitSetting> 
 pub(crate) struct Guard {
     target: ArmId,
     meters: Vec<MeterDefinition>,
+    policies: Arc<PolicyCatalog>,
+    /// The type's kind (`ComputeInstance`), for a policy's `kind` field.
+    kind: String,
 }
 
 impl Guard {
     pub(crate) fn new(state: &ApiState, target: &ArmId) -> Guard {
-        let meters = if target.is_group() {
-            Vec::new()
+        let (meters, kind) = if target.is_group() {
+            (Vec::new(), String::new())
         } else {
             let type_key = TypeKey::new(&target.namespace, &target.type_name);
-            state.quotas.of_type(&type_key).cloned().collect()
+            let kind =
+                state.types.get(&target.namespace, &target.type_name).map(|t| t.kind.clone()).unwrap_or_default();
+            (state.quotas.of_type(&type_key).cloned().collect(), kind)
         };
-        Guard { target: target.clone(), meters }
+        Guard { target: target.clone(), meters, policies: Arc::clone(&state.policies), kind }
     }
 
-    /// `req` reading the guardrail settings, and the usage of the target's meters.
+    /// `req` reading the guardrail settings, the usage of the target's meters, and the
+    /// target's group (what `resourceGroup()` is in a policy).
     pub(crate) fn request(&self, req: ChangeRequest) -> ChangeRequest {
         let meters = self.meters.iter().map(|d| d.meter.name.clone()).collect();
-        req.with_settings(&self.target.subscription_key(), &GUARDRAIL_KINDS).with_usage(&self.target, meters)
+        let group = (!self.target.is_group()).then(|| self.target.group_id().key());
+        req.with_settings(&self.target.subscription_key(), &GUARDRAIL_KINDS)
+            .with_usage(&self.target, meters)
+            .with_related(group)
+    }
+
+    /// The admission policies for a `PUT` or `PATCH` of the target with `spec`: `spec` as
+    /// `append` and `modify` leave it, `403 RequestDisallowedByPolicy` when a `deny` holds,
+    /// and what to record on the resource.
+    pub(crate) fn admit_policies(
+        &self,
+        snap: &Snapshot,
+        spec: &mut Spec,
+        rctx: &RequestContext,
+    ) -> Result<Vec<Finding>, Rejection> {
+        let policies = self.policies.policies(&snap.settings);
+        if policies.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with_target(snap, rctx, |target| policies.admit_write(target, spec, rctx.now))
+    }
+
+    /// `403 RequestDisallowedByPolicy` when a `denyAction` forbids deleting the target.
+    pub(crate) fn check_delete_policies(&self, snap: &Snapshot, rctx: &RequestContext) -> Result<(), Rejection> {
+        let policies = self.policies.policies(&snap.settings);
+        let Some(resource) = snap.resource.as_ref().filter(|_| !policies.is_empty()) else { return Ok(()) };
+        self.with_target(snap, rctx, |target| policies.admit_delete(target, &resource.spec, rctx.now))
+    }
+
+    fn with_target<R>(&self, snap: &Snapshot, rctx: &RequestContext, judge: impl FnOnce(&Target<'_>) -> R) -> R {
+        let t = &self.target;
+        let id = t.to_string();
+        let full_name = t.parent_names.iter().chain([&t.name]).cloned().collect::<Vec<_>>().join("/");
+        let type_name = if t.is_group() {
+            "Microsoft.Resources/resourceGroups".to_string()
+        } else {
+            format!("{}/{}", t.namespace, t.type_name)
+        };
+        let group = snap.related(&t.group_id());
+        let resource_group = json!({
+            "id": t.group_id().to_string(),
+            "name": t.resource_group,
+            "location": group.and_then(|g| g.spec.location.clone()),
+            "tags": group.map(|g| g.spec.tags.clone()).unwrap_or_default(),
+        });
+        let tenant = rctx.job_context.as_ref().and_then(|j| j.tenant.as_ref());
+        let subscription = json!({
+            "id": format!("/subscriptions/{}", t.subscription),
+            "subscriptionId": t.subscription,
+            "displayName": tenant.map_or(t.subscription.as_str(), |tenant| tenant.display_name.as_str()),
+        });
+        let target = Target {
+            scope: self.scope(),
+            id: &id,
+            name: &t.name,
+            full_name: &full_name,
+            type_name: &type_name,
+            kind: &self.kind,
+            is_group: t.is_group(),
+            resource_group,
+            subscription,
+            request: json!({"apiVersion": rctx.api_version}),
+            aliases: &self.policies.aliases,
+        };
+        judge(&target)
     }
 
     fn scope(&self) -> Scope {
@@ -107,10 +189,12 @@ impl Guard {
         locks::check(&locks_in(&snap.settings), &self.scope(), &shown, verb).map_err(Rejection::ScopeLocked)
     }
 
-    /// `409 ScopeLocked` when a delete of the target and everything below it meets a lock.
-    pub(crate) fn check_delete(&self, snap: &Snapshot) -> Result<(), Rejection> {
+    /// `409 ScopeLocked` when a delete of the target and everything below it meets a lock;
+    /// `403` when a policy's `denyAction` forbids it.
+    pub(crate) fn check_delete(&self, snap: &Snapshot, rctx: &RequestContext) -> Result<(), Rejection> {
         let shown = self.target.to_string();
-        locks::check_cascade(&locks_in(&snap.settings), &self.scope(), &shown).map_err(Rejection::ScopeLocked)
+        locks::check_cascade(&locks_in(&snap.settings), &self.scope(), &shown).map_err(Rejection::ScopeLocked)?;
+        self.check_delete_policies(snap, rctx)
     }
 
     /// After admission set the spec: what the resource now consumes, checked against the
@@ -135,5 +219,28 @@ impl Guard {
             })
             .collect();
         quota::charge(snap, &Charge { meters })
+    }
+}
+
+/// A lock, an assignment or an exemption is put on something that is there: `404` for a
+/// resource or group that is not.
+pub(crate) async fn scope_exists(state: &ApiState, scope: &Scope, path: &str) -> Result<(), ArmError> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        [_, _] => Ok(()),
+        [_, sub, _, group] => {
+            let subscription = SubscriptionId::new(sub);
+            let key = ResourceKey::group(&subscription, &group.to_ascii_lowercase());
+            let found = state.store.get_resource(&key).await?.is_some()
+                || first_resource(state, &subscription, group).await?.is_some();
+            if found { Ok(()) } else { Err(Rejection::GroupNotFound { group: group.to_string() }.into()) }
+        }
+        _ => {
+            let id = ArmId::parse(path).map_err(|_| ArmError::resource_not_found(path))?;
+            match state.store.get_resource(&id.key()).await? {
+                Some(_) => Ok(()),
+                None => Err(ArmError::resource_not_found(scope.as_str())),
+            }
+        }
     }
 }

@@ -11,17 +11,15 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use slipway_domain::access::{Permission, Scope};
-use slipway_domain::admission::Rejection;
 use slipway_domain::echo::echo;
-use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
+use slipway_domain::ids::SubscriptionId;
 use slipway_domain::locks::{Lock, LockLevel};
 use slipway_domain::subscription::Intent;
 use slipway_store::{EntryKind, Expect, PutEntry};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::groups::first_resource;
-use crate::handlers::guardrails::{decode_lock, encode_lock};
+use crate::handlers::guardrails::{decode_lock, encode_lock, scope_exists};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::{ApiState, access};
 
@@ -128,28 +126,6 @@ fn entry_id(id: &str) -> String {
 async fn stored_locks(state: &ApiState, subscription: &SubscriptionId) -> Result<Vec<Lock>, ArmError> {
     let entries = state.store.list_entries(EntryKind::Lock, Some(subscription.as_str())).await?;
     Ok(entries.iter().filter_map(|e| decode_lock(&e.body)).collect())
-}
-
-/// A lock is put on something that is there: `404` for a resource or group that is not.
-async fn scope_exists(state: &ApiState, scope: &Scope, path: &str) -> Result<(), ArmError> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match segments.as_slice() {
-        [_, _] => Ok(()),
-        [_, sub, _, group] => {
-            let subscription = SubscriptionId::new(sub);
-            let key = ResourceKey::group(&subscription, &group.to_ascii_lowercase());
-            let found = state.store.get_resource(&key).await?.is_some()
-                || first_resource(state, &subscription, group).await?.is_some();
-            if found { Ok(()) } else { Err(Rejection::GroupNotFound { group: group.to_string() }.into()) }
-        }
-        _ => {
-            let id = ArmId::parse(path).map_err(|_| ArmError::resource_not_found(path))?;
-            match state.store.get_resource(&id.key()).await? {
-                Some(_) => Ok(()),
-                None => Err(ArmError::resource_not_found(scope.as_str())),
-            }
-        }
-    }
 }
 
 /// ARM's rule for a lock's name: 1 to 90 characters, none of `<>*%&:\?/+`, not ending in a

@@ -41,6 +41,7 @@ mod logs;
 mod operations;
 mod overview;
 pub(crate) mod platform_version;
+pub mod policy;
 mod quotas;
 mod resources;
 mod tags;
@@ -334,6 +335,12 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             quotas::quota(state, ctx, scope, collection, meter, body).await
         }
         Route::Locks { scope, path, name } => locks::locks(state, ctx, scope, path, name, body).await,
+        Route::Policy { collection, scope, path, name } => {
+            policy::policy(state, ctx, collection, scope, path, name, body).await
+        }
+        Route::PolicyStates { subscription, resource_group } => {
+            policy::policy_states(state, ctx, &subscription, resource_group.as_deref()).await
+        }
     }
 }
 

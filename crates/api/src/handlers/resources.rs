@@ -149,10 +149,16 @@ async fn admit_put_in_group(
         check_preconditions(&pre, snap, &checked)?;
         guard.check_locks(snap, Verb::Write)?;
         group::check_group(snap, &target)?;
+        let asked = spec.properties.clone();
+        let findings = guard.admit_policies(snap, &mut spec, &rctx)?;
+        if spec.properties != asked {
+            checked.validate(&spec.properties).map_err(|e| admission::Rejection::Invalid(e.0))?;
+        }
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
         let admitted = reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)?;
+        record_findings(snap, findings);
         guard.charge(snap)?;
         Ok(admitted)
     })
@@ -204,7 +210,8 @@ pub(crate) async fn patch_resource(
             (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
             (_, p) => p,
         };
-        admission::admit_patch(
+        let mut findings = Vec::new();
+        admission::admit_shaped_patch(
             snap,
             input.tags,
             patch.as_ref(),
@@ -215,9 +222,22 @@ pub(crate) async fn patch_resource(
                 };
                 validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))
             },
+            |snap, spec| {
+                let asked = spec.properties.clone();
+                findings = guard.admit_policies(snap, spec, &rctx)?;
+                if spec.properties != asked {
+                    let opened = match &sealer {
+                        Some(sealer) => sealer.open(&spec.properties)?,
+                        None => spec.properties.clone(),
+                    };
+                    validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))?;
+                }
+                Ok(())
+            },
             &rctx,
         )
         .and_then(|admitted| {
+            record_findings(snap, std::mem::take(&mut findings));
             let merged = snap.resource.as_ref().map(|r| r.spec.properties.clone()).unwrap_or_default();
             let references = referrer
                 .references_in(&merged, &target.subscription)
@@ -236,6 +256,17 @@ pub(crate) async fn patch_resource(
     .await
     .map_err(|e| missing_as_not_found(e, &id))?;
     respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
+}
+
+/// What the admission policies found not compliant is kept on the resource, as its last
+/// write left it.
+fn record_findings(snap: &mut Snapshot, mut findings: Vec<slipway_domain::policy_admission::Finding>) {
+    findings.retain(|f| f.is_non_compliance());
+    if let Some(res) = snap.resource.as_mut()
+        && res.findings != findings
+    {
+        res.findings = findings;
+    }
 }
 
 /// A change refused because its resource does not exist, as ARM's `404 ResourceNotFound`.
@@ -308,7 +339,7 @@ pub(crate) async fn delete_resource(
     let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
         check_preconditions(&pre, snap, &ty)?;
         if snap.resource.is_some() {
-            guard.check_delete(snap)?;
+            guard.check_delete(snap, &rctx)?;
         }
         reference::check_not_in_use(snap)?;
         if force { admission::admit_force_delete(snap, &rctx) } else { admission::admit_delete(snap, &rctx) }

@@ -2,7 +2,10 @@
 //! (`{scope}/providers/Microsoft.Quota/{quotas|usages}[/{meter}]`, where `{scope}` is
 //! `/subscriptions/{s}[/resourceGroups/{g}]/providers/{namespace}/locations/{location}`), and
 //! management locks (`{scope}/providers/Microsoft.Authorization/locks[/{name}]`, at a
-//! subscription, a resource group or a resource).
+//! subscription, a resource group or a resource), admission policy
+//! (`{scope}/providers/Microsoft.Authorization/{policyDefinitions|policyAssignments|
+//! policyExemptions}[/{name}]`) and its findings
+//! (`…/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults`).
 
 use slipway_domain::ids;
 
@@ -83,5 +86,62 @@ pub(super) fn locks(segs: &[&str]) -> Option<Result<Route, RouteError>> {
         Ok((scope, _)) if scope.is_platform() => Err(RouteError::NoMatch),
         Ok((scope, path)) => Ok(Route::Locks { scope, path, name }),
         Err(e) => Err(e),
+    })
+}
+
+/// Which of a scope's policy collections a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyCollection {
+    Definitions,
+    Assignments,
+    Exemptions,
+}
+
+impl PolicyCollection {
+    pub const ALL: [PolicyCollection; 3] =
+        [PolicyCollection::Definitions, PolicyCollection::Assignments, PolicyCollection::Exemptions];
+
+    /// The path segment, and the ARM type's last part.
+    pub fn segment(self) -> &'static str {
+        match self {
+            PolicyCollection::Definitions => "policyDefinitions",
+            PolicyCollection::Assignments => "policyAssignments",
+            PolicyCollection::Exemptions => "policyExemptions",
+        }
+    }
+}
+
+/// A policy path, if `segs` is one.
+pub(super) fn policy(segs: &[&str]) -> Option<Result<Route, RouteError>> {
+    let (at, collection) = segs.windows(3).enumerate().rev().find_map(|(i, w)| {
+        let collection = PolicyCollection::ALL.into_iter().find(|c| is(w[2], c.segment()))?;
+        (is(w[0], "providers") && is(w[1], "Microsoft.Authorization")).then_some((i, collection))
+    })?;
+    let name = match &segs[at + 3..] {
+        [] => None,
+        [name] => Some(name.to_string()),
+        _ => return Some(Err(RouteError::NoMatch)),
+    };
+    Some(scope_of(&segs[..at]).map(|(scope, path)| Route::Policy { collection, scope, path, name }))
+}
+
+/// `/subscriptions/{s}[/resourceGroups/{g}]/providers/Microsoft.PolicyInsights/policyStates/
+/// latest/queryResults`, if `segs` is one.
+pub(super) fn policy_states(segs: &[&str]) -> Option<Result<Route, RouteError>> {
+    let tail = ["providers", "Microsoft.PolicyInsights", "policyStates", "latest", "queryResults"];
+    let at = segs.len().checked_sub(tail.len())?;
+    if !segs[at..].iter().zip(tail).all(|(s, w)| is(s, w)) {
+        return None;
+    }
+    Some(match &segs[..at] {
+        [s, sub] if is(s, "subscriptions") => {
+            subscription(sub).map(|subscription| Route::PolicyStates { subscription, resource_group: None })
+        }
+        [s, sub, r, rg] if is(s, "subscriptions") && is(r, "resourceGroups") => (|| {
+            let subscription = subscription(sub)?;
+            ids::check_group(rg)?;
+            Ok(Route::PolicyStates { subscription, resource_group: Some(rg.to_string()) })
+        })(),
+        _ => Err(RouteError::NoMatch),
     })
 }

@@ -16,16 +16,16 @@ use slipway_store::postgres::SslMode;
 
 mod auth;
 mod diagnose;
+mod guardrails;
 mod providers;
-mod quota;
 mod sections;
 #[cfg(test)]
 mod tests;
 mod types;
 
 pub use auth::*;
+pub use guardrails::*;
 pub use providers::*;
-pub use quota::*;
 pub use sections::*;
 pub use types::*;
 
@@ -88,6 +88,9 @@ pub struct Config {
     /// Quota meters and their default limits.
     #[serde(default)]
     pub quota: QuotaConfig,
+    /// The platform's policy definitions.
+    #[serde(default)]
+    pub policy: PolicyConfig,
     /// Directory of the config file; base for relative paths.
     #[serde(skip)]
     pub base_dir: PathBuf,

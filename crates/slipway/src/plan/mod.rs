@@ -26,8 +26,8 @@ use crate::config::{Config, access_options, rate_limiter};
 
 mod executables;
 mod found;
+mod guardrails;
 mod providers;
-mod quota;
 mod server;
 mod types;
 
@@ -67,6 +67,8 @@ pub struct Plan {
     pub policies: HashMap<TypeKey, TypePolicy>,
     /// The quota meters and who may set limits.
     pub quotas: QuotaBook,
+    /// The admission policies' aliases and the platform's definitions.
+    pub admission_policies: slipway_api::PolicyCatalog,
     /// What `serve` only logs: playbooks a type's jobs need that are missing (a tenant's job
     /// would fail on one). `check-config` refuses them.
     pub warnings: Vec<Problem>,
@@ -97,7 +99,8 @@ impl Plan {
         let rate_limits = found.ok(rate_limiter(config.auth.as_ref()));
         let providers = providers::providers(config, &owner, &mut found);
         let types = types::types(config, &mut found);
-        let quotas = types.as_ref().map(|(registry, _)| quota::quotas(config, registry, &mut found));
+        let quotas = types.as_ref().map(|(registry, _)| guardrails::quotas(config, registry, &mut found));
+        let admission_policies = types.as_ref().map(|(registry, _)| guardrails::policies(config, registry, &mut found));
         let keyring = types::keyring(config, &mut found);
         let (
             Some(api),
@@ -112,7 +115,22 @@ impl Plan {
             Some((types, policies)),
             Some(keyring),
             Some(quotas),
-        ) = (api, listener, edge, store, notifier, auth, access, rate_limits, providers, types, keyring, quotas)
+            Some(admission_policies),
+        ) = (
+            api,
+            listener,
+            edge,
+            store,
+            notifier,
+            auth,
+            access,
+            rate_limits,
+            providers,
+            types,
+            keyring,
+            quotas,
+            admission_policies,
+        )
         else {
             return found.finish(None);
         };
@@ -134,6 +152,7 @@ impl Plan {
             types,
             policies,
             quotas,
+            admission_policies,
             warnings: missing_playbooks(config),
         };
         found.finish(Some(plan))

@@ -8,6 +8,7 @@ use slipway_domain::identity::JobContext;
 use slipway_domain::ids::ArmId;
 use slipway_domain::job::Job;
 use slipway_domain::operation::CloudError;
+use slipway_domain::policy_admission::{Effect, Finding};
 use slipway_domain::quota::MeterName;
 use slipway_domain::reference::Reference;
 use slipway_domain::resource::{Deletion, ResourceRecord, Schedule, Spec, SystemData};
@@ -84,6 +85,53 @@ pub(crate) struct ResourceDocument {
     /// nothing, as it did before meters existed.
     #[serde(rename = "usage", default, skip_serializing_if = "BTreeMap::is_empty")]
     usage: BTreeMap<String, u64>,
+    /// What admission policies found not compliant at its last write. Added without a
+    /// version bump: absent means none.
+    #[serde(rename = "findings", default, skip_serializing_if = "Vec::is_empty")]
+    findings: Vec<FindingDocument>,
+}
+
+/// A policy finding: `{assignmentId, definitionId, effect, enforced, reason}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct FindingDocument {
+    #[serde(rename = "assignmentId")]
+    assignment_id: String,
+    #[serde(rename = "definitionId")]
+    definition_id: String,
+    #[serde(rename = "effect")]
+    effect: String,
+    #[serde(rename = "enforced")]
+    enforced: bool,
+    #[serde(rename = "reason", default)]
+    reason: String,
+}
+
+impl From<&Finding> for FindingDocument {
+    fn from(f: &Finding) -> Self {
+        FindingDocument {
+            assignment_id: f.assignment_id.clone(),
+            definition_id: f.definition_id.clone(),
+            effect: f.effect.as_str().to_string(),
+            enforced: f.enforced,
+            reason: f.reason.clone(),
+        }
+    }
+}
+
+impl TryFrom<FindingDocument> for Finding {
+    type Error = DocumentError;
+
+    fn try_from(d: FindingDocument) -> Result<Self, DocumentError> {
+        let effect = Effect::parse(&d.effect)
+            .ok_or_else(|| DocumentError(format!("findings: unknown effect {:?}", d.effect)))?;
+        Ok(Finding {
+            assignment_id: d.assignment_id,
+            definition_id: d.definition_id,
+            effect,
+            enforced: d.enforced,
+            reason: d.reason,
+        })
+    }
 }
 
 /// A reference: the property and the id it holds.
@@ -197,6 +245,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             lease: _,
             generation,
             usage,
+            findings,
         } = rec;
         ResourceDocument {
             version: super::CURRENT,
@@ -225,6 +274,7 @@ impl From<&ResourceRecord> for ResourceDocument {
             lease: None,
             generation: *generation,
             usage: usage.iter().map(|(meter, n)| (meter.as_str().to_string(), *n)).collect(),
+            findings: findings.iter().map(FindingDocument::from).collect(),
         }
     }
 }
@@ -259,6 +309,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             lease: _,
             generation,
             usage,
+            findings,
         } = doc;
         check_version(version)?;
         Ok(ResourceRecord {
@@ -284,6 +335,7 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             lease: None,
             generation,
             usage: usage.into_iter().map(|(meter, n)| (MeterName::read_stored(meter), n)).collect(),
+            findings: findings.into_iter().map(Finding::try_from).collect::<Result<_, _>>()?,
         })
     }
 }

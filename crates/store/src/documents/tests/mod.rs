@@ -115,6 +115,7 @@ fn full_record() -> ResourceRecord {
         lease: Some(Lease { owner: "node-a".into(), until: Timestamp(1_764_449_930_000), epoch: 9 }),
         generation: 7,
         usage: Default::default(),
+        findings: Vec::new(),
     }
 }
 
@@ -223,6 +224,7 @@ fn minimal_record() -> ResourceRecord {
         lease: None,
         generation: 0,
         usage: Default::default(),
+        findings: Vec::new(),
     }
 }
 

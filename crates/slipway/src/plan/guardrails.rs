@@ -1,11 +1,19 @@
-//! `[quota]`'s part of the plan: each meter checked against the type it counts — the type
-//! is served, the property is one its schema declares, and a table prices every value the
-//! schema allows — so a meter never silently counts nothing.
+//! The guardrails' part of the plan. `[quota]`: each meter checked against the type it
+//! counts — the type is served, the property is one its schema declares, and a table prices
+//! every value the schema allows — so a meter never silently counts nothing. `[policy]`: the
+//! served types' property aliases, and each platform definition read and its rule checked
+//! against them.
 
 use serde_json::Value;
 use slipway_domain::TypeKey;
 use slipway_domain::quota::{Limits, Measure, Meter, MeterDefinition, MeterName, OwnerLimits, QuotaBook};
 use slipway_types::TypeRegistry;
+
+use std::sync::Arc;
+
+use slipway_api::{PlatformDefinition, PolicyCatalog};
+use slipway_domain::policy_admission::Definition;
+use slipway_domain::policy_rule::Aliases;
 
 use super::Found;
 use crate::config::{Config, MeterConfig, OwnerLimitsConfig};
@@ -89,4 +97,44 @@ fn property_path(property: &str, found: &mut Found) -> Option<Vec<String>> {
 /// The schema of the property at `path`, if the type's schema declares one.
 fn declared<'a>(schema: Option<&'a Value>, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(schema?, |schema, segment| schema.get("properties")?.get(segment))
+}
+
+/// The served types' aliases and the platform's policy definitions.
+pub(super) fn policies(config: &Config, types: &TypeRegistry, found: &mut Found) -> PolicyCatalog {
+    let mut aliases = Aliases::default();
+    for t in types.all() {
+        aliases.add_type(&format!("{}/{}", t.namespace, t.type_name), t.schema());
+    }
+    let mut platform: Vec<PlatformDefinition> = Vec::new();
+    for (i, d) in config.policy.definitions.iter().enumerate() {
+        let here = format!("policy.definitions[{i}] ({})", d.name);
+        let read = found.within(&here, |found| {
+            if d.name.is_empty()
+                || d.name.len() > 128
+                || d.name.contains(['/', '\\', '?', '#', '%', '&', ':', '<', '>', '*', '+'])
+            {
+                found.add("name: 1 to 128 characters, none of <>*%&:\\?/+#");
+                return None;
+            }
+            let path = config.resolve(&d.file);
+            let text = found.ok(std::fs::read_to_string(&path).map_err(|e| format!("file {}: {e}", path.display())))?;
+            let body: Value =
+                found.ok(serde_json::from_str(&text).map_err(|e| format!("file {}: {e}", path.display())))?;
+            let properties = body.get("properties").cloned().unwrap_or(body);
+            let id = format!("/providers/Microsoft.Authorization/policyDefinitions/{}", d.name);
+            let definition =
+                found
+                    .ok(Definition::parse(&id, &properties, &aliases)
+                        .map_err(|e| format!("file {}: {e}", path.display())))?;
+            Some(PlatformDefinition { name: d.name.clone(), definition: Arc::new(definition), properties })
+        });
+        if let Some(p) = read {
+            if platform.iter().any(|other| other.name.eq_ignore_ascii_case(&p.name)) {
+                found.add(format!("{here}: the name is used twice"));
+                continue;
+            }
+            platform.push(p);
+        }
+    }
+    PolicyCatalog::new(aliases, platform)
 }

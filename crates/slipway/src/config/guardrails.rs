@@ -1,5 +1,6 @@
-//! `[quota]`: the meters a platform counts, their default limits, and whether a
-//! subscription's Owner may set its own limits below the Admin's (docs/governance.md).
+//! The guardrails' configuration (docs/governance.md): `[quota]`, the meters a platform
+//! counts, their default limits, and whether a subscription's Owner may set its own limits
+//! below the Admin's; `[policy]`, the platform's own policy definitions.
 
 use std::collections::BTreeMap;
 
@@ -52,4 +53,22 @@ pub struct MeterConfig {
 
 fn default_unit() -> String {
     "Count".into()
+}
+
+/// `[policy]`: the platform's own policy definitions, which every subscription may assign.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    #[serde(default)]
+    pub definitions: Vec<PolicyDefinitionConfig>,
+}
+
+/// `[[policy.definitions]]`: a definition in Azure Policy's JSON, served as
+/// `/providers/Microsoft.Authorization/policyDefinitions/{name}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyDefinitionConfig {
+    pub name: String,
+    /// The definition's JSON: ARM's body (`{"properties": {…}}`) or its properties alone.
+    pub file: std::path::PathBuf,
 }
