@@ -179,8 +179,18 @@ fn task_change(t: &slipway_domain::whatif::TaskChange) -> Value {
 pub fn what_if_result(resource_id: &str, w: &WhatIf) -> Value {
     json!({
         "status": ProvisioningState::Succeeded.as_str(),
-        "properties": { "changes": what_if_changes(resource_id, w) },
+        "properties": { "changes": what_if_changes(resource_id, w), "guardrails": guardrails(w) },
     })
+}
+
+/// What the guardrails would do (a Slipway extension): `{kind, effect, enforced, id, message}`.
+fn guardrails(w: &WhatIf) -> Value {
+    Value::Array(
+        w.guardrails
+            .iter()
+            .map(|g| json!({"kind": g.kind.as_str(), "effect": g.effect, "enforced": g.enforced, "id": g.id, "message": g.message}))
+            .collect(),
+    )
 }
 
 /// The one resource's `WhatIfChange`: ARM's `changeType`, `before`, `after` and `delta`, with

@@ -391,6 +391,7 @@ pub fn admit_what_if(
     snap: &mut Snapshot,
     id: &ArmId,
     proposed: Option<Spec>,
+    guardrails: Vec<crate::whatif::Guardrail>,
     ctx: &RequestContext,
 ) -> Result<Admitted, Rejection> {
     check_parent(snap, id)?;
@@ -402,7 +403,7 @@ pub fn admit_what_if(
     }
     refuse_while_busy(snap, res, "run a what-if on")?;
     Ok(start_beside_spec(snap, OperationRequest::WhatIf, ctx, |op, res| {
-        op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: proposed, predicted: None });
+        op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: proposed, predicted: None, guardrails });
     }))
 }
 
@@ -426,7 +427,12 @@ pub fn admit_check_drift(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Ad
         ));
     }
     Ok(start_beside_spec(snap, OperationRequest::CheckDrift, ctx, |op, res| {
-        op.what_if = Some(WhatIf { before: Some(res.spec.clone()), after: Some(res.spec.clone()), predicted: None });
+        op.what_if = Some(WhatIf {
+            before: Some(res.spec.clone()),
+            after: Some(res.spec.clone()),
+            predicted: None,
+            guardrails: Vec::new(),
+        });
     }))
 }
 

@@ -226,6 +226,20 @@ impl Policies {
     /// A `PUT` or `PATCH`: `spec` as `append` and `modify` leave it, refused when a `deny`
     /// holds for it, and what was done or would have been done (`audit`, `DoNotEnforce`).
     pub fn admit_write(&self, target: &Target<'_>, spec: &mut Spec, now: Timestamp) -> Result<Vec<Finding>, Rejection> {
+        match self.judge_write(target, spec, now)? {
+            (_, Some(denied)) => Err(Rejection::PolicyDenied(denied)),
+            (findings, None) => Ok(findings),
+        }
+    }
+
+    /// [`Policies::admit_write`]'s whole judgement, refusing nothing: what every policy did
+    /// or would do, and the first enforced `deny` that holds (a what-if lists both).
+    pub fn judge_write(
+        &self,
+        target: &Target<'_>,
+        spec: &mut Spec,
+        now: Timestamp,
+    ) -> Result<(Vec<Finding>, Option<Box<PolicyDenied>>), Rejection> {
         let applied = self.applicable(target, spec, now)?;
         let mut findings = Vec::new();
         let mut effects = Vec::with_capacity(applied.len());
@@ -244,15 +258,15 @@ impl Policies {
             }
             findings.push(a.finding(effect, &log));
         }
+        let mut denied = None;
         for (a, effect) in applied.iter().zip(&effects) {
             if *effect != Effect::Deny {
                 continue;
             }
             let (hit, log) = a.matches(target, spec)?;
             if hit && a.enforced() {
-                return Err(a.denied(target, Effect::Deny, log));
-            }
-            if hit {
+                denied.get_or_insert_with(|| a.denied(target, Effect::Deny, log));
+            } else if hit {
                 findings.push(a.finding(Effect::Deny, &log));
             }
         }
@@ -264,7 +278,7 @@ impl Policies {
                 }
             }
         }
-        Ok(findings)
+        Ok((findings, denied))
     }
 
     /// A `DELETE`: refused when a `denyAction` naming `delete` holds for the resource.
@@ -275,7 +289,7 @@ impl Policies {
             }
             let (hit, log) = a.matches(target, spec)?;
             if hit && a.enforced() {
-                return Err(a.denied(target, Effect::DenyAction, log));
+                return Err(Rejection::PolicyDenied(a.denied(target, Effect::DenyAction, log)));
             }
         }
         Ok(())
@@ -335,15 +349,15 @@ impl Applied<'_> {
         }
     }
 
-    fn denied(&self, target: &Target<'_>, effect: Effect, evaluated: Vec<Evaluated>) -> Rejection {
-        Rejection::PolicyDenied(Box::new(PolicyDenied {
+    fn denied(&self, target: &Target<'_>, effect: Effect, evaluated: Vec<Evaluated>) -> Box<PolicyDenied> {
+        Box::new(PolicyDenied {
             target: target.id.to_string(),
             assignment_id: self.assignment.id.clone(),
             definition_id: self.definition.id.clone(),
             definition_name: self.definition.display_name.clone(),
             effect,
             evaluated,
-        }))
+        })
     }
 
     /// `append` (`[{field, value}]`: a missing field set, an array alias added to) or

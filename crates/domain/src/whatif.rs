@@ -66,6 +66,44 @@ pub struct WhatIf {
     pub after: Option<Spec>,
     /// What the check-mode job said it would change; `None` until it ended successfully.
     pub predicted: Option<Vec<TaskChange>>,
+    /// What the guardrails would do to the request: a lock or a quota that would refuse it,
+    /// the policies that would deny, change or audit it.
+    pub guardrails: Vec<Guardrail>,
+}
+
+/// One guardrail's verdict on a what-if's request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Guardrail {
+    pub kind: GuardrailKind,
+    /// What it would do: a policy's effect (`deny`, `modify`, `append`, `audit`,
+    /// `denyAction`), `refuse` for a lock or a quota.
+    pub effect: String,
+    /// Whether it would be enforced (a policy assignment in `DoNotEnforce` mode is not).
+    pub enforced: bool,
+    /// The lock's id, the policy assignment's id, or the meter's name.
+    pub id: String,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuardrailKind {
+    Lock,
+    Policy,
+    Quota,
+}
+
+impl GuardrailKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardrailKind::Lock => "lock",
+            GuardrailKind::Policy => "policy",
+            GuardrailKind::Quota => "quota",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<GuardrailKind> {
+        [GuardrailKind::Lock, GuardrailKind::Policy, GuardrailKind::Quota].into_iter().find(|k| k.as_str() == text)
+    }
 }
 
 impl WhatIf {

@@ -14,7 +14,7 @@ use slipway_domain::{JobState, JobType, OperationRequest, ProvisioningState as P
 
 fn what_if(w: &mut World, op: u32, proposed: Option<serde_json::Value>) -> Result<Admitted, Rejection> {
     let c = w.ctx(op);
-    admission::admit_what_if(&mut w.snap, &arm_id(), proposed.map(spec), &c)
+    admission::admit_what_if(&mut w.snap, &arm_id(), proposed.map(spec), Vec::new(), &c)
 }
 
 fn checked(state: JobState, changes: Vec<TaskChange>) -> Outcome {

@@ -75,6 +75,17 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
         call(&s, "GET", &format!("{vm}/providers/Microsoft.Authorization/locks"), LOCK_VERSION, None).await;
     assert_eq!((code, listed["value"][0]["id"].as_str()), (200, Some(lock_id.as_str())), "inherited: {listed}");
     assert_locked(&write(&s, "DELETE", &vm, None).await, &lock_id);
+    let r = s.http.post(format!("{}&operation=delete", s.url(&format!("{vm}/whatIf")))).send().await.unwrap();
+    let op = header(&r, "azure-asyncoperation").expect("an existing resource's what-if is an operation");
+    s.wait_terminal(&op, T).await;
+    let result = s.http.get(op.replace("operationStatuses", "operationResults")).send().await.unwrap();
+    let predicted: Value = result.json().await.unwrap();
+    let verdict = &predicted["properties"]["guardrails"][0];
+    assert_eq!(
+        (verdict["kind"].as_str(), verdict["id"].as_str()),
+        (Some("lock"), Some(lock_id.as_str())),
+        "{predicted}"
+    );
     assert_locked(&call(&s, "DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_id);
     assert_eq!(write(&s, "PATCH", &vm, Some(json!({"tags": {"owner": "ops"}}))).await.0, 202);
 

@@ -169,6 +169,23 @@ async fn the_classic_policies_decide_in_the_write() {
     assert_denied(&write(&s, "DELETE", &rid("virtualNetworks", "prod"), None).await, "protect");
     assert_eq!(write(&s, "DELETE", &rid("virtualNetworks", "tagged"), None).await.0, 202);
 
+    // A what-if lists what the guardrails would do, and refuses nothing.
+    let far = format!("{}/whatIf", rid("virtualNetworks", "far2"));
+    let r = s.http.post(s.url(&far)).json(&vnet("westeurope", json!({}))).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let predicted: Value = r.json().await.unwrap();
+    let verdicts: Vec<(&str, &str)> = predicted["properties"]["guardrails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["id"].as_str().unwrap().rsplit('/').next().unwrap(), g["effect"].as_str().unwrap()))
+        .collect();
+    assert_eq!(verdicts, vec![("inherit", "modify"), ("locations", "deny")], "{predicted}");
+    assert_eq!(
+        predicted["properties"]["changes"][0]["after"]["tags"]["costCenter"], "4711",
+        "the what-if shows the modified spec"
+    );
+
     // An audit, and a deny not enforced: the writes go through, the findings are listed.
     let require_owner = json!({"properties": {"parameters": {"effect": {"defaultValue": "Audit"}}, "policyRule": {
         "if": {"field": "tags['owner']", "exists": "false"}, "then": {"effect": "[parameters('effect')]"}}}});

@@ -102,6 +102,15 @@ async fn writes_past_a_limit_are_refused_and_usage_follows_the_resources() {
         json!({"meter": "cores", "scope": "subscription", "limit": 5, "currentValue": 5, "requested": 1, "unit": "Count"})
     );
     assert_eq!(s.get_json(&instance("rg2", "ci3")).await.0, 404, "nothing was recorded");
+    let what_if = format!("{}/whatIf", instance("rg2", "ci3"));
+    let body = json!({"location": "westeurope", "properties": sized("small")});
+    let predicted: Value = s.http.post(s.url(&what_if)).json(&body).send().await.unwrap().json().await.unwrap();
+    let verdict = &predicted["properties"]["guardrails"][0];
+    assert_eq!(
+        (verdict["kind"].as_str(), verdict["id"].as_str()),
+        (Some("quota"), Some("cores")),
+        "a what-if names it: {predicted}"
+    );
 
     // A resize is checked by its difference: shrinking frees room.
     put_instance(&s, &instance("rg1", "ci2"), sized("medium"), "Succeeded").await;

@@ -11,12 +11,13 @@ use serde_json::{Value, json};
 use slipway_domain::TypeKey;
 use slipway_domain::access::Scope;
 use slipway_domain::admission::Rejection;
-use slipway_domain::admission::RequestContext;
+use slipway_domain::admission::{self, RequestContext};
 use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
 use slipway_domain::locks::{self, Lock, LockLevel, Verb};
 use slipway_domain::policy_admission::{Finding, Target};
 use slipway_domain::quota::{self, Charge, LimitSetting, Limits, MeterDefinition};
 use slipway_domain::resource::{Setting, Snapshot, Spec};
+use slipway_domain::whatif::{Guardrail, GuardrailKind};
 use slipway_store::{ChangeRequest, EntryKind};
 
 use crate::ApiState;
@@ -137,6 +138,57 @@ impl Guard {
         self.with_target(snap, rctx, |target| policies.admit_delete(target, &resource.spec, rctx.now))
     }
 
+    /// What the guardrails would do to a `PUT` of `spec` — which the policies shape as the
+    /// `PUT` would — or, without one, to a `DELETE`: each verdict, refusing nothing.
+    pub(crate) fn what_if(
+        &self,
+        snap: &Snapshot,
+        spec: Option<&mut Spec>,
+        kind: &str,
+        rctx: &RequestContext,
+    ) -> Vec<Guardrail> {
+        let mut out = Vec::new();
+        let shown = self.target.to_string();
+        let locks = locks_in(&snap.settings);
+        let locked = match spec {
+            Some(_) => locks::check(&locks, &self.scope(), &shown, Verb::Write),
+            None => locks::check_cascade(&locks, &self.scope(), &shown),
+        };
+        if let Err(l) = locked {
+            out.push(verdict(GuardrailKind::Lock, "refuse", true, &l.lock.id, l.to_string()));
+        }
+        let policies = self.policies.policies(&snap.settings);
+        let Some(spec) = spec else {
+            if let Err(Rejection::PolicyDenied(d)) = self.check_delete_policies(snap, rctx) {
+                out.push(verdict(GuardrailKind::Policy, d.effect.as_str(), true, &d.assignment_id, d.to_string()));
+            }
+            return out;
+        };
+        match self.with_target(snap, rctx, |target| policies.judge_write(target, spec, rctx.now)) {
+            Ok((findings, denied)) => {
+                out.extend(findings.iter().map(|f| {
+                    let message = format!("{} ({}): {}", f.effect.as_str(), f.definition_id, f.reason);
+                    verdict(GuardrailKind::Policy, f.effect.as_str(), f.enforced, &f.assignment_id, message)
+                }));
+                out.extend(
+                    denied.map(|d| {
+                        verdict(GuardrailKind::Policy, d.effect.as_str(), true, &d.assignment_id, d.to_string())
+                    }),
+                );
+            }
+            Err(other) => out.push(verdict(GuardrailKind::Policy, "error", true, "", other.to_string())),
+        }
+        if !self.meters.is_empty() {
+            let mut trial = snap.clone();
+            if admission::admit_put(&mut trial, &self.target, kind, spec.clone(), rctx).is_ok()
+                && let Err(Rejection::QuotaExceeded(q)) = self.charge(&mut trial)
+            {
+                out.push(verdict(GuardrailKind::Quota, "refuse", true, q.meter.as_str(), q.to_string()));
+            }
+        }
+        out
+    }
+
     fn with_target<R>(&self, snap: &Snapshot, rctx: &RequestContext, judge: impl FnOnce(&Target<'_>) -> R) -> R {
         let t = &self.target;
         let id = t.to_string();
@@ -220,6 +272,10 @@ impl Guard {
             .collect();
         quota::charge(snap, &Charge { meters })
     }
+}
+
+fn verdict(kind: GuardrailKind, effect: &str, enforced: bool, id: &str, message: String) -> Guardrail {
+    Guardrail { kind, effect: effect.to_string(), enforced, id: id.to_string(), message }
 }
 
 /// A lock, an assignment or an exemption is put on something that is there: `404` for a

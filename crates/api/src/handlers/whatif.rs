@@ -21,6 +21,7 @@ use slipway_types::ResourceType;
 use crate::error::ArmError;
 use crate::handlers::actions::{accept, accepted, may_act, may_change, no_parameters};
 use crate::handlers::body::body_bytes;
+use crate::handlers::guardrails::Guard;
 use crate::handlers::resources::{Sealer, change_request, missing_as_not_found, read_proposal};
 use crate::handlers::{Ctx, check_version, json_response, request_context, resource_type};
 use crate::{ApiState, wire};
@@ -79,32 +80,35 @@ pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: B
     };
     let rctx = request_context(state, ctx, ctx.api_version()?, None)?;
     let references = proposal.as_ref().map(|p| p.references.clone()).unwrap_or_default();
-    let mut req = change_request(&id, &references, rctx.now);
+    let guard = Guard::new(state, &id);
+    let mut req = guard.request(change_request(&id, &references, rctx.now));
     if let Some(p) = &proposal {
         req = req.with_related(p.walked.clone());
     }
     let sealer = Sealer::of(state, &ty)?;
     let target = id.clone();
+    let kind = ty.kind.clone();
     let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
-        let spec = match proposal {
+        let (spec, guardrails) = match proposal {
             Some(mut p) => {
                 reference::check_all(snap, &target, &p.references, &p.walked)?;
+                let guardrails = guard.what_if(snap, Some(&mut p.spec), &kind, &rctx);
                 if let Some(sealer) = &sealer {
                     p.spec.properties = sealer.seal(&p.spec.properties, snap.resource.as_ref())?;
                 }
-                Some(p.spec)
+                (Some(p.spec), guardrails)
             }
-            None => None,
+            None => (None, guard.what_if(snap, None, &kind, &rctx)),
         };
-        let absent = snap.resource.is_none().then(|| spec.clone()).flatten();
-        Ok((admission::admit_what_if(snap, &target, spec, &rctx)?, absent))
+        let absent = snap.resource.is_none().then(|| (spec.clone(), guardrails.clone()));
+        Ok((admission::admit_what_if(snap, &target, spec, guardrails, &rctx)?, absent))
     })
     .await
     .map_err(|e| missing_as_not_found(e, &id))?;
     match admitted {
         (Admitted::Accepted { operation, .. }, _) => Ok(accepted(state, ctx, &operation)),
-        (Admitted::Absent, Some(after)) => {
-            let w = WhatIf { before: None, after: Some(after), predicted: None };
+        (Admitted::Absent, Some((Some(after), guardrails))) => {
+            let w = WhatIf { before: None, after: Some(after), predicted: None, guardrails };
             Ok(json_response(StatusCode::OK, wire::what_if_result(&id.to_string(), &w)))
         }
         _ => Err(ArmError::internal()),

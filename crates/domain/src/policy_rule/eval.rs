@@ -386,14 +386,17 @@ pub fn evaluated_expressions(log: &[Evaluated]) -> Value {
     )
 }
 
-/// The tests as one line, for a message: `location equals 'westeurope'`.
+/// The tests as one line, for a message: `location in ["local"] is false`.
 pub fn describe(log: &[Evaluated]) -> String {
     let mut out = String::new();
-    for (i, e) in log.iter().filter(|e| e.result).enumerate() {
+    for (i, e) in log.iter().enumerate() {
         if i > 0 {
             out.push_str(" and ");
         }
         let _ = write!(out, "{} {} {}", e.expression, e.operator.as_str(), e.target);
+        if !e.result {
+            out.push_str(" is false");
+        }
     }
     out
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use slipway_domain::config_version::ConfigVersion;
 use slipway_domain::drift::{Drift, DriftState};
 use slipway_domain::time::Timestamp;
-use slipway_domain::whatif::{TaskChange, WhatIf};
+use slipway_domain::whatif::{Guardrail, GuardrailKind, TaskChange, WhatIf};
 
 use super::resource::SpecDocument;
 use super::{DocumentError, operation_id_opt};
@@ -85,6 +85,24 @@ pub(crate) struct WhatIfDocument {
     /// Absent until the check job succeeded.
     #[serde(rename = "predicted", default, skip_serializing_if = "Option::is_none")]
     predicted: Option<Vec<TaskChangeDocument>>,
+    /// What the guardrails would do. Added without a version bump: absent means none.
+    #[serde(rename = "guardrails", default, skip_serializing_if = "Vec::is_empty")]
+    guardrails: Vec<GuardrailDocument>,
+}
+
+/// `{kind, effect, enforced, id, message}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct GuardrailDocument {
+    #[serde(rename = "kind")]
+    kind: String,
+    #[serde(rename = "effect")]
+    effect: String,
+    #[serde(rename = "enforced")]
+    enforced: bool,
+    #[serde(rename = "id")]
+    id: String,
+    #[serde(rename = "message")]
+    message: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,22 +118,45 @@ pub(crate) struct TaskChangeDocument {
 
 impl From<&WhatIf> for WhatIfDocument {
     fn from(w: &WhatIf) -> Self {
-        let WhatIf { before, after, predicted } = w;
+        let WhatIf { before, after, predicted, guardrails } = w;
         WhatIfDocument {
             before: before.as_ref().map(SpecDocument::from),
             after: after.as_ref().map(SpecDocument::from),
             predicted: predicted.as_ref().map(|p| p.iter().map(TaskChangeDocument::from).collect()),
+            guardrails: guardrails
+                .iter()
+                .map(|g| GuardrailDocument {
+                    kind: g.kind.as_str().to_string(),
+                    effect: g.effect.clone(),
+                    enforced: g.enforced,
+                    id: g.id.clone(),
+                    message: g.message.clone(),
+                })
+                .collect(),
         }
     }
 }
 
 impl From<WhatIfDocument> for WhatIf {
     fn from(d: WhatIfDocument) -> Self {
-        let WhatIfDocument { before, after, predicted } = d;
+        let WhatIfDocument { before, after, predicted, guardrails } = d;
         WhatIf {
             before: before.map(Into::into),
             after: after.map(Into::into),
             predicted: predicted.map(|p| p.into_iter().map(TaskChange::from).collect()),
+            // A verdict of a kind this Slipway does not know is left out.
+            guardrails: guardrails
+                .into_iter()
+                .filter_map(|g| {
+                    Some(Guardrail {
+                        kind: GuardrailKind::parse(&g.kind)?,
+                        effect: g.effect,
+                        enforced: g.enforced,
+                        id: g.id,
+                        message: g.message,
+                    })
+                })
+                .collect(),
         }
     }
 }
