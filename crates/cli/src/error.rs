@@ -17,6 +17,44 @@ pub struct ArmError {
     pub target: Option<String>,
     #[serde(default)]
     pub details: Vec<ArmError>,
+    /// Typed facts beside the message: which guardrail refused (`QuotaExceeded`,
+    /// `ScopeLocked`, `PolicyViolation`).
+    #[serde(default, rename = "additionalInfo")]
+    pub additional_info: Vec<AdditionalInfo>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct AdditionalInfo {
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub info: Value,
+}
+
+impl AdditionalInfo {
+    /// The guardrail that refused, in a line: `refused by the lock …`.
+    fn guardrail(&self) -> Option<String> {
+        let i = &self.info;
+        let text = |k: &str| i[k].as_str().unwrap_or("?").to_string();
+        match self.kind.as_str() {
+            "QuotaExceeded" => Some(format!(
+                "refused by the quota '{}' ({}): limit {}, in use {}, asked {} {}",
+                text("meter"),
+                text("scope"),
+                i["limit"],
+                i["currentValue"],
+                i["requested"],
+                text("unit")
+            )),
+            "ScopeLocked" => Some(format!("refused by the lock {} ({})", text("lockId"), text("level"))),
+            "PolicyViolation" => Some(format!(
+                "refused by the policy assignment {} (definition {})",
+                text("policyAssignmentId"),
+                text("policyDefinitionId")
+            )),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -37,6 +75,9 @@ impl ArmError {
         out.push_str(&format!("{pad}{code}: {}\n", self.message));
         if let Some(target) = self.target.as_deref().filter(|t| !t.is_empty()) {
             out.push_str(&format!("{pad}  target: {target}\n"));
+        }
+        for guardrail in self.additional_info.iter().filter_map(AdditionalInfo::guardrail) {
+            out.push_str(&format!("{pad}  {guardrail}\n"));
         }
         for detail in &self.details {
             detail.render(indent + 1, out);

@@ -416,3 +416,49 @@ async fn the_event_feed_is_read_and_followed() {
     assert_eq!(seen.first().map(String::as_str), Some("resourceCreated"));
     follower.kill().await.unwrap();
 }
+
+/// The guardrails through the CLI: usage beside limits, a limit set, a lock that refuses a
+/// delete — the refusal naming the lock — and a policy from a file, assigned and found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guardrails_are_managed_and_a_refusal_names_its_guardrail() {
+    let meters = "\n[[quota.meters]]\nname = \"networks\"\ntype = \"Slipway.Example/virtualNetworks\"\nlimit = 5\n";
+    let s = TestServer::start_full("", "", meters, |_| {}).await;
+    let cli = Cli::new(&s.base);
+    let put = ["resource", "put", "-t", VNET, "-n", "net1", "--set", "addressSpace=10.0.0.0/16", "-o", "json"];
+    cli.run(&put).await.expect(0);
+    let usage = cli.run(&["quota", "show", "-o", "json"]).await.expect(0).json();
+    let networks = &usage[0]["properties"];
+    assert_eq!((networks["currentValue"].as_u64(), networks["limit"].as_u64()), (Some(1), Some(5)), "{usage}");
+    let table = cli.run(&["quota", "show"]).await.expect(0).stdout;
+    assert!(table.contains("USED") && table.contains("networks"), "{table}");
+    let set =
+        cli.run(&["quota", "set", "networks", "--limit", "1", "--namespace", "Slipway.Example", "-o", "json"]).await;
+    assert_eq!(set.expect(0).json()["properties"]["limit"]["value"], 1);
+    let over =
+        cli.run(&["resource", "put", "-t", VNET, "-n", "net2", "--set", "addressSpace=10.1.0.0/16"]).await.expect(7);
+    assert!(over.stderr.contains("refused by the quota 'networks'"), "{}", over.stderr);
+
+    let id = rid("virtualNetworks", "net1");
+    cli.run(&["lock", "create", "keep", &id, "--level", "CanNotDelete", "--notes", "prod"]).await.expect(0);
+    let listed = cli.run(&["lock", "list", "rg1", "-o", "json"]).await.expect(0).json();
+    assert_eq!(listed[0]["name"], "keep", "{listed}");
+    let refused = cli.run(&["resource", "delete", &id]).await.expect(7);
+    assert!(
+        refused.stderr.contains("ScopeLocked") && refused.stderr.contains("refused by the lock"),
+        "{}",
+        refused.stderr
+    );
+    cli.run(&["lock", "delete", "keep", &id]).await.expect(0);
+
+    let rule = serde_json::json!({"properties": {"policyRule": {
+        "if": {"field": "tags['owner']", "exists": "false"}, "then": {"effect": "audit"}}}});
+    std::fs::write(cli.path("owner.json"), rule.to_string()).unwrap();
+    let file = cli.path("owner.json").display().to_string();
+    let created =
+        cli.run(&["policy", "definition", "create", "owner", "--file", &file, "-o", "json"]).await.expect(0).json();
+    let definition = created["id"].as_str().unwrap().to_string();
+    cli.run(&["policy", "assignment", "create", "owner", "--definition", &definition]).await.expect(0);
+    cli.run(&["resource", "patch", &id, "--tag", "env=dev"]).await.expect(0);
+    let states = cli.run(&["policy", "state", "-o", "json"]).await.expect(0).json();
+    assert_eq!(states[0]["policyDefinitionAction"], "audit", "{states}");
+}

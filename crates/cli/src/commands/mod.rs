@@ -4,6 +4,7 @@ pub mod body;
 pub mod events;
 pub mod generate;
 pub mod group;
+pub mod guardrails;
 pub mod inspect;
 pub mod op;
 pub mod platform;
@@ -28,6 +29,15 @@ pub enum ClientCommand {
     /// A resource's or a group's tags, changed at once and without a job.
     #[command(subcommand)]
     Tag(tag::TagCommand),
+    /// Quota meters: usage beside limits, and setting a limit.
+    #[command(subcommand)]
+    Quota(guardrails::QuotaCommand),
+    /// Management locks at a subscription, a resource group or a resource.
+    #[command(subcommand)]
+    Lock(guardrails::LockCommand),
+    /// Admission policy: definitions, assignments, exemptions, and what they found.
+    #[command(subcommand)]
+    Policy(guardrails::PolicyCommand),
     /// Follow, cancel and read the output of operations.
     #[command(subcommand)]
     Op(op::OpCommand),
@@ -80,6 +90,9 @@ pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Co
         ClientCommand::Resource(c) => resource::run(&ctx, c).await,
         ClientCommand::Group(c) => group::run(&ctx, c).await,
         ClientCommand::Tag(c) => tag::run(&ctx, c).await,
+        ClientCommand::Quota(c) => guardrails::quota(&ctx, c).await,
+        ClientCommand::Lock(c) => guardrails::lock(&ctx, c).await,
+        ClientCommand::Policy(c) => guardrails::policy(&ctx, c).await,
         ClientCommand::Op(c) => op::run(&ctx, c).await,
         ClientCommand::Events(args) => events::run(&ctx, args).await,
         ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,
