@@ -20,7 +20,7 @@ pub struct ArmError {
     /// Typed facts beside the message: which guardrail refused (`QuotaExceeded`,
     /// `ScopeLocked`, `PolicyViolation`).
     #[serde(default, rename = "additionalInfo")]
-    pub additional_info: Vec<AdditionalInfo>,
+    pub additional_info: Box<[AdditionalInfo]>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
