@@ -152,11 +152,12 @@ pub enum Route {
         path: String,
         name: Option<String>,
     },
-    /// `/subscriptions/{s}[/resourceGroups/{g}]/providers/Microsoft.PolicyInsights/
-    /// policyStates/latest/queryResults`: what policies found not compliant.
+    /// `{scope}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults` at a
+    /// subscription, a resource group or a resource: what policies found not compliant.
     PolicyStates {
         subscription: String,
         resource_group: Option<String>,
+        resource: Option<ArmId>,
     },
 }
 
@@ -282,10 +283,13 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
             let tail = if name.is_some() { "/{name}" } else { "" };
             Some(format!("{scope}/providers/Microsoft.Authorization/{}{tail}", collection.segment()))
         }
-        Ok(Route::PolicyStates { resource_group, .. }) => Some(format!(
-            "{}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults",
-            group(resource_group.is_some())
-        )),
+        Ok(Route::PolicyStates { resource_group, resource, .. }) => {
+            let scope = match resource {
+                Some(id) => typed(&id.namespace, &id.type_name, true).map(|t| format!("{}{t}", group(true))),
+                None => Some(group(resource_group.is_some()).to_string()),
+            };
+            scope.map(|s| format!("{s}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults"))
+        }
         Ok(Route::Locks { name, .. }) => {
             let tail = if name.is_some() { "/{lockName}" } else { "" };
             Some(format!("{{scope}}/providers/Microsoft.Authorization/locks{tail}"))

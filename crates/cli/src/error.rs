@@ -34,26 +34,7 @@ pub struct AdditionalInfo {
 impl AdditionalInfo {
     /// The guardrail that refused, in a line: `refused by the lock …`.
     fn guardrail(&self) -> Option<String> {
-        let i = &self.info;
-        let text = |k: &str| i[k].as_str().unwrap_or("?").to_string();
-        match self.kind.as_str() {
-            "QuotaExceeded" => Some(format!(
-                "refused by the quota '{}' ({}): limit {}, in use {}, asked {} {}",
-                text("meter"),
-                text("scope"),
-                i["limit"],
-                i["currentValue"],
-                i["requested"],
-                text("unit")
-            )),
-            "ScopeLocked" => Some(format!("refused by the lock {} ({})", text("lockId"), text("level"))),
-            "PolicyViolation" => Some(format!(
-                "refused by the policy assignment {} (definition {})",
-                text("policyAssignmentId"),
-                text("policyDefinitionId")
-            )),
-            _ => None,
-        }
+        slipway_domain::refusal::guardrail_refusal(&self.kind, &self.info)
     }
 }
 

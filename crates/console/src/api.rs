@@ -67,11 +67,13 @@ pub(crate) struct ArmProblem {
     pub message: String,
     pub target: Option<String>,
     pub details: Vec<ArmProblem>,
+    /// Which guardrail refused, in a line (from the error's `additionalInfo`).
+    pub guardrail: Option<String>,
 }
 
 impl ArmProblem {
     pub fn new(code: &str, message: impl Into<String>) -> ArmProblem {
-        ArmProblem { code: code.into(), message: message.into(), target: None, details: Vec::new() }
+        ArmProblem { code: code.into(), message: message.into(), target: None, details: Vec::new(), guardrail: None }
     }
 
     pub fn from_error(error: &Value) -> ArmProblem {
@@ -85,6 +87,11 @@ impl ArmProblem {
                 .and_then(Value::as_array)
                 .map(|d| d.iter().map(ArmProblem::from_error).collect())
                 .unwrap_or_default(),
+            guardrail: error.get("additionalInfo").and_then(Value::as_array).and_then(|infos| {
+                infos.iter().find_map(|i| {
+                    slipway_domain::refusal::guardrail_refusal(i["type"].as_str().unwrap_or_default(), &i["info"])
+                })
+            }),
         }
     }
 }

@@ -27,6 +27,8 @@ pub use crate::oidc::OidcClient;
 
 /// The api-version of the platform endpoints (subscriptions, groups, the overview lists).
 pub(crate) const PLATFORM_API_VERSION: &str = "2025-06-01";
+/// The api-version of the guardrails' paths (quotas, locks, policy): any ARM date is taken.
+pub(crate) const QUOTA_API_VERSION: &str = "2023-02-01";
 
 /// What the console needs from the server's configuration.
 #[derive(Clone)]

@@ -35,6 +35,7 @@ pub mod rate;
 pub mod readiness;
 pub mod reconcile;
 pub mod reference;
+pub mod refusal;
 pub mod resource;
 pub mod retry;
 pub mod state;

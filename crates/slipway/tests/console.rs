@@ -254,3 +254,54 @@ async fn a_reader_signs_in_sees_no_controls_and_never_another_tenants_resources(
     b.assert_clean("signed in through the issuer").await;
     tokio::time::timeout(Duration::from_secs(30), b.close()).await.unwrap();
 }
+
+/// The guardrails in the console: the subscription's usage against its limits as bars, a
+/// resource's locks and what the policies found, and a refusal on the create form saying
+/// which guardrail refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guardrails_show_where_they_apply_and_say_why_a_create_was_refused() {
+    let meters = "\n[[quota.meters]]\nname = \"networks\"\ntype = \"Slipway.Example/virtualNetworks\"\nlimit = 1\n";
+    let s = TestServer::start_full("", "", meters, |_| {}).await;
+    let net = format!("/subscriptions/{SUB}/resourceGroups/web/providers/{VNETS}/net1");
+    let put = s.put(&net, json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}})).await;
+    let op = common::header(&put, "azure-asyncoperation").expect("an operation");
+    s.wait_terminal(&op, Duration::from_secs(90)).await;
+    let authz = |tail: &str| format!("{}{net}/providers/Microsoft.Authorization/{tail}?api-version=2023-04-01", s.base);
+    let lock = json!({"properties": {"level": "CanNotDelete", "notes": "production"}});
+    assert!(s.http.put(authz("locks/keep")).json(&lock).send().await.unwrap().status().is_success());
+    let rule = json!({"properties": {"policyRule": {"if": {"field": "tags['owner']", "exists": "false"}, "then": {"effect": "audit"}}}});
+    let definitions = format!(
+        "{}/subscriptions/{SUB}/providers/Microsoft.Authorization/policyDefinitions/owner?api-version=2023-04-01",
+        s.base
+    );
+    let created: Value = s.http.put(definitions).json(&rule).send().await.unwrap().json().await.unwrap();
+    let assignment = json!({"properties": {"policyDefinitionId": created["id"]}});
+    let assign = format!(
+        "{}/subscriptions/{SUB}/providers/Microsoft.Authorization/policyAssignments/owner?api-version=2023-04-01",
+        s.base
+    );
+    assert!(s.http.put(assign).json(&assignment).send().await.unwrap().status().is_success());
+    let patch = s.http.patch(s.url(&net)).json(&json!({"tags": {"env": "dev"}})).send().await.unwrap();
+    s.wait_terminal(&common::header(&patch, "azure-asyncoperation").unwrap(), Duration::from_secs(90)).await;
+
+    let b = Browser::start("guardrails").await;
+    b.goto(&format!("{}/ui/subscriptions/{SUB}", s.base)).await;
+    let usage = b.text("#usage").await;
+    assert!(usage.contains("networks") && usage.contains("1 / 1"), "{usage}");
+    assert!(b.has("#usage .bar.full").await, "a meter at its limit shows full");
+    b.assert_clean("usage bars").await;
+    b.screenshot("quota-usage").await;
+    b.goto(&format!("{}/ui/resource?id={net}", s.base)).await;
+    assert!(b.text("#locks").await.contains("CanNotDelete"), "the resource's locks");
+    assert!(b.text("#policy-findings").await.contains("audit"), "what the policies found");
+    b.assert_clean("resource guardrails").await;
+    b.screenshot("resource-guardrails").await;
+    b.goto(&format!("{}/ui/subscriptions/{SUB}/resourceGroups/web", s.base)).await;
+    b.submit("#create", &[("type", VNETS)]).await;
+    b.submit("#create-form", &[("name", "net2"), ("p.addressSpace", "10.1.0.0/16")]).await;
+    let refused = b.text("#guardrail").await;
+    assert!(refused.contains("refused by the quota 'networks'"), "{refused}");
+    b.assert_clean("create refused by a quota").await;
+    b.screenshot("create-refused-by-quota").await;
+    b.close().await;
+}

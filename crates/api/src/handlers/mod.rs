@@ -338,8 +338,8 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         Route::Policy { collection, scope, path, name } => {
             policy::policy(state, ctx, collection, scope, path, name, body).await
         }
-        Route::PolicyStates { subscription, resource_group } => {
-            policy::policy_states(state, ctx, &subscription, resource_group.as_deref()).await
+        Route::PolicyStates { subscription, resource_group, resource } => {
+            policy::policy_states(state, ctx, &subscription, resource_group.as_deref(), resource.as_ref()).await
         }
     }
 }

@@ -125,8 +125,8 @@ pub(super) fn policy(segs: &[&str]) -> Option<Result<Route, RouteError>> {
     Some(scope_of(&segs[..at]).map(|(scope, path)| Route::Policy { collection, scope, path, name }))
 }
 
-/// `/subscriptions/{s}[/resourceGroups/{g}]/providers/Microsoft.PolicyInsights/policyStates/
-/// latest/queryResults`, if `segs` is one.
+/// `{scope}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults` at a
+/// subscription, a resource group or a resource, if `segs` is one.
 pub(super) fn policy_states(segs: &[&str]) -> Option<Result<Route, RouteError>> {
     let tail = ["providers", "Microsoft.PolicyInsights", "policyStates", "latest", "queryResults"];
     let at = segs.len().checked_sub(tail.len())?;
@@ -134,14 +134,28 @@ pub(super) fn policy_states(segs: &[&str]) -> Option<Result<Route, RouteError>> 
         return None;
     }
     Some(match &segs[..at] {
-        [s, sub] if is(s, "subscriptions") => {
-            subscription(sub).map(|subscription| Route::PolicyStates { subscription, resource_group: None })
-        }
+        [s, sub] if is(s, "subscriptions") => subscription(sub).map(|subscription| Route::PolicyStates {
+            subscription,
+            resource_group: None,
+            resource: None,
+        }),
         [s, sub, r, rg] if is(s, "subscriptions") && is(r, "resourceGroups") => (|| {
             let subscription = subscription(sub)?;
             ids::check_group(rg)?;
-            Ok(Route::PolicyStates { subscription, resource_group: Some(rg.to_string()) })
+            Ok(Route::PolicyStates { subscription, resource_group: Some(rg.to_string()), resource: None })
         })(),
+        [s, sub, r, rg, p, ns, pairs @ ..]
+            if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers") && pairs.len() % 2 == 0 =>
+        {
+            (|| {
+                let id = ids::ArmId::from_segments(sub, rg, ns, pairs)?;
+                Ok(Route::PolicyStates {
+                    subscription: subscription(sub)?,
+                    resource_group: Some(rg.to_string()),
+                    resource: Some(id),
+                })
+            })()
+        }
         _ => Err(RouteError::NoMatch),
     })
 }

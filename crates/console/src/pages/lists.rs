@@ -12,7 +12,7 @@ use super::{allowed, operation_href, refused, resource_href, subscription_crumbs
 use crate::api::{segment, uri};
 use crate::render::{Crumb, Page};
 use crate::session::Visit;
-use crate::{Console, PLATFORM_API_VERSION, api_version};
+use crate::{Console, PLATFORM_API_VERSION, QUOTA_API_VERSION, api_version};
 
 /// The states a filter offers.
 const STATES: [&str; 7] = ["Accepted", "Provisioning", "Updating", "Deleting", "Succeeded", "Failed", "Canceled"];
@@ -213,6 +213,7 @@ async fn listing(
         Some(g) => group_summary(console, visit, &scope, g, &resources).await,
         None => Value::Null,
     };
+    let usage = usage_rows(console, visit, &scope).await;
     let may = allowed(console, visit, &scope).await;
     let creatable: Vec<Value> = console
         .sorted_types()
@@ -244,8 +245,33 @@ async fn listing(
         "filters": {"type": filters.resource_type, "state": filters.state, "tag": filters.tag},
         "allowed": may,
         "about_group": about_group,
+        "usage": usage,
     });
     console.render(visit, Page::new("resources.html", title).crumbs(crumbs), data)
+}
+
+/// The scope's quota usage beside its limits, one row per meter of every served namespace
+/// (a bar's width is its share of the limit); none when no meter is configured or the
+/// visitor may not read it.
+async fn usage_rows(console: &Console, visit: &Visit, scope: &str) -> Vec<Value> {
+    let mut namespaces: Vec<String> = console.sorted_types().iter().map(|t| t.namespace.clone()).collect();
+    namespaces.dedup();
+    let mut rows = Vec::new();
+    for ns in namespaces {
+        let path =
+            format!("{scope}/providers/{ns}/locations/{}/providers/Microsoft.Quota/usages", segment(&console.location));
+        let Ok(body) = console.api.get(&visit.visitor, &path, QUOTA_API_VERSION).await else { continue };
+        for u in body["value"].as_array().into_iter().flatten() {
+            let p = &u["properties"];
+            let (used, limit) = (p["currentValue"].as_u64().unwrap_or(0), p["limit"].as_u64());
+            let percent = limit.map(|l| if l == 0 { 100 } else { (used.saturating_mul(100) / l).min(100) });
+            rows.push(json!({
+                "meter": u["name"], "type": p["resourceType"], "used": used, "limit": limit,
+                "unit": p["unit"], "percent": percent, "full": limit.is_some_and(|l| used >= l),
+            }));
+        }
+    }
+    rows
 }
 
 /// A group's own record as its page shows it — location, state, tags — and the question its

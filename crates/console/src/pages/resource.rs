@@ -137,6 +137,7 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         .flatten()
         .map(|r| json!({"name": r["name"], "type": r["type"], "href": resource_href(r["id"].as_str().unwrap_or_default())}))
         .collect();
+    let guardrails = guardrails(&console, &visit, &path).await;
     let mut properties = res["properties"].as_object().cloned().unwrap_or_default();
     let state = properties.remove("provisioningState").unwrap_or(Value::Null);
     // What the last drift check found is the server's, not the spec's.
@@ -176,9 +177,42 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         "events": uri("/ui/resource/events", &[("id", &path)]),
         "allowed": may,
         "live": !matches!(state.as_str(), Some("Succeeded" | "Failed" | "Canceled")),
+        "locks": guardrails.0,
+        "findings": guardrails.1,
     });
     let page = Page::new("resource.html", format!("{} {}", ty.type_name, id.name)).crumbs(resource_crumbs(&id));
     console.render(&visit, page, data)
+}
+
+/// The locks that apply to the resource (at it or above it) and what the policies found
+/// not compliant at its last write.
+async fn guardrails(console: &Console, visit: &Visit, path: &str) -> (Vec<Value>, Vec<Value>) {
+    let version = crate::QUOTA_API_VERSION;
+    let locks = format!("{path}/providers/Microsoft.Authorization/locks");
+    let locks = console.api.get(&visit.visitor, &locks, version).await;
+    let states = format!("{path}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults");
+    let states = console.api.get(&visit.visitor, &states, version).await;
+    let path_lower = path.to_ascii_lowercase();
+    let locks = locks.unwrap_or_default()["value"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| {
+            let scope = l["id"].as_str().unwrap_or_default().split("/providers/Microsoft.Authorization/locks/").next().unwrap_or_default();
+            path_lower.starts_with(&scope.to_ascii_lowercase())
+        })
+        .map(|l| json!({"name": l["name"], "level": l["properties"]["level"], "notes": l["properties"]["notes"], "id": l["id"]}))
+        .collect();
+    let findings = states.unwrap_or_default()["value"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let assignment = f["policyAssignmentId"].as_str().unwrap_or_default().rsplit('/').next().unwrap_or_default().to_string();
+            json!({"assignment": assignment, "effect": f["policyDefinitionAction"], "enforced": f["enforced"], "reason": f["reason"]})
+        })
+        .collect();
+    (locks, findings)
 }
 
 /// The resource's event feed from now on, as the API streams it, for the page's script: each
