@@ -68,7 +68,7 @@ pub(crate) struct ArmProblem {
     pub target: Option<String>,
     pub details: Vec<ArmProblem>,
     /// Which guardrail refused, in a line (from the error's `additionalInfo`).
-    pub guardrail: Option<String>,
+    pub guardrail: Option<Box<str>>,
 }
 
 impl ArmProblem {
@@ -91,6 +91,7 @@ impl ArmProblem {
                 infos.iter().find_map(|i| {
                     slipway_domain::refusal::guardrail_refusal(i["type"].as_str().unwrap_or_default(), &i["info"])
                 })
+                .map(String::into_boxed_str)
             }),
         }
     }

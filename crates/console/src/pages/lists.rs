@@ -264,7 +264,7 @@ async fn usage_rows(console: &Console, visit: &Visit, scope: &str) -> Vec<Value>
         for u in body["value"].as_array().into_iter().flatten() {
             let p = &u["properties"];
             let (used, limit) = (p["currentValue"].as_u64().unwrap_or(0), p["limit"].as_u64());
-            let percent = limit.map(|l| if l == 0 { 100 } else { (used.saturating_mul(100) / l).min(100) });
+            let percent = limit.map(|l| used.saturating_mul(100).checked_div(l).map_or(100, |p| p.min(100)));
             rows.push(json!({
                 "meter": u["name"], "type": p["resourceType"], "used": used, "limit": limit,
                 "unit": p["unit"], "percent": percent, "full": limit.is_some_and(|l| used >= l),
