@@ -68,6 +68,10 @@ pub struct Args {
     /// Without `[auth]`, with it (every request signed in with an API token), or each in turn.
     #[arg(long, value_enum, default_value = "off")]
     pub auth: Auth,
+    /// Without guardrails, with them (10 meters, locks at every scope, 20 policy assignments:
+    /// `guardrails`), or each in turn.
+    #[arg(long, value_enum, default_value = "off")]
+    pub guardrails: Auth,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -83,12 +87,25 @@ pub async fn run(args: Args) -> Result<(), String> {
         Auth::On => &[true],
         Auth::Both => &[false, true],
     };
+    let guarded: &[bool] = match args.guardrails {
+        Auth::Off => &[false],
+        Auth::On => &[true],
+        Auth::Both => &[false, true],
+    };
     let mut rows = Vec::new();
     for store in args.stores {
         let ceiling = store_ceiling::measure(store, Duration::from_secs(2)).await?;
         for &on in modes {
-            let setup = Setup { auth: on, ..Setup::new(store, args.poll_seconds) };
-            rows.push(measure(if on { "slipway+auth" } else { "slipway" }, &setup, args.ops, ceiling.clone()).await?);
+            for &guardrails in guarded {
+                let setup = Setup { auth: on, guardrails, ..Setup::new(store, args.poll_seconds) };
+                let label = match (on, guardrails) {
+                    (false, false) => "slipway",
+                    (true, false) => "slipway+auth",
+                    (false, true) => "slipway+guardrails",
+                    (true, true) => "slipway+auth+guardrails",
+                };
+                rows.push(measure(label, &setup, args.ops, ceiling.clone()).await?);
+            }
         }
     }
     print(&rows);
@@ -97,6 +114,9 @@ pub async fn run(args: Args) -> Result<(), String> {
 
 pub async fn measure(label: &str, setup: &Setup, ops: usize, ceiling: Ceiling) -> Result<BurnDown, String> {
     let rig = Rig::start(setup, 0.0).await?;
+    if setup.guardrails {
+        crate::guardrails::seed(&rig.client).await?;
+    }
     let before = rig.app.store_stats();
     let cpu_before = crate::harness::slipway_cpu_seconds();
     let start = Instant::now();

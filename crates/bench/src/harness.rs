@@ -89,6 +89,9 @@ pub struct Setup {
     pub auth: bool,
     /// More keys of the one type's table (`drift_check_interval_seconds = 30`).
     pub type_settings: String,
+    /// Quota meters of the type in the configuration (`guardrails::quota_config`); the locks
+    /// and policies are seeded over the API once the rig runs (`guardrails::seed`).
+    pub guardrails: bool,
 }
 
 impl Setup {
@@ -101,6 +104,7 @@ impl Setup {
             max_concurrent: 4096,
             auth: false,
             type_settings: String::new(),
+            guardrails: false,
         }
     }
 
@@ -126,6 +130,7 @@ impl Setup {
         let Setup { poll_seconds, status_batch, max_concurrent, type_settings, .. } = self;
         let Node { store, name, engine } = node;
         let auth = if self.auth { AUTH_TABLES } else { "" };
+        let quota = if self.guardrails { crate::guardrails::quota_config() } else { String::new() };
         Ok(format!(
             r#"
 [server]
@@ -153,7 +158,7 @@ api_versions = ["{API}"]
 provider = "aap"
 poll_interval_seconds = {poll_seconds}
 {type_settings}
-{auth}"#
+{auth}{quota}"#
         ))
     }
 }

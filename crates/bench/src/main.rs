@@ -6,6 +6,8 @@
 //! Scenarios:
 //! * `store-ceiling` — the yardstick: sequential single-row commits per second and commit
 //!   latency of SQLite (synchronous FULL, NORMAL) and PostgreSQL.
+//! * `policy-cost` — one write's admission-policy evaluation in µs, by the number of
+//!   assignments.
 //! * `burn-down` — N creates of zero-duration simulator jobs: ops/s, store commits and AAP
 //!   requests per op, ratio to ceiling ÷ 3, and Slipway's CPU milliseconds per op; with
 //!   `--auth`, every request signed in with an API token.
@@ -50,6 +52,7 @@ mod burn_down;
 mod compare;
 mod curve;
 mod drift;
+mod guardrails;
 mod harness;
 mod local_jobs;
 mod memory;
@@ -106,6 +109,8 @@ enum Scenario {
     Soak(soak::Args),
     /// Burn-down and steady as Slipway runs them and as the seed design would.
     SeedDesign(seed_design::Args),
+    /// What one write's admission-policy evaluation costs, by the number of assignments.
+    PolicyCost(guardrails::CostArgs),
     /// Every scenario, then each goal as met or missed.
     All(all::Args),
     /// An A/B of two slipway-bench builds, scenarios alternated over several rounds.
@@ -129,6 +134,7 @@ fn main() -> ExitCode {
             Scenario::Soak(a) => soak::run(a).await,
             Scenario::Curve(a) => curve::run(a).await,
             Scenario::SeedDesign(a) => seed_design::run(a).await,
+            Scenario::PolicyCost(a) => guardrails::run_cost(a).await,
             Scenario::All(a) => all::run(a).await,
             Scenario::Compare(a) => compare::run_compare(a).await,
         }

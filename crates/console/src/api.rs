@@ -88,10 +88,12 @@ impl ArmProblem {
                 .map(|d| d.iter().map(ArmProblem::from_error).collect())
                 .unwrap_or_default(),
             guardrail: error.get("additionalInfo").and_then(Value::as_array).and_then(|infos| {
-                infos.iter().find_map(|i| {
-                    slipway_domain::refusal::guardrail_refusal(i["type"].as_str().unwrap_or_default(), &i["info"])
-                })
-                .map(String::into_boxed_str)
+                infos
+                    .iter()
+                    .find_map(|i| {
+                        slipway_domain::refusal::guardrail_refusal(i["type"].as_str().unwrap_or_default(), &i["info"])
+                    })
+                    .map(String::into_boxed_str)
             }),
         }
     }

@@ -58,6 +58,11 @@ pub(super) fn common(out: &mut Map<String, Value>) {
                     "message": {"type": "string"},
                     "target": {"type": "string"},
                     "details": {"type": "array", "items": schema_ref("ErrorDetail")},
+                    "additionalInfo": {
+                        "type": "array",
+                        "description": "Which guardrail refused, as data: `QuotaExceeded`, `ScopeLocked` or `PolicyViolation`.",
+                        "items": {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}, "info": {"type": "object"}}},
+                    },
                 },
             }),
         ),

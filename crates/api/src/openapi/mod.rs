@@ -9,6 +9,7 @@
 
 mod common_schemas;
 mod event_paths;
+mod guardrail_paths;
 mod operation;
 mod overview_paths;
 mod paths;
@@ -104,6 +105,8 @@ fn build(types: &TypeRegistry, setting: &operation::Setting) -> Value {
     let mut paths = Map::new();
     platform_paths::platform_paths(setting, &mut paths);
     overview_paths::overview_paths(setting, &mut paths);
+    guardrail_paths::guardrail_paths(setting, &mut paths);
+    guardrail_paths::guardrail_schemas(&mut schemas);
     event_paths::event_paths(setting, &mut paths);
     event_paths::event_schemas(&mut schemas);
     whatif::schemas(&mut schemas);
