@@ -175,8 +175,9 @@ pub struct Snapshot {
     pub usage: BTreeMap<MeterName, Usage>,
     /// Read-only, when the change asked for them: the subscription's guardrail settings
     /// (locks, policy assignments, quota limits) as committed; none is written while the
-    /// change runs.
-    pub settings: Vec<Setting>,
+    /// change runs. Shared, as read: a group commit hands one read to every change that asked
+    /// for it, and copying a snapshot copies none of it.
+    pub settings: std::sync::Arc<[Setting]>,
 }
 
 /// A platform setting a change read (a registry entry: a lock, a policy assignment, a quota

@@ -35,22 +35,6 @@ async fn lock(s: &TestServer, scope: &str, name: &str, level: &str) -> (u16, Val
     call(s, "PUT", &lock_path(scope, name), LOCK_VERSION, Some(body)).await
 }
 
-/// Sends a resource write and, when accepted, waits for its operation to succeed.
-async fn write(s: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.http.request(method.parse().unwrap(), s.url(path));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("request");
-    let code = r.status().as_u16();
-    let op = header(&r, "azure-asyncoperation");
-    let answer: Value = r.json().await.unwrap_or(Value::Null);
-    if let Some(op) = op {
-        assert_eq!(s.wait_terminal(&op, T).await["status"], "Succeeded", "{method} {path}");
-    }
-    (code, answer)
-}
-
 fn assert_locked(answer: &(u16, Value), lock_id: &str) {
     let (code, e) = answer;
     assert_eq!((*code, e["error"]["code"].as_str()), (409, Some("ScopeLocked")), "{e}");
@@ -63,7 +47,7 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
     let s = TestServer::start_with("actions = { restart = { read_only = true }, stop = {} }").await;
     let vm = rid("computeInstances", "vm1");
     let vm_body = json!({"location": "westeurope", "properties": {"size": "small", "image": "debian-12"}});
-    assert_eq!(write(&s, "PUT", &vm, Some(vm_body.clone())).await.0, 201);
+    assert_eq!(s.write("PUT", &vm, Some(vm_body.clone())).await.0, 201);
 
     // CanNotDelete at the group: the resource cannot be deleted, but can be changed.
     let (code, created) = lock(&s, &group("rg1"), "keep", "CanNotDelete").await;
@@ -74,7 +58,7 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
     let (code, listed) =
         call(&s, "GET", &format!("{vm}/providers/Microsoft.Authorization/locks"), LOCK_VERSION, None).await;
     assert_eq!((code, listed["value"][0]["id"].as_str()), (200, Some(lock_id.as_str())), "inherited: {listed}");
-    assert_locked(&write(&s, "DELETE", &vm, None).await, &lock_id);
+    assert_locked(&s.write("DELETE", &vm, None).await, &lock_id);
     let r = s.http.post(format!("{}&operation=delete", s.url(&format!("{vm}/whatIf")))).send().await.unwrap();
     let op = header(&r, "azure-asyncoperation").expect("an existing resource's what-if is an operation");
     s.wait_terminal(&op, T).await;
@@ -87,30 +71,30 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
         "{predicted}"
     );
     assert_locked(&call(&s, "DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_id);
-    assert_eq!(write(&s, "PATCH", &vm, Some(json!({"tags": {"owner": "ops"}}))).await.0, 202);
+    assert_eq!(s.write("PATCH", &vm, Some(json!({"tags": {"owner": "ops"}}))).await.0, 202);
 
     // ReadOnly: no write, no create below it, no action that changes something.
     assert_eq!(lock(&s, &group("rg1"), "keep", "ReadOnly").await.0, 200, "a lock is replaced in place");
-    assert_locked(&write(&s, "PUT", &vm, Some(vm_body.clone())).await, &lock_id);
-    assert_locked(&write(&s, "PUT", &rid("computeInstances", "vm2"), Some(vm_body.clone())).await, &lock_id);
+    assert_locked(&s.write("PUT", &vm, Some(vm_body.clone())).await, &lock_id);
+    assert_locked(&s.write("PUT", &rid("computeInstances", "vm2"), Some(vm_body.clone())).await, &lock_id);
     let tags = format!("{}/providers/Microsoft.Resources/tags/default", group("rg1"));
     let merge = json!({"operation": "Merge", "properties": {"tags": {"a": "b"}}});
     assert_locked(&call(&s, "PATCH", &tags, "api-version=2025-04-01", Some(merge)).await, &lock_id);
-    assert_locked(&write(&s, "POST", &format!("{vm}/stop"), None).await, &lock_id);
-    let (code, _) = write(&s, "POST", &format!("{vm}/restart"), None).await;
+    assert_locked(&s.write("POST", &format!("{vm}/stop"), None).await, &lock_id);
+    let (code, _) = s.write("POST", &format!("{vm}/restart"), None).await;
     assert_eq!(code, 202, "an action declared read-only runs under ReadOnly");
     assert_eq!(s.get_json(&vm).await.0, 200, "reads are never locked");
 
     // Removed, the writes go through again.
     assert_eq!(call(&s, "DELETE", &lock_path(&group("rg1"), "keep"), LOCK_VERSION, None).await.0, 200);
     assert_eq!(call(&s, "DELETE", &lock_path(&group("rg1"), "keep"), LOCK_VERSION, None).await.0, 204);
-    assert_eq!(write(&s, "POST", &format!("{vm}/stop"), None).await.0, 202);
+    assert_eq!(s.write("POST", &format!("{vm}/stop"), None).await.0, 202);
 
     // A group's delete meets a lock on one resource in it: refused whole, nothing deleting.
     let (v1, v2) = (rid("virtualNetworks", "v1"), rid("virtualNetworks", "v2"));
     for (v, space) in [(&v1, "10.1.0.0/16"), (&v2, "10.2.0.0/16")] {
         let body = json!({"location": "westeurope", "properties": {"addressSpace": space}});
-        assert_eq!(write(&s, "PUT", v, Some(body)).await.0, 201);
+        assert_eq!(s.write("PUT", v, Some(body)).await.0, 201);
     }
     assert_eq!(lock(&s, &v2, "pin", "CanNotDelete").await.0, 201);
     assert_locked(&call(&s, "DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_path(&v2, "pin"));
@@ -118,7 +102,7 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
         let (_, r) = s.get_json(path).await;
         assert_eq!(r["properties"]["provisioningState"], "Succeeded", "{path} untouched: {r}");
     }
-    assert_eq!(write(&s, "DELETE", &v1, None).await.0, 202, "what is not locked can still go one by one");
+    assert_eq!(s.write("DELETE", &v1, None).await.0, 202, "what is not locked can still go one by one");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,11 +128,11 @@ async fn lock_requests_that_are_wrong_get_precise_errors() {
     // At the subscription: every create in it is refused, until the lock goes.
     assert_eq!(lock(&s, &sub, "freeze", "ReadOnly").await.0, 201);
     let body = json!({"location": "westeurope", "properties": {"addressSpace": "10.0.0.0/16"}});
-    let (code, e) = write(&s, "PUT", &rid("virtualNetworks", "v"), Some(body.clone())).await;
+    let (code, e) = s.write("PUT", &rid("virtualNetworks", "v"), Some(body.clone())).await;
     assert_eq!((code, e["error"]["code"].as_str()), (409, Some("ScopeLocked")), "{e}");
     let (code, e) =
         call(&s, "PUT", &group("fresh"), "api-version=2025-04-01", Some(json!({"location": "local"}))).await;
     assert_eq!((code, e["error"]["code"].as_str()), (409, Some("ScopeLocked")), "a group too: {e}");
     assert_eq!(call(&s, "DELETE", &lock_path(&sub, "freeze"), LOCK_VERSION, None).await.0, 200);
-    assert_eq!(write(&s, "PUT", &rid("virtualNetworks", "v"), Some(body)).await.0, 201);
+    assert_eq!(s.write("PUT", &rid("virtualNetworks", "v"), Some(body)).await.0, 201);
 }

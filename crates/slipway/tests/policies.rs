@@ -5,12 +5,9 @@
 //! policy state, `DoNotEnforce` — and the precise errors of definitions, assignments and
 //! exemptions that cannot be used.
 
-use std::time::Duration;
-
-use crate::common::{SUB, TestServer, header, rid};
+use crate::common::{SUB, TestServer, rid};
 use serde_json::{Value, json};
 
-const T: Duration = Duration::from_secs(90);
 const POLICY_VERSION: &str = "api-version=2023-04-01";
 
 const ALLOWED_LOCATIONS: &str = r#"{"properties": {
@@ -47,22 +44,6 @@ async fn put_ok(s: &TestServer, path: &str, body: Value) -> Value {
     let (code, answer) = call(s, "PUT", path, Some(body)).await;
     assert!(code == 200 || code == 201, "{path}: {code} {answer}");
     answer
-}
-
-/// A resource write; when accepted, waits for its operation to succeed.
-async fn write(s: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.http.request(method.parse().unwrap(), s.url(path));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("request");
-    let code = r.status().as_u16();
-    let op = header(&r, "azure-asyncoperation");
-    let answer: Value = r.json().await.unwrap_or(Value::Null);
-    if let Some(op) = op {
-        assert_eq!(s.wait_terminal(&op, T).await["status"], "Succeeded", "{method} {path}");
-    }
-    (code, answer)
 }
 
 fn vnet(location: &str, tags: Value) -> Value {
@@ -105,12 +86,12 @@ async fn the_classic_policies_decide_in_the_write() {
         "policyDefinitionId": "/providers/Microsoft.Authorization/policyDefinitions/allowed-locations",
         "parameters": {"listOfAllowedLocations": {"value": ["local"]}}}});
     put_ok(&s, &sub_path("policyAssignments/locations"), allowed).await;
-    let denied = write(&s, "PUT", &rid("virtualNetworks", "far"), Some(vnet("westeurope", json!({})))).await;
+    let denied = s.write("PUT", &rid("virtualNetworks", "far"), Some(vnet("westeurope", json!({})))).await;
     let info = assert_denied(&denied, "locations");
     assert_eq!(info["policyDefinitionDisplayName"], "Allowed locations");
     assert_eq!(info["evaluationDetails"]["evaluatedExpressions"][0]["expressionValue"], "westeurope", "{info}");
     assert_eq!(s.get_json(&rid("virtualNetworks", "far")).await.0, 404, "nothing recorded");
-    assert_eq!(write(&s, "PUT", &rid("virtualNetworks", "near"), Some(vnet("local", json!({})))).await.0, 201);
+    assert_eq!(s.write("PUT", &rid("virtualNetworks", "near"), Some(vnet("local", json!({})))).await.0, 201);
 
     // A subscription's own definition: its groups' resources inherit the group's cost center.
     let inherit = json!({"properties": {"mode": "Indexed", "policyRule": {
@@ -127,10 +108,10 @@ async fn the_classic_policies_decide_in_the_write() {
         call_at(&s, "PATCH", &format!("/subscriptions/{SUB}/resourceGroups/rg1"), "api-version=2025-04-01", Some(tags))
             .await;
     assert_eq!(code, 200);
-    write(&s, "PUT", &rid("virtualNetworks", "tagged"), Some(vnet("local", json!({"owner": "ops"})))).await;
+    s.write("PUT", &rid("virtualNetworks", "tagged"), Some(vnet("local", json!({"owner": "ops"})))).await;
     let (_, tagged) = s.get_json(&rid("virtualNetworks", "tagged")).await;
     assert_eq!(tagged["tags"], json!({"costCenter": "4711", "owner": "ops"}), "inherited: {tagged}");
-    write(&s, "PATCH", &rid("virtualNetworks", "near"), Some(json!({"tags": {"team": "a"}}))).await;
+    s.write("PATCH", &rid("virtualNetworks", "near"), Some(json!({"tags": {"team": "a"}}))).await;
     let (_, near) = s.get_json(&rid("virtualNetworks", "near")).await;
     assert_eq!(near["tags"]["costCenter"], "4711", "a PATCH is judged too: {near}");
 
@@ -144,20 +125,15 @@ async fn the_classic_policies_decide_in_the_write() {
     let large = json!({"location": "local", "properties": {"size": "large", "image": "debian-12"}});
     let in_group =
         |g: &str| rid("computeInstances", "big").replace("/resourceGroups/rg1/", &format!("/resourceGroups/{g}/"));
-    assert_denied(&write(&s, "PUT", &in_group("rg1"), Some(large.clone())).await, "no-large");
+    assert_denied(&s.write("PUT", &in_group("rg1"), Some(large.clone())).await, "no-large");
     for (g, until) in [("rg2", "2099-01-01T00:00:00Z"), ("rg3", "2020-01-01T00:00:00Z")] {
-        write(
-            &s,
-            "PUT",
-            &rid("virtualNetworks", g).replace("/resourceGroups/rg1/", &format!("/resourceGroups/{g}/")),
-            Some(vnet("local", json!({}))),
-        )
-        .await;
+        let network = rid("virtualNetworks", g).replace("/resourceGroups/rg1/", &format!("/resourceGroups/{g}/"));
+        s.write("PUT", &network, Some(vnet("local", json!({})))).await;
         let waiver = json!({"properties": {"policyAssignmentId": no_large["id"], "exemptionCategory": "Waiver", "expiresOn": until}});
         put_ok(&s, &group_path(g, "policyExemptions/big-ok"), waiver).await;
     }
-    assert_eq!(write(&s, "PUT", &in_group("rg2"), Some(large.clone())).await.0, 201, "exempted");
-    assert_denied(&write(&s, "PUT", &in_group("rg3"), Some(large)).await, "no-large");
+    assert_eq!(s.write("PUT", &in_group("rg2"), Some(large.clone())).await.0, 201, "exempted");
+    assert_denied(&s.write("PUT", &in_group("rg3"), Some(large)).await, "no-large");
 
     // denyAction: a production network cannot be deleted; others can.
     let protect = json!({"properties": {"policyRule": {"if": {"field": "tags['env']", "equals": "prod"},
@@ -165,9 +141,9 @@ async fn the_classic_policies_decide_in_the_write() {
     put_ok(&s, &sub_path("policyDefinitions/protect-prod"), protect).await;
     let id = format!("/subscriptions/{SUB}/providers/Microsoft.Authorization/policyDefinitions/protect-prod");
     put_ok(&s, &sub_path("policyAssignments/protect"), json!({"properties": {"policyDefinitionId": id}})).await;
-    write(&s, "PUT", &rid("virtualNetworks", "prod"), Some(vnet("local", json!({"env": "prod"})))).await;
-    assert_denied(&write(&s, "DELETE", &rid("virtualNetworks", "prod"), None).await, "protect");
-    assert_eq!(write(&s, "DELETE", &rid("virtualNetworks", "tagged"), None).await.0, 202);
+    s.write("PUT", &rid("virtualNetworks", "prod"), Some(vnet("local", json!({"env": "prod"})))).await;
+    assert_denied(&s.write("DELETE", &rid("virtualNetworks", "prod"), None).await, "protect");
+    assert_eq!(s.write("DELETE", &rid("virtualNetworks", "tagged"), None).await.0, 202);
 
     // A what-if lists what the guardrails would do, and refuses nothing.
     let far = format!("{}/whatIf", rid("virtualNetworks", "far2"));
@@ -194,7 +170,7 @@ async fn the_classic_policies_decide_in_the_write() {
     put_ok(&s, &sub_path("policyAssignments/owner-audit"), json!({"properties": {"policyDefinitionId": id}})).await;
     let dry = json!({"properties": {"policyDefinitionId": id, "enforcementMode": "DoNotEnforce", "parameters": {"effect": {"value": "Deny"}}}});
     put_ok(&s, &sub_path("policyAssignments/owner-dry-run"), dry).await;
-    assert_eq!(write(&s, "PUT", &rid("virtualNetworks", "orphan"), Some(vnet("local", json!({})))).await.0, 201);
+    assert_eq!(s.write("PUT", &rid("virtualNetworks", "orphan"), Some(vnet("local", json!({})))).await.0, 201);
     let states = format!("/subscriptions/{SUB}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults");
     let (code, found) = call_at(&s, "POST", &states, "api-version=2019-10-01", None).await;
     assert_eq!(code, 200, "{found}");

@@ -300,3 +300,23 @@ pub(crate) async fn scope_exists(state: &ApiState, scope: &Scope, path: &str) ->
         }
     }
 }
+
+/// ARM's rule for the name of a lock (`max` 90, code `InvalidLockName`) or a policy object
+/// (`max` 128, `#` forbidden too, `InvalidPolicyName`): 1 to `max` characters, none of
+/// `forbidden` or a control character, not ending in a dot or a space.
+pub(crate) fn check_name(name: &str, max: usize, forbidden: &str, code: &str) -> Result<(), ArmError> {
+    let ok = !name.is_empty()
+        && name.chars().count() <= max
+        && !name.chars().any(|c| forbidden.contains(c) || c.is_control())
+        && !name.ends_with(['.', ' ']);
+    if ok {
+        return Ok(());
+    }
+    Err(ArmError::bad_request(
+        code,
+        format!(
+            "The name '{}' is invalid: 1 to {max} characters, none of {forbidden}, not ending in '.' or ' '.",
+            slipway_domain::echo::echo(name, max)
+        ),
+    ))
+}

@@ -19,7 +19,7 @@ use slipway_store::{EntryKind, Expect, PutEntry};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::guardrails::{decode_lock, encode_lock, scope_exists};
+use crate::handlers::guardrails::{check_name, decode_lock, encode_lock, scope_exists};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::{ApiState, access};
 
@@ -78,7 +78,7 @@ pub(crate) async fn locks(
             Ok(if removed { StatusCode::OK } else { StatusCode::NO_CONTENT }.into_response())
         }
         _ => {
-            check_name(&name)?;
+            check_name(&name, MAX_NAME, "<>*%&:\\?/+", "InvalidLockName")?;
             let input: LockBody = json_body(state, ctx, body).await?;
             let level = LockLevel::parse(&input.properties.level).ok_or_else(|| {
                 ArmError::bad_request(
@@ -126,26 +126,6 @@ fn entry_id(id: &str) -> String {
 async fn stored_locks(state: &ApiState, subscription: &SubscriptionId) -> Result<Vec<Lock>, ArmError> {
     let entries = state.store.list_entries(EntryKind::Lock, Some(subscription.as_str())).await?;
     Ok(entries.iter().filter_map(|e| decode_lock(&e.body)).collect())
-}
-
-/// ARM's rule for a lock's name: 1 to 90 characters, none of `<>*%&:\?/+`, not ending in a
-/// dot or a space.
-fn check_name(name: &str) -> Result<(), ArmError> {
-    let ok = !name.is_empty()
-        && name.chars().count() <= MAX_NAME
-        && !name.chars().any(|c| "<>*%&:\\?/+".contains(c) || c.is_control())
-        && !name.ends_with(['.', ' ']);
-    if ok {
-        Ok(())
-    } else {
-        Err(ArmError::bad_request(
-            "InvalidLockName",
-            format!(
-                "The lock name '{}' is invalid: 1 to {MAX_NAME} characters, none of <>*%&:\\?/+, not ending in '.' or ' '.",
-                echo(name, MAX_NAME)
-            ),
-        ))
-    }
 }
 
 fn not_found(name: &str) -> ArmError {

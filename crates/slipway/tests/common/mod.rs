@@ -296,6 +296,27 @@ impl TestServer {
         .await
     }
 
+    /// Sends a resource write (`PUT`, `PATCH`, `DELETE`, an action's `POST`) and, when it was
+    /// accepted, waits for its operation to succeed: the answer's status and body.
+    pub async fn write(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.http.request(method.parse().unwrap(), self.url(path));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.expect("request");
+        let code = r.status().as_u16();
+        let op = header(&r, "azure-asyncoperation");
+        let answer: Value = r.json().await.unwrap_or(Value::Null);
+        if let Some(op) = op {
+            assert_eq!(
+                self.wait_terminal(&op, Duration::from_secs(90)).await["status"],
+                "Succeeded",
+                "{method} {path}"
+            );
+        }
+        (code, answer)
+    }
+
     /// Waits until `f` holds for the resource body (or its absence: status 404).
     pub async fn wait_resource(&self, path: &str, timeout: Duration, f: impl Fn(u16, &Value) -> bool) -> (u16, Value) {
         eventually(&format!("the condition on {path}"), timeout, async || {

@@ -23,7 +23,7 @@ fn limit_entry(partition: &str, id: &str, body: &str) -> PutEntry {
 async fn read_settings(store: &dyn Store, subscription: &str) -> Vec<String> {
     let id = vnet(subscription, "rg", "reader");
     let req = ChangeRequest::new(id.key(), T0).with_settings(&subscription.into(), &[EntryKind::QuotaLimit]);
-    noop(store, req).await.settings.into_iter().map(|s| format!("{} {}", s.id, s.body)).collect()
+    noop(store, req).await.settings.iter().map(|s| format!("{} {}", s.id, s.body)).collect()
 }
 
 /// A change reads the entries of the kinds it names in its subscription's partition, and no

@@ -15,12 +15,13 @@
 mod load;
 mod pending;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use deadpool_postgres::Object;
 use slipway_domain::ids::ResourceKey;
-use slipway_domain::resource::{ResourceRecord, Snapshot};
+use slipway_domain::ids::SubscriptionId;
+use slipway_domain::resource::{ResourceRecord, Setting, Snapshot};
 use tokio::sync::{mpsc, oneshot};
 
 use super::change_rows::WriteRows;
@@ -28,7 +29,7 @@ use super::writes::commit;
 use super::{Failure, Inner};
 use crate::plan::{ChangePlan, Retention};
 use crate::usage::Tally;
-use crate::{ChangeFn, ChangeRequest, StoreError};
+use crate::{ChangeFn, ChangeRequest, EntryKind, StoreError};
 use load::{Loaded, load};
 use pending::Pending;
 
@@ -146,6 +147,7 @@ async fn change_batch(
         load(&tx, &keys, &related, &batch).await?;
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut plans: BTreeMap<String, ChangePlan> = BTreeMap::new();
+    let mut shared: HashMap<(SubscriptionId, Vec<EntryKind>), Arc<[Setting]>> = HashMap::new();
     for queued in batch.iter() {
         // A related resource changed earlier in this batch is seen as that change left it.
         let seen: Vec<_> = queued
@@ -168,14 +170,18 @@ async fn change_batch(
         snapshot.wake_children = false;
         snapshot.wake.clear();
         snapshot.settings = match &queued.req.settings {
-            Some(read) => read
-                .kinds
-                .iter()
-                .flat_map(|k| settings.get(&(k.tag().to_string(), read.subscription.as_str().to_string())))
-                .flatten()
-                .cloned()
-                .collect(),
-            None => Vec::new(),
+            // One copy per partition and kinds asked, shared by every change of the batch.
+            Some(read) => {
+                Arc::clone(shared.entry((read.subscription.clone(), read.kinds.clone())).or_insert_with(|| {
+                    read.kinds
+                        .iter()
+                        .flat_map(|k| settings.get(&(k.tag().to_string(), read.subscription.as_str().to_string())))
+                        .flatten()
+                        .cloned()
+                        .collect()
+                }))
+            }
+            None => Arc::default(),
         };
         snapshot.usage = match &queued.req.usage {
             Some(read) => usage.read(&read.subscription, &read.group, &read.meters),

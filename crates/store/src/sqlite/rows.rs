@@ -302,23 +302,27 @@ pub(super) fn events(conn: &Connection, query: &EventQuery) -> Result<EventRead,
     Ok(EventRead::Page { items, last })
 }
 
-/// A change's usage read: each meter summed over the subscription and over the group.
+/// A change's usage read: each meter summed over the subscription and over the group, in one
+/// statement (the writer runs it for every metered write).
 pub(super) fn usage_of(conn: &Connection, read: &UsageRead) -> Result<BTreeMap<MeterName, Usage>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT COALESCE(SUM(value), 0), COALESCE(SUM(CASE WHEN resource_group = ?3 THEN value END), 0)
-             FROM usage WHERE subscription = ?1 AND meter = ?2",
+            "SELECT meter, SUM(value), SUM(CASE WHEN resource_group = ?2 THEN value ELSE 0 END)
+             FROM usage WHERE subscription = ?1 GROUP BY meter",
         )
         .map_err(db_error)?;
-    let mut out = BTreeMap::new();
-    for meter in &read.meters {
-        let (subscription, group): (i64, i64) = stmt
-            .query_row(params![read.subscription.as_str(), meter.as_str(), read.group], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })
-            .map_err(db_error)?;
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        out.insert(meter.clone(), Usage { subscription: count(subscription), group: count(group) });
+    let mut out: BTreeMap<MeterName, Usage> = read.meters.iter().map(|m| (m.clone(), Usage::default())).collect();
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let rows = stmt
+        .query_map(params![read.subscription.as_str(), read.group], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+        })
+        .map_err(db_error)?;
+    for row in rows {
+        let (meter, subscription, group) = row.map_err(db_error)?;
+        if let Some(usage) = out.get_mut(&MeterName::read_stored(meter)) {
+            *usage = Usage { subscription: count(subscription), group: count(group) };
+        }
     }
     Ok(out)
 }
@@ -343,20 +347,24 @@ pub(super) fn usage_rows(conn: &Connection, subscription: &SubscriptionId) -> Re
     .map_err(db_error)
 }
 
-/// A change's settings read: the entries of each kind in the subscription's partition.
+/// A change's settings read: the entries of the kinds it names in the subscription's
+/// partition, in one statement.
 pub(super) fn settings_of(conn: &Connection, read: &SettingsRead) -> Result<Vec<Setting>, StoreError> {
     let mut stmt = conn
-        .prepare_cached("SELECT id, body FROM entries WHERE kind = ?1 AND partition = ?2 ORDER BY id")
+        .prepare_cached("SELECT kind, id, body FROM entries WHERE partition = ?1 ORDER BY kind, id")
+        .map_err(db_error)?;
+    let wanted: Vec<&str> = read.kinds.iter().map(|k| k.tag()).collect();
+    let rows = stmt
+        .query_map(params![read.subscription.as_str()], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?))
+        })
         .map_err(db_error)?;
     let mut out = Vec::new();
-    for kind in &read.kinds {
-        let rows = stmt
-            .query_map(params![kind.tag(), read.subscription.as_str()], |row| {
-                Ok(Setting { kind: kind.tag().to_string(), id: row.get(0)?, body: row.get(1)? })
-            })
-            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-            .map_err(db_error)?;
-        out.extend(rows);
+    for row in rows {
+        let (kind, id, body) = row.map_err(db_error)?;
+        if wanted.contains(&kind.as_str()) {
+            out.push(Setting { kind, id, body });
+        }
     }
     Ok(out)
 }

@@ -21,10 +21,13 @@ pub(super) fn change(
     retention: Retention,
 ) -> Result<Snapshot, StoreError> {
     let key = req.key.clone();
-    let before = load_snapshot(conn, &key, req)?;
+    let mut before = load_snapshot(conn, &key, req)?;
     req.check_fence(&before)?;
-    // One writer: nothing can change the related resources before this commits.
+    // One writer: nothing can change the related resources before this commits. The
+    // settings are only read (the plan never looks at them): moved, not copied.
+    let settings = std::mem::take(&mut before.settings);
     let mut after = before.clone();
+    after.settings = settings;
     crate::run_change(change, &mut after)?;
     let plan = ChangePlan::of(&key, &before, &after, req.now, retention)?;
     crate::usage::check_growth(&plan.usage, req.meters_read())?;
@@ -61,8 +64,8 @@ fn load_snapshot(conn: &Connection, key: &ResourceKey, req: &ChangeRequest) -> R
         None => Default::default(),
     };
     let settings = match &req.settings {
-        Some(read) => rows::settings_of(conn, read)?,
-        None => Vec::new(),
+        Some(read) => rows::settings_of(conn, read)?.into(),
+        None => Default::default(),
     };
     Ok(Snapshot { resource, operations, related, children, referrers, usage, settings, ..Snapshot::default() })
 }

@@ -28,7 +28,7 @@ pub(crate) use states::policy_states;
 use self::catalog::Stored;
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::guardrails::scope_exists;
+use crate::handlers::guardrails::{check_name, scope_exists};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::route::PolicyCollection;
 use crate::{ApiState, access};
@@ -96,7 +96,7 @@ pub(crate) async fn policy(
             Ok(if removed { StatusCode::OK } else { StatusCode::NO_CONTENT }.into_response())
         }
         _ => {
-            check_name(&name)?;
+            check_name(&name, 128, "<>*%&:\\?/+#", "InvalidPolicyName")?;
             let input: Value = json_body(state, ctx, body).await?;
             let properties = input.get("properties").cloned().unwrap_or(Value::Null);
             if !properties.is_object() {
@@ -256,23 +256,6 @@ async fn in_use(state: &ApiState, subscription: &SubscriptionId, definition_id: 
             format!("The policy definition is assigned by '{}'; delete the assignment first.", a.id),
         )),
         None => Ok(()),
-    }
-}
-
-/// ARM's rule for these names: 1 to 128 characters, none of `<>*%&:\?/+#`, not ending in a
-/// dot or a space.
-fn check_name(name: &str) -> Result<(), ArmError> {
-    let ok = !name.is_empty()
-        && name.chars().count() <= 128
-        && !name.chars().any(|c| "<>*%&:\\?/+#".contains(c) || c.is_control())
-        && !name.ends_with(['.', ' ']);
-    if ok {
-        Ok(())
-    } else {
-        Err(ArmError::bad_request(
-            "InvalidPolicyName",
-            format!("The name '{}' is invalid: 1 to 128 characters, none of <>*%&:\\?/+#.", echo(name, 128)),
-        ))
     }
 }
 
