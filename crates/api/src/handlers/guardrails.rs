@@ -105,14 +105,20 @@ impl Guard {
         Guard { target: target.clone(), meters, policies: Arc::clone(&state.policies), kind }
     }
 
-    /// `req` reading the guardrail settings, the usage of the target's meters, and the
-    /// target's group (what `resourceGroup()` is in a policy).
+    /// `req` reading the guardrail settings and the target's group (what `resourceGroup()` is
+    /// in a policy): every write.
     pub(crate) fn request(&self, req: ChangeRequest) -> ChangeRequest {
-        let meters = self.meters.iter().map(|d| d.meter.name.clone()).collect();
         let group = (!self.target.is_group()).then(|| self.target.group_id().key());
-        req.with_settings(&self.target.subscription_key(), &GUARDRAIL_KINDS)
-            .with_usage(&self.target, meters)
-            .with_related(group)
+        req.with_settings(&self.target.subscription_key(), &GUARDRAIL_KINDS).with_related(group)
+    }
+
+    /// [`Guard::request`], also reading the usage of the target's meters (and, on PostgreSQL,
+    /// holding their locks): a write that may grow what the resource consumes — a `PUT`, a
+    /// `PATCH`, and a what-if judging one. A delete or an action never grows it, and so
+    /// never waits for another write's meters.
+    pub(crate) fn metered_request(&self, req: ChangeRequest) -> ChangeRequest {
+        let meters = self.meters.iter().map(|d| d.meter.name.clone()).collect();
+        self.request(req).with_usage(&self.target, meters)
     }
 
     /// The admission policies for a `PUT` or `PATCH` of the target with `spec`: `spec` as

@@ -142,7 +142,8 @@ async fn admit_put_in_group(
     let target = id.clone();
     let group = id.parent().is_none().then(|| id.group_id().key());
     let guard = Guard::new(state, id);
-    let req = guard.request(change_request(id, &references, rctx.now).with_related(walked.clone()).with_related(group));
+    let req = guard
+        .metered_request(change_request(id, &references, rctx.now).with_related(walked.clone()).with_related(group));
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
     change_with(state.store.as_ref(), req, move |snap| {
@@ -196,7 +197,7 @@ pub(crate) async fn patch_resource(
     let referrer = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
     let guard = Guard::new(state, &id);
-    let req = guard.request(change_request(&id, &guess, rctx.now).with_related(walked.clone()));
+    let req = guard.metered_request(change_request(&id, &guess, rctx.now).with_related(walked.clone()));
     let loaded = req.related.clone();
     let target = id.clone();
     let pre = Preconditions::from_headers(&ctx.headers);

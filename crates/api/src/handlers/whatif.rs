@@ -81,7 +81,7 @@ pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: B
     let rctx = request_context(state, ctx, ctx.api_version()?, None)?;
     let references = proposal.as_ref().map(|p| p.references.clone()).unwrap_or_default();
     let guard = Guard::new(state, &id);
-    let mut req = guard.request(change_request(&id, &references, rctx.now));
+    let mut req = guard.metered_request(change_request(&id, &references, rctx.now));
     if let Some(p) = &proposal {
         req = req.with_related(p.walked.clone());
     }
