@@ -185,11 +185,6 @@ impl QuotaBook {
     pub fn of_type<'a>(&'a self, type_key: &'a TypeKey) -> impl Iterator<Item = &'a MeterDefinition> + 'a {
         self.meters.iter().filter(move |d| &d.meter.type_key == type_key)
     }
-
-    /// The meter named `name` (exactly).
-    pub fn get(&self, name: &str) -> Option<&MeterDefinition> {
-        self.meters.iter().find(|d| d.meter.name.as_str() == name)
-    }
 }
 
 /// A limit as set over the API for one scope (a subscription, or one of its groups): the

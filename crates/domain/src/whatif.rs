@@ -259,6 +259,7 @@ mod tests {
             before: before.cloned(),
             after: after.cloned(),
             predicted: None,
+            guardrails: Vec::new(),
         };
         assert_eq!(w(None, Some(&a)).change_type(), ChangeType::Create);
         assert_eq!(w(Some(&a), None).change_type(), ChangeType::Delete);
@@ -278,7 +279,7 @@ mod tests {
             json!({"prefix": "10.1.0.0/16", "dns": {"a": 1, "c": 3}, "list": [1, 2, 3], "new": {"deep": "x"}}),
             &[("env", "prod")],
         );
-        let w = WhatIf { before: Some(before), after: Some(after), predicted: None };
+        let w = WhatIf { before: Some(before), after: Some(after), predicted: None, guardrails: Vec::new() };
         let got: Vec<(String, &str, Option<Value>, Option<Value>)> =
             w.delta().into_iter().map(|c| (c.path, c.change_type.as_str(), c.before, c.after)).collect();
         let want = vec![
@@ -291,9 +292,11 @@ mod tests {
             ("tags.env".to_owned(), "Modify", Some(json!("dev")), Some(json!("prod"))),
         ];
         assert_eq!(got, want);
-        let unchanged = WhatIf { before: w.before.clone(), after: w.before.clone(), predicted: None };
+        let unchanged =
+            WhatIf { before: w.before.clone(), after: w.before.clone(), predicted: None, guardrails: Vec::new() };
         assert!(unchanged.delta().is_empty());
-        let create = WhatIf { before: None, after: Some(spec(json!({"x": 1}), &[])), predicted: None };
+        let create =
+            WhatIf { before: None, after: Some(spec(json!({"x": 1}), &[])), predicted: None, guardrails: Vec::new() };
         let paths: Vec<String> = create.delta().into_iter().map(|c| c.path).collect();
         assert_eq!(paths, ["location", "properties.x"], "an empty tags object has no leaf");
     }

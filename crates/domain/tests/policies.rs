@@ -116,15 +116,12 @@ fn allowed_locations_deny_the_others() {
     let r = Request::new();
     let policies = Policies {
         definitions: vec![allowed_locations().into()],
-        assignments: vec![
-            assign(
-                "locations",
-                SUB,
-                "allowed-locations",
-                json!({"parameters": {"listOfAllowedLocations": {"value": ["local"]}}}),
-            )
-            .into(),
-        ],
+        assignments: vec![assign(
+            "locations",
+            SUB,
+            "allowed-locations",
+            json!({"parameters": {"listOfAllowedLocations": {"value": ["local"]}}}),
+        )],
         exemptions: vec![],
     };
     assert_eq!(r.write(&policies, &mut spec("local", "small", &[]), NOW), Ok(vec![]));
@@ -146,7 +143,7 @@ fn a_required_tag_is_named_by_a_parameter_and_its_effect_too() {
         }
         Policies {
             definitions: vec![def.clone().into()],
-            assignments: vec![assign("cc", SUB, "require-tag", json!({"parameters": parameters})).into()],
+            assignments: vec![assign("cc", SUB, "require-tag", json!({"parameters": parameters}))],
             exemptions: vec![],
         }
     };
@@ -271,7 +268,7 @@ fn deny_action_refuses_the_delete_only() {
     let r = Request::new();
     let policies = Policies {
         definitions: vec![protect.into()],
-        assignments: vec![assign("protect", SUB, "protect-prod", json!({})).into()],
+        assignments: vec![assign("protect", SUB, "protect-prod", json!({}))],
         exemptions: vec![],
     };
     let (target, _) = r.target();
@@ -294,7 +291,7 @@ fn append_adds_what_is_missing() {
     let r = Request::new();
     let policies = Policies {
         definitions: vec![append.into()],
-        assignments: vec![assign("image", SUB, "default-image", json!({})).into()],
+        assignments: vec![assign("image", SUB, "default-image", json!({}))],
         exemptions: vec![],
     };
     let mut s = spec("local", "small", &[]);

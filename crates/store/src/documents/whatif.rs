@@ -189,7 +189,8 @@ mod tests {
     #[test]
     fn a_what_if_is_stored_by_name_and_read_back_whole() {
         let spec = Spec { location: Some("west".into()), tags: Default::default(), properties: json!({"a": 1}) };
-        let w = WhatIf { before: Some(spec.clone()), after: None, predicted: Some(vec![change()]) };
+        let w =
+            WhatIf { before: Some(spec.clone()), after: None, predicted: Some(vec![change()]), guardrails: Vec::new() };
         let text = serde_json::to_value(WhatIfDocument::from(&w)).unwrap();
         assert_eq!(
             text,
