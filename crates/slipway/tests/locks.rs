@@ -20,19 +20,9 @@ fn group(name: &str) -> String {
     format!("/subscriptions/{SUB}/resourceGroups/{name}")
 }
 
-async fn call(s: &TestServer, method: &str, path: &str, version: &str, body: Option<Value>) -> (u16, Value) {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let mut req = s.http.request(method.parse().unwrap(), format!("{}{path}{sep}{version}", s.base));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("request");
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
-}
-
 async fn lock(s: &TestServer, scope: &str, name: &str, level: &str) -> (u16, Value) {
     let body = json!({"properties": {"level": level, "notes": "production"}});
-    call(s, "PUT", &lock_path(scope, name), LOCK_VERSION, Some(body)).await
+    s.call_at("PUT", &lock_path(scope, name), LOCK_VERSION, Some(body)).await
 }
 
 fn assert_locked(answer: &(u16, Value), lock_id: &str) {
@@ -56,7 +46,7 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
     assert_eq!(created["id"], lock_id);
     assert_eq!(created["properties"], json!({"level": "CanNotDelete", "notes": "production"}));
     let (code, listed) =
-        call(&s, "GET", &format!("{vm}/providers/Microsoft.Authorization/locks"), LOCK_VERSION, None).await;
+        s.call_at("GET", &format!("{vm}/providers/Microsoft.Authorization/locks"), LOCK_VERSION, None).await;
     assert_eq!((code, listed["value"][0]["id"].as_str()), (200, Some(lock_id.as_str())), "inherited: {listed}");
     assert_locked(&s.write("DELETE", &vm, None).await, &lock_id);
     let r = s.http.post(format!("{}&operation=delete", s.url(&format!("{vm}/whatIf")))).send().await.unwrap();
@@ -70,7 +60,7 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
         (Some("lock"), Some(lock_id.as_str())),
         "{predicted}"
     );
-    assert_locked(&call(&s, "DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_id);
+    assert_locked(&s.call_at("DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_id);
     assert_eq!(s.write("PATCH", &vm, Some(json!({"tags": {"owner": "ops"}}))).await.0, 202);
 
     // ReadOnly: no write, no create below it, no action that changes something.
@@ -79,15 +69,15 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
     assert_locked(&s.write("PUT", &rid("computeInstances", "vm2"), Some(vm_body.clone())).await, &lock_id);
     let tags = format!("{}/providers/Microsoft.Resources/tags/default", group("rg1"));
     let merge = json!({"operation": "Merge", "properties": {"tags": {"a": "b"}}});
-    assert_locked(&call(&s, "PATCH", &tags, "api-version=2025-04-01", Some(merge)).await, &lock_id);
+    assert_locked(&s.call_at("PATCH", &tags, "api-version=2025-04-01", Some(merge)).await, &lock_id);
     assert_locked(&s.write("POST", &format!("{vm}/stop"), None).await, &lock_id);
     let (code, _) = s.write("POST", &format!("{vm}/restart"), None).await;
     assert_eq!(code, 202, "an action declared read-only runs under ReadOnly");
     assert_eq!(s.get_json(&vm).await.0, 200, "reads are never locked");
 
     // Removed, the writes go through again.
-    assert_eq!(call(&s, "DELETE", &lock_path(&group("rg1"), "keep"), LOCK_VERSION, None).await.0, 200);
-    assert_eq!(call(&s, "DELETE", &lock_path(&group("rg1"), "keep"), LOCK_VERSION, None).await.0, 204);
+    assert_eq!(s.call_at("DELETE", &lock_path(&group("rg1"), "keep"), LOCK_VERSION, None).await.0, 200);
+    assert_eq!(s.call_at("DELETE", &lock_path(&group("rg1"), "keep"), LOCK_VERSION, None).await.0, 204);
     assert_eq!(s.write("POST", &format!("{vm}/stop"), None).await.0, 202);
 
     // A group's delete meets a lock on one resource in it: refused whole, nothing deleting.
@@ -97,7 +87,7 @@ async fn locks_protect_what_is_below_them_and_read_only_actions_pass() {
         assert_eq!(s.write("PUT", v, Some(body)).await.0, 201);
     }
     assert_eq!(lock(&s, &v2, "pin", "CanNotDelete").await.0, 201);
-    assert_locked(&call(&s, "DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_path(&v2, "pin"));
+    assert_locked(&s.call_at("DELETE", &group("rg1"), "api-version=2025-04-01", None).await, &lock_path(&v2, "pin"));
     for path in [&v1, &v2, &vm] {
         let (_, r) = s.get_json(path).await;
         assert_eq!(r["properties"]["provisioningState"], "Succeeded", "{path} untouched: {r}");
@@ -119,11 +109,11 @@ async fn lock_requests_that_are_wrong_get_precise_errors() {
     let (code, e) = lock(&s, &sub, "bad*name", "ReadOnly").await;
     assert_eq!((code, e["error"]["code"].as_str()), (400, Some("InvalidLockName")), "{e}");
     let long = json!({"properties": {"level": "ReadOnly", "notes": "n".repeat(513)}});
-    let (code, e) = call(&s, "PUT", &lock_path(&sub, "keep"), LOCK_VERSION, Some(long)).await;
+    let (code, e) = s.call_at("PUT", &lock_path(&sub, "keep"), LOCK_VERSION, Some(long)).await;
     assert_eq!((code, e["error"]["code"].as_str()), (400, Some("InvalidLockNotes")), "{e}");
-    let (code, e) = call(&s, "GET", &lock_path(&sub, "keep"), LOCK_VERSION, None).await;
+    let (code, e) = s.call_at("GET", &lock_path(&sub, "keep"), LOCK_VERSION, None).await;
     assert_eq!((code, e["error"]["code"].as_str()), (404, Some("LockNotFound")), "{e}");
-    let (code, _) = call(&s, "POST", &lock_path(&sub, "keep"), LOCK_VERSION, None).await;
+    let (code, _) = s.call_at("POST", &lock_path(&sub, "keep"), LOCK_VERSION, None).await;
     assert_eq!(code, 405);
     // At the subscription: every create in it is refused, until the lock goes.
     assert_eq!(lock(&s, &sub, "freeze", "ReadOnly").await.0, 201);
@@ -131,8 +121,8 @@ async fn lock_requests_that_are_wrong_get_precise_errors() {
     let (code, e) = s.write("PUT", &rid("virtualNetworks", "v"), Some(body.clone())).await;
     assert_eq!((code, e["error"]["code"].as_str()), (409, Some("ScopeLocked")), "{e}");
     let (code, e) =
-        call(&s, "PUT", &group("fresh"), "api-version=2025-04-01", Some(json!({"location": "local"}))).await;
+        s.call_at("PUT", &group("fresh"), "api-version=2025-04-01", Some(json!({"location": "local"}))).await;
     assert_eq!((code, e["error"]["code"].as_str()), (409, Some("ScopeLocked")), "a group too: {e}");
-    assert_eq!(call(&s, "DELETE", &lock_path(&sub, "freeze"), LOCK_VERSION, None).await.0, 200);
+    assert_eq!(s.call_at("DELETE", &lock_path(&sub, "freeze"), LOCK_VERSION, None).await.0, 200);
     assert_eq!(s.write("PUT", &rid("virtualNetworks", "v"), Some(body)).await.0, 201);
 }

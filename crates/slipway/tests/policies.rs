@@ -27,17 +27,7 @@ fn group_path(group: &str, tail: &str) -> String {
 }
 
 async fn call(s: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    call_at(s, method, path, POLICY_VERSION, body).await
-}
-
-async fn call_at(s: &TestServer, method: &str, path: &str, version: &str, body: Option<Value>) -> (u16, Value) {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let mut req = s.http.request(method.parse().unwrap(), format!("{}{path}{sep}{version}", s.base));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("request");
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    s.call_at(method, path, POLICY_VERSION, body).await
 }
 
 async fn put_ok(s: &TestServer, path: &str, body: Value) -> Value {
@@ -104,9 +94,9 @@ async fn the_classic_policies_decide_in_the_write() {
     let assignment = json!({"properties": {"policyDefinitionId": created["id"]}});
     put_ok(&s, &group_path("rg1", "policyAssignments/inherit"), assignment).await;
     let tags = json!({"tags": {"costCenter": "4711"}});
-    let (code, _) =
-        call_at(&s, "PATCH", &format!("/subscriptions/{SUB}/resourceGroups/rg1"), "api-version=2025-04-01", Some(tags))
-            .await;
+    let (code, _) = s
+        .call_at("PATCH", &format!("/subscriptions/{SUB}/resourceGroups/rg1"), "api-version=2025-04-01", Some(tags))
+        .await;
     assert_eq!(code, 200);
     s.write("PUT", &rid("virtualNetworks", "tagged"), Some(vnet("local", json!({"owner": "ops"})))).await;
     let (_, tagged) = s.get_json(&rid("virtualNetworks", "tagged")).await;
@@ -172,7 +162,7 @@ async fn the_classic_policies_decide_in_the_write() {
     put_ok(&s, &sub_path("policyAssignments/owner-dry-run"), dry).await;
     assert_eq!(s.write("PUT", &rid("virtualNetworks", "orphan"), Some(vnet("local", json!({})))).await.0, 201);
     let states = format!("/subscriptions/{SUB}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults");
-    let (code, found) = call_at(&s, "POST", &states, "api-version=2019-10-01", None).await;
+    let (code, found) = s.call_at("POST", &states, "api-version=2019-10-01", None).await;
     assert_eq!(code, 200, "{found}");
     let orphan: Vec<(&str, &str, bool)> = found["value"]
         .as_array()

@@ -33,12 +33,7 @@ fn quota_path(tail: &str) -> String {
 }
 
 async fn call(s: &TestServer, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.http.request(method, format!("{}{path}?{QUOTA_VERSION}", s.base));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let r = req.send().await.expect("request");
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    s.call_at(method.as_str(), path, QUOTA_VERSION, body).await
 }
 
 /// Each meter's (currentValue, limit) from the subscription's usages.

@@ -326,3 +326,18 @@ pub(crate) fn check_name(name: &str, max: usize, forbidden: &str, code: &str) ->
         ),
     ))
 }
+
+/// What a lock's or a policy object's path needs for `method`: read at its scope to read it,
+/// Owner (manage access) to write or delete it; `405` for anything else.
+pub(crate) fn managed_by_owner(
+    method: &axum::http::Method,
+) -> Result<(slipway_domain::access::Permission, &'static str), ArmError> {
+    use axum::http::Method;
+    use slipway_domain::access::Permission;
+    match *method {
+        Method::GET => Ok((Permission::Read, "read")),
+        Method::PUT => Ok((Permission::ManageAccess, "write")),
+        Method::DELETE => Ok((Permission::ManageAccess, "delete")),
+        _ => Err(crate::handlers::method_not_allowed(method)),
+    }
+}

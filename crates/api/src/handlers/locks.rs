@@ -10,7 +10,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use slipway_domain::access::{Permission, Scope};
+use slipway_domain::access::Scope;
 use slipway_domain::echo::echo;
 use slipway_domain::ids::SubscriptionId;
 use slipway_domain::locks::{Lock, LockLevel};
@@ -19,7 +19,7 @@ use slipway_store::{EntryKind, Expect, PutEntry};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::guardrails::{check_name, decode_lock, encode_lock, scope_exists};
+use crate::handlers::guardrails::{check_name, decode_lock, encode_lock, managed_by_owner, scope_exists};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::{ApiState, access};
 
@@ -52,12 +52,7 @@ pub(crate) async fn locks(
     platform_version::check(ctx)?;
     let subscription = SubscriptionId::new(scope.subscription().unwrap_or_default());
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    let (permission, verb) = match ctx.method {
-        Method::GET => (Permission::Read, "read"),
-        Method::PUT => (Permission::ManageAccess, "write"),
-        Method::DELETE => (Permission::ManageAccess, "delete"),
-        _ => return Err(method_not_allowed(&ctx.method)),
-    };
+    let (permission, verb) = managed_by_owner(&ctx.method)?;
     grants.require(&ctx.caller, permission, &scope, &format!("Microsoft.Authorization/locks/{verb}"))?;
     let stored = stored_locks(state, &subscription).await?;
     let Some(name) = name else {

@@ -296,6 +296,18 @@ impl TestServer {
         .await
     }
 
+    /// Sends `method` to `path` with `version` (`api-version=…`) and reads the answer: its
+    /// status and JSON body (`null` when there is none).
+    pub async fn call_at(&self, method: &str, path: &str, version: &str, body: Option<Value>) -> (u16, Value) {
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let mut req = self.http.request(method.parse().unwrap(), format!("{}{path}{sep}{version}", self.base));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.expect("request");
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
     /// Sends a resource write (`PUT`, `PATCH`, `DELETE`, an action's `POST`) and, when it was
     /// accepted, waits for its operation to succeed: the answer's status and body.
     pub async fn write(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {

@@ -15,7 +15,7 @@ use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use slipway_domain::access::{Permission, Scope};
+use slipway_domain::access::Scope;
 use slipway_domain::echo::echo;
 use slipway_domain::ids::SubscriptionId;
 use slipway_domain::policy_admission::{Assignment, Exemption, parameter_values};
@@ -28,7 +28,7 @@ pub(crate) use states::policy_states;
 use self::catalog::Stored;
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
-use crate::handlers::guardrails::{check_name, scope_exists};
+use crate::handlers::guardrails::{check_name, managed_by_owner, scope_exists};
 use crate::handlers::{Ctx, json_response, method_not_allowed, platform_version};
 use crate::route::PolicyCollection;
 use crate::{ApiState, access};
@@ -59,12 +59,7 @@ pub(crate) async fn policy(
         ));
     }
     let grants = access::grants(state, &ctx.caller, Some(&subscription)).await?;
-    let (permission, verb) = match ctx.method {
-        Method::GET => (Permission::Read, "read"),
-        Method::PUT => (Permission::ManageAccess, "write"),
-        Method::DELETE => (Permission::ManageAccess, "delete"),
-        _ => return Err(method_not_allowed(&ctx.method)),
-    };
+    let (permission, verb) = managed_by_owner(&ctx.method)?;
     grants.require(&ctx.caller, permission, &scope, &format!("{NAMESPACE}/{}/{verb}", collection.segment()))?;
     let stored = stored(state, &subscription, kind).await?;
     let Some(name) = name else {
