@@ -8,12 +8,13 @@ use serde_json::{Value, json};
 pub const CONFIG: &str = "\n[quota]\nowner_limits = \"below-ceiling\"\n\n[[quota.meters]]\nname = \"networks\"\ntype = \"Slipway.Example/virtualNetworks\"\nlimit = 100\n";
 
 /// Each endpoint and what it needs: `r` read, `A` manage access (Owner).
-pub const ENDPOINTS: [(&str, char); 17] = [
+pub const ENDPOINTS: [(&str, char); 20] = [
     ("GET usages", 'r'),
     ("GET usages of a resource group", 'r'),
     ("GET quotas", 'r'),
     ("PUT quota", 'A'),
     ("PUT quota of a resource group", 'A'),
+    ("PATCH quota", 'A'),
     ("GET locks", 'r'),
     ("PUT lock", 'A'),
     ("DELETE lock", 'A'),
@@ -22,10 +23,12 @@ pub const ENDPOINTS: [(&str, char); 17] = [
     ("DELETE policy definition", 'A'),
     ("GET policy assignments of a resource", 'r'),
     ("PUT policy assignment", 'A'),
+    ("GET policy exemptions", 'r'),
     ("PUT policy exemption", 'A'),
     ("DELETE policy exemption", 'A'),
     ("DELETE policy assignment", 'A'),
     ("GET policy states", 'r'),
+    ("POST policy states", 'r'),
 ];
 
 fn quota_path(sub: &str, group: &str, tail: &str) -> String {
@@ -56,6 +59,11 @@ pub fn request(
             let body = json!({"properties": {"limit": {"value": 50}}});
             ("PUT", quota_path(sub, group, "quotas/networks"), Some(body), "2023-02-01")
         }
+        "PATCH quota" => {
+            let body = json!({"properties": {"limit": {"value": 40}}});
+            ("PATCH", quota_path(sub, "", "quotas/networks"), Some(body), "2023-02-01")
+        }
+        "GET policy exemptions" => ("GET", authz(shared, "policyExemptions"), None, "2023-04-01"),
         "GET locks" => ("GET", authz(shared, "locks"), None, "2020-05-01"),
         "PUT lock" => (
             "PUT",
@@ -86,9 +94,9 @@ pub fn request(
             ("DELETE", authz(shared, &format!("policyExemptions/ex-{who}")), None, "2023-04-01")
         }
         "DELETE policy assignment" => ("DELETE", assignment, None, "2023-04-01"),
-        "GET policy states" => {
+        "GET policy states" | "POST policy states" => {
             let path = format!("{subscription}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults");
-            ("GET", path, None, "2019-10-01")
+            (if name.starts_with("GET") { "GET" } else { "POST" }, path, None, "2019-10-01")
         }
         _ => return None,
     })
