@@ -130,6 +130,7 @@ pub async fn create(store: &dyn Store, new: NewApiToken, now: Timestamp) -> Resu
             body: body.to_string(),
             expect: Expect::Absent,
             now,
+            activity: None,
         })
         .await?;
     Ok((format!("{PREFIX}{id}_{secret}"), token))
@@ -147,7 +148,7 @@ pub async fn get(store: &dyn Store, id: &str) -> Result<Option<ApiToken>, StoreE
 
 /// Removes a token; `false` if there was none with that id.
 pub async fn revoke(store: &dyn Store, id: &str) -> Result<bool, StoreError> {
-    store.delete_entry(EntryKind::ApiToken, &id.to_ascii_lowercase(), Expect::Any).await
+    store.delete_entry(EntryKind::ApiToken, &id.to_ascii_lowercase(), Expect::Any, None).await
 }
 
 fn decode(body: &str) -> Result<ApiToken, StoreError> {
@@ -194,6 +195,7 @@ pub async fn record_use(store: &dyn Store, entry: Entry, now: Timestamp) -> Resu
             body: body.to_string(),
             expect: Expect::Version(entry.version),
             now,
+            activity: None,
         })
         .await
     {

@@ -2,7 +2,7 @@
 //! functions over data. No I/O, no async, and no decision reads a clock: time is passed in
 //! (`time::SystemClock` is only the clock the edges are handed), effects are returned.
 //!
-//! Map: [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`names`] (idempotency keys, job ids, provider names), [`evaluate`] (OSAC
+//! Map: [`activity`] (the activity log: who changed what, and what was refused), [`identity`] (who is asking), [`access`] (what they may do where), [`config_version`] (spec hashing), [`job`] (job history), [`names`] (idempotency keys, job ids, provider names), [`evaluate`] (OSAC
 //! EvaluateAction), [`rate`] (token buckets), [`retry`] (every retry delay: exponential with jitter, and OSAC's
 //! history-derived rule), [`backoff`] (the history scan behind the latter), [`state`] (ARM
 //! provisioning states, worst-of merge), [`composite`] (an operation's several sources merged), [`operation`] (operation documents), [`resource`]
@@ -10,6 +10,7 @@
 //! (what the engine does), [`policy`], [`quota`] (meters, limits and the check a write makes), [`locks`] (management locks), [`policy_rule`] and [`policy_admission`] (Azure Policy's language, and what assignments do to a request), [`readiness`] (a provider's last readiness answer), [`whatif`] (a proposed change compared, and what a check-mode job predicted), [`drift`] (what a scheduled check found, and when the next is due).
 
 pub mod access;
+pub mod activity;
 pub mod admission;
 pub mod backoff;
 pub mod composite;

@@ -42,6 +42,7 @@ pub async fn backup(plan: &StorePlan, to: &Path, now: Timestamp) -> Result<(), B
         body: body.to_string(),
         expect: Expect::Any,
         now,
+        activity: None,
     })
     .await?;
     drop(copy);

@@ -122,7 +122,7 @@ where
     let store = open().await?;
     let since = pending_since(store.as_ref(), since_hint, now).await?;
     let report = reconcile(store.as_ref(), providers, policies, since, now).await?;
-    store.delete_entry(EntryKind::Backup, RESTORE_PENDING, Expect::Any).await?;
+    store.delete_entry(EntryKind::Backup, RESTORE_PENDING, Expect::Any, None).await?;
     Ok((report, kept))
 }
 
@@ -169,6 +169,7 @@ async fn mark_pending(store: &dyn Store, since: Option<Timestamp>, now: Timestam
             body: body.to_string(),
             expect: Expect::Any,
             now,
+            activity: None,
         })
         .await
         .map(|_| ())

@@ -5,13 +5,16 @@
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{ArmId, OperationId, ResourceKey, SubscriptionId};
 use slipway_domain::quota::MeterName;
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{LeaseOwner, Timestamp};
 
+use crate::activity::ActivityRow;
 use crate::{EntryKind, Store, StoreError};
 
 /// A change to one resource's snapshot. Returning `Err` aborts: nothing is written.
@@ -43,6 +46,9 @@ pub struct ChangeRequest {
     /// Read these kinds of registry entry of the subscription (`Snapshot::settings`), with
     /// no write of them in between: the guardrails a change is judged by.
     pub settings: Option<SettingsRead>,
+    /// The request's activity-log entry, unsettled: the change settles it
+    /// (`ActivityEntry::settle`) and writes it in its transaction.
+    pub activity: Option<Box<ActivityEntry>>,
     /// Stamps operation expiry (last write + TTL).
     pub now: Timestamp,
 }
@@ -80,8 +86,29 @@ impl ChangeRequest {
             referrers: false,
             usage: None,
             settings: None,
+            activity: None,
             now,
         }
+    }
+
+    /// Records `entry` in the activity log in this change's transaction, settled by what the
+    /// change did: the log holds it exactly when the change commits.
+    pub fn with_activity(mut self, entry: ActivityEntry) -> Self {
+        self.activity = Some(Box::new(entry));
+        self
+    }
+
+    /// The activity row this change writes, having turned `before` into `after`.
+    pub(crate) fn activity_row(
+        &self,
+        before: &Snapshot,
+        after: &Snapshot,
+        retention: Duration,
+    ) -> Result<Option<ActivityRow>, StoreError> {
+        let Some(entry) = &self.activity else { return Ok(None) };
+        let named = self.operation.as_ref().map(|(_, id)| id);
+        let settled = ActivityEntry::clone(entry).settle(before, after, named);
+        ActivityRow::of(&settled, retention).map(Some)
     }
 
     pub fn fenced(mut self, fence: Fence) -> Self {

@@ -1,6 +1,7 @@
 //! The store's own document types: the JSON a `resources` row keeps as its `body`
 //! ([`ResourceDocument`]), the JSON an `operations` row keeps as its `body`
-//! ([`OperationDocument`]) and an `events` row's (`event::EventDocument`), with the nested
+//! ([`OperationDocument`]), an `events` row's (`event::EventDocument`) and an `activity` row's
+//! (`activity::ActivityDocument`), with the nested
 //! types they need.
 //!
 //! The domain's types are not the format. Every JSON key is spelled out here with an explicit
@@ -51,6 +52,7 @@ use slipway_domain::Operation;
 use slipway_domain::ids::OperationId;
 use slipway_domain::resource::ResourceRecord;
 
+mod activity;
 mod context;
 mod event;
 mod job;
@@ -106,6 +108,16 @@ pub(crate) fn decode_event(
 }
 
 pub(crate) use event::EventColumns;
+
+/// The body of an `activity` row for `entry`.
+pub(crate) fn encode_activity(entry: &slipway_domain::activity::ActivityEntry) -> serde_json::Result<String> {
+    serde_json::to_string(&activity::ActivityDocument::from(entry))
+}
+
+/// The entry an `activity` body holds.
+pub(crate) fn decode_activity(body: &str) -> Result<slipway_domain::activity::ActivityEntry, DocumentError> {
+    slipway_domain::activity::ActivityEntry::try_from(parse::<activity::ActivityDocument>(body)?)
+}
 
 /// Parses a current document; when that fails, says so in terms of its version if it names
 /// one this code does not read.

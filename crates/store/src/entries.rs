@@ -13,9 +13,13 @@
 //! row as [`Current`] under its write isolation, asks [`plan_put`] or [`plan_delete`], and
 //! executes the answer.
 
+use std::time::Duration;
+
 use slipway_domain::Timestamp;
+use slipway_domain::activity::ActivityEntry;
 
 use crate::StoreError;
+use crate::activity::ActivityRow;
 use crate::columns::{corrupt, from_i64, to_i64};
 
 /// Which registry an entry belongs to. Stored as a short text tag ([`EntryKind::tag`]).
@@ -110,6 +114,8 @@ pub struct PutEntry {
     pub body: String,
     pub expect: Expect,
     pub now: Timestamp,
+    /// The request's activity-log entry, written settled in the same transaction.
+    pub activity: Option<Box<ActivityEntry>>,
 }
 
 /// What a write expects to find (optimistic concurrency).
@@ -160,13 +166,15 @@ pub(crate) struct PutPlan {
     pub(crate) entry: Entry,
     /// `entry.version` as the database stores it.
     pub(crate) version: i64,
+    /// The request's activity row, settled, to write with it.
+    pub(crate) activity: Option<ActivityRow>,
 }
 
 /// The row a put writes over `current`, or why it writes nothing: the expectation failed, or
 /// the entry lives in another partition (a row never moves between subscriptions; delete it
 /// and put it anew).
-pub(crate) fn plan_put(put: &PutEntry, current: Option<&Current>) -> Result<PutPlan, StoreError> {
-    let PutEntry { kind, ref id, ref partition, ref body, expect, now } = *put;
+pub(crate) fn plan_put(put: &PutEntry, current: Option<&Current>, retention: Duration) -> Result<PutPlan, StoreError> {
+    let PutEntry { kind, ref id, ref partition, ref body, expect, now, ref activity } = *put;
     let stored = current.map(|c| from_i64(c.version, "entry version")).transpose()?;
     expect.check(kind, id, stored)?;
     if let Some(current) = current
@@ -185,7 +193,11 @@ pub(crate) fn plan_put(put: &PutEntry, current: Option<&Current>) -> Result<PutP
     };
     let entry =
         Entry { kind, id: id.clone(), partition: partition.clone(), body: body.clone(), version, updated_at: now };
-    Ok(PutPlan { insert: current.is_none(), version: to_i64(version, "entry version")?, entry })
+    let activity = activity
+        .as_deref()
+        .map(|a| ActivityRow::of(&a.clone().settle_entry(current.is_none()), retention))
+        .transpose()?;
+    Ok(PutPlan { insert: current.is_none(), version: to_i64(version, "entry version")?, entry, activity })
 }
 
 /// Whether a delete removes a row (`false`: there is none and none was required), or why it
@@ -199,6 +211,18 @@ pub(crate) fn plan_delete(
     let stored = current.map(|c| from_i64(c.version, "entry version")).transpose()?;
     expect.check(kind, id, stored)?;
     Ok(current.is_some())
+}
+
+/// The activity row a delete that did not fail writes: the API answers `200` when it removed
+/// the entry, `204` when there was none.
+pub(crate) fn delete_activity(
+    activity: Option<ActivityEntry>,
+    removed: bool,
+    retention: Duration,
+) -> Result<Option<ActivityRow>, StoreError> {
+    activity
+        .map(|a| ActivityRow::of(&ActivityEntry { status: if removed { 200 } else { 204 }, ..a }, retention))
+        .transpose()
 }
 
 /// The `entries` columns every engine reads a row by, as a literal for `concat!`.
@@ -256,8 +280,9 @@ mod tests {
             body: "{}".into(),
             expect,
             now: NOW,
+            activity: None,
         };
-        plan_put(&put, current).map(|p| (p.insert, p.entry.version))
+        plan_put(&put, current, Duration::ZERO).map(|p| (p.insert, p.entry.version))
     }
 
     #[test]

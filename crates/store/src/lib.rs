@@ -13,17 +13,19 @@
 //!
 //! Both engines share what is engine-independent — `change` (a change's request, fence and
 //! function), `plan` (the rows a change writes), `columns`, `documents` (the on-disk bodies,
-//! converted by hand from and to the domain's types), [`entries`], `feed`, `groups`,
+//! converted by hand from and to the domain's types), [`entries`], `activity`, `feed`, `groups`,
 //! `listing`, `walk`, `metered`, `stats` — so each engine adds only its SQL.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::admission::Rejection;
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{LeaseOwner, Operation, Timestamp};
 
+mod activity;
 mod change;
 mod columns;
 #[cfg(any(test, feature = "conformance"))]
@@ -42,6 +44,7 @@ mod stats;
 mod usage;
 mod walk;
 
+pub use activity::{ActivityPage, ActivityQuery, DEFAULT_ACTIVITY_RETENTION};
 pub(crate) use change::settings_lock_key;
 pub use change::{ChangeFn, ChangeRequest, Fence, SettingsRead, UsageRead, change_with};
 pub(crate) use change::{direct_children, panic_text, run_change};
@@ -192,6 +195,17 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes events whose retention has passed; returns how many.
     async fn sweep_events(&self, now: Timestamp) -> Result<u64, StoreError>;
 
+    /// Writes settled activity-log entries on their own: what was refused, and what changed
+    /// nothing the store keeps. An accepted change's entry is written in its own transaction
+    /// instead (`ChangeRequest::with_activity`, `PutEntry::activity`).
+    async fn record_activity(&self, entries: Vec<ActivityEntry>) -> Result<(), StoreError>;
+
+    /// A page of the activity log, newest first (see [`ActivityQuery`]).
+    async fn activity(&self, query: &ActivityQuery) -> Result<ActivityPage, StoreError>;
+
+    /// Deletes activity entries whose retention has passed; returns how many.
+    async fn sweep_activity(&self, now: Timestamp) -> Result<u64, StoreError>;
+
     /// Hands out up to `limit` due pending notifications, earliest first, and hides each for
     /// `hold` (its due time moves to `now + hold`): concurrent notifiers — other replicas —
     /// never get the same row at once, and one that dies mid-delivery lets the row reappear
@@ -237,8 +251,15 @@ pub trait Store: Send + Sync + 'static {
     async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError>;
 
     /// Removes; `Ok(false)` when absent (and `expect` allows that). A mismatch with `expect`
-    /// is [`StoreError::Precondition`], and nothing is written.
-    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError>;
+    /// is [`StoreError::Precondition`], and nothing is written. `activity`, when given, is
+    /// written in the same transaction when an entry was removed.
+    async fn delete_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        expect: Expect,
+        activity: Option<ActivityEntry>,
+    ) -> Result<bool, StoreError>;
 
     /// Cheap liveness check for readiness probes.
     async fn ping(&self) -> Result<(), StoreError>;

@@ -12,6 +12,7 @@ use slipway_domain::ids::ResourceKey;
 use slipway_domain::resource::{Lease, ResourceRecord, Snapshot};
 use slipway_domain::{Operation, Timestamp};
 
+use crate::activity::ActivityRow;
 use crate::columns::{ResourceColumns, ResourceRow};
 use crate::usage::UsageDelta;
 use crate::{ClaimRequest, StoreError, documents};
@@ -28,6 +29,7 @@ pub const DEFAULT_EVENT_RETENTION: Duration = DEFAULT_OPERATION_TTL;
 pub(crate) struct Retention {
     pub(crate) operations: Duration,
     pub(crate) events: Duration,
+    pub(crate) activity: Duration,
 }
 
 /// Every row one change writes.
@@ -48,6 +50,9 @@ pub(crate) struct ChangePlan {
     pub(crate) events: Vec<EventRow>,
     /// What it adds to the quota usage rows (`usage`).
     pub(crate) usage: Vec<UsageDelta>,
+    /// The request's activity-log entries (`crate::activity`): set by the engine from the
+    /// change request, as the plan is made from snapshots alone.
+    pub(crate) activity: Vec<ActivityRow>,
 }
 
 /// Every resource whose key lies strictly between `after` and `before` becomes due at `now`
@@ -173,6 +178,7 @@ impl ChangePlan {
             references,
             events,
             usage,
+            activity: Vec::new(),
         })
     }
 
@@ -186,6 +192,7 @@ impl ChangePlan {
             && self.references.is_none()
             && self.events.is_empty()
             && self.usage.is_empty()
+            && self.activity.is_empty()
     }
 
     /// This plan followed by `next`, a later change of the same key in one transaction: one
@@ -211,6 +218,7 @@ impl ChangePlan {
         }
         self.notifications.extend(next.notifications);
         self.events.extend(next.events);
+        self.activity.extend(next.activity);
         self.usage = crate::usage::merged(self.usage.into_iter().chain(next.usage));
         self.wake = next.wake.or(self.wake);
         self.wake_referrers = next.wake_referrers.or(self.wake_referrers);
@@ -299,7 +307,11 @@ mod tests {
     use crate::conformance::{ctx, op_id, spec, vnet};
 
     const NOW: Timestamp = Timestamp(1_700_000_000_000);
-    const TTL: Retention = Retention { operations: Duration::from_secs(60), events: Duration::from_secs(90) };
+    const TTL: Retention = Retention {
+        operations: Duration::from_secs(60),
+        events: Duration::from_secs(90),
+        activity: Duration::from_secs(120),
+    };
 
     /// A resource just created by operation 1 in subscription `SUB-Upper`.
     fn created() -> (ResourceKey, Snapshot) {

@@ -40,6 +40,7 @@
 //! the shared `crate::plan`), [`writes`] (claims, leases, outbox), [`entries`] (registry
 //! entries).
 
+mod activity;
 mod attempt;
 mod change_rows;
 mod changes;
@@ -60,8 +61,11 @@ pub use tls::SslMode;
 use attempt::{Attempt, RowsWritten};
 
 use crate::NotificationId;
+use crate::activity::ActivityRow;
 use crate::entries::PutEntry;
+use crate::{ActivityPage, ActivityQuery};
 use slipway_domain::LeaseOwner;
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::ids::TypeKey;
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,7 +147,11 @@ impl PostgresStore {
         );
         let inner = Arc::new(Inner {
             pool,
-            retention: Retention { operations: options.operation_ttl, events: options.event_retention },
+            retention: Retention {
+                operations: options.operation_ttl,
+                events: options.event_retention,
+                activity: options.activity_retention,
+            },
             attempt_limit,
             timeouts,
             ping_timeout: options.connect_timeout,
@@ -290,6 +298,27 @@ impl Store for PostgresStore {
         self.write(move |c| Box::pin(writes::sweep_events(c, now))).await
     }
 
+    async fn record_activity(&self, entries: Vec<ActivityEntry>) -> Result<(), StoreError> {
+        let retention = self.inner.retention.activity;
+        let rows: Arc<activity::ActivityRows> = Arc::new(
+            entries.iter().map(|e| ActivityRow::of(e, retention)).collect::<Result<Vec<_>, _>>()?.into_iter().collect(),
+        );
+        self.write(move |c| {
+            let rows = Arc::clone(&rows);
+            Box::pin(async move { activity::insert(&*c, &rows).await })
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn activity(&self, query: &ActivityQuery) -> Result<ActivityPage, StoreError> {
+        self.read(|c| Box::pin(activity::page(c, query.clone()))).await
+    }
+
+    async fn sweep_activity(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(move |c| Box::pin(writes::sweep_activity(c, now))).await
+    }
+
     async fn claim_notifications(
         &self,
         now: Timestamp,
@@ -338,13 +367,20 @@ impl Store for PostgresStore {
     }
 
     async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError> {
-        let put = Arc::new(put);
-        self.write(move |c| Box::pin(entries::put(c, Arc::clone(&put)))).await
+        let (put, retention) = (Arc::new(put), self.inner.retention.activity);
+        self.write(move |c| Box::pin(entries::put(c, Arc::clone(&put), retention))).await
     }
 
-    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
-        let id = id.to_string();
-        self.write(move |c| Box::pin(entries::delete(c, kind, id.clone(), expect))).await
+    async fn delete_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        expect: Expect,
+        activity: Option<ActivityEntry>,
+    ) -> Result<bool, StoreError> {
+        let (id, activity, retention) = (id.to_string(), Arc::new(activity), self.inner.retention.activity);
+        self.write(move |c| Box::pin(entries::delete(c, kind, id.clone(), expect, Arc::clone(&activity), retention)))
+            .await
     }
 
     fn stats(&self) -> StoreStats {

@@ -94,6 +94,7 @@ pub async fn put_subscription(store: &dyn Store, s: &Subscription) -> Result<(),
             body: body.to_string(),
             expect: Expect::Any,
             now: *updated_at,
+            activity: None,
         })
         .await?;
     Ok(())
@@ -160,13 +161,14 @@ pub async fn put_role_assignment(store: &dyn Store, a: &RoleAssignment, now: Tim
             body: body.to_string(),
             expect: Expect::Any,
             now,
+            activity: None,
         })
         .await?;
     Ok(())
 }
 
 pub async fn delete_role_assignment(store: &dyn Store, id: &str) -> Result<bool, StoreError> {
-    store.delete_entry(EntryKind::RoleAssignment, &id.to_ascii_lowercase(), Expect::Any).await
+    store.delete_entry(EntryKind::RoleAssignment, &id.to_ascii_lowercase(), Expect::Any, None).await
 }
 
 #[cfg(test)]

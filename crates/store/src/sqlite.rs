@@ -22,8 +22,11 @@ mod writes;
 
 use crate::GroupUsage;
 use crate::NotificationId;
+use crate::activity::ActivityRow;
 use crate::entries::PutEntry;
+use crate::{ActivityPage, ActivityQuery};
 use slipway_domain::LeaseOwner;
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::ids::TypeKey;
 use std::ffi::OsString;
 use std::fmt;
@@ -100,6 +103,8 @@ pub struct SqliteOptions {
     pub operation_ttl: Duration,
     /// How long an event stays in the feed.
     pub event_retention: Duration,
+    /// How long an activity-log entry is kept.
+    pub activity_retention: Duration,
     /// Read-only connections (and so concurrent reads).
     pub readers: usize,
     /// Most write requests committed in one transaction.
@@ -113,6 +118,7 @@ impl SqliteOptions {
             synchronous: Synchronous::Full,
             operation_ttl: crate::DEFAULT_OPERATION_TTL,
             event_retention: crate::DEFAULT_EVENT_RETENTION,
+            activity_retention: crate::DEFAULT_ACTIVITY_RETENTION,
             readers: 4,
             max_batch: 256,
         }
@@ -167,7 +173,11 @@ impl SqliteStore {
             writer: Some(writer),
             readers,
             synchronous: options.synchronous,
-            retention: Retention { operations: options.operation_ttl, events: options.event_retention },
+            retention: Retention {
+                operations: options.operation_ttl,
+                events: options.event_retention,
+                activity: options.activity_retention,
+            },
             stats,
             _checkpointer: checkpointer,
             _lock: lock,
@@ -303,6 +313,21 @@ impl Store for SqliteStore {
         self.write(Lane::Background, move |conn| writes::sweep_events(conn, now)).await
     }
 
+    async fn record_activity(&self, entries: Vec<ActivityEntry>) -> Result<(), StoreError> {
+        let retention = self.retention.activity;
+        let rows = entries.iter().map(|e| ActivityRow::of(e, retention)).collect::<Result<Vec<_>, _>>()?;
+        self.write(Lane::Background, move |conn| writes::insert_activity(conn, &rows)).await
+    }
+
+    async fn activity(&self, query: &ActivityQuery) -> Result<ActivityPage, StoreError> {
+        let query = query.clone();
+        self.readers.run(move |conn| rows::activity(conn, &query)).await
+    }
+
+    async fn sweep_activity(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.write(Lane::Background, move |conn| writes::sweep_activity(conn, now)).await
+    }
+
     async fn claim_notifications(
         &self,
         now: Timestamp,
@@ -353,12 +378,19 @@ impl Store for SqliteStore {
     }
 
     async fn put_entry(&self, put: PutEntry) -> Result<Entry, StoreError> {
-        self.write(Lane::Client, move |conn| entries::put(conn, &put)).await
+        let retention = self.retention.activity;
+        self.write(Lane::Client, move |conn| entries::put(conn, &put, retention)).await
     }
 
-    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
-        let id = id.to_string();
-        self.write(Lane::Client, move |conn| entries::delete(conn, kind, &id, expect)).await
+    async fn delete_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        expect: Expect,
+        activity: Option<ActivityEntry>,
+    ) -> Result<bool, StoreError> {
+        let (id, retention) = (id.to_string(), self.retention.activity);
+        self.write(Lane::Client, move |conn| entries::delete(conn, kind, &id, expect, activity, retention)).await
     }
 
     fn stats(&self) -> StoreStats {

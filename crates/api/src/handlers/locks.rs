@@ -69,7 +69,7 @@ pub(crate) async fn locks(
         Method::GET => existing.map(|l| json_response(StatusCode::OK, lock_body(l))).ok_or_else(|| not_found(&name)),
         Method::DELETE => {
             access::check_subscription(state, &subscription, Intent::Change).await?;
-            let removed = state.store.delete_entry(EntryKind::Lock, &entry_id(&id), Expect::Any).await?;
+            let removed = state.store.delete_entry(EntryKind::Lock, &entry_id(&id), Expect::Any, None).await?;
             Ok(if removed { StatusCode::OK } else { StatusCode::NO_CONTENT }.into_response())
         }
         _ => {
@@ -104,6 +104,7 @@ pub(crate) async fn locks(
                     body: encode_lock(&lock),
                     expect: Expect::Any,
                     now: state.clock.now(),
+                    activity: None,
                 })
                 .await?;
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };

@@ -205,6 +205,7 @@ async fn set_limit(
             body: encode_limit(&setting),
             expect,
             now: state.clock.now(),
+            activity: None,
         })
         .await?;
     Ok(())

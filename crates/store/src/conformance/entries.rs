@@ -15,6 +15,7 @@ async fn put_entry(store: &dyn Store, kind: EntryKind, id: &str, partition: &str
             body: body.to_string(),
             expect,
             now: T0,
+            activity: None,
         })
         .await
         .unwrap_or_else(|e| panic!("put {kind} {id}: {e}"))
@@ -45,6 +46,7 @@ pub async fn case_entries_insert_get_list(store: &dyn Store) {
             body: body.to_string(),
             expect: Expect::Absent,
             now: at(5),
+            activity: None,
         })
         .await
         .expect("put");
@@ -97,6 +99,7 @@ pub async fn case_entries_replace_bumps_version(store: &dyn Store) {
             body: r#"{"state":"Warned"}"#.into(),
             expect: Expect::Version(1),
             now: at(10),
+            activity: None,
         })
         .await
         .expect("replace at version 1");
@@ -109,6 +112,7 @@ pub async fn case_entries_replace_bumps_version(store: &dyn Store) {
             body: r#"{"state":"Warned"}"#.into(),
             expect: Expect::Any,
             now: at(20),
+            activity: None,
         })
         .await
         .expect("replace whatever is there");
@@ -126,6 +130,7 @@ pub async fn case_entries_replace_bumps_version(store: &dyn Store) {
             body: "{}".into(),
             expect: Expect::Any,
             now: at(30),
+            activity: None,
         })
         .await;
     assert!(is_precondition(&moved), "{moved:?}");
@@ -146,6 +151,7 @@ pub async fn case_entries_expect_absent_on_existing(store: &dyn Store) {
             body: r#"{"v":2}"#.into(),
             expect: Expect::Absent,
             now: at(10),
+            activity: None,
         })
         .await;
     assert!(is_precondition(&again), "{again:?}");
@@ -158,6 +164,7 @@ pub async fn case_entries_expect_absent_on_existing(store: &dyn Store) {
             body: "{}".into(),
             expect: Expect::Version(1),
             now: at(10),
+            activity: None,
         })
         .await;
     assert!(is_precondition(&missing), "{missing:?}");
@@ -180,12 +187,13 @@ pub async fn case_entries_stale_version_writes_nothing(store: &dyn Store) {
                 body: r#"{"v":"stale"}"#.into(),
                 expect: Expect::Version(stale),
                 now: at(10),
+                activity: None,
             })
             .await;
         assert!(is_precondition(&result), "version {stale}: {result:?}");
         assert_eq!(get_entry(store, TOKEN, "t1").await.as_ref(), Some(&current), "version {stale}: unchanged");
     }
-    let deleted = store.delete_entry(TOKEN, "t1", Expect::Version(1)).await;
+    let deleted = store.delete_entry(TOKEN, "t1", Expect::Version(1), None).await;
     assert!(is_precondition(&deleted), "a stale delete: {deleted:?}");
     assert_eq!(get_entry(store, TOKEN, "t1").await, Some(current), "a stale delete removes nothing");
 }
@@ -199,20 +207,20 @@ pub async fn case_entries_delete(store: &dyn Store) {
     put_entry(store, EntryKind::RoleAssignment, "t1", "sub-1", "{}", Expect::Absent).await;
 
     let before = store.stats();
-    assert_eq!(store.delete_entry(TOKEN, "t1", Expect::Any).await, Ok(true));
+    assert_eq!(store.delete_entry(TOKEN, "t1", Expect::Any, None).await, Ok(true));
     assert_eq!(get_entry(store, TOKEN, "t1").await, None);
     assert!(get_entry(store, EntryKind::RoleAssignment, "t1").await.is_some(), "other kinds keep theirs");
-    let present = store.delete_entry(TOKEN, "t2", Expect::Absent).await;
+    let present = store.delete_entry(TOKEN, "t2", Expect::Absent, None).await;
     assert!(is_precondition(&present), "{present:?}");
-    assert_eq!(store.delete_entry(TOKEN, "t2", Expect::Version(2)).await, Ok(true));
+    assert_eq!(store.delete_entry(TOKEN, "t2", Expect::Version(2), None).await, Ok(true));
     assert_eq!(ids(store, TOKEN, None).await, Vec::<String>::new());
     let after = store.stats();
     assert_eq!((after.write_calls - before.write_calls, after.commits - before.commits), (3, 2));
 
-    assert_eq!(store.delete_entry(TOKEN, "t1", Expect::Any).await, Ok(false), "already gone");
-    assert_eq!(store.delete_entry(TOKEN, "never", Expect::Any).await, Ok(false));
-    assert_eq!(store.delete_entry(TOKEN, "never", Expect::Absent).await, Ok(false));
-    let missing = store.delete_entry(TOKEN, "never", Expect::Version(1)).await;
+    assert_eq!(store.delete_entry(TOKEN, "t1", Expect::Any, None).await, Ok(false), "already gone");
+    assert_eq!(store.delete_entry(TOKEN, "never", Expect::Any, None).await, Ok(false));
+    assert_eq!(store.delete_entry(TOKEN, "never", Expect::Absent, None).await, Ok(false));
+    let missing = store.delete_entry(TOKEN, "never", Expect::Version(1), None).await;
     assert!(is_precondition(&missing), "{missing:?}");
     let idle = store.stats();
     assert_eq!((idle.write_calls - after.write_calls, idle.commits - after.commits), (4, 0), "deleting nothing");
@@ -242,6 +250,7 @@ pub async fn case_entries_concurrent_puts(h: &Harness) {
                         body: body.to_string(),
                         expect,
                         now: at(i as i64),
+                        activity: None,
                     })
                     .await
             });

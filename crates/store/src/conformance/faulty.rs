@@ -43,6 +43,9 @@ pub enum Method {
     SweepOperations,
     Events,
     SweepEvents,
+    RecordActivity,
+    Activity,
+    SweepActivity,
     ScheduleDrift,
     ClaimNotifications,
     FinishNotification,
@@ -58,7 +61,7 @@ pub enum Method {
 }
 
 impl Method {
-    pub const ALL: [Method; 25] = [
+    pub const ALL: [Method; 28] = [
         Method::Change,
         Method::GetResource,
         Method::ListResources,
@@ -72,6 +75,9 @@ impl Method {
         Method::SweepOperations,
         Method::Events,
         Method::SweepEvents,
+        Method::RecordActivity,
+        Method::Activity,
+        Method::SweepActivity,
         Method::ScheduleDrift,
         Method::ClaimNotifications,
         Method::FinishNotification,

@@ -131,6 +131,7 @@ pub async fn case_a_version_1_database_gets_the_entries_table(h: &mut Harness) {
             body: "{}".into(),
             expect: Expect::Absent,
             now: T0,
+            activity: None,
         })
         .await
         .expect("put");

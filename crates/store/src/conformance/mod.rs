@@ -20,6 +20,7 @@
 //! [`Faulty`] wraps any store for tests beyond the suite (the engine's, the binary's) that
 //! need a store to fail on cue or to be watched.
 
+mod activity;
 mod changes;
 mod claims;
 mod composition;
@@ -35,6 +36,7 @@ mod outbox;
 mod quota;
 mod settings;
 
+pub use activity::*;
 pub use changes::*;
 pub use claims::*;
 pub use composition::*;
@@ -197,6 +199,10 @@ macro_rules! conformance_suite {
             case_events_are_written_with_their_change,
             case_events_are_read_by_scope,
             case_pruned_events_leave_a_gone_position,
+            case_a_change_writes_its_activity_exactly_when_it_commits,
+            case_an_entry_write_records_its_activity,
+            case_activity_is_filtered_and_paged,
+            case_activity_past_its_retention_is_pruned,
         );
         $crate::conformance_suite!(@harness $make;
             case_noop_change_writes_nothing,

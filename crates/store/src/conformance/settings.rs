@@ -16,6 +16,7 @@ fn limit_entry(partition: &str, id: &str, body: &str) -> PutEntry {
         body: body.into(),
         expect: Expect::Any,
         now: T0,
+        activity: None,
     }
 }
 

@@ -7,6 +7,7 @@ use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
 use super::Failure;
+use super::activity::ActivityRows;
 use crate::columns::ResourceColumns;
 use crate::plan::{ChangePlan, EventRow, OperationRow, ResourceWrite};
 use crate::usage::UsageDelta;
@@ -142,6 +143,7 @@ pub(super) struct WriteRows {
     reference_from: Vec<String>,
     events: EventRows,
     usage: Vec<UsageDelta>,
+    activity: ActivityRows,
 }
 
 impl WriteRows {
@@ -187,6 +189,9 @@ impl WriteRows {
             self.events.push(e);
         }
         self.usage.extend(plan.usage);
+        for a in plan.activity {
+            self.activity.push(a);
+        }
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -202,6 +207,7 @@ impl WriteRows {
             && self.references_cleared.is_empty()
             && self.events.kind.is_empty()
             && self.usage.is_empty()
+            && self.activity.is_empty()
     }
 
     fn wakes(&self) -> bool {
@@ -227,6 +233,7 @@ impl WriteRows {
             (!self.wake_referrers_of.is_empty()).then_some(WAKE_REFERRERS),
             (!self.usage.is_empty()).then_some(ADD_USAGE),
             (!self.events.kind.is_empty()).then_some(INSERT_EVENTS),
+            (!self.activity.is_empty()).then_some(super::activity::INSERT),
         ];
         let mut prepared = Vec::with_capacity(statements.len());
         for sql in statements {
@@ -260,6 +267,7 @@ impl WriteRows {
         );
         let used: [&(dyn ToSql + Sync); 4] = [&usage_columns.0, &usage_columns.1, &usage_columns.2, &usage_columns.3];
         let events = self.events.params();
+        let activity = self.activity.params();
         let results = tokio::join!(
             biased;
             execute_if(tx, prepared[0].as_ref(), &deleted),
@@ -276,6 +284,7 @@ impl WriteRows {
             execute_if(tx, prepared[11].as_ref(), &woken_referrers),
             execute_if(tx, prepared[12].as_ref(), &used),
             execute_if(tx, prepared[13].as_ref(), &events),
+            execute_if(tx, prepared[14].as_ref(), &activity),
         );
         results.0?;
         results.1?;
@@ -291,6 +300,7 @@ impl WriteRows {
         results.11?;
         results.12?;
         results.13?;
+        results.14?;
         Ok(())
     }
 }

@@ -253,7 +253,8 @@ fn decide(
 ) -> Result<Snapshot, StoreError> {
     queued.req.check_fence(snapshot)?;
     let after = queued.pending.lock().unwrap_or_else(PoisonError::into_inner).decide(snapshot)?;
-    let plan = ChangePlan::of(&queued.req.key, snapshot, &after, queued.req.now, retention)?;
+    let mut plan = ChangePlan::of(&queued.req.key, snapshot, &after, queued.req.now, retention)?;
+    plan.activity.extend(queued.req.activity_row(snapshot, &after, retention.activity)?);
     crate::usage::check_growth(&plan.usage, queued.req.meters_read())?;
     usage.apply(&plan.usage);
     let key = queued.req.key.as_str().to_string();

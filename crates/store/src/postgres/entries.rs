@@ -6,6 +6,9 @@
 //! again (as a conflict), this time finding the row to check against.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use slipway_domain::activity::ActivityEntry;
 
 use deadpool_postgres::{GenericClient, Object, Transaction};
 use tokio_postgres::Row;
@@ -14,7 +17,9 @@ use super::Failure;
 use super::rows::column;
 use super::writes::commit;
 use crate::StoreError;
-use crate::entries::{Current, Entry, EntryKind, EntryRow, Expect, PutEntry, entry_columns, plan_delete, plan_put};
+use crate::entries::{
+    Current, Entry, EntryKind, EntryRow, Expect, PutEntry, delete_activity, entry_columns, plan_delete, plan_put,
+};
 
 const GET: &str = concat!("SELECT ", entry_columns!(), " FROM entries WHERE kind = $1 AND id = $2");
 const LIST: &str = concat!("SELECT ", entry_columns!(), " FROM entries WHERE kind = $1 ORDER BY id");
@@ -89,12 +94,12 @@ async fn current(client: &Transaction<'_>, kind: EntryKind, id: &str) -> Result<
     Ok(row.as_ref().map(read).transpose()?)
 }
 
-pub(super) async fn put(client: &mut Object, put: Arc<PutEntry>) -> Result<Entry, Failure> {
+pub(super) async fn put(client: &mut Object, put: Arc<PutEntry>, retention: Duration) -> Result<Entry, Failure> {
     let (kind, id, now) = (put.kind, &put.id, put.now);
     let tx = client.transaction().await?;
     let stored = current(&tx, kind, id).await?;
     lock_partition(&tx, kind, stored.as_ref().map_or(put.partition.as_str(), |c| c.partition.as_str())).await?;
-    let plan = plan_put(&put, stored.as_ref())?;
+    let plan = plan_put(&put, stored.as_ref(), retention)?;
     let (sql, e) = (if plan.insert { INSERT } else { UPDATE }, &plan.entry);
     let stmt = tx.prepare_cached(sql).await?;
     let written =
@@ -107,22 +112,31 @@ pub(super) async fn put(client: &mut Object, put: Arc<PutEntry>) -> Result<Entry
             broken: false,
         });
     }
+    super::activity::insert(&tx, &plan.activity.into_iter().collect()).await?;
     commit(tx).await?;
     Ok(plan.entry)
 }
 
-pub(super) async fn delete(client: &mut Object, kind: EntryKind, id: String, expect: Expect) -> Result<bool, Failure> {
+pub(super) async fn delete(
+    client: &mut Object,
+    kind: EntryKind,
+    id: String,
+    expect: Expect,
+    activity: Arc<Option<ActivityEntry>>,
+    retention: Duration,
+) -> Result<bool, Failure> {
     let tx = client.transaction().await?;
     let stored = current(&tx, kind, &id).await?;
     if let Some(c) = &stored {
         lock_partition(&tx, kind, &c.partition).await?;
     }
-    if !plan_delete(kind, &id, expect, stored.as_ref())? {
-        // Nothing to remove: dropping the transaction rolls it back.
-        return Ok(false);
+    let removed = plan_delete(kind, &id, expect, stored.as_ref())?;
+    if removed {
+        let stmt = tx.prepare_cached(DELETE).await?;
+        tx.execute(&stmt, &[&kind.tag(), &id]).await?;
     }
-    let stmt = tx.prepare_cached(DELETE).await?;
-    tx.execute(&stmt, &[&kind.tag(), &id]).await?;
+    let row = delete_activity(Option::clone(&activity), removed, retention)?;
+    super::activity::insert(&tx, &row.into_iter().collect()).await?;
     commit(tx).await?;
-    Ok(true)
+    Ok(removed)
 }

@@ -25,6 +25,8 @@ pub struct PostgresOptions {
     pub operation_ttl: Duration,
     /// How long an event stays in the feed.
     pub event_retention: Duration,
+    /// How long an activity-log entry is kept.
+    pub activity_retention: Duration,
     /// Limit on establishing one connection; also bounds [`Store::ping`].
     pub connect_timeout: Duration,
     /// TLS to the server; `None`: the URL's `sslmode`, else [`SslMode::Prefer`].
@@ -64,6 +66,7 @@ impl PostgresOptions {
             statement_timeout: Self::DEFAULT_STATEMENT_TIMEOUT,
             operation_ttl: crate::DEFAULT_OPERATION_TTL,
             event_retention: crate::DEFAULT_EVENT_RETENTION,
+            activity_retention: crate::DEFAULT_ACTIVITY_RETENTION,
             connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
             ssl_mode: None,
             ssl_root_cert: None,
@@ -87,6 +90,7 @@ impl fmt::Debug for PostgresOptions {
             .field("statement_timeout", &self.statement_timeout)
             .field("operation_ttl", &self.operation_ttl)
             .field("event_retention", &self.event_retention)
+            .field("activity_retention", &self.activity_retention)
             .field("connect_timeout", &self.connect_timeout)
             .field("ssl_mode", &self.ssl_mode)
             .field("ssl_root_cert", &self.ssl_root_cert)

@@ -144,6 +144,23 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (subscription, meter, resource_group)
     );
     "#,
+    // 8. The activity log, as SQLite's migration 8.
+    r#"
+    CREATE TABLE activity (
+        id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        subscription   TEXT NOT NULL,
+        at             BIGINT NOT NULL,
+        target_key     TEXT NOT NULL,
+        resource_group TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        caller         TEXT NOT NULL,
+        status         TEXT NOT NULL,
+        expires_at     BIGINT NOT NULL,
+        body           TEXT NOT NULL
+    );
+    CREATE INDEX activity_by_subscription ON activity (subscription, id);
+    CREATE INDEX activity_expiry ON activity (expires_at);
+    "#,
 ];
 
 /// The first key of the session-level advisory lock migrations run under (`'SLPW'`); the

@@ -152,6 +152,10 @@ pub(super) async fn sweep_events(client: &mut Object, now: Timestamp) -> Result<
     execute(client, "DELETE FROM events WHERE expires_at <= $1", &[&now.as_millis()]).await
 }
 
+pub(super) async fn sweep_activity(client: &mut Object, now: Timestamp) -> Result<u64, Failure> {
+    execute(client, "DELETE FROM activity WHERE expires_at <= $1", &[&now.as_millis()]).await
+}
+
 /// Due rows, each hidden for `hold` by the statement that picks it; rows another notifier
 /// holds at the same moment are skipped.
 const CLAIM_NOTIFICATIONS: &str = "WITH due AS (

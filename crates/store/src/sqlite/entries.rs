@@ -3,11 +3,16 @@
 //! writer's transaction, and the writer runs one request at a time: nothing can come between
 //! the expectation check and the write.
 
+use std::time::Duration;
+
 use rusqlite::{Connection, OptionalExtension, Row, params};
+use slipway_domain::activity::ActivityEntry;
 
 use super::db_error;
 use crate::StoreError;
-use crate::entries::{Current, Entry, EntryKind, EntryRow, Expect, PutEntry, entry_columns, plan_delete, plan_put};
+use crate::entries::{
+    Current, Entry, EntryKind, EntryRow, Expect, PutEntry, delete_activity, entry_columns, plan_delete, plan_put,
+};
 
 fn read_row(row: &Row<'_>) -> rusqlite::Result<EntryRow> {
     Ok(EntryRow {
@@ -58,9 +63,9 @@ fn current(conn: &Connection, kind: EntryKind, id: &str) -> Result<Option<Curren
         .map_err(db_error)
 }
 
-pub(super) fn put(conn: &Connection, put: &PutEntry) -> Result<Entry, StoreError> {
+pub(super) fn put(conn: &Connection, put: &PutEntry, retention: Duration) -> Result<Entry, StoreError> {
     let (kind, now) = (put.kind, put.now);
-    let plan = plan_put(put, current(conn, kind, &put.id)?.as_ref())?;
+    let plan = plan_put(put, current(conn, kind, &put.id)?.as_ref(), retention)?;
     let sql = if plan.insert {
         "INSERT INTO entries (kind, id, partition, body, version, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     } else {
@@ -69,14 +74,23 @@ pub(super) fn put(conn: &Connection, put: &PutEntry) -> Result<Entry, StoreError
     let e = &plan.entry;
     let mut stmt = conn.prepare_cached(sql).map_err(db_error)?;
     stmt.execute(params![kind.tag(), e.id, e.partition, e.body, plan.version, now.as_millis()]).map_err(db_error)?;
+    super::writes::insert_activity(conn, plan.activity.as_slice())?;
     Ok(plan.entry)
 }
 
-pub(super) fn delete(conn: &Connection, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
-    if !plan_delete(kind, id, expect, current(conn, kind, id)?.as_ref())? {
-        return Ok(false);
+pub(super) fn delete(
+    conn: &Connection,
+    kind: EntryKind,
+    id: &str,
+    expect: Expect,
+    activity: Option<ActivityEntry>,
+    retention: Duration,
+) -> Result<bool, StoreError> {
+    let removed = plan_delete(kind, id, expect, current(conn, kind, id)?.as_ref())?;
+    if removed {
+        let mut stmt = conn.prepare_cached("DELETE FROM entries WHERE kind = ?1 AND id = ?2").map_err(db_error)?;
+        stmt.execute(params![kind.tag(), id]).map_err(db_error)?;
     }
-    let mut stmt = conn.prepare_cached("DELETE FROM entries WHERE kind = ?1 AND id = ?2").map_err(db_error)?;
-    stmt.execute(params![kind.tag(), id]).map_err(db_error)?;
-    Ok(true)
+    super::writes::insert_activity(conn, delete_activity(activity, removed, retention)?.as_slice())?;
+    Ok(removed)
 }

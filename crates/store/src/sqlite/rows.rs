@@ -14,6 +14,7 @@ use slipway_domain::{Operation, ProvisioningState, Timestamp};
 
 use super::db_error;
 use crate::columns::{ResourceRow, corrupt, decode_event, decode_operation, from_i64, resource_columns, sql_limit};
+use crate::{ActivityPage, ActivityQuery};
 use crate::{
     EventQuery, EventRead, GroupUsage, ListQuery, Notification, OperationPage, OperationQuery, Page, SettingsRead,
     StoreError, UsageRead,
@@ -300,6 +301,42 @@ pub(super) fn events(conn: &Connection, query: &EventQuery) -> Result<EventRead,
         .map_err(db_error)?;
     let items = rows.into_iter().map(decode_event).collect::<Result<_, _>>()?;
     Ok(EventRead::Page { items, last })
+}
+
+/// A page of the activity log.
+pub(super) fn activity(conn: &Connection, query: &ActivityQuery) -> Result<ActivityPage, StoreError> {
+    let p = query.params();
+    let (exact, after, before) = p.resource_bounds();
+    let mut stmt = conn.prepare_cached(crate::activity::activity_select!("", "")).map_err(db_error)?;
+    let rows: Vec<(i64, String)> = stmt
+        .query_map(
+            params![
+                p.subscription,
+                p.before,
+                p.since,
+                p.until,
+                p.group,
+                exact,
+                after,
+                before,
+                p.correlation_id,
+                p.caller,
+                p.status,
+                p.limit
+            ],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .and_then(Iterator::collect)
+        .map_err(db_error)?;
+    let items = rows
+        .into_iter()
+        .map(|(id, body)| {
+            crate::documents::decode_activity(&body)
+                .map(|e| (id, e))
+                .map_err(|e| StoreError::Internal(format!("activity row {id} is corrupt: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(query.page(items))
 }
 
 /// A change's usage read: each meter summed over the subscription and over the group, in one

@@ -139,6 +139,25 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (subscription, meter, resource_group)
     ) WITHOUT ROWID;
     ",
+    // 8. The activity log (`crate::activity`): one row per request that changed something or
+    // was refused, newest first by position; the platform's own entries have subscription ''.
+    // Pruned once `expires_at` passed.
+    "
+    CREATE TABLE activity (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        subscription   TEXT NOT NULL,
+        at             INTEGER NOT NULL,
+        target_key     TEXT NOT NULL,
+        resource_group TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        caller         TEXT NOT NULL,
+        status         TEXT NOT NULL,
+        expires_at     INTEGER NOT NULL,
+        body           TEXT NOT NULL
+    );
+    CREATE INDEX activity_by_subscription ON activity (subscription, id);
+    CREATE INDEX activity_expiry ON activity (expires_at);
+    ",
 ];
 
 /// The one read-write connection, migrated and ready for the writer thread.

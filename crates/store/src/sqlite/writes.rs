@@ -10,6 +10,7 @@ use slipway_domain::{Operation, Timestamp};
 
 use super::db_error;
 use super::rows;
+use crate::activity::ActivityRow;
 use crate::columns::{Lane, ResourceRow, decode_operation, resource_columns, shares, sql_limit};
 use crate::plan::{ChangePlan, EventRow, ResourceWrite, Retention, claim_row};
 use crate::{ChangeFn, ChangeRequest, ClaimRequest, StoreError};
@@ -29,7 +30,8 @@ pub(super) fn change(
     let mut after = before.clone();
     after.settings = settings;
     crate::run_change(change, &mut after)?;
-    let plan = ChangePlan::of(&key, &before, &after, req.now, retention)?;
+    let mut plan = ChangePlan::of(&key, &before, &after, req.now, retention)?;
+    plan.activity.extend(req.activity_row(&before, &after, retention.activity)?);
     crate::usage::check_growth(&plan.usage, req.meters_read())?;
     execute(conn, &key, &plan)?;
     Ok(after)
@@ -184,7 +186,43 @@ fn execute(conn: &Connection, key: &ResourceKey, plan: &ChangePlan) -> Result<()
             add.execute(params![d.subscription, d.meter, d.group, d.delta]).map_err(db_error)?;
         }
     }
-    append_events(conn, &plan.events)
+    append_events(conn, &plan.events)?;
+    insert_activity(conn, &plan.activity)
+}
+
+/// Writes activity rows, each given the next position.
+pub(super) fn insert_activity(conn: &Connection, rows: &[ActivityRow]) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO activity (subscription, at, target_key, resource_group, correlation_id, caller, status,
+                                   expires_at, body)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .map_err(db_error)?;
+    for r in rows {
+        insert
+            .execute(params![
+                r.subscription,
+                r.at,
+                r.target_key,
+                r.resource_group,
+                r.correlation_id,
+                r.caller,
+                r.status,
+                r.expires_at,
+                r.body
+            ])
+            .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+pub(super) fn sweep_activity(conn: &Connection, now: Timestamp) -> Result<u64, StoreError> {
+    let mut stmt = conn.prepare_cached("DELETE FROM activity WHERE expires_at <= ?1").map_err(db_error)?;
+    stmt.execute([now.as_millis()]).map(|n| n as u64).map_err(db_error)
 }
 
 /// Numbers `events` in their subscriptions' feeds, in order, and writes them. One writer

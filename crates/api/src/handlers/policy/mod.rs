@@ -87,7 +87,7 @@ pub(crate) async fn policy(
             if collection == PolicyCollection::Definitions {
                 in_use(state, &subscription, &id).await?;
             }
-            let removed = state.store.delete_entry(kind, &id.to_ascii_lowercase(), Expect::Any).await?;
+            let removed = state.store.delete_entry(kind, &id.to_ascii_lowercase(), Expect::Any, None).await?;
             Ok(if removed { StatusCode::OK } else { StatusCode::NO_CONTENT }.into_response())
         }
         _ => {
@@ -112,6 +112,7 @@ pub(crate) async fn policy(
                     body: Stored::encode(&entry.id, entry.scope.as_deref(), &entry.properties),
                     expect: Expect::Any,
                     now: state.clock.now(),
+                    activity: None,
                 })
                 .await?;
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };

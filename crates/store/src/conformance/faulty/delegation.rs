@@ -5,15 +5,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::ids::{OperationId, ResourceKey, SubscriptionId, TypeKey};
 use slipway_domain::resource::{ResourceRecord, Snapshot};
 use slipway_domain::{LeaseOwner, Operation, Timestamp};
 
 use super::{Call, Faulty, Method};
 use crate::{
-    ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead, Expect, GroupUsage, ListQuery,
-    Notification, NotificationId, OperationPage, OperationQuery, Page, PutEntry, Store, StoreError, StoreReading,
-    StoreStats,
+    ActivityPage, ActivityQuery, ChangeFn, ChangeRequest, ClaimRequest, Entry, EntryKind, EventQuery, EventRead,
+    Expect, GroupUsage, ListQuery, Notification, NotificationId, OperationPage, OperationQuery, Page, PutEntry, Store,
+    StoreError, StoreReading, StoreStats,
 };
 
 #[async_trait]
@@ -87,6 +88,18 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         self.plain(Method::SweepEvents, self.inner.sweep_events(now)).await
     }
 
+    async fn record_activity(&self, entries: Vec<ActivityEntry>) -> Result<(), StoreError> {
+        self.plain(Method::RecordActivity, self.inner.record_activity(entries)).await
+    }
+
+    async fn activity(&self, query: &ActivityQuery) -> Result<ActivityPage, StoreError> {
+        self.plain(Method::Activity, self.inner.activity(query)).await
+    }
+
+    async fn sweep_activity(&self, now: Timestamp) -> Result<u64, StoreError> {
+        self.plain(Method::SweepActivity, self.inner.sweep_activity(now)).await
+    }
+
     async fn claim_notifications(
         &self,
         now: Timestamp,
@@ -144,8 +157,14 @@ impl<S: Store + ?Sized> Store for Faulty<S> {
         self.plain(Method::PutEntry, self.inner.put_entry(put)).await
     }
 
-    async fn delete_entry(&self, kind: EntryKind, id: &str, expect: Expect) -> Result<bool, StoreError> {
-        self.plain(Method::DeleteEntry, self.inner.delete_entry(kind, id, expect)).await
+    async fn delete_entry(
+        &self,
+        kind: EntryKind,
+        id: &str,
+        expect: Expect,
+        activity: Option<ActivityEntry>,
+    ) -> Result<bool, StoreError> {
+        self.plain(Method::DeleteEntry, self.inner.delete_entry(kind, id, expect, activity)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
