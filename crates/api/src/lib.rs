@@ -13,6 +13,7 @@
 //! so a client cannot invent label values).
 
 mod access;
+mod activity;
 mod edge;
 mod error;
 mod handlers;
@@ -44,6 +45,7 @@ use slipway_store::Store;
 use slipway_types::TypeRegistry;
 
 pub use access::{AccessOptions, AssignmentCache, report_noncanonical_assignments};
+pub use activity::{ActivityRecorder, event_data as activity_event_data};
 pub use edge::EdgeOptions;
 pub use error::ArmError;
 pub use handlers::policy::{PlatformDefinition, PolicyCatalog};
@@ -180,6 +182,8 @@ pub struct ApiState {
     pub provider_readiness: Arc<dyn Fn() -> Vec<(ProviderName, Readiness)> + Send + Sync>,
     /// `/openapi.json`, built once.
     pub openapi: OpenApiCache,
+    /// Writes the activity-log entries of requests whose change did not (refusals).
+    pub activity: ActivityRecorder,
     /// Turns true when the server stops: answers that stream (following a job's output)
     /// end then, so shutdown does not wait for a job to finish.
     pub stopping: tokio::sync::watch::Receiver<bool>,

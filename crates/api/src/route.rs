@@ -123,6 +123,11 @@ pub enum Route {
         subscription: String,
         resource_group: Option<String>,
     },
+    /// `[/subscriptions/{sub}]/providers/Microsoft.Insights/eventtypes/management/values`: the
+    /// activity log of a subscription, or (with none) the platform's own.
+    Activity {
+        subscription: Option<String>,
+    },
     /// `{scope}/providers/Microsoft.Resources/tags/default`: the tags of a resource or a
     /// resource group (`ArmId::group`).
     Tags(ArmId),
@@ -260,6 +265,10 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
         Ok(Route::ApiTokens { id }) => {
             Some(format!("/providers/Slipway.Authorization/apiTokens{}", if id.is_some() { "/{tokenId}" } else { "" }))
         }
+        Ok(Route::Activity { subscription }) => Some(format!(
+            "{}/providers/Microsoft.Insights/eventtypes/management/values",
+            if subscription.is_some() { group(false) } else { "" }
+        )),
         Ok(Route::Tags(id)) => {
             let scope = if id.is_group() {
                 Some(group(true).to_string())
@@ -462,7 +471,18 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
         |p: &str, ns: &str, t: &str| is(p, "providers") && is(ns, "Slipway.Authorization") && is(t, "apiTokens");
     let events =
         |p: &str, ns: &str, e: &str| is(p, "providers") && is(ns, RESOURCES_NAMESPACE) && is(e, EVENTS_SEGMENT);
+    let activity = |p: &str, ns: &str, e: &str, m: &str, v: &str| {
+        is(p, "providers")
+            && is(ns, "Microsoft.Insights")
+            && is(e, "eventtypes")
+            && is(m, "management")
+            && is(v, "values")
+    };
     match segs.as_slice() {
+        [p, ns, e, m, v] if activity(p, ns, e, m, v) => Ok(Route::Activity { subscription: None }),
+        [s, sub, p, ns, e, m, v] if is(s, "subscriptions") && activity(p, ns, e, m, v) => {
+            Ok(Route::Activity { subscription: Some(subscription(sub)?) })
+        }
         [s, sub, p, ns, e] if is(s, "subscriptions") && events(p, ns, e) => {
             Ok(Route::Events { subscription: subscription(sub)?, resource_group: None })
         }

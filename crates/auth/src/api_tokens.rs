@@ -11,6 +11,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::{Principal, PrincipalKind, SubscriptionId, Timestamp};
 use slipway_store::PutEntry;
 use slipway_store::{Entry, EntryKind, Expect, Store, StoreError};
@@ -106,7 +107,13 @@ pub fn looks_like_api_token(token: &str) -> bool {
 
 /// Creates a token; returns its text (the only time the secret exists outside the caller)
 /// and what was stored.
-pub async fn create(store: &dyn Store, new: NewApiToken, now: Timestamp) -> Result<(String, ApiToken), StoreError> {
+/// `activity`: the request's activity-log entry, written in the same transaction.
+pub async fn create(
+    store: &dyn Store,
+    new: NewApiToken,
+    now: Timestamp,
+    activity: Option<ActivityEntry>,
+) -> Result<(String, ApiToken), StoreError> {
     let id = hex(&random(ID_BYTES)?);
     let secret = URL_SAFE_NO_PAD.encode(random(SECRET_BYTES)?);
     let token = ApiToken {
@@ -130,7 +137,7 @@ pub async fn create(store: &dyn Store, new: NewApiToken, now: Timestamp) -> Resu
             body: body.to_string(),
             expect: Expect::Absent,
             now,
-            activity: None,
+            activity: activity.map(Box::new),
         })
         .await?;
     Ok((format!("{PREFIX}{id}_{secret}"), token))
@@ -147,8 +154,8 @@ pub async fn get(store: &dyn Store, id: &str) -> Result<Option<ApiToken>, StoreE
 }
 
 /// Removes a token; `false` if there was none with that id.
-pub async fn revoke(store: &dyn Store, id: &str) -> Result<bool, StoreError> {
-    store.delete_entry(EntryKind::ApiToken, &id.to_ascii_lowercase(), Expect::Any, None).await
+pub async fn revoke(store: &dyn Store, id: &str, activity: Option<ActivityEntry>) -> Result<bool, StoreError> {
+    store.delete_entry(EntryKind::ApiToken, &id.to_ascii_lowercase(), Expect::Any, activity).await
 }
 
 fn decode(body: &str) -> Result<ApiToken, StoreError> {

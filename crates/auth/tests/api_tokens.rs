@@ -33,7 +33,7 @@ async fn a_token_authenticates_its_principal_until_revoked() {
         groups: vec!["deployers".into()],
         ..Default::default()
     };
-    let (text, stored) = api_tokens::create(store.as_ref(), new, clock.now()).await.unwrap();
+    let (text, stored) = api_tokens::create(store.as_ref(), new, clock.now(), None).await.unwrap();
     let who = auth.authenticate(Some(&format!("Bearer {text}"))).await.unwrap();
     assert_eq!(who.principal.name, "ci-bot");
     assert_eq!(who.principal.tenant.as_deref(), Some("t1"));
@@ -59,8 +59,8 @@ async fn a_token_authenticates_its_principal_until_revoked() {
     let forged = format!("slw_{}_{}", stored.id, "A".repeat(43));
     assert_eq!(auth.authenticate(Some(&format!("Bearer {forged}"))).await.unwrap_err(), AuthError::UnknownApiToken);
 
-    assert!(api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap());
-    assert!(!api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap());
+    assert!(api_tokens::revoke(store.as_ref(), &stored.id, None).await.unwrap());
+    assert!(!api_tokens::revoke(store.as_ref(), &stored.id, None).await.unwrap());
     assert_eq!(auth.authenticate(Some(&format!("Bearer {text}"))).await.unwrap_err(), AuthError::UnknownApiToken);
 }
 
@@ -72,7 +72,7 @@ async fn a_token_expires_by_the_injected_clock() {
         expires_at: Some(clock.now().add(Duration::from_secs(3600))),
         ..Default::default()
     };
-    let (text, _) = api_tokens::create(store.as_ref(), new, clock.now()).await.unwrap();
+    let (text, _) = api_tokens::create(store.as_ref(), new, clock.now(), None).await.unwrap();
     assert!(auth.authenticate(Some(&format!("Bearer {text}"))).await.is_ok());
     tokio::time::advance(Duration::from_secs(3600)).await;
     assert_eq!(auth.authenticate(Some(&format!("Bearer {text}"))).await.unwrap_err(), AuthError::ApiTokenExpired);
@@ -85,6 +85,7 @@ async fn a_configured_front_end_is_marked_trusted() {
         store.as_ref(),
         NewApiToken { principal: "arm-frontend".into(), ..Default::default() },
         clock.now(),
+        None,
     )
     .await
     .unwrap();
@@ -92,6 +93,7 @@ async fn a_configured_front_end_is_marked_trusted() {
         store.as_ref(),
         NewApiToken { principal: "someone".into(), ..Default::default() },
         clock.now(),
+        None,
     )
     .await
     .unwrap();

@@ -202,7 +202,7 @@ async fn sign_in(app: &App) -> Result<String, String> {
         registered_at: now,
         updated_at: now,
     };
-    slipway_store::registry::put_subscription(store.as_ref(), &subscription).await.map_err(|e| e.to_string())?;
+    slipway_store::registry::put_subscription(store.as_ref(), &subscription, None).await.map_err(|e| e.to_string())?;
     let contributor = RoleAssignment {
         id: "00000000-0000-0000-0000-0000000000c0".into(),
         assignee: Assignee::Principal(BENCH_PRINCIPAL.into()),
@@ -210,9 +210,12 @@ async fn sign_in(app: &App) -> Result<String, String> {
         role: Role::Contributor,
         scope: Scope::subscription_scope(&id),
     };
-    slipway_store::registry::put_role_assignment(store.as_ref(), &contributor, now).await.map_err(|e| e.to_string())?;
+    slipway_store::registry::put_role_assignment(store.as_ref(), &contributor, now, None)
+        .await
+        .map_err(|e| e.to_string())?;
     let new = slipway_auth::api_tokens::NewApiToken { principal: BENCH_PRINCIPAL.into(), ..Default::default() };
-    let (token, _) = slipway_auth::api_tokens::create(store.as_ref(), new, now).await.map_err(|e| e.to_string())?;
+    let (token, _) =
+        slipway_auth::api_tokens::create(store.as_ref(), new, now, None).await.map_err(|e| e.to_string())?;
     Ok(token)
 }
 

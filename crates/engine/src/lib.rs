@@ -299,6 +299,11 @@ impl Engine {
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "event pruning failed"),
                     }
+                    match shared.store.sweep_activity(now).await {
+                        Ok(n) if n > 0 => tracing::info!(pruned = n, "pruned activity past its retention"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "activity pruning failed"),
+                    }
                     continue;
                 }
                 Some(_) = workers.join_next(), if !workers.is_empty() => continue,

@@ -77,6 +77,7 @@ impl App {
             policies,
             quotas,
             admission_policies,
+            activity_sink,
             warnings,
         } = plan;
         let store = open_store(&store).await?;
@@ -135,6 +136,7 @@ impl App {
             openapi: Default::default(),
             assignment_cache: Default::default(),
             stopping: stopped.clone(),
+            activity: slipway_api::ActivityRecorder::start(store.clone()),
             on_accept: Arc::new(move || wake.wake()),
             hooks,
             on_job_notification: Arc::new(move |name, body| {
@@ -177,6 +179,16 @@ impl App {
             notifier.run(notifier_stop).await;
             Ok(())
         });
+        if let Some(target) = activity_sink {
+            let sink = crate::activity_sink::ActivitySink::open(target, store.clone(), state.clock.clone())
+                .await
+                .map_err(|e| AppError::Config(format!("activity.sink: {e}")))?;
+            let sink_stop = until_stopped();
+            tasks.spawn(async move {
+                sink.run(sink_stop).await;
+                Ok(())
+            });
+        }
         for warning in &warnings {
             tracing::warn!("{warning}");
         }

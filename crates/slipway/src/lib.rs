@@ -6,6 +6,7 @@
 //! (running a plan), `check` (`check-config`), `backup` and `restore`. Imports go one way:
 //! `app` and `check` → `plan` → `config`.
 
+pub mod activity_sink;
 pub mod app;
 pub mod backup;
 pub mod check;

@@ -249,7 +249,7 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
             let expires_at = expires_in_days.map(|d| now.add(Duration::from_secs(d.saturating_mul(86_400))));
             let description = description.unwrap_or_default();
             let new = NewApiToken { principal, tenant, groups, description, expires_at, subscriptions: confined };
-            let (text, token) = api_tokens::create(store.as_ref(), new, now).await.map_err(|e| e.to_string())?;
+            let (text, token) = api_tokens::create(store.as_ref(), new, now, None).await.map_err(|e| e.to_string())?;
             eprintln!("created API token {} for '{}' (shown once; keep it secret)", token.id, token.principal);
             println!("{text}");
         }
@@ -275,7 +275,7 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
             }
         }
         TokenCommand::Revoke { id } => {
-            if !api_tokens::revoke(store.as_ref(), &id).await.map_err(|e| e.to_string())? {
+            if !api_tokens::revoke(store.as_ref(), &id, None).await.map_err(|e| e.to_string())? {
                 return Err(format!("no API token with id '{id}'"));
             }
             eprintln!("revoked API token {id}");

@@ -61,7 +61,7 @@ async fn start_with(idp: &TestIdp, more_auth: &str) -> TestServer {
 async fn api_token(s: &TestServer, principal: &str) -> (String, api_tokens::ApiToken) {
     let store = s.app.as_ref().unwrap().store();
     let new = NewApiToken { principal: principal.into(), ..Default::default() };
-    api_tokens::create(store.as_ref(), new, SystemClock.now()).await.unwrap()
+    api_tokens::create(store.as_ref(), new, SystemClock.now(), None).await.unwrap()
 }
 
 fn now_secs() -> i64 {
@@ -212,7 +212,7 @@ async fn api_tokens_authenticate_until_revoked() {
     let store = s.app.as_ref().unwrap().store();
     let path = format!("/subscriptions/{SUB}/providers/Slipway.Example/virtualNetworks");
     assert_eq!(s.http.get(s.url(&path)).bearer_auth(&text).send().await.unwrap().status().as_u16(), 200);
-    api_tokens::revoke(store.as_ref(), &stored.id).await.unwrap();
+    api_tokens::revoke(store.as_ref(), &stored.id, None).await.unwrap();
     let (status, _, code, _) = error_of(s.http.get(s.url(&path)).bearer_auth(&text).send().await.unwrap()).await;
     assert_eq!((status, code.as_str()), (401, "InvalidAuthenticationToken"));
 }
@@ -418,7 +418,7 @@ async fn role_changes_end_cached_authorization_within_the_bound() {
     // Another replica removes alice's grant: this one may decide on what it read for 2 s.
     let store = s.app.as_ref().unwrap().store();
     let alice_grant = "00000000-0000-0000-0000-000000000000";
-    assert!(slipway_store::registry::delete_role_assignment(store.as_ref(), alice_grant).await.unwrap());
+    assert!(slipway_store::registry::delete_role_assignment(store.as_ref(), alice_grant, None).await.unwrap());
     assert_eq!(status(&alice).await, 200, "read less than 2 s ago: the bounded staleness");
     jump(Duration::from_millis(2001)).await;
     assert_eq!(status(&alice).await, 403, "the other replica's change is in force after the bound");

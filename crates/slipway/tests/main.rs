@@ -14,6 +14,7 @@ mod common;
 
 mod aap_e2e;
 mod actions;
+mod activity;
 mod arm_api;
 mod arm_headers;
 mod arm_poller;

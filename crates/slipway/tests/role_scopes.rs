@@ -108,7 +108,7 @@ async fn a_stored_non_canonical_scope_is_reported() {
         role: Role::Owner,
         scope: Scope::stored(&format!("/subscriptions/{B}/../{A}")),
     };
-    registry::put_role_assignment(store.as_ref(), &old, SystemClock.now()).await.unwrap();
+    registry::put_role_assignment(store.as_ref(), &old, SystemClock.now(), None).await.unwrap();
     assert_eq!(slipway_api::report_noncanonical_assignments(store.as_ref()).await.unwrap(), 1);
 }
 

@@ -73,6 +73,9 @@ poll_interval_seconds = 0.2
 [secrets]
 key_files = ["{key}"]
 
+[activity]
+sink = "{sink}"
+
 [auth]
 api_tokens = true
 admins = ["root", "bot"]
@@ -83,6 +86,7 @@ audiences = ["{AUD}"]
 "#,
             schema = schema_path.display(),
             key = key.display(),
+            sink = dir.path().join("activity.jsonl").display(),
             issuer = idp.issuer,
         ),
     )
@@ -151,6 +155,25 @@ audiences = ["{AUD}"]
     assert_eq!(status, 202);
     eventually("the delete finished", Duration::from_secs(120), async || {
         call(&http, &mut seen, http.get(url(&id, API)).bearer_auth(&jwt)).await.0 == 404
+    })
+    .await;
+    // The activity log names the secret's path, never its value; so does the SIEM export.
+    let activity =
+        url(&format!("/subscriptions/{SUB}/providers/Microsoft.Insights/eventtypes/management/values"), "2015-04-01");
+    let (status, entries) = call(&http, &mut seen, http.get(activity).bearer_auth(&api_token)).await;
+    assert_eq!(status, 200, "{entries}");
+    let create =
+        entries["value"].as_array().unwrap().iter().find(|e| e["subStatus"]["value"] == "Created").expect("the create");
+    let secret =
+        create["propertyChanges"].as_array().unwrap().iter().find(|c| c["propertyName"] == "properties.adminPassword");
+    assert_eq!(
+        secret.map(|c| (c["secret"].clone(), c.get("afterValue").is_none())),
+        Some((json!(true), true)),
+        "{create}"
+    );
+    let sink = dir.path().join("activity.jsonl");
+    eventually("the SIEM export to have the create", Duration::from_secs(20), async || {
+        std::fs::read_to_string(&sink).unwrap_or_default().contains("properties.adminPassword")
     })
     .await;
     let _ = child.kill();

@@ -15,15 +15,25 @@ use crate::{StoreError, documents};
 /// How long an activity entry is kept, by default: 90 days, as Azure's Activity Log.
 pub const DEFAULT_ACTIVITY_RETENTION: Duration = Duration::from_secs(90 * 24 * 60 * 60);
 
-/// A read of the log: one subscription's entries (or, with none, the platform's own),
-/// those the filter keeps, newest first, below a position when continuing.
+/// A read of the log: the entries of a scope the filter keeps, newest first, below a
+/// position when continuing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ActivityQuery {
-    pub subscription: Option<SubscriptionId>,
+    pub scope: ActivityScope,
     pub filter: ActivityFilter,
     /// Only entries older than this position (a page's `next`).
     pub before: Option<i64>,
     pub limit: usize,
+}
+
+/// Whose entries a read returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActivityScope {
+    Subscription(SubscriptionId),
+    /// The platform's own (API tokens).
+    Platform,
+    /// Every subscription's and the platform's: an export.
+    Everything,
 }
 
 /// Entries newest first, each with its position, and where the next page starts.
@@ -74,7 +84,8 @@ pub(crate) fn subscription_column(subscription: Option<&SubscriptionId>) -> Stri
 /// since, until, group, resource (exact, after, before), correlation id, caller, status,
 /// limit (one more than asked, to know whether a next page exists).
 pub(crate) struct ActivityParams {
-    pub(crate) subscription: String,
+    /// `None`: every subscription.
+    pub(crate) subscription: Option<String>,
     pub(crate) before: i64,
     pub(crate) since: Option<i64>,
     pub(crate) until: Option<i64>,
@@ -101,7 +112,11 @@ impl ActivityQuery {
     pub(crate) fn params(&self) -> ActivityParams {
         let f = &self.filter;
         ActivityParams {
-            subscription: subscription_column(self.subscription.as_ref()),
+            subscription: match &self.scope {
+                ActivityScope::Subscription(s) => Some(subscription_column(Some(s))),
+                ActivityScope::Platform => Some(subscription_column(None)),
+                ActivityScope::Everything => None,
+            },
             before: self.before.unwrap_or(i64::MAX),
             since: f.since.map(Timestamp::as_millis),
             until: f.until.map(Timestamp::as_millis),
@@ -127,7 +142,9 @@ impl ActivityQuery {
 macro_rules! activity_select {
     ($cast_big:literal, $cast_text:literal) => {
         concat!(
-            "SELECT id, body FROM activity WHERE subscription = $1 AND id < $2",
+            "SELECT id, body FROM activity WHERE ($1",
+            $cast_text,
+            " IS NULL OR subscription = $1) AND id < $2",
             " AND ($3",
             $cast_big,
             " IS NULL OR at >= $3) AND ($4",

@@ -44,7 +44,7 @@ mod stats;
 mod usage;
 mod walk;
 
-pub use activity::{ActivityPage, ActivityQuery, DEFAULT_ACTIVITY_RETENTION};
+pub use activity::{ActivityPage, ActivityQuery, ActivityScope, DEFAULT_ACTIVITY_RETENTION};
 pub(crate) use change::settings_lock_key;
 pub use change::{ChangeFn, ChangeRequest, Fence, SettingsRead, UsageRead, change_with};
 pub(crate) use change::{direct_children, panic_text, run_change};

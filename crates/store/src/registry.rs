@@ -7,6 +7,7 @@ use crate::entries::PutEntry;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use slipway_domain::access::{Assignee, Role, RoleAssignment, Scope};
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::subscription::{Subscription, SubscriptionState};
 use slipway_domain::{SubscriptionId, Timestamp};
 
@@ -76,7 +77,12 @@ pub async fn list_subscriptions(store: &dyn Store) -> Result<Vec<Subscription>, 
 }
 
 /// Registers or updates a subscription (its own partition).
-pub async fn put_subscription(store: &dyn Store, s: &Subscription) -> Result<(), StoreError> {
+/// `activity`: the request's activity-log entry, written in the same transaction.
+pub async fn put_subscription(
+    store: &dyn Store,
+    s: &Subscription,
+    activity: Option<ActivityEntry>,
+) -> Result<(), StoreError> {
     let Subscription { id, tenant_id, display_name, state, attributes, registered_at, updated_at } = s;
     let body = encode(&SubscriptionDocument {
         tenant_id: tenant_id.clone(),
@@ -94,7 +100,7 @@ pub async fn put_subscription(store: &dyn Store, s: &Subscription) -> Result<(),
             body: body.to_string(),
             expect: Expect::Any,
             now: *updated_at,
-            activity: None,
+            activity: activity.map(Box::new),
         })
         .await?;
     Ok(())
@@ -139,7 +145,12 @@ pub async fn get_role_assignment(store: &dyn Store, id: &str) -> Result<Option<R
 }
 
 /// Creates or replaces an assignment (ids are lowercased: they are GUIDs).
-pub async fn put_role_assignment(store: &dyn Store, a: &RoleAssignment, now: Timestamp) -> Result<(), StoreError> {
+pub async fn put_role_assignment(
+    store: &dyn Store,
+    a: &RoleAssignment,
+    now: Timestamp,
+    activity: Option<ActivityEntry>,
+) -> Result<(), StoreError> {
     let RoleAssignment { id, assignee, tenant, role, scope } = a;
     let (assignee_type, assignee) = match assignee {
         Assignee::Principal(p) => ("principal", p),
@@ -161,14 +172,18 @@ pub async fn put_role_assignment(store: &dyn Store, a: &RoleAssignment, now: Tim
             body: body.to_string(),
             expect: Expect::Any,
             now,
-            activity: None,
+            activity: activity.map(Box::new),
         })
         .await?;
     Ok(())
 }
 
-pub async fn delete_role_assignment(store: &dyn Store, id: &str) -> Result<bool, StoreError> {
-    store.delete_entry(EntryKind::RoleAssignment, &id.to_ascii_lowercase(), Expect::Any, None).await
+pub async fn delete_role_assignment(
+    store: &dyn Store,
+    id: &str,
+    activity: Option<ActivityEntry>,
+) -> Result<bool, StoreError> {
+    store.delete_entry(EntryKind::RoleAssignment, &id.to_ascii_lowercase(), Expect::Any, activity).await
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use slipway_domain::operation::ActionCall;
 use slipway_domain::resource::Snapshot;
 use slipway_domain::subscription::Intent;
 use slipway_domain::{Operation, TenantContext, admission};
-use slipway_store::change_with;
 
 use crate::handlers::guardrails::Guard;
 use slipway_types::ResourceType;
@@ -118,14 +117,15 @@ pub(crate) async fn accept(
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     let guard = Guard::new(state, &id);
     let req = guard.request(change_request(&id, &[], rctx.now));
-    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
-        if snap.resource.is_some() {
-            guard.check_locks(snap, verb)?;
-        }
-        admit(snap, &rctx)
-    })
-    .await
-    .map_err(|e| missing_as_not_found(e, &id))?;
+    let (admitted, _) = ctx
+        .change(state, req, move |snap| {
+            if snap.resource.is_some() {
+                guard.check_locks(snap, verb)?;
+            }
+            admit(snap, &rctx)
+        })
+        .await
+        .map_err(|e| missing_as_not_found(e, &id))?;
     let Admitted::Accepted { operation, .. } = admitted else { return Err(ArmError::internal()) };
     Ok(accepted(state, ctx, &operation))
 }

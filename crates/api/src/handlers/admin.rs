@@ -135,7 +135,7 @@ pub(crate) async fn subscription(state: &ApiState, ctx: &Ctx, id: &str, body: Bo
                 registered_at: existing.as_ref().map_or(now, |s| s.registered_at),
                 updated_at: now,
             };
-            registry::put_subscription(state.store.as_ref(), &s).await?;
+            ctx.logged(|a| registry::put_subscription(state.store.as_ref(), &s, a)).await?;
             if new_state == SubscriptionState::Deleted {
                 deprovision(state, ctx, &s).await?;
             }
@@ -376,7 +376,8 @@ pub(crate) async fn assignment(
                 role,
                 scope: scope.clone(),
             };
-            registry::put_role_assignment(state.store.as_ref(), &a, state.clock.now()).await?;
+            ctx.logged(|activity| registry::put_role_assignment(state.store.as_ref(), &a, state.clock.now(), activity))
+                .await?;
             forget_partition(state, &a.scope);
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
             Ok(json_response(status, assignment_body(&a)))
@@ -389,7 +390,7 @@ pub(crate) async fn assignment(
             if a.role == Role::Admin {
                 grants.require(&ctx.caller, Permission::ManagePlatform, scope, &format!("{AUTHZ}/delete"))?;
             }
-            registry::delete_role_assignment(state.store.as_ref(), &id).await?;
+            ctx.logged(|a| registry::delete_role_assignment(state.store.as_ref(), &id, a)).await?;
             forget_partition(state, &a.scope);
             Ok(json_response(StatusCode::OK, assignment_body(&a)))
         }

@@ -94,11 +94,12 @@ pub(crate) async fn group(
             limits::check_tags(&tags)?;
             let spec = GroupSpec { location, tags, managed_by: input.managed_by };
             let target = id.clone();
-            let (written, snap) = change_with(state.store.as_ref(), req, move |s| {
-                guard.check_locks(s, Verb::Write)?;
-                group::admit_group_put(s, &target, spec, &rctx)
-            })
-            .await?;
+            let (written, snap) = ctx
+                .change(state, req, move |s| {
+                    guard.check_locks(s, Verb::Write)?;
+                    group::admit_group_put(s, &target, spec, &rctx)
+                })
+                .await?;
             let status = if written == GroupWrite::Created { StatusCode::CREATED } else { StatusCode::OK };
             Ok(json_response(status, group_body(snap.resource.as_ref().ok_or_else(ArmError::internal)?)))
         }
@@ -108,26 +109,28 @@ pub(crate) async fn group(
                 limits::check_tags(tags)?;
             }
             adopt_legacy(state, ctx, &id).await?;
-            let (_, snap) = change_with(state.store.as_ref(), req, move |s| {
-                if s.resource.is_some() {
-                    guard.check_locks(s, Verb::Write)?;
-                }
-                group::admit_group_patch(s, input.tags, input.managed_by, &rctx)
-            })
-            .await
-            .map_err(|e| not_found_as_group(e, name))?;
+            let (_, snap) = ctx
+                .change(state, req, move |s| {
+                    if s.resource.is_some() {
+                        guard.check_locks(s, Verb::Write)?;
+                    }
+                    group::admit_group_patch(s, input.tags, input.managed_by, &rctx)
+                })
+                .await
+                .map_err(|e| not_found_as_group(e, name))?;
             Ok(json_response(StatusCode::OK, group_body(snap.resource.as_ref().ok_or_else(ArmError::internal)?)))
         }
         _ => {
             let target = id.clone();
             let req = req.with_children(true).with_referrers(true);
-            let (admitted, _) = change_with(state.store.as_ref(), req, move |s| {
-                if s.resource.is_some() {
-                    guard.check_delete(s, &rctx)?;
-                }
-                group::admit_group_delete(s, &target, &rctx)
-            })
-            .await?;
+            let (admitted, _) = ctx
+                .change(state, req, move |s| {
+                    if s.resource.is_some() {
+                        guard.check_delete(s, &rctx)?;
+                    }
+                    group::admit_group_delete(s, &target, &rctx)
+                })
+                .await?;
             match admitted {
                 Admitted::Accepted { operation, .. } | Admitted::InProgress { operation } => {
                     (state.on_accept)();

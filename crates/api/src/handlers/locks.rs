@@ -69,7 +69,7 @@ pub(crate) async fn locks(
         Method::GET => existing.map(|l| json_response(StatusCode::OK, lock_body(l))).ok_or_else(|| not_found(&name)),
         Method::DELETE => {
             access::check_subscription(state, &subscription, Intent::Change).await?;
-            let removed = state.store.delete_entry(EntryKind::Lock, &entry_id(&id), Expect::Any, None).await?;
+            let removed = ctx.delete_entry(state, EntryKind::Lock, &entry_id(&id), Expect::Any).await?;
             Ok(if removed { StatusCode::OK } else { StatusCode::NO_CONTENT }.into_response())
         }
         _ => {
@@ -95,9 +95,9 @@ pub(crate) async fn locks(
             // Kept in the casing it was first created with, as ARM does.
             let id = existing.map_or(id, |l| l.id.clone());
             let lock = Lock { scope: scope.clone(), id, level, notes };
-            state
-                .store
-                .put_entry(PutEntry {
+            ctx.put_entry(
+                state,
+                PutEntry {
                     kind: EntryKind::Lock,
                     id: entry_id(&lock.id),
                     partition: subscription.as_str().to_string(),
@@ -105,8 +105,9 @@ pub(crate) async fn locks(
                     expect: Expect::Any,
                     now: state.clock.now(),
                     activity: None,
-                })
-                .await?;
+                },
+            )
+            .await?;
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
             Ok(json_response(status, lock_body(&lock)))
         }

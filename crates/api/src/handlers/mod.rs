@@ -3,18 +3,21 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use slipway_domain::access::{Permission, Scope};
+use slipway_domain::activity::ActivityEntry;
 use slipway_domain::admission::{self, RequestContext};
 use slipway_domain::echo::echo;
 use slipway_domain::ids::{self, ArmId, OperationId, SubscriptionId};
 use slipway_domain::subscription::Intent;
 use slipway_domain::{Initiator, JobContext, PrincipalKind, RequestedBy, TenantContext};
 use slipway_listener::PeerAddr;
+use slipway_store::{ChangeRequest, EntryKind, Expect, PutEntry, change_with};
 use slipway_types::{JOBS_SEGMENT, ResourceType};
 
 use self::actions::post_action;
@@ -24,9 +27,10 @@ use self::resources::{ListScope, Visible, delete_resource, get_resource, list, p
 use crate::edge::{self, Caller};
 use crate::error::ArmError;
 use crate::route::{self, Route, RouteError};
-use crate::{ApiState, access};
+use crate::{ApiState, access, activity};
 
 pub(crate) mod actions;
+mod activity_log;
 mod admin;
 mod audit;
 mod body;
@@ -55,9 +59,80 @@ pub(crate) struct Ctx {
     pub query: HashMap<String, String>,
     pub base: String,
     pub caller: Caller,
+    /// The request's activity-log entry (none for a request that changes nothing), and
+    /// whether a committed change already wrote it.
+    activity: Option<ActivityEntry>,
+    activity_written: AtomicBool,
 }
 
 impl Ctx {
+    /// Runs a change of the request's own that writes its activity entry in its transaction
+    /// (`ChangeRequest::with_activity`): once it commits, the answer records none.
+    pub(crate) async fn change<R, F>(
+        &self,
+        state: &ApiState,
+        req: ChangeRequest,
+        f: F,
+    ) -> Result<(R, slipway_domain::Snapshot), slipway_store::StoreError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut slipway_domain::Snapshot) -> Result<R, admission::Rejection> + Send + 'static,
+    {
+        let req = match &self.activity {
+            Some(entry) => req.with_activity(entry.clone()),
+            None => req,
+        };
+        let changed = change_with(state.store.as_ref(), req, f).await;
+        if changed.is_ok() {
+            self.activity_written.store(true, Ordering::Relaxed);
+        }
+        changed
+    }
+
+    /// Runs a registry write that takes the request's activity entry into its transaction
+    /// (`None` when the request records none); once it succeeded, the answer records none.
+    pub(crate) async fn logged<T, E, Fut>(&self, write: impl FnOnce(Option<ActivityEntry>) -> Fut) -> Result<T, E>
+    where
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let done = write(self.activity.clone()).await;
+        if done.is_ok() {
+            self.activity_written.store(true, Ordering::Relaxed);
+        }
+        done
+    }
+
+    /// Writes a registry entry with the request's activity entry in its transaction.
+    pub(crate) async fn put_entry(
+        &self,
+        state: &ApiState,
+        put: PutEntry,
+    ) -> Result<slipway_store::Entry, slipway_store::StoreError> {
+        self.logged(|activity| state.store.put_entry(PutEntry { activity: activity.map(Box::new), ..put })).await
+    }
+
+    /// Removes a registry entry with the request's activity entry in its transaction.
+    pub(crate) async fn delete_entry(
+        &self,
+        state: &ApiState,
+        kind: EntryKind,
+        id: &str,
+        expect: Expect,
+    ) -> Result<bool, slipway_store::StoreError> {
+        self.logged(|activity| state.store.delete_entry(kind, id, expect, activity)).await
+    }
+
+    /// The request's activity entry when no change wrote it, settled by its answer.
+    fn unwritten_activity(&self, status: StatusCode, error: Option<(String, String)>) -> Option<ActivityEntry> {
+        if self.activity_written.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut entry = self.activity.clone()?;
+        entry.status = status.as_u16();
+        entry.error = error;
+        Some(entry)
+    }
+
     fn header(&self, name: &str) -> &str {
         self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
     }
@@ -155,14 +230,33 @@ async fn respond(state: Arc<ApiState>, req: Request<Body>) -> Response {
     let query =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     let base = edge::base_url(&state.edge, &parts.headers, peer, if state.edge.tls { "https" } else { "http" });
-    let ctx = Ctx { base, method: parts.method, headers: parts.headers, query, caller };
     let path = parts.uri.path();
-    let resp = match dispatch(&state, &ctx, path, body).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let request_id = parts.extensions.get::<crate::RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
+    let activity = route::parse(path).ok().and_then(|r| activity::describe(&r, &parts.method, path)).map(|named| {
+        let origin = activity::Origin { headers: &parts.headers, address: client, request_id };
+        let uri = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or(path);
+        activity::draft(&caller, &parts.method, uri, named, &origin, state.clock.now())
+    });
+    let ctx = Ctx {
+        base,
+        method: parts.method,
+        headers: parts.headers,
+        query,
+        caller,
+        activity,
+        activity_written: AtomicBool::new(false),
     };
+    let (resp, error) = match dispatch(&state, &ctx, path, body).await {
+        Ok(r) => (r, None),
+        Err(e) => {
+            let error = (e.body.code.clone(), e.body.message.clone());
+            (e.into_response(), Some(error))
+        }
+    };
+    if let Some(entry) = ctx.unwritten_activity(resp.status(), error) {
+        state.activity.record(entry);
+    }
     if ctx.method != Method::GET {
-        let request_id = parts.extensions.get::<crate::RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
         audit::record(&ctx, path, &resp, request_id);
     }
     let mut resp = resp;
@@ -306,6 +400,7 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
             let op = find_operation(state, ctx, &subscription, &id, Permission::Read).await?;
             operation_result(state, ctx, &op).await
         }
+        Route::Activity { subscription } => activity_log::activity(state, ctx, path, subscription.as_deref()).await,
         Route::Subscriptions => admin::list_subscriptions(state, ctx).await,
         Route::Subscription(id) => admin::subscription(state, ctx, &id, body).await,
         Route::RoleAssignments { scope, id: None } => admin::list_assignments(state, ctx, &scope).await,

@@ -6,7 +6,7 @@ use slipway_domain::access::{Permission, Scope};
 use slipway_domain::ids::{ArmId, OperationId, SubscriptionId};
 use slipway_domain::operation::is_visible_to;
 use slipway_domain::{Operation, OperationRequest, PrincipalKind, ProvisioningState, admission};
-use slipway_store::{ChangeRequest, change_with};
+use slipway_store::ChangeRequest;
 
 use crate::error::ArmError;
 use crate::handlers::resources::get_resource;
@@ -112,11 +112,12 @@ pub(crate) async fn cancel_operation(
     let now = state.clock.now();
     let req = ChangeRequest::new(op.resource_key.clone(), now).with_operation(&op.subscription, op.id.clone());
     let op_id = op.id.clone();
-    let (canceled, _) = change_with(state.store.as_ref(), req, move |snap| match force {
-        true => admission::admit_force_cancel(snap, &op_id, now),
-        false => admission::admit_cancel(snap, &op_id, now),
-    })
-    .await?;
+    let (canceled, _) = ctx
+        .change(state, req, move |snap| match force {
+            true => admission::admit_force_cancel(snap, &op_id, now),
+            false => admission::admit_cancel(snap, &op_id, now),
+        })
+        .await?;
     (state.on_accept)();
     let mut resp = status_response(state, &canceled);
     *resp.status_mut() = StatusCode::ACCEPTED;

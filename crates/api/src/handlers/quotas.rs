@@ -196,9 +196,9 @@ async fn set_limit(
         grants.require(&ctx.caller, Permission::ManagePlatform, &scope.access_scope(), action)?;
     }
     let expect = stored.map_or(Expect::Absent, |e| Expect::Version(e.version));
-    state
-        .store
-        .put_entry(PutEntry {
+    ctx.put_entry(
+        state,
+        PutEntry {
             kind: EntryKind::QuotaLimit,
             id,
             partition: subscription.as_str().to_string(),
@@ -206,8 +206,9 @@ async fn set_limit(
             expect,
             now: state.clock.now(),
             activity: None,
-        })
-        .await?;
+        },
+    )
+    .await?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use slipway_domain::locks::Verb;
 use slipway_domain::reference::{self, Reference};
 use slipway_domain::resource::{Snapshot, Spec};
 use slipway_domain::{CloudError, OperationRequest, ResourceRecord, TenantContext, TypeKey, admission, group};
-use slipway_store::{ChangeRequest, ListQuery, StoreError, change_with, reference_walk};
+use slipway_store::{ChangeRequest, ListQuery, StoreError, reference_walk};
 use slipway_types::ResourceType;
 
 use crate::error::ArmError;
@@ -146,7 +146,7 @@ async fn admit_put_in_group(
         .metered_request(change_request(id, &references, rctx.now).with_related(walked.clone()).with_related(group));
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
-    change_with(state.store.as_ref(), req, move |snap| {
+    ctx.change(state, req, move |snap| {
         check_preconditions(&pre, snap, &checked)?;
         guard.check_locks(snap, Verb::Write)?;
         group::check_group(snap, &target)?;
@@ -202,60 +202,61 @@ pub(crate) async fn patch_resource(
     let target = id.clone();
     let pre = Preconditions::from_headers(&ctx.headers);
     let checked = ty.clone();
-    let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
-        check_preconditions(&pre, snap, &checked)?;
-        if snap.resource.is_some() {
-            guard.check_locks(snap, Verb::Write)?;
-        }
-        let patch = match (&sealer, patch) {
-            (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
-            (_, p) => p,
-        };
-        let mut findings = Vec::new();
-        admission::admit_shaped_patch(
-            snap,
-            input.tags,
-            patch.as_ref(),
-            |props| {
-                let opened = match &sealer {
-                    Some(sealer) => sealer.open(props)?,
-                    None => props.clone(),
-                };
-                validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))
-            },
-            |snap, spec| {
-                let asked = spec.properties.clone();
-                findings = guard.admit_policies(snap, spec, &rctx)?;
-                if spec.properties != asked {
-                    let opened = match &sealer {
-                        Some(sealer) => sealer.open(&spec.properties)?,
-                        None => spec.properties.clone(),
-                    };
-                    validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))?;
-                }
-                Ok(())
-            },
-            &rctx,
-        )
-        .and_then(|admitted| {
-            record_findings(snap, std::mem::take(&mut findings));
-            let merged = snap.resource.as_ref().map(|r| r.spec.properties.clone()).unwrap_or_default();
-            let references = referrer
-                .references_in(&merged, &target.subscription)
-                .map_err(|e| admission::Rejection::Invalid(e.0))?;
-            if reference::related_keys(&target, &references).iter().any(|k| !loaded.contains(k)) {
-                return Err(admission::Rejection::Conflict {
-                    message: "The resource changed while the request was processed; retry it".into(),
-                    target: target.to_string(),
-                });
+    let (admitted, snap) = ctx
+        .change(state, req, move |snap| {
+            check_preconditions(&pre, snap, &checked)?;
+            if snap.resource.is_some() {
+                guard.check_locks(snap, Verb::Write)?;
             }
-            reference::record(snap, &target, references, &walked)?;
-            guard.charge(snap)?;
-            Ok(admitted)
+            let patch = match (&sealer, patch) {
+                (Some(sealer), Some(p)) => Some(sealer.seal(&p, snap.resource.as_ref())?),
+                (_, p) => p,
+            };
+            let mut findings = Vec::new();
+            admission::admit_shaped_patch(
+                snap,
+                input.tags,
+                patch.as_ref(),
+                |props| {
+                    let opened = match &sealer {
+                        Some(sealer) => sealer.open(props)?,
+                        None => props.clone(),
+                    };
+                    validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))
+                },
+                |snap, spec| {
+                    let asked = spec.properties.clone();
+                    findings = guard.admit_policies(snap, spec, &rctx)?;
+                    if spec.properties != asked {
+                        let opened = match &sealer {
+                            Some(sealer) => sealer.open(&spec.properties)?,
+                            None => spec.properties.clone(),
+                        };
+                        validator.validate(&opened).map_err(|e| admission::Rejection::Invalid(e.0))?;
+                    }
+                    Ok(())
+                },
+                &rctx,
+            )
+            .and_then(|admitted| {
+                record_findings(snap, std::mem::take(&mut findings));
+                let merged = snap.resource.as_ref().map(|r| r.spec.properties.clone()).unwrap_or_default();
+                let references = referrer
+                    .references_in(&merged, &target.subscription)
+                    .map_err(|e| admission::Rejection::Invalid(e.0))?;
+                if reference::related_keys(&target, &references).iter().any(|k| !loaded.contains(k)) {
+                    return Err(admission::Rejection::Conflict {
+                        message: "The resource changed while the request was processed; retry it".into(),
+                        target: target.to_string(),
+                    });
+                }
+                reference::record(snap, &target, references, &walked)?;
+                guard.charge(snap)?;
+                Ok(admitted)
+            })
         })
-    })
-    .await
-    .map_err(|e| missing_as_not_found(e, &id))?;
+        .await
+        .map_err(|e| missing_as_not_found(e, &id))?;
     respond_to_write(state, ctx, &ty, admitted, snap.resource.as_ref())
 }
 
@@ -337,15 +338,16 @@ pub(crate) async fn delete_resource(
     let guard = Guard::new(state, &id);
     let req = guard.request(change_request(&id, &[], rctx.now).with_referrers(true).with_children(force));
     let pre = Preconditions::from_headers(&ctx.headers);
-    let (admitted, snap) = change_with(state.store.as_ref(), req, move |snap| {
-        check_preconditions(&pre, snap, &ty)?;
-        if snap.resource.is_some() {
-            guard.check_delete(snap, &rctx)?;
-        }
-        reference::check_not_in_use(snap)?;
-        if force { admission::admit_force_delete(snap, &rctx) } else { admission::admit_delete(snap, &rctx) }
-    })
-    .await?;
+    let (admitted, snap) = ctx
+        .change(state, req, move |snap| {
+            check_preconditions(&pre, snap, &ty)?;
+            if snap.resource.is_some() {
+                guard.check_delete(snap, &rctx)?;
+            }
+            reference::check_not_in_use(snap)?;
+            if force { admission::admit_force_delete(snap, &rctx) } else { admission::admit_delete(snap, &rctx) }
+        })
+        .await?;
     if force && let Some(res) = &snap.resource {
         // What ran, for the audit trail: the record (and its job history) goes with the delete.
         let link = |job: &slipway_domain::Job| crate::JobRef::of(job).and_then(|r| state.jobs.link(&r));

@@ -17,7 +17,7 @@ use slipway_domain::ids::{ArmId, SubscriptionId};
 use slipway_domain::locks::Verb;
 use slipway_domain::subscription::Intent;
 use slipway_domain::tags::{Tags, TagsChange, admit_tags};
-use slipway_store::{ChangeRequest, StoreError, change_with};
+use slipway_store::{ChangeRequest, StoreError};
 
 use crate::error::ArmError;
 use crate::handlers::body::json_body;
@@ -88,17 +88,18 @@ pub(crate) async fn tags(state: &ApiState, ctx: &Ctx, target: ArmId, body: Body)
     let guard = Guard::new(state, &target);
     let req = guard.request(ChangeRequest::new(target.key(), rctx.now));
     let check = |tags: &Tags| limits::check_tags(tags).map_err(|e| Rejection::Invalid(e.body));
-    let (tags, _) = change_with(state.store.as_ref(), req, move |s| {
-        if s.resource.is_some() {
-            guard.check_locks(s, Verb::Write)?;
-        }
-        admit_tags(s, &change, check, &rctx)
-    })
-    .await
-    .map_err(|e| match e {
-        StoreError::Rejected(Rejection::NotFound) => not_found(&target),
-        other => other.into(),
-    })?;
+    let (tags, _) = ctx
+        .change(state, req, move |s| {
+            if s.resource.is_some() {
+                guard.check_locks(s, Verb::Write)?;
+            }
+            admit_tags(s, &change, check, &rctx)
+        })
+        .await
+        .map_err(|e| match e {
+            StoreError::Rejected(Rejection::NotFound) => not_found(&target),
+            other => other.into(),
+        })?;
     Ok(json_response(StatusCode::OK, tags_body(&target, &tags)))
 }
 

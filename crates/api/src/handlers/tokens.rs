@@ -116,7 +116,7 @@ pub(crate) async fn api_tokens(
         }
         Some(id) if write => {
             managed(state, &authority, id).await?;
-            api_tokens::revoke(state.store.as_ref(), id).await?;
+            ctx.logged(|a| api_tokens::revoke(state.store.as_ref(), id, a)).await?;
             Ok(StatusCode::OK.into_response())
         }
         Some(id) => Ok(json_response(StatusCode::OK, token_body(&managed(state, &authority, id).await?, None))),
@@ -192,7 +192,7 @@ async fn create(state: &ApiState, ctx: &Ctx, authority: &Authority, post: TokenP
             return Err(access::forbidden(&ctx.caller, &format!("{TOKENS}/write"), &scope));
         }
     }
-    let (text, token) = api_tokens::create(state.store.as_ref(), new, state.clock.now()).await?;
+    let (text, token) = ctx.logged(|a| api_tokens::create(state.store.as_ref(), new, state.clock.now(), a)).await?;
     let mut resp = json_response(StatusCode::CREATED, token_body(&token, Some(&text)));
     // The one answer that holds the secret: no cache keeps it.
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -15,7 +15,6 @@ use slipway_domain::ids::ArmId;
 use slipway_domain::locks::Verb;
 use slipway_domain::whatif::WhatIf;
 use slipway_domain::{admission, reference};
-use slipway_store::change_with;
 use slipway_types::ResourceType;
 
 use crate::error::ArmError;
@@ -88,23 +87,24 @@ pub(crate) async fn post_what_if(state: &ApiState, ctx: &Ctx, id: ArmId, body: B
     let sealer = Sealer::of(state, &ty)?;
     let target = id.clone();
     let kind = ty.kind.clone();
-    let (admitted, _) = change_with(state.store.as_ref(), req, move |snap| {
-        let (spec, guardrails) = match proposal {
-            Some(mut p) => {
-                reference::check_all(snap, &target, &p.references, &p.walked)?;
-                let guardrails = guard.what_if(snap, Some(&mut p.spec), &kind, &rctx);
-                if let Some(sealer) = &sealer {
-                    p.spec.properties = sealer.seal(&p.spec.properties, snap.resource.as_ref())?;
+    let (admitted, _) = ctx
+        .change(state, req, move |snap| {
+            let (spec, guardrails) = match proposal {
+                Some(mut p) => {
+                    reference::check_all(snap, &target, &p.references, &p.walked)?;
+                    let guardrails = guard.what_if(snap, Some(&mut p.spec), &kind, &rctx);
+                    if let Some(sealer) = &sealer {
+                        p.spec.properties = sealer.seal(&p.spec.properties, snap.resource.as_ref())?;
+                    }
+                    (Some(p.spec), guardrails)
                 }
-                (Some(p.spec), guardrails)
-            }
-            None => (None, guard.what_if(snap, None, &kind, &rctx)),
-        };
-        let absent = snap.resource.is_none().then(|| (spec.clone(), guardrails.clone()));
-        Ok((admission::admit_what_if(snap, &target, spec, guardrails, &rctx)?, absent))
-    })
-    .await
-    .map_err(|e| missing_as_not_found(e, &id))?;
+                None => (None, guard.what_if(snap, None, &kind, &rctx)),
+            };
+            let absent = snap.resource.is_none().then(|| (spec.clone(), guardrails.clone()));
+            Ok((admission::admit_what_if(snap, &target, spec, guardrails, &rctx)?, absent))
+        })
+        .await
+        .map_err(|e| missing_as_not_found(e, &id))?;
     match admitted {
         (Admitted::Accepted { operation, .. }, _) => Ok(accepted(state, ctx, &operation)),
         (Admitted::Absent, Some((Some(after), guardrails))) => {

@@ -88,6 +88,9 @@ pub struct Config {
     /// Quota meters and their default limits.
     #[serde(default)]
     pub quota: QuotaConfig,
+    /// The activity log's export.
+    #[serde(default)]
+    pub activity: ActivityConfig,
     /// The platform's policy definitions.
     #[serde(default)]
     pub policy: PolicyConfig,

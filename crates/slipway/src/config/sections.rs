@@ -158,6 +158,8 @@ pub struct StoreConfig {
     pub operation_ttl_seconds: u64,
     /// How long a change's events stay in the event feed; a reader further behind starts over.
     pub event_retention_seconds: u64,
+    /// How long the activity log keeps an entry.
+    pub activity_retention_days: u64,
     /// PostgreSQL: keep the tables in this schema (created if missing).
     pub schema: Option<String>,
     /// PostgreSQL: connections per replica.
@@ -181,6 +183,7 @@ impl Default for StoreConfig {
             synchronous: "full".into(),
             operation_ttl_seconds: slipway_store::DEFAULT_OPERATION_TTL.as_secs(),
             event_retention_seconds: slipway_store::DEFAULT_EVENT_RETENTION.as_secs(),
+            activity_retention_days: slipway_store::DEFAULT_ACTIVITY_RETENTION.as_secs() / 86_400,
             schema: None,
             pool_size: PostgresOptions::DEFAULT_POOL_SIZE,
             statement_timeout_seconds: PostgresOptions::DEFAULT_STATEMENT_TIMEOUT.as_secs(),
@@ -299,4 +302,13 @@ impl NotificationsConfig {
 pub struct SecretsConfig {
     /// Files of 32 random bytes as 64 hex digits or base64 (`openssl rand -hex 32`), mode 0600.
     pub key_files: Vec<PathBuf>,
+}
+
+/// `[activity]`: the activity log's export for a SIEM.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActivityConfig {
+    /// `stdout`, or a file (relative: in the data directory) every entry recorded while
+    /// Slipway runs is appended to, one JSON line each; unset: no export.
+    pub sink: Option<String>,
 }

@@ -69,6 +69,8 @@ pub struct Plan {
     pub quotas: QuotaBook,
     /// The admission policies' aliases and the platform's definitions.
     pub admission_policies: slipway_api::PolicyCatalog,
+    /// Where the activity log is exported, if anywhere.
+    pub activity_sink: Option<crate::activity_sink::SinkTarget>,
     /// What `serve` only logs: playbooks a type's jobs need that are missing (a tenant's job
     /// would fail on one). `check-config` refuses them.
     pub warnings: Vec<Problem>,
@@ -102,6 +104,7 @@ impl Plan {
         let quotas = types.as_ref().map(|(registry, _)| guardrails::quotas(config, registry, &mut found));
         let admission_policies = types.as_ref().map(|(registry, _)| guardrails::policies(config, registry, &mut found));
         let keyring = types::keyring(config, &mut found);
+        let activity_sink = activity_sink(config, &mut found);
         let (
             Some(api),
             Some(listener),
@@ -116,6 +119,7 @@ impl Plan {
             Some(keyring),
             Some(quotas),
             Some(admission_policies),
+            Some(activity_sink),
         ) = (
             api,
             listener,
@@ -130,6 +134,7 @@ impl Plan {
             keyring,
             quotas,
             admission_policies,
+            activity_sink,
         )
         else {
             return found.finish(None);
@@ -153,6 +158,7 @@ impl Plan {
             policies,
             quotas,
             admission_policies,
+            activity_sink,
             warnings: missing_playbooks(config),
         };
         found.finish(Some(plan))
@@ -183,6 +189,22 @@ impl StorePlan {
     }
 }
 
+/// `[activity] sink`: `stdout`, or a file in the data directory.
+fn activity_sink(config: &Config, found: &mut Found) -> Option<Option<crate::activity_sink::SinkTarget>> {
+    use crate::activity_sink::SinkTarget;
+    match config.activity.sink.as_deref() {
+        None => Some(None),
+        Some("stdout") => Some(Some(SinkTarget::Stdout)),
+        Some("") => {
+            found.add("activity.sink = '': use stdout or a file path");
+            None
+        }
+        Some(path) => found
+            .ok(config.in_data_dir(Path::new(path)).map_err(|e| format!("activity.sink = '{path}': {e}")))
+            .map(|p| Some(SinkTarget::File(p))),
+    }
+}
+
 fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
@@ -193,6 +215,9 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
     let operation_ttl = Duration::from_secs(s.operation_ttl_seconds);
     let event_retention =
         Duration::from_secs(found.at_least("store.event_retention_seconds", s.event_retention_seconds, 60));
+    let activity_retention = Duration::from_secs(
+        found.at_least("store.activity_retention_days", s.activity_retention_days, 1).saturating_mul(86_400),
+    );
     let tls = found.ok(config.store_tls());
     if is_postgres(url) {
         let mut options = PostgresOptions::new(url);
@@ -201,6 +226,7 @@ fn store(config: &Config, found: &mut Found) -> Option<StorePlan> {
         options.statement_timeout = Duration::from_secs(s.statement_timeout_seconds);
         options.operation_ttl = operation_ttl;
         options.event_retention = event_retention;
+        options.activity_retention = activity_retention;
         options.pooler = match s.pooler.as_str() {
             "none" => Pooler::None,
             "session" => Pooler::Session,

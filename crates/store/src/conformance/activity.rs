@@ -6,7 +6,7 @@
 use slipway_domain::activity::{ActivityCaller, ActivityEntry, ActivityFilter, ActivityStatus, RequestInfo};
 
 use super::*;
-use crate::{ActivityQuery, EntryKind, Expect, PutEntry};
+use crate::{ActivityQuery, ActivityScope, EntryKind, Expect, PutEntry};
 
 fn entry(subscription: Option<&str>, target: &str, method: &str, at_ms: i64) -> ActivityEntry {
     ActivityEntry {
@@ -33,7 +33,11 @@ fn entry(subscription: Option<&str>, target: &str, method: &str, at_ms: i64) -> 
 }
 
 fn query(subscription: Option<&str>, filter: ActivityFilter) -> ActivityQuery {
-    ActivityQuery { subscription: subscription.map(SubscriptionId::new), filter, before: None, limit: 100 }
+    let scope = match subscription {
+        Some(s) => ActivityScope::Subscription(SubscriptionId::new(s)),
+        None => ActivityScope::Platform,
+    };
+    ActivityQuery { scope, filter, before: None, limit: 100 }
 }
 
 async fn read(store: &dyn Store, subscription: Option<&str>, filter: ActivityFilter) -> Vec<ActivityEntry> {
@@ -126,6 +130,9 @@ pub async fn case_activity_is_filtered_and_paged(store: &dyn Store) {
     let all = ActivityFilter::default();
     assert_eq!(times(read(store, Some("sub-a3"), all.clone()).await), [5, 4, 3, 2, 1, 0]);
     assert_eq!(times(read(store, None, all.clone()).await), [9], "the platform's own entries apart");
+    let everything = ActivityQuery { scope: ActivityScope::Everything, ..query(None, all.clone()) };
+    let exported = store.activity(&everything).await.expect("export").items;
+    assert!(exported.len() >= 8, "every subscription's and the platform's: {}", exported.len());
     let f = |text: &str| ActivityFilter::parse(text).expect("filter");
     let group_filter = f("resourceGroupName eq 'rg1'");
     assert_eq!(times(read(store, Some("sub-a3"), group_filter).await), [4, 3, 1, 0]);

@@ -87,7 +87,7 @@ pub(crate) async fn policy(
             if collection == PolicyCollection::Definitions {
                 in_use(state, &subscription, &id).await?;
             }
-            let removed = state.store.delete_entry(kind, &id.to_ascii_lowercase(), Expect::Any, None).await?;
+            let removed = ctx.delete_entry(state, kind, &id.to_ascii_lowercase(), Expect::Any).await?;
             Ok(if removed { StatusCode::OK } else { StatusCode::NO_CONTENT }.into_response())
         }
         _ => {
@@ -103,9 +103,9 @@ pub(crate) async fn policy(
             let properties = checked(state, collection, &subscription, &scope, &path, &id, properties).await?;
             let scope_path = (collection != PolicyCollection::Definitions).then_some(path.as_str());
             let entry = Stored { id: id.clone(), scope: scope_path.map(str::to_string), properties };
-            state
-                .store
-                .put_entry(PutEntry {
+            ctx.put_entry(
+                state,
+                PutEntry {
                     kind,
                     id: id.to_ascii_lowercase(),
                     partition: subscription.as_str().to_string(),
@@ -113,8 +113,9 @@ pub(crate) async fn policy(
                     expect: Expect::Any,
                     now: state.clock.now(),
                     activity: None,
-                })
-                .await?;
+                },
+            )
+            .await?;
             let status = if existing.is_some() { StatusCode::OK } else { StatusCode::CREATED };
             Ok(json_response(status, body_of(collection, &entry)))
         }
