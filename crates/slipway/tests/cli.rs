@@ -417,6 +417,62 @@ async fn the_event_feed_is_read_and_followed() {
     follower.kill().await.unwrap();
 }
 
+/// The activity log through the CLI: who changed what, filtered by status and resource,
+/// and followed as requests are recorded — a refusal included.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_activity_log_is_read_filtered_and_followed() {
+    use tokio::io::AsyncBufReadExt;
+    let s = TestServer::start().await;
+    let cli = Cli::new(&s.base);
+    cli.run(&["resource", "put", "-t", VNET, "-n", "act1", "--set", "addressSpace=10.0.0.0/16"]).await.expect(0);
+    let read = cli.run(&["activity", "--since", "1h", "-o", "json"]).await.expect(0).json();
+    let operations: Vec<&str> =
+        read.as_array().unwrap().iter().map(|e| e["operationName"]["value"].as_str().unwrap()).collect();
+    assert_eq!(operations, ["Slipway.Example/virtualNetworks/write"], "{read}");
+    assert!(
+        read[0]["properties"]["userAgent"].as_str().unwrap().starts_with("slipway"),
+        "the CLI names itself: {read}"
+    );
+    let table = cli.run(&["activity"]).await.expect(0).stdout;
+    assert!(table.contains("virtualNetworks/write") && table.contains("Created"), "{table}");
+    let id = rid("virtualNetworks", "act1");
+    assert_eq!(
+        cli.run(&["activity", "--resource", &id, "-o", "json"]).await.expect(0).json().as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        cli.run(&["activity", "--status", "Failed", "-o", "json"]).await.expect(0).json(),
+        serde_json::json!([])
+    );
+    assert_eq!(cli.run(&["activity", "--since", "yesterday"]).await.code, 2, "a bad --since is a usage error");
+
+    let mut follower = cli
+        .command(env!("CARGO_BIN_EXE_slipway"), &["activity", "-f", "--since", "1h", "-o", "json"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("follow");
+    let mut lines = tokio::io::BufReader::new(follower.stdout.take().unwrap()).lines();
+    // A refused write (a property the schema refuses) is recorded too.
+    cli.run(&["resource", "put", "-t", VNET, "-n", "act2", "--set", "addressSpace=5"]).await;
+    let mut seen = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let entry: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            seen.push(entry["resourceId"].as_str().unwrap().to_string());
+            if entry["status"]["value"] == "Failed" {
+                assert_eq!(entry["resourceId"], rid("virtualNetworks", "act2"));
+                return;
+            }
+        }
+        panic!("the follower stopped: {seen:?}");
+    })
+    .await
+    .expect("the refusal, followed");
+    assert_eq!(seen.first(), Some(&id), "the earlier entry first: {seen:?}");
+    follower.kill().await.unwrap();
+}
+
 /// The guardrails through the CLI: usage beside limits, a limit set, a lock that refuses a
 /// delete — the refusal naming the lock — and a policy from a file, assigned and found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

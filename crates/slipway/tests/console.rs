@@ -296,6 +296,11 @@ async fn the_guardrails_show_where_they_apply_and_say_why_a_create_was_refused()
     assert!(b.text("#policy-findings").await.contains("audit"), "what the policies found");
     b.assert_clean("resource guardrails").await;
     b.screenshot("resource-guardrails").await;
+    // Its history: who changed what, the newest change's properties before and after.
+    let history = b.text("#history").await;
+    assert!(history.contains("write") && history.contains("Created") && history.contains("Accepted"), "{history}");
+    assert!(b.text("#history li:first-child table.diff").await.contains("tags.env"), "the PATCH's diff: {history}");
+    b.screenshot("resource-history").await;
     b.goto(&format!("{}/ui/subscriptions/{SUB}/resourceGroups/web", s.base)).await;
     b.submit("#create", &[("type", VNETS)]).await;
     b.submit("#create-form", &[("name", "net2"), ("p.addressSpace", "10.1.0.0/16")]).await;

@@ -1,5 +1,6 @@
 //! The client subcommands, one module per noun; `run` dispatches.
 
+pub mod activity;
 pub mod body;
 pub mod events;
 pub mod generate;
@@ -48,6 +49,8 @@ pub enum ClientCommand {
     },
     /// The event feed: what changed, in order, from a cursor; `-f` follows it.
     Events(events::EventsArgs),
+    /// The activity log: who changed what and what was refused; `-f` follows it.
+    Activity(activity::ActivityArgs),
     /// A resource at a glance: spec, outputs, state, its latest jobs and errors, its children.
     Describe {
         #[command(flatten)]
@@ -95,6 +98,7 @@ pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Co
         ClientCommand::Policy(c) => guardrails::policy(&ctx, c).await,
         ClientCommand::Op(c) => op::run(&ctx, c).await,
         ClientCommand::Events(args) => events::run(&ctx, args).await,
+        ClientCommand::Activity(args) => activity::run(&ctx, args).await,
         ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,
         ClientCommand::Describe { resource } => inspect::describe(&ctx, &resource).await,
         ClientCommand::Token(c) => platform::token(&ctx, c).await,

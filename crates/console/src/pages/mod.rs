@@ -3,6 +3,7 @@
 
 mod create;
 mod group;
+mod history;
 mod lists;
 mod operation;
 mod resource;

@@ -138,6 +138,7 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         .map(|r| json!({"name": r["name"], "type": r["type"], "href": resource_href(r["id"].as_str().unwrap_or_default())}))
         .collect();
     let guardrails = guardrails(&console, &visit, &path).await;
+    let activity = super::history::history(&console, &visit, &id.subscription, &path).await;
     let mut properties = res["properties"].as_object().cloned().unwrap_or_default();
     let state = properties.remove("provisioningState").unwrap_or(Value::Null);
     // What the last drift check found is the server's, not the spec's.
@@ -179,6 +180,7 @@ pub(crate) async fn resource(State(console): State<Arc<Console>>, visit: Visit, 
         "live": !matches!(state.as_str(), Some("Succeeded" | "Failed" | "Canceled")),
         "locks": guardrails.0,
         "findings": guardrails.1,
+        "history": activity,
     });
     let page = Page::new("resource.html", format!("{} {}", ty.type_name, id.name)).crumbs(resource_crumbs(&id));
     console.render(&visit, page, data)

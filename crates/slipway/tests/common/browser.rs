@@ -141,9 +141,13 @@ impl Browser {
         found.click().await.unwrap();
     }
 
-    /// Fills the form `css` finds (`(name, value)` pairs) and submits it.
+    /// Fills the form `css` finds (`(name, value)` pairs), once there is one — the page the
+    /// last submit led to may still be loading — and submits it.
     pub async fn submit(&self, css: &str, fields: &[(&str, &str)]) {
-        let form = self.client.form(Locator::Css(css)).await.unwrap_or_else(|e| panic!("find {css}: {e}"));
+        let form = eventually(&format!("{css} is on the page"), Duration::from_secs(10), async || {
+            self.client.form(Locator::Css(css)).await.map_err(|e| e.to_string())
+        })
+        .await;
         for (name, value) in fields {
             form.set_by_name(name, value).await.unwrap_or_else(|e| panic!("{css} {name}: {e}"));
         }
