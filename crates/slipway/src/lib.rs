@@ -3,7 +3,8 @@
 //! ephemeral port.
 //!
 //! Modules: `config` (the file and its overrides), `plan` (every option, checked), `app`
-//! (running a plan), `check` (`check-config`), `backup` and `restore`. Imports go one way:
+//! (running a plan), `activity_sink` (the activity log's export), `check` (`check-config`),
+//! `backup` and `restore`. Imports go one way:
 //! `app` and `check` → `plan` → `config`.
 
 pub mod activity_sink;

@@ -286,3 +286,71 @@ async fn kill_9_during_a_dependency_wait_and_a_cascade() {
     node.child.kill().unwrap();
     node.child.wait().unwrap();
 }
+
+/// The activity log across a SIGKILL in the middle of a burst of creates
+/// (docs/governance.md#the-activity-log): after a restart, the creates the log records are
+/// exactly the resources that exist — each once — whichever answers the client got before
+/// the kill; every create answered `201` is among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_burst_leaves_an_activity_entry_exactly_per_committed_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let config = write_config(dir.path(), port);
+    let http = reqwest::Client::new();
+    let mut node = start_node(dir.path(), &config, port, 1).await;
+    let answered = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut burst = tokio::task::JoinSet::new();
+    for i in 0..80 {
+        let (http, base, answered) = (http.clone(), node.base.clone(), answered.clone());
+        burst.spawn(async move {
+            let name = format!("net{i}");
+            let body = json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16"}});
+            if let Ok(r) = http.put(url(&base, &rid("virtualNetworks", &name))).json(&body).send().await
+                && r.status().as_u16() == 201
+            {
+                answered.lock().unwrap().push(name);
+            }
+        });
+    }
+    eventually("some creates answered", T, async || answered.lock().unwrap().len() >= 10).await;
+    node.child.kill().unwrap(); // SIGKILL, with creates still in flight
+    node.child.wait().unwrap();
+    while burst.join_next().await.is_some() {}
+    let answered: Vec<String> = answered.lock().unwrap().clone();
+
+    let mut node = start_node(dir.path(), &config, port, 2).await;
+    let mut resources = Vec::new();
+    let mut next =
+        Some(url(&node.base, &format!("/subscriptions/{}/providers/Slipway.Example/virtualNetworks", common::SUB)));
+    while let Some(page_url) = next {
+        let page: Value = http.get(&page_url).send().await.unwrap().json().await.unwrap();
+        resources.extend(page["value"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()));
+        next = page["nextLink"].as_str().map(str::to_string);
+    }
+    let mut logged = Vec::new();
+    let filter = "status eq 'Accepted'";
+    let mut next = Some(format!(
+        "{}/subscriptions/{}/providers/Microsoft.Insights/eventtypes/management/values?api-version=2015-04-01&$filter={}",
+        node.base,
+        common::SUB,
+        filter.replace(' ', "%20")
+    ));
+    while let Some(page_url) = next {
+        let page: Value = http.get(&page_url).send().await.unwrap().json().await.unwrap();
+        for e in page["value"].as_array().unwrap_or_else(|| panic!("{page}")) {
+            if e["subStatus"]["value"] == "Created"
+                && e["operationName"]["value"] == "Slipway.Example/virtualNetworks/write"
+            {
+                logged.push(e["resourceId"].as_str().unwrap().rsplit('/').next().unwrap().to_string());
+            }
+        }
+        next = page["nextLink"].as_str().map(str::to_string);
+    }
+    resources.sort();
+    logged.sort();
+    assert_eq!(logged, resources, "one logged create per resource that exists, and none for one that does not");
+    assert!(answered.iter().all(|n| resources.contains(n)), "every answered create committed: {answered:?}");
+    println!("{} creates answered before the kill, {} committed and logged", answered.len(), resources.len());
+    node.child.kill().unwrap();
+    node.child.wait().unwrap();
+}

@@ -38,7 +38,8 @@ impl World {
     async fn start() -> World {
         let idp = TestIdp::start().await;
         let tables = format!(
-            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n{}",
+            // A bucket that never empties: the matrix is about who may, not how often.
+            "\n[auth]\nadmins = [\"root\"]\n\n[[auth.issuers]]\nissuer = \"{}\"\naudiences = [\"{AUD}\"]\n\n[auth.rate_limits]\nburst = 1000\n{}",
             idp.issuer,
             tenancy_guardrails::CONFIG
         );
@@ -81,7 +82,8 @@ impl World {
         let url = if path.starts_with("http") {
             path.to_string()
         } else {
-            format!("{}{path}?api-version={api}", self.s.base)
+            let sep = if path.contains('?') { '&' } else { '?' };
+            format!("{}{path}{sep}api-version={api}", self.s.base)
         };
         let mut req = self.s.http.request(method.parse().unwrap(), url).bearer_auth(token);
         if let Some(b) = body {

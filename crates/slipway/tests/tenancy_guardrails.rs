@@ -1,5 +1,5 @@
 //! The guardrails' paths in the cross-tenant matrix (`tenancy`): quotas and usages, locks,
-//! policy definitions, assignments, exemptions and states. What each needs, how each is
+//! policy definitions, assignments, exemptions and states; and the activity log. What each needs, how each is
 //! sent, and the configuration they need (a meter an Owner may limit below the platform's).
 
 use serde_json::{Value, json};
@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 pub const CONFIG: &str = "\n[quota]\nowner_limits = \"below-ceiling\"\n\n[[quota.meters]]\nname = \"networks\"\ntype = \"Slipway.Example/virtualNetworks\"\nlimit = 100\n";
 
 /// Each endpoint and what it needs: `r` read, `A` manage access (Owner).
-pub const ENDPOINTS: [(&str, char); 20] = [
+pub const ENDPOINTS: [(&str, char); 22] = [
     ("GET usages", 'r'),
     ("GET usages of a resource group", 'r'),
     ("GET quotas", 'r'),
@@ -29,6 +29,8 @@ pub const ENDPOINTS: [(&str, char); 20] = [
     ("DELETE policy assignment", 'A'),
     ("GET policy states", 'r'),
     ("POST policy states", 'r'),
+    ("GET activity log", 'r'),
+    ("GET activity log of a resource", 'r'),
 ];
 
 fn quota_path(sub: &str, group: &str, tail: &str) -> String {
@@ -97,6 +99,13 @@ pub fn request(
         "GET policy states" | "POST policy states" => {
             let path = format!("{subscription}/providers/Microsoft.PolicyInsights/policyStates/latest/queryResults");
             (if name.starts_with("GET") { "GET" } else { "POST" }, path, None, "2019-10-01")
+        }
+        "GET activity log" | "GET activity log of a resource" => {
+            let mut path = format!("{subscription}/providers/Microsoft.Insights/eventtypes/management/values");
+            if name.ends_with("resource") {
+                path.push_str(&format!("?$filter=resourceUri%20eq%20%27{shared}%27"));
+            }
+            ("GET", path, None, "2015-04-01")
         }
         _ => return None,
     })

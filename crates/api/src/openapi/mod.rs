@@ -7,6 +7,7 @@
 //! authentication, like `/healthz`, so tools can fetch it. Slipway's extensions of ARM (cancel)
 //! are marked `x-slipway-extension`.
 
+mod activity_paths;
 mod common_schemas;
 mod event_paths;
 mod guardrail_paths;
@@ -109,6 +110,8 @@ fn build(types: &TypeRegistry, setting: &operation::Setting) -> Value {
     guardrail_paths::guardrail_schemas(&mut schemas);
     event_paths::event_paths(setting, &mut paths);
     event_paths::event_schemas(&mut schemas);
+    activity_paths::activity_paths(setting, &mut paths);
+    activity_paths::activity_schemas(&mut schemas);
     whatif::schemas(&mut schemas);
     platform_paths::api_token_schemas(&mut schemas);
     overview_paths::overview_schemas(&types.all().map(|t| t.as_ref()).collect::<Vec<_>>(), &mut schemas);
