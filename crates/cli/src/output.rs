@@ -44,6 +44,20 @@ impl OutputArgs {
         self.output == Format::Table && self.query.is_none()
     }
 
+    /// One streamed item as one line: its `columns` separated by two spaces, or as compact
+    /// JSON (after `--query`) when the output is not the default table.
+    pub fn line(&self, value: &Value, columns: &[Column]) -> Result<String, CliError> {
+        if self.query.is_some() || self.output != Format::Table {
+            let shown = match &self.query {
+                Some(expr) => query(expr, value)?,
+                None => value.clone(),
+            };
+            return serde_json::to_string(&shown).map_err(|e| CliError::Local(e.to_string()));
+        }
+        let fields: Vec<&str> = columns.iter().map(|(_, path)| at(value, path).as_str().unwrap_or("-")).collect();
+        Ok(fields.join("  "))
+    }
+
     pub fn render(&self, value: &Value, columns: &[Column]) -> Result<String, CliError> {
         let (value, columns) = match &self.query {
             Some(expr) => (query(expr, value)?, &[][..]),

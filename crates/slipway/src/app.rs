@@ -115,6 +115,7 @@ impl App {
             tracing::warn!(error = %e.body.message, "could not check the stored role assignments' scopes");
         }
         let (stop, stopped) = watch::channel(false);
+        let (recorder, record_activity) = slipway_api::ActivityRecorder::new(store.clone());
         let state = Arc::new(ApiState {
             store: store.clone(),
             types,
@@ -136,7 +137,7 @@ impl App {
             openapi: Default::default(),
             assignment_cache: Default::default(),
             stopping: stopped.clone(),
-            activity: slipway_api::ActivityRecorder::start(store.clone()),
+            activity: recorder,
             on_accept: Arc::new(move || wake.wake()),
             hooks,
             on_job_notification: Arc::new(move |name, body| {
@@ -158,6 +159,10 @@ impl App {
             }
         };
         let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(async move {
+            record_activity.await;
+            Ok(())
+        });
         let api_router = slipway_api::router(state.clone());
         let console = slipway_console::ConsoleOptions {
             types: state.types.clone(),

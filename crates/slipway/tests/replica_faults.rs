@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::postgres::PrivatePostgres;
 use crate::common::replica::{Logs, Replica, ReplicaConfig, aap_type, pg_url, unique_schema};
-use crate::common::{API, rid};
+use crate::common::{self, API, rid};
 use aap_sim::{Faults, Sim, SimConfig};
 use serde_json::{Value, json};
 use slipway_test_support::{eventually, ready_within};
@@ -151,6 +151,13 @@ async fn postgres_restart_mid_run_loses_no_accepted_operation() {
         let resp = http.get(format!("{}{id}?api-version={API}", bases[0])).send().await.expect("GET refused");
         assert_eq!(resp.status().as_u16(), 404, "{id} was refused with 503 yet exists");
     }
+    // The activity log, written in each create's transaction, has each accepted create once
+    // and none of those refused.
+    let mut logged = logged_creates(&http, &bases[0]).await;
+    logged.sort();
+    let mut expected: Vec<String> = (0..OPS).map(|i| format!("vm{i}")).collect();
+    expected.sort();
+    assert_eq!(logged, expected, "one logged create per accepted create");
     println!(
         "pg-restart: {OPS} operations accepted in {:.1} s through {REPLICAS} replicas; PostgreSQL stopped with {} jobs \
          launched, {finished_at_stop} finished; down {:.1} s ({} readiness, write and read probes, all 503 + \
@@ -453,4 +460,24 @@ fn resource_key(id: &str) -> String {
 /// Whether the log shows a write for `key` refused by the fence.
 fn lease_lost(log: &str, key: &str) -> bool {
     log.lines().any(|l| l.contains("lease lost") && l.contains(key))
+}
+
+/// The names of the compute instances whose create the activity log records as created.
+async fn logged_creates(http: &reqwest::Client, base: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut next = Some(format!(
+        "{base}/subscriptions/{}/providers/Microsoft.Insights/eventtypes/management/values?api-version=2015-04-01",
+        common::SUB
+    ));
+    while let Some(page_url) = next {
+        let page: Value = http.get(&page_url).send().await.unwrap().json().await.unwrap();
+        for e in page["value"].as_array().unwrap_or_else(|| panic!("{page}")) {
+            let write = e["operationName"]["value"] == "Slipway.Example/computeInstances/write";
+            if write && e["subStatus"]["value"] == "Created" {
+                names.push(e["resourceId"].as_str().unwrap().rsplit('/').next().unwrap().to_string());
+            }
+        }
+        next = page["nextLink"].as_str().map(str::to_string);
+    }
+    names
 }

@@ -145,11 +145,12 @@ pub struct ActivityRecorder {
 }
 
 impl ActivityRecorder {
-    /// A recorder writing to `store`; the task ends when every recorder is dropped, having
-    /// written what was queued.
-    pub fn start(store: Arc<dyn Store>) -> ActivityRecorder {
+    /// A recorder writing to `store`, and the work that writes: run it on a task the server
+    /// waits for. It ends when every recorder is dropped (the server's router, at shutdown),
+    /// having written what was queued — and only then lets go of the store.
+    pub fn new(store: Arc<dyn Store>) -> (ActivityRecorder, impl std::future::Future<Output = ()> + Send) {
         let (queue, mut rx) = mpsc::channel::<ActivityEntry>(QUEUE);
-        tokio::spawn(async move {
+        let writer = async move {
             let mut batch = Vec::with_capacity(BATCH);
             while rx.recv_many(&mut batch, BATCH).await > 0 {
                 let entries = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
@@ -158,8 +159,8 @@ impl ActivityRecorder {
                     tracing::warn!(error = %e, entries = n, "could not record refused requests in the activity log");
                 }
             }
-        });
-        ActivityRecorder { queue, dropped: Arc::default() }
+        };
+        (ActivityRecorder { queue, dropped: Arc::default() }, writer)
     }
 
     /// Queues a settled entry; when the queue is full it is dropped, counted and logged.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
@@ -17,7 +17,6 @@ use slipway_domain::ids::{self, ArmId, OperationId, SubscriptionId};
 use slipway_domain::subscription::Intent;
 use slipway_domain::{Initiator, JobContext, PrincipalKind, RequestedBy, TenantContext};
 use slipway_listener::PeerAddr;
-use slipway_store::{ChangeRequest, EntryKind, Expect, PutEntry, change_with};
 use slipway_types::{JOBS_SEGMENT, ResourceType};
 
 use self::actions::post_action;
@@ -41,6 +40,7 @@ mod groups;
 pub(crate) mod guardrails;
 pub(crate) mod jobs;
 mod locks;
+mod logged;
 mod logs;
 mod operations;
 mod overview;
@@ -66,73 +66,6 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Runs a change of the request's own that writes its activity entry in its transaction
-    /// (`ChangeRequest::with_activity`): once it commits, the answer records none.
-    pub(crate) async fn change<R, F>(
-        &self,
-        state: &ApiState,
-        req: ChangeRequest,
-        f: F,
-    ) -> Result<(R, slipway_domain::Snapshot), slipway_store::StoreError>
-    where
-        R: Send + 'static,
-        F: FnOnce(&mut slipway_domain::Snapshot) -> Result<R, admission::Rejection> + Send + 'static,
-    {
-        let req = match &self.activity {
-            Some(entry) => req.with_activity(entry.clone()),
-            None => req,
-        };
-        let changed = change_with(state.store.as_ref(), req, f).await;
-        if changed.is_ok() {
-            self.activity_written.store(true, Ordering::Relaxed);
-        }
-        changed
-    }
-
-    /// Runs a registry write that takes the request's activity entry into its transaction
-    /// (`None` when the request records none); once it succeeded, the answer records none.
-    pub(crate) async fn logged<T, E, Fut>(&self, write: impl FnOnce(Option<ActivityEntry>) -> Fut) -> Result<T, E>
-    where
-        Fut: std::future::Future<Output = Result<T, E>>,
-    {
-        let done = write(self.activity.clone()).await;
-        if done.is_ok() {
-            self.activity_written.store(true, Ordering::Relaxed);
-        }
-        done
-    }
-
-    /// Writes a registry entry with the request's activity entry in its transaction.
-    pub(crate) async fn put_entry(
-        &self,
-        state: &ApiState,
-        put: PutEntry,
-    ) -> Result<slipway_store::Entry, slipway_store::StoreError> {
-        self.logged(|activity| state.store.put_entry(PutEntry { activity: activity.map(Box::new), ..put })).await
-    }
-
-    /// Removes a registry entry with the request's activity entry in its transaction.
-    pub(crate) async fn delete_entry(
-        &self,
-        state: &ApiState,
-        kind: EntryKind,
-        id: &str,
-        expect: Expect,
-    ) -> Result<bool, slipway_store::StoreError> {
-        self.logged(|activity| state.store.delete_entry(kind, id, expect, activity)).await
-    }
-
-    /// The request's activity entry when no change wrote it, settled by its answer.
-    fn unwritten_activity(&self, status: StatusCode, error: Option<(String, String)>) -> Option<ActivityEntry> {
-        if self.activity_written.load(Ordering::Relaxed) {
-            return None;
-        }
-        let mut entry = self.activity.clone()?;
-        entry.status = status.as_u16();
-        entry.error = error;
-        Some(entry)
-    }
-
     fn header(&self, name: &str) -> &str {
         self.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
     }
@@ -232,7 +165,10 @@ async fn respond(state: Arc<ApiState>, req: Request<Body>) -> Response {
     let base = edge::base_url(&state.edge, &parts.headers, peer, if state.edge.tls { "https" } else { "http" });
     let path = parts.uri.path();
     let request_id = parts.extensions.get::<crate::RequestId>().map(|r| r.0.as_str()).unwrap_or_default();
-    let activity = route::parse(path).ok().and_then(|r| activity::describe(&r, &parts.method, path)).map(|named| {
+    // A read changes nothing: its route is not parsed twice.
+    let changes = parts.method != Method::GET;
+    let activity = changes.then(|| route::parse(path).ok()).flatten();
+    let activity = activity.and_then(|r| activity::describe(&r, &parts.method, path)).map(|named| {
         let origin = activity::Origin { headers: &parts.headers, address: client, request_id };
         let uri = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or(path);
         activity::draft(&caller, &parts.method, uri, named, &origin, state.clock.now())
@@ -253,6 +189,11 @@ async fn respond(state: Arc<ApiState>, req: Request<Body>) -> Response {
             (e.into_response(), Some(error))
         }
     };
+    // An answer built as a response (not an error) names its code in ARM's header.
+    let error = error.or_else(|| {
+        let code = resp.headers().get("x-ms-error-code").and_then(|v| v.to_str().ok());
+        code.filter(|_| resp.status().as_u16() >= 400).map(|c| (c.to_string(), String::new()))
+    });
     if let Some(entry) = ctx.unwritten_activity(resp.status(), error) {
         state.activity.record(entry);
     }

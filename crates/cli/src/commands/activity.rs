@@ -13,7 +13,7 @@ use slipway_domain::{Clock, SystemClock, Timestamp};
 use crate::Context;
 use crate::client::segment;
 use crate::error::CliError;
-use crate::output::{Column, Format};
+use crate::output::Column;
 
 /// Azure's Activity Log api-version; Slipway serves the log at any.
 const LOG_API: &str = "2015-04-01";
@@ -107,7 +107,7 @@ async fn follow(ctx: &Context, path: &str, clauses: Vec<String>, from: Timestamp
             if printed.contains(&key) {
                 continue;
             }
-            println!("{}", line(ctx, &entry)?);
+            println!("{}", ctx.out.line(&entry, ACTIVITY_COLUMNS)?);
             newest = newest.max(Timestamp::parse_rfc3339(&time).unwrap_or(newest));
             printed.insert(key);
         }
@@ -115,21 +115,6 @@ async fn follow(ctx: &Context, path: &str, clauses: Vec<String>, from: Timestamp
         printed.retain(|(time, _)| *time >= oldest_kept);
         tokio::time::sleep(FOLLOW_POLL).await;
     }
-}
-
-fn line(ctx: &Context, entry: &Value) -> Result<String, CliError> {
-    if ctx.out.query.is_some() || ctx.out.output != Format::Table {
-        let shown = match &ctx.out.query {
-            Some(expr) => crate::output::query(expr, entry)?,
-            None => entry.clone(),
-        };
-        return serde_json::to_string(&shown).map_err(|e| CliError::Local(e.to_string()));
-    }
-    let fields: Vec<String> = ACTIVITY_COLUMNS
-        .iter()
-        .map(|(_, path)| crate::output::at(entry, path).as_str().unwrap_or("-").to_string())
-        .collect();
-    Ok(fields.join("  "))
 }
 
 fn with_filter(path: &str, clauses: &[String]) -> String {

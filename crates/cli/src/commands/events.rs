@@ -9,7 +9,7 @@ use crate::Context;
 use crate::address::ResourceArgs;
 use crate::client::{PLATFORM_API, segment};
 use crate::error::CliError;
-use crate::output::{Column, Format};
+use crate::output::Column;
 
 const EVENT_COLUMNS: &[Column] = &[
     ("ID", "id"),
@@ -91,22 +91,9 @@ async fn follow(ctx: &Context, url: &str) -> Result<(), CliError> {
             }
             _ => {
                 let event: Value = serde_json::from_str(&message.data).map_err(|e| CliError::Local(e.to_string()))?;
-                println!("{}", line(ctx, &event)?);
+                println!("{}", ctx.out.line(&event, EVENT_COLUMNS)?);
             }
         }
     }
     Ok(())
-}
-
-fn line(ctx: &Context, event: &Value) -> Result<String, CliError> {
-    if ctx.out.query.is_some() || ctx.out.output != Format::Table {
-        let shown = match &ctx.out.query {
-            Some(expr) => crate::output::query(expr, event)?,
-            None => event.clone(),
-        };
-        return serde_json::to_string(&shown).map_err(|e| CliError::Local(e.to_string()));
-    }
-    let fields: Vec<&str> =
-        EVENT_COLUMNS.iter().map(|(_, path)| crate::output::at(event, path).as_str().unwrap_or("-")).collect();
-    Ok(fields.join("  "))
 }
