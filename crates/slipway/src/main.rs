@@ -14,6 +14,7 @@ use slipway::plan::{Plan, StorePlan};
 use slipway_auth::api_tokens::{self, NewApiToken};
 use slipway_auth::prefix_owner;
 use slipway_cli::commands::platform::TokenCommand;
+use slipway_domain::activity::{ActivityCaller, ActivityEntry, RequestInfo};
 use slipway_domain::{Clock, SystemClock};
 
 /// The override `--data-dir` stands for.
@@ -249,7 +250,9 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
             let expires_at = expires_in_days.map(|d| now.add(Duration::from_secs(d.saturating_mul(86_400))));
             let description = description.unwrap_or_default();
             let new = NewApiToken { principal, tenant, groups, description, expires_at, subscriptions: confined };
-            let (text, token) = api_tokens::create(store.as_ref(), new, now, None).await.map_err(|e| e.to_string())?;
+            let logged = operator_activity("write", "create", now);
+            let (text, token) =
+                api_tokens::create(store.as_ref(), new, now, Some(logged)).await.map_err(|e| e.to_string())?;
             eprintln!("created API token {} for '{}' (shown once; keep it secret)", token.id, token.principal);
             println!("{text}");
         }
@@ -275,13 +278,38 @@ async fn api_token(config: Config, command: TokenCommand) -> Result<(), String> 
             }
         }
         TokenCommand::Revoke { id } => {
-            if !api_tokens::revoke(store.as_ref(), &id, None).await.map_err(|e| e.to_string())? {
+            let logged = operator_activity("delete", &format!("revoke {id}"), now);
+            if !api_tokens::revoke(store.as_ref(), &id, Some(logged)).await.map_err(|e| e.to_string())? {
                 return Err(format!("no API token with id '{id}'"));
             }
             eprintln!("revoked API token {id}");
         }
     }
     Ok(())
+}
+
+/// The platform activity-log entry of an `api-token` command run on the server's host: the
+/// operator is the host's user, the client this command.
+fn operator_activity(verb: &str, what: &str, now: slipway_domain::Timestamp) -> ActivityEntry {
+    let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "operator".into());
+    ActivityEntry {
+        time: now,
+        subscription: None,
+        target: "/providers/Slipway.Authorization/apiTokens".into(),
+        operation_name: format!("Slipway.Authorization/apiTokens/{verb}"),
+        caller: ActivityCaller { name: user, issuer: String::new(), kind: "Operator".into() },
+        request: RequestInfo {
+            method: String::new(),
+            uri: format!("slipway api-token {what}"),
+            user_agent: format!("slipway/{} api-token", env!("CARGO_PKG_VERSION")),
+            ..RequestInfo::default()
+        },
+        status: 0,
+        error: None,
+        operation_id: None,
+        changes: Vec::new(),
+        changes_truncated: false,
+    }
 }
 
 async fn backup(config: &Config, to: &std::path::Path) -> Result<(), String> {

@@ -171,6 +171,16 @@ audiences = ["{AUD}"]
         Some((json!(true), true)),
         "{create}"
     );
+    // The token minted on the host is in the platform's own log, the Admin's to read.
+    let platform = url("/providers/Microsoft.Insights/eventtypes/management/values", "2015-04-01");
+    let (status, minted) = call(&http, &mut seen, http.get(platform).bearer_auth(&api_token)).await;
+    assert_eq!(status, 200, "{minted}");
+    let first = &minted["value"][0];
+    assert_eq!(
+        (first["operationName"]["value"].as_str(), first["claims"]["principalType"].as_str()),
+        (Some("Slipway.Authorization/apiTokens/write"), Some("Operator")),
+        "{minted}"
+    );
     let sink = dir.path().join("activity.jsonl");
     eventually("the SIEM export to have the create", Duration::from_secs(20), async || {
         std::fs::read_to_string(&sink).unwrap_or_default().contains("properties.adminPassword")

@@ -20,7 +20,7 @@ pub fn event_data(position: i64, e: &ActivityEntry) -> Value {
     let reason = code.and_then(|c| c.canonical_reason()).unwrap_or("").replace(' ', "");
     let (namespace, resource_type) = type_of(&e.operation_name);
     let time = e.time.to_rfc3339();
-    let group = group_as_written(&e.target);
+    let group = e.resource_group_as_written().unwrap_or_default();
     let mut properties = json!({
         "eventCategory": "Administrative",
         "entity": e.target,
@@ -103,24 +103,12 @@ fn type_of(operation: &str) -> (&str, &str) {
     (namespace, &operation[..end])
 }
 
-/// The resource group an id names, in its casing.
-fn group_as_written(target: &str) -> &str {
-    let lower = target.to_ascii_lowercase();
-    match lower.find("/resourcegroups/") {
-        Some(at) => {
-            let rest = &target[at + "/resourcegroups/".len()..];
-            rest.split('/').next().unwrap_or_default()
-        }
-        None => "",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn an_operation_names_its_type_and_an_id_its_group() {
+    fn an_operation_names_its_type() {
         assert_eq!(
             type_of("Slipway.Example/virtualNetworks/write"),
             ("Slipway.Example", "Slipway.Example/virtualNetworks")
@@ -129,7 +117,5 @@ mod tests {
             type_of("Slipway.Example/computeInstances/restart/action"),
             ("Slipway.Example", "Slipway.Example/computeInstances")
         );
-        assert_eq!(group_as_written("/subscriptions/s/resourceGroups/My-RG/providers/X/y/z"), "My-RG");
-        assert_eq!(group_as_written("/subscriptions/s"), "");
     }
 }

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::http::{HeaderMap, Method};
 use slipway_domain::Timestamp;
+use slipway_domain::access::Scope;
 use slipway_domain::activity::{ActivityCaller, ActivityEntry, RequestInfo};
 use slipway_domain::ids::SubscriptionId;
 use slipway_store::Store;
@@ -128,13 +129,7 @@ pub(crate) fn draft(
 
 /// The subscription an id lies in (`/subscriptions/{s}/…`), if any.
 fn subscription_of(target: &str) -> Option<SubscriptionId> {
-    let mut segs = target.trim_start_matches('/').split('/');
-    match (segs.next(), segs.next()) {
-        (Some(s), Some(sub)) if s.eq_ignore_ascii_case("subscriptions") && !sub.is_empty() => {
-            Some(SubscriptionId::new(sub))
-        }
-        _ => None,
-    }
+    Scope::stored(target).subscription().map(SubscriptionId::new)
 }
 
 /// Writes entries after their answers, in batches, on a task of its own.

@@ -72,12 +72,15 @@ impl ActivityEntry {
         self.target.to_ascii_lowercase()
     }
 
+    /// The resource group the target lies in, as the request wrote it, if any.
+    pub fn resource_group_as_written(&self) -> Option<&str> {
+        let at = self.target_key().find("/resourcegroups/")? + "/resourcegroups/".len();
+        self.target[at..].split('/').next().filter(|g| !g.is_empty())
+    }
+
     /// The resource group the target lies in (lowercased), if any.
     pub fn resource_group(&self) -> Option<String> {
-        let key = self.target_key();
-        let rest = key.split_once("/resourcegroups/")?.1;
-        let group = rest.split('/').next().filter(|g| !g.is_empty())?;
-        Some(group.to_string())
+        self.resource_group_as_written().map(str::to_ascii_lowercase)
     }
 
     /// The Activity Log's status: `Accepted` when the request started an operation that

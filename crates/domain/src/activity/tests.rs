@@ -122,6 +122,7 @@ fn entries_know_their_group_and_outcome() {
         changes_truncated: false,
     };
     assert_eq!(entry.resource_group().as_deref(), Some("rg"));
+    assert_eq!(entry.resource_group_as_written(), Some("RG"));
     assert_eq!(entry.outcome(), ActivityStatus::Failed);
     assert_eq!(ActivityEntry { status: 200, ..entry.clone() }.outcome(), ActivityStatus::Succeeded);
     let sub = ActivityEntry { target: "/subscriptions/s".into(), ..entry };
