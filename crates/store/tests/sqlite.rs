@@ -79,7 +79,7 @@ impl EngineHooks for SqliteHooks {
         self.with(|c| {
             c.execute_batch(
                 "DROP TABLE entries; DROP TABLE resource_references; DROP TABLE events; DROP TABLE event_cursors;
-                 DROP TABLE usage;
+                 DROP TABLE usage; DROP TABLE activity;
                  DROP INDEX resources_claimable; ALTER TABLE resources DROP COLUMN claimable_at;
                  DROP INDEX resources_drift_due; ALTER TABLE resources DROP COLUMN drift_due;
                  CREATE INDEX resources_due ON resources (intent, next_due) WHERE next_due IS NOT NULL;

@@ -9,7 +9,7 @@ use super::*;
 use crate::{EntryKind, Expect};
 
 /// The schema version both engines migrate to (their migration lists mirror each other).
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// A store opened by [`EngineHooks::open`], with the operation TTL it reports (the engine's own
 /// accessor, which the [`Store`] trait does not have).

@@ -188,7 +188,7 @@ impl EngineHooks for PgHooks {
         let schema = &self.schema;
         let downgrade = format!(
             "DROP TABLE {entries}; DROP TABLE {references}; DROP TABLE {events}; DROP TABLE {cursors};
-             DROP TABLE {usage};
+             DROP TABLE {usage}; DROP TABLE {activity};
              ALTER TABLE {resources} DROP COLUMN claimable_at; ALTER TABLE {resources} DROP COLUMN drift_due;
              CREATE INDEX resources_due ON {resources} (intent, next_due, seq) WHERE next_due IS NOT NULL;
              DELETE FROM {migrations} WHERE version > 1",
@@ -197,6 +197,7 @@ impl EngineHooks for PgHooks {
             events = schema.table("events"),
             cursors = schema.table("event_cursors"),
             usage = schema.table("usage"),
+            activity = schema.table("activity"),
             resources = schema.table("resources"),
             migrations = schema.table("schema_migrations")
         );
