@@ -347,6 +347,12 @@ fn is(seg: &str, word: &str) -> bool {
     seg.eq_ignore_ascii_case(word)
 }
 
+/// `path` with each segment percent-decoded as [`parse`] reads it: the names a request acts
+/// on, whatever escapes it wrote them with.
+pub(crate) fn decoded_path(path: &str) -> String {
+    path.split('/').map(decode).collect::<Vec<_>>().join("/")
+}
+
 /// One path segment, percent-decoded. A segment whose escapes do not decode to UTF-8 stays as
 /// it is (its `%` then fails every name rule).
 fn decode(seg: &str) -> Cow<'_, str> {

@@ -46,7 +46,11 @@ fn an_update_answers_200_with_its_diff_and_an_unchanged_put_starts_nothing() {
     let change = &entry.changes[0];
     assert_eq!(change.path, "properties.addressSpace");
     assert_eq!(change.previous, Some(v1()["addressSpace"].clone()));
-    let same = draft("PUT").settle(&w.snap, &w.snap, None);
+    // Once that update ended, the same PUT again starts nothing.
+    let mut idle = w.snap.clone();
+    idle.operations.clear();
+    idle.resource.as_mut().unwrap().active_operation_id = None;
+    let same = draft("PUT").settle(&idle, &idle, None);
     assert_eq!((same.status, same.operation_id.clone(), same.changes.len()), (200, None, 0));
     assert_eq!(same.outcome(), ActivityStatus::Succeeded);
 }
@@ -69,4 +73,13 @@ fn a_cancel_names_the_operation_it_changed() {
     let w = World::created();
     let entry = draft("POST").settle(&w.snap, &w.snap, Some(&op_id(1)));
     assert_eq!((entry.status, entry.operation_id), (202, Some(op_id(1))));
+}
+
+#[test]
+fn the_same_request_while_its_operation_runs_is_answered_with_it() {
+    let w = World::created();
+    let again = draft("PUT").settle(&w.snap, &w.snap, None);
+    assert_eq!((again.status, again.operation_id), (201, Some(op_id(1))), "the create still running");
+    let patched = draft("PATCH").settle(&w.snap, &w.snap, None);
+    assert_eq!((patched.status, patched.operation_id), (200, None), "a PATCH is not the create");
 }

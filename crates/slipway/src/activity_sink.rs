@@ -5,9 +5,9 @@
 //! It tails the store, not the API, so it exports what every replica recorded, refusals and
 //! committed changes alike. Positions are handed out at insert, not at commit (PostgreSQL), so
 //! it reads by time: each poll reads the entries of the last [`LAG`] and after, and writes
-//! those it has not written yet, oldest position first. An entry whose transaction took
-//! longer than `LAG` to commit would be missed; a store statement is limited to seconds. One
-//! replica exports (configure the sink on one): each would export everything.
+//! those it has not written yet, oldest position first (an index on the time keeps each poll
+//! to the window). An entry committed more than `LAG` after its request arrived would be
+//! missed. One replica exports (configure the sink on one): each would export everything.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -19,8 +19,10 @@ use slipway_domain::{Clock, Timestamp};
 use slipway_store::{ActivityQuery, ActivityScope, Store};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-/// How far back each poll reads again: longer than any store transaction takes to commit.
-pub const LAG: Duration = Duration::from_secs(30);
+/// How far back each poll reads again: an entry's time is its request's arrival, so a slow
+/// upload (the listener allows 30 s for a body), lock waits and the refusal recorder's queue
+/// all come between it and the commit; two minutes covers them with room.
+pub const LAG: Duration = Duration::from_secs(120);
 const POLL: Duration = Duration::from_secs(1);
 const PAGE: usize = 500;
 

@@ -17,6 +17,10 @@ use slipway_test_support::{eventually, ready_within};
 
 const AUD: &str = "api://slipway";
 
+/// A secret the schema refuses (too short): neither its refusal nor the activity log that
+/// records the refusal may echo it.
+const SHORT_SECRET: &str = "Qz9#kP";
+
 fn write_private(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, text).unwrap();
@@ -125,7 +129,8 @@ audiences = ["{AUD}"]
     assert_eq!(status, 201, "{created}");
     assert!(created["properties"].get("adminPassword").is_none(), "write-only: {created}");
     // A secret that breaks the schema is refused like any property, without echoing it.
-    let short = json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "adminPassword": "MARKER"}});
+    let short =
+        json!({"location": "local", "properties": {"addressSpace": "10.0.0.0/16", "adminPassword": SHORT_SECRET}});
     let (status, refused) = call(&http, &mut seen, http.put(url(&id, API)).bearer_auth(&jwt).json(&short)).await;
     assert_eq!(status, 400, "{refused}");
     let wait = |http: reqwest::Client, u: String, t: String| async move {
@@ -193,6 +198,7 @@ audiences = ["{AUD}"]
         ("secret property", marker.as_str()),
         ("API token", api_token_secret.as_str()),
         ("JWT", jwt_signature.as_str()),
+        ("refused secret", SHORT_SECRET),
     ];
     let mut files = Vec::new();
     files_under(dir.path(), &mut files);

@@ -252,7 +252,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes; `Ok(false)` when absent (and `expect` allows that). A mismatch with `expect`
     /// is [`StoreError::Precondition`], and nothing is written. `activity`, when given, is
-    /// written in the same transaction when an entry was removed.
+    /// written in the same transaction unless the expectation failed — settled `200` when an
+    /// entry was removed, `204` when there was none.
     async fn delete_entry(
         &self,
         kind: EntryKind,

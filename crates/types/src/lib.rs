@@ -92,7 +92,7 @@ impl ActionType {
 
     /// Checks an action's body against its schema; the error names the offending field.
     pub fn validate(&self, body: &Value) -> Result<(), InvalidRequest> {
-        check(self.schema.as_ref(), body, "")
+        check(self.schema.as_ref(), self.raw_schema.as_ref(), body, "")
     }
 }
 
@@ -296,7 +296,7 @@ impl ResourceType {
 
     /// Checks `properties` against the type's schema; the error names the offending field.
     pub fn validate(&self, properties: &Value) -> Result<(), InvalidRequest> {
-        check(self.schema.as_ref(), properties, "properties")
+        check(self.schema.as_ref(), self.raw_schema.as_ref(), properties, "properties")
     }
 }
 

@@ -27,14 +27,24 @@ pub struct ReferenceProperty {
 }
 
 /// `400` naming each offending field (up to ten), under `root` (`properties`, or the body).
-pub(crate) fn check(schema: Option<&jsonschema::Validator>, value: &Value, root: &str) -> Result<(), InvalidRequest> {
+/// An error in a secret property (`raw` marks it `writeOnly` or `x-slipway-secret`) never
+/// shows the value it refused: the answer, the activity log and every reader of either
+/// would see it.
+pub(crate) fn check(
+    schema: Option<&jsonschema::Validator>,
+    raw: Option<&Value>,
+    value: &Value,
+    root: &str,
+) -> Result<(), InvalidRequest> {
     let Some(schema) = schema else { return Ok(()) };
     let errors: Vec<InvalidRequest> = schema
         .iter_errors(value)
         .take(10)
         .map(|e| {
-            InvalidRequest::new("InvalidRequestContent", e.to_string())
-                .with_target(target(root, e.instance_path().as_str()))
+            let path = e.instance_path().as_str().to_string();
+            let message =
+                if in_secret(raw, &path) { e.masked_with("the secret value").to_string() } else { e.to_string() };
+            InvalidRequest::new("InvalidRequestContent", message).with_target(target(root, &path))
         })
         .collect();
     match errors.len() {
@@ -96,6 +106,19 @@ fn target(root: &str, pointer: &str) -> String {
     out
 }
 
+/// Whether `path` (a JSON pointer into the checked value) lies in a top-level property that
+/// `raw` marks secret.
+fn in_secret(raw: Option<&Value>, path: &str) -> bool {
+    let Some(top) = path.strip_prefix('/').map(|p| p.split('/').next().unwrap_or(p)) else { return false };
+    let Some(prop) =
+        raw.and_then(|r| r.get("properties")).and_then(|p| p.get(top.replace("~1", "/").replace("~0", "~")))
+    else {
+        return false;
+    };
+    let flag = |name: &str| prop.get(name).and_then(Value::as_bool) == Some(true);
+    flag("writeOnly") || flag("x-slipway-secret")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +129,20 @@ mod tests {
         assert_eq!(target("", "/force"), "force");
         assert_eq!(target("properties", "/subnets/0/name"), "properties.subnets[0].name");
         assert_eq!(target("properties", "/a~1b"), "properties.a/b");
+    }
+
+    #[test]
+    fn a_refused_secret_is_never_echoed() {
+        let raw = serde_json::json!({"type": "object", "properties": {
+            "password": {"type": "string", "minLength": 8, "writeOnly": true},
+            "name": {"type": "string", "minLength": 8},
+        }});
+        let schema = jsonschema::validator_for(&raw).unwrap();
+        let refused = |value| check(Some(&schema), Some(&raw), &value, "properties").unwrap_err().0;
+        let secret = refused(serde_json::json!({"password": "hunter2"}));
+        assert!(!secret.message.contains("hunter2"), "{}", secret.message);
+        assert_eq!(secret.target.as_deref(), Some("properties.password"));
+        let plain = refused(serde_json::json!({"name": "short"}));
+        assert!(plain.message.contains("short"), "an ordinary value is named: {}", plain.message);
     }
 }

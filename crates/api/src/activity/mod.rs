@@ -41,7 +41,9 @@ pub(crate) fn describe(route: &Route, method: &Method, path: &str) -> Option<(St
         Method::POST => "action",
         _ => return None,
     };
-    let path = path.trim_end_matches('/').to_string();
+    // The names as the route read them: an escaped name is the same name (a `%30` in a
+    // subscription id must not file the entry under a subscription nobody reads).
+    let path = crate::route::decoded_path(path.trim_end_matches('/'));
     let named = |ns: &str, ty: &str| Some((path.clone(), format!("{ns}/{ty}/{verb}")));
     match route {
         Route::Resource(id) => Some((id.to_string(), format!("{}/{}/{verb}", id.namespace, id.type_name))),
@@ -201,5 +203,12 @@ mod tests {
             Some("00000000-0000-0000-0000-000000000001")
         );
         assert_eq!(subscription_of("/providers/Slipway.Authorization/apiTokens/t1"), None);
+        let escaped =
+            "/subscriptions/00000000-0000-0000-0000-00000000000%31/providers/Microsoft.Authorization/locks/l1";
+        let (target, _) = named(Method::PUT, escaped).expect("a lock");
+        assert_eq!(
+            subscription_of(&target).map(|s| s.as_str().to_string()).as_deref(),
+            Some("00000000-0000-0000-0000-000000000001")
+        );
     }
 }

@@ -17,9 +17,9 @@ use crate::output::Column;
 
 /// Azure's Activity Log api-version; Slipway serves the log at any.
 const LOG_API: &str = "2015-04-01";
-/// How far back a follower reads again each poll: an entry is committed up to a few seconds
-/// after its time.
-const FOLLOW_LAG: Duration = Duration::from_secs(30);
+/// How far back a follower reads again each poll: an entry's time is its request's arrival,
+/// and a slow upload, lock waits or the refusal recorder's queue commit it later.
+const FOLLOW_LAG: Duration = Duration::from_secs(120);
 const FOLLOW_POLL: Duration = Duration::from_secs(2);
 
 const ACTIVITY_COLUMNS: &[Column] = &[
@@ -134,16 +134,10 @@ fn parse_since(text: &str, now: Timestamp) -> Result<Timestamp, CliError> {
     if let Some(t) = Timestamp::parse_rfc3339(text) {
         return Ok(t);
     }
-    let unit = text.chars().last().unwrap_or(' ');
-    let seconds = match unit {
-        's' => 1,
-        'm' => 60,
-        'h' => 3_600,
-        'd' => 86_400,
-        _ => 0,
-    };
-    let amount = text[..text.len().saturating_sub(1)].parse::<u64>().ok().filter(|_| seconds > 0);
-    amount.map(|n| now.sub(Duration::from_secs(n.saturating_mul(seconds)))).ok_or_else(|| {
+    let age = [('s', 1_u64), ('m', 60), ('h', 3_600), ('d', 86_400)]
+        .into_iter()
+        .find_map(|(unit, seconds)| Some(text.strip_suffix(unit)?.parse::<u64>().ok()?.saturating_mul(seconds)));
+    age.map(|secs| now.sub(Duration::from_secs(secs))).ok_or_else(|| {
         CliError::Usage(format!("--since {text}: give an RFC 3339 time or an age such as 30m, 12h or 7d"))
     })
 }
@@ -160,6 +154,7 @@ mod tests {
         assert_eq!(parse_since("7d", now).unwrap().to_rfc3339(), "2026-11-30T12:00:00.000Z");
         assert!(parse_since("yesterday", now).is_err());
         assert!(parse_since("5w", now).is_err());
+        assert!(parse_since("5é", now).is_err(), "a multi-byte unit is refused, not a panic");
     }
 
     #[test]

@@ -99,11 +99,22 @@ impl ActivityEntry {
     /// else `200`), the operation it started (or the one it names, `named`), and the spec's
     /// changed properties.
     pub fn settle(mut self, before: &Snapshot, after: &Snapshot, named: Option<&OperationId>) -> ActivityEntry {
+        use crate::operation::OperationRequest::{Create, Delete, Update};
+        let method = self.request.method.as_str();
         let started = after.operations.iter().find(|op| !before.operations.iter().any(|old| old.id == op.id));
-        self.operation_id = started.map(|op| op.id.clone()).or_else(|| named.cloned());
+        // The same request again while its operation runs is answered with that operation.
+        let serving = after.active_operation().filter(|op| match method {
+            "PUT" => matches!(op.request, Create | Update),
+            "PATCH" => op.request == Update,
+            "DELETE" => op.request == Delete,
+            _ => false,
+        });
+        let operation = started.or(serving);
+        self.operation_id = operation.map(|op| op.id.clone()).or_else(|| named.cloned());
         let (old, new) = (before.resource.as_ref(), after.resource.as_ref());
-        self.status = match self.request.method.as_str() {
+        self.status = match method {
             "PUT" if old.is_none() && new.is_some() => 201,
+            "PUT" if operation.is_some_and(|op| op.request == Create) => 201,
             "PUT" => 200,
             "DELETE" if old.is_none() => 204,
             _ if self.operation_id.is_some() => 202,

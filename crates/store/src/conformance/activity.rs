@@ -45,8 +45,9 @@ async fn read(store: &dyn Store, subscription: Option<&str>, filter: ActivityFil
 }
 
 /// A change's entry exists exactly when the change committed, settled in its transaction:
-/// the status answered, the operation started, the spec's changed paths. A refused change
-/// leaves none; one that altered nothing still records who asked.
+/// the status answered, the operation started (or already serving the request), the spec's
+/// changed paths. A refused change leaves none; one that altered nothing still records who
+/// asked.
 pub async fn case_a_change_writes_its_activity_exactly_when_it_commits(store: &dyn Store) {
     let id = vnet("sub-a1", "rg", "v1");
     let draft = entry(Some("sub-a1"), &id.to_string(), "PUT", 0);
@@ -69,7 +70,10 @@ pub async fn case_a_change_writes_its_activity_exactly_when_it_commits(store: &d
         (created.caller.name.as_str(), created.request.user_agent.as_str()),
         ("Alice@Example.com", "slipway-cli/1")
     );
-    assert_eq!((log[0].status, log[0].outcome(), log[0].changes.len()), (200, ActivityStatus::Succeeded, 0));
+    // The same PUT again while the create runs is answered with that create: 201, nothing changed.
+    let again = &log[0];
+    assert_eq!((again.status, again.outcome(), again.changes.len()), (201, ActivityStatus::Accepted, 0));
+    assert_eq!(again.operation_id, Some(op_id(1)));
 }
 
 /// A registry entry's write records its entry in the same transaction: `201` when it created

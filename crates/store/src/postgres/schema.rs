@@ -148,18 +148,19 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE activity (
         id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-        subscription   TEXT NOT NULL,
+        subscription   TEXT COLLATE "C" NOT NULL,
         at             BIGINT NOT NULL,
-        target_key     TEXT NOT NULL,
-        resource_group TEXT NOT NULL,
-        correlation_id TEXT NOT NULL,
-        caller         TEXT NOT NULL,
-        status         TEXT NOT NULL,
+        target_key     TEXT COLLATE "C" NOT NULL,
+        resource_group TEXT COLLATE "C" NOT NULL,
+        correlation_id TEXT COLLATE "C" NOT NULL,
+        caller         TEXT COLLATE "C" NOT NULL,
+        status         TEXT COLLATE "C" NOT NULL,
         expires_at     BIGINT NOT NULL,
         body           TEXT NOT NULL
     );
     CREATE INDEX activity_by_subscription ON activity (subscription, id);
     CREATE INDEX activity_expiry ON activity (expires_at);
+    CREATE INDEX activity_by_time ON activity (at);
     "#,
 ];
 

@@ -141,7 +141,8 @@ const MIGRATIONS: &[&str] = &[
     ",
     // 8. The activity log (`crate::activity`): one row per request that changed something or
     // was refused, newest first by position; the platform's own entries have subscription ''.
-    // Pruned once `expires_at` passed.
+    // Read by time too (an export tails it, `activity_by_time`); pruned once `expires_at`
+    // passed.
     "
     CREATE TABLE activity (
         id             INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -157,6 +158,7 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX activity_by_subscription ON activity (subscription, id);
     CREATE INDEX activity_expiry ON activity (expires_at);
+    CREATE INDEX activity_by_time ON activity (at);
     ",
 ];
 
