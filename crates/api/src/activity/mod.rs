@@ -22,7 +22,7 @@ use slipway_store::Store;
 use tokio::sync::mpsc;
 
 use crate::edge::Caller;
-use crate::route::{PolicyCollection, Route};
+use crate::route::Route;
 
 pub use event_data::event_data;
 
@@ -67,13 +67,9 @@ pub(crate) fn describe(route: &Route, method: &Method, path: &str) -> Option<(St
         Route::Tags(_) => named("Microsoft.Resources", "tags"),
         Route::Quota { meter: Some(_), .. } => named("Microsoft.Quota", "quotas"),
         Route::Locks { name: Some(_), .. } => named("Microsoft.Authorization", "locks"),
-        Route::Policy { collection, name: Some(_), .. } => named("Microsoft.Authorization", policy_type(*collection)),
+        Route::Policy { collection, name: Some(_), .. } => named("Microsoft.Authorization", collection.segment()),
         _ => None,
     }
-}
-
-fn policy_type(collection: PolicyCollection) -> &'static str {
-    collection.segment()
 }
 
 /// Where a request's client is: its address, `User-Agent` and ids.
@@ -168,11 +164,6 @@ impl ActivityRecorder {
                 tracing::warn!(dropped = n, "the activity log's queue is full: refused requests go unrecorded");
             }
         }
-    }
-
-    /// Entries dropped because the queue was full, since start.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
     }
 }
 
