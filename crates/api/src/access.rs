@@ -9,9 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use slipway_domain::access::{Assignee, Permission, Role, RoleAssignment, Scope, is_allowed, may_read_within};
+use slipway_domain::access::{
+    Assignee, Permission, Role, RoleAssignment, Scope, holds_role, is_allowed, may_read_within,
+};
 use slipway_domain::subscription::{self, Intent, Subscription};
-use slipway_domain::{PrincipalKind, SubscriptionId, TenantContext};
+use slipway_domain::{Principal, PrincipalKind, SubscriptionId, TenantContext};
 use slipway_store::registry;
 
 use crate::ApiState;
@@ -130,6 +132,11 @@ impl Grants {
     // Both decisions ask whether any assignment grants, so they can be asked part by part.
     pub fn allows(&self, caller: &Caller, permission: Permission, scope: &Scope) -> bool {
         self.local || self.parts.iter().any(|part| is_allowed(&caller.principal, part, permission, scope))
+    }
+
+    /// Whether `who` holds `least` or a greater role at `scope` (an approver's test).
+    pub fn holds_role(&self, who: &Principal, least: Role, scope: &Scope) -> bool {
+        self.local || self.parts.iter().any(|part| holds_role(who, part, least, scope))
     }
 
     pub fn may_read_within(&self, caller: &Caller, scope: &Scope) -> bool {

@@ -117,6 +117,14 @@ impl From<Rejection> for ArmError {
             Rejection::QuotaExceeded(q) => quota_exceeded(&q),
             Rejection::ScopeLocked(locked) => scope_locked(&locked),
             Rejection::PolicyDenied(denied) => policy_denied(&denied),
+            Rejection::OwnRequest { assignment_id } => ArmError::new(
+                StatusCode::FORBIDDEN,
+                "ApproverIsRequester",
+                format!(
+                    "The requester of an operation cannot approve or deny it: the policy assignment \
+                     '{assignment_id}' asks someone else to decide."
+                ),
+            ),
             Rejection::PreconditionFailed { message } => {
                 ArmError::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message)
             }

@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 
 use slipway_domain::access::Scope;
+use slipway_domain::approval::Verdict;
 use slipway_domain::ids::{self, ArmId, IdError};
 use slipway_types::{EVENTS_SEGMENT, TypeRegistry};
 
@@ -46,6 +47,15 @@ pub enum Route {
         namespace: String,
         location: String,
         id: String,
+    },
+    /// `…/operationStatuses/{id}/approve|deny`: a decision on a request waiting for approval
+    /// (a Slipway extension).
+    OperationDecision {
+        subscription: String,
+        namespace: String,
+        location: String,
+        id: String,
+        verdict: Verdict,
     },
     /// `…/operationStatuses/{id}/logs`: the output of the operation's job (a Slipway
     /// extension).
@@ -241,6 +251,9 @@ fn template_named(path: &str, typed_names: &TypeNames<'_>, namespace_names: &Nam
             operations(&namespace, "operationStatuses/{operationId}/cancel")
         }
         Ok(Route::OperationLogs { namespace, .. }) => operations(&namespace, "operationStatuses/{operationId}/logs"),
+        Ok(Route::OperationDecision { namespace, verdict, .. }) => {
+            operations(&namespace, &format!("operationStatuses/{{operationId}}/{}", decision_segment(verdict)))
+        }
         Ok(Route::OperationResult { namespace, .. }) => operations(&namespace, "operationResults/{operationId}"),
         Ok(Route::Subscriptions) => Some("/subscriptions".into()),
         Ok(Route::Subscription(_)) => Some("/subscriptions/{subscriptionId}".into()),
@@ -518,13 +531,16 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
                 && is(p, "providers")
                 && is(l, "locations")
                 && is(kind, "operationStatuses")
-                && (is(c, "cancel") || is(c, "logs")) =>
+                && ["cancel", "logs", "approve", "deny"].iter().any(|w| is(c, w)) =>
         {
             let (subscription, namespace, location, id) = op(sub, ns, loc, id)?;
             if is(c, "cancel") {
                 Ok(Route::OperationCancel { subscription, namespace, location, id })
-            } else {
+            } else if is(c, "logs") {
                 Ok(Route::OperationLogs { subscription, namespace, location, id })
+            } else {
+                let verdict = if is(c, "approve") { Verdict::Approved } else { Verdict::Denied };
+                Ok(Route::OperationDecision { subscription, namespace, location, id, verdict })
             }
         }
         [s, sub, r, rg, p, ns, pairs @ ..]
@@ -573,3 +589,11 @@ pub fn parse(path: &str) -> Result<Route, RouteError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The last segment of a decision's path.
+pub(crate) fn decision_segment(verdict: Verdict) -> &'static str {
+    match verdict {
+        Verdict::Approved => "approve",
+        Verdict::Denied => "deny",
+    }
+}

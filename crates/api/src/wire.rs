@@ -238,6 +238,38 @@ fn what_if_changes(resource_id: &str, w: &WhatIf) -> Value {
     json!([change])
 }
 
+/// A request's approval (a Slipway extension): where it stands, what asked for it and who may
+/// decide, until when, the decision, and what the request changes (`whatIf`, as a what-if's
+/// result shows it, with the guardrails' verdicts and the quota it takes).
+fn approval(op: &Operation, a: &slipway_domain::approval::Approval) -> Value {
+    let rule = &a.requirement.rule;
+    let mut body = json!({
+        "state": a.state().as_str(),
+        "resourceId": op.resource_id,
+        "request": op.request.wire_name(),
+        "policyAssignmentId": a.requirement.assignment_id,
+        "policyDefinitionId": a.requirement.definition_id,
+        "reason": a.requirement.reason,
+        "approverRole": rule.approver_role.name(),
+        "allowSelfApproval": rule.allow_self_approval,
+        "onTimeout": rule.on_timeout.as_str(),
+        "requestedBy": a.requested_by.name,
+        "expiresAt": a.deadline.to_rfc3339(),
+        "whatIf": { "changes": what_if_changes(&op.resource_id, &a.what_if), "guardrails": guardrails(&a.what_if) },
+    });
+    if let Some(d) = &a.decision {
+        let mut decision = json!({
+            "verdict": d.verdict.as_str(),
+            "by": d.by.name,
+            "byRule": d.how == slipway_domain::approval::DecidedBy::Rule,
+            "at": d.at.to_rfc3339(),
+        });
+        insert_present(&mut decision, [("comment", d.comment.clone().map(Value::String))]);
+        body["decision"] = decision;
+    }
+    body
+}
+
 /// The operation-status document (also the async-notification body).
 /// An operation's status document as `GET …/operationStatuses/{id}` serves it and its
 /// notification carries it.
@@ -287,6 +319,9 @@ pub fn operation_status_document(op: &Operation, location: &str) -> Value {
     }
     if let Some(w) = op.what_if.as_ref().filter(|_| op.status == ProvisioningState::Succeeded) {
         properties.insert("changes".into(), what_if_changes(&op.resource_id, w));
+    }
+    if let Some(a) = &op.approval {
+        properties.insert("approval".into(), approval(op, a));
     }
     if !properties.is_empty() {
         body["properties"] = Value::Object(properties);

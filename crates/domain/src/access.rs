@@ -122,8 +122,8 @@ fn trim_slash(path: &str) -> &str {
 /// Where the built-in roles' definitions live.
 pub const ROLE_DEFINITIONS: &str = "/providers/Slipway.Authorization/roleDefinitions/";
 
-/// The built-in roles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// The built-in roles, each granting all the one before it does: their order is `Ord`'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Role {
     /// Read resources, operations and role assignments.
     Reader,
@@ -246,6 +246,14 @@ pub fn is_allowed(who: &Principal, assignments: &[RoleAssignment], permission: P
     who.kind == PrincipalKind::Local
         || (who.reaches(target)
             && assignments.iter().any(|a| a.names(who) && a.role.allows(permission) && a.scope.contains(target)))
+}
+
+/// Whether `who` holds `least` or a greater role at `target` (an approver's test). The local
+/// user holds every role.
+pub fn holds_role(who: &Principal, assignments: &[RoleAssignment], least: Role, target: &Scope) -> bool {
+    who.kind == PrincipalKind::Local
+        || (who.reaches(target)
+            && assignments.iter().any(|a| a.names(who) && a.role >= least && a.scope.contains(target)))
 }
 
 /// Whether `who` may read something somewhere below `scope` (not necessarily all of it):

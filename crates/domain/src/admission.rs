@@ -98,6 +98,10 @@ pub enum Rejection {
     /// A management lock forbids the request (ARM's `ScopeLocked`).
     #[error("{0}")]
     ScopeLocked(crate::locks::ScopeLocked),
+    /// The requester of a request waiting for approval asked to decide it, and its policy
+    /// wants someone else to (`403 ApproverIsRequester`).
+    #[error("the requester cannot decide their own request (policy assignment '{assignment_id}')")]
+    OwnRequest { assignment_id: String },
     /// An `If-Match` / `If-None-Match` precondition does not hold.
     #[error("{message}")]
     PreconditionFailed { message: String },
@@ -155,6 +159,7 @@ fn new_operation(id: &ArmId, request: OperationRequest, status: ProvisioningStat
         action: None,
         rerun: None,
         what_if: None,
+        approval: None,
         note: None,
         notification_uri: ctx.notification_uri.clone(),
         initiator: ctx.initiator.clone(),

@@ -12,6 +12,7 @@
 pub mod access;
 pub mod activity;
 pub mod admission;
+pub mod approval;
 pub mod backoff;
 pub mod composite;
 pub mod config_version;

@@ -127,6 +127,10 @@ pub mod codes {
     pub const WHAT_IF_FAILED: &str = "WhatIfFailed";
     /// The backend cannot run the type's job in check mode (the message says what to change).
     pub const WHAT_IF_NOT_SUPPORTED: &str = "WhatIfNotSupported";
+    /// An approver denied the request (`approval`).
+    pub const APPROVAL_DENIED: &str = "ApprovalDenied";
+    /// Nobody approved the request in time, and its policy ends such a request `Failed`.
+    pub const APPROVAL_TIMED_OUT: &str = "ApprovalTimedOut";
 }
 
 /// A child's delete, started by its parent's.
@@ -173,6 +177,9 @@ pub struct Operation {
     pub rerun: Option<Rerun>,
     /// A what-if's proposal and, once its check job ended, the automation's prediction.
     pub what_if: Option<crate::whatif::WhatIf>,
+    /// A request an admission policy holds for approval: who must decide, what it would
+    /// change, and the decision (`approval`).
+    pub approval: Option<Box<crate::approval::Approval>>,
     /// What a client should know about how the operation ended (a forced delete).
     pub note: Option<String>,
     pub notification_uri: Option<String>,
@@ -208,6 +215,13 @@ impl Operation {
     pub fn transition(&mut self, status: ProvisioningState, error: Option<CloudError>, now: Timestamp) -> bool {
         if self.is_terminal() || !self.needs_write(status, error.as_ref()) {
             return false;
+        }
+        if status.is_terminal()
+            && self.status == ProvisioningState::WaitingForApproval
+            && let Some(approval) = self.approval.as_mut()
+        {
+            // Ended before anyone decided: superseded, canceled, past its operation's life.
+            approval.ended.get_or_insert(crate::approval::Unapproved::Canceled);
         }
         self.status = status;
         if error.is_some() {
@@ -255,6 +269,7 @@ pub(crate) mod tests {
             action: None,
             rerun: None,
             what_if: None,
+            approval: None,
             note: None,
             notification_uri: None,
             initiator: Initiator::default(),

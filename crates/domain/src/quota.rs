@@ -263,6 +263,60 @@ pub fn charge(snap: &mut Snapshot, charge: &Charge) -> Result<(), Rejection> {
     Ok(())
 }
 
+/// Where a write leaves one meter of its subscription: what is used after it, of what limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub meter: MeterName,
+    pub before: u64,
+    pub after: u64,
+    pub limit: u64,
+    pub unit: String,
+}
+
+impl Share {
+    /// Whether the write takes the meter past `percent` of its limit.
+    pub fn passes(&self, percent: u8) -> bool {
+        u128::from(self.after) * 100 > u128::from(self.limit) * u128::from(percent)
+    }
+
+    pub fn percent_after(&self) -> u64 {
+        self.after.saturating_mul(100).checked_div(self.limit).unwrap_or(100)
+    }
+}
+
+impl fmt::Display for Share {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Meter '{}': {} → {} of the subscription's {} {} ({} %)",
+            self.meter.as_str(),
+            self.before,
+            self.after,
+            self.limit,
+            self.unit,
+            self.percent_after()
+        )
+    }
+}
+
+/// After [`charge`], what the write leaves each limited meter of the subscription at; `was` is
+/// what the resource consumed before the write (nothing, for a create).
+pub fn shares(snap: &Snapshot, was: &BTreeMap<MeterName, u64>, charge: &Charge) -> Vec<Share> {
+    let Some(resource) = snap.resource.as_ref() else { return Vec::new() };
+    charge
+        .meters
+        .iter()
+        .filter_map(|(meter, limits)| {
+            let limit = limits.subscription?;
+            let used = snap.usage.get(&meter.name).copied().unwrap_or_default().subscription;
+            let before = was.get(&meter.name).copied().unwrap_or(0);
+            let now = resource.usage.get(&meter.name).copied().unwrap_or(0);
+            let after = used.saturating_add(now).saturating_sub(before);
+            Some(Share { meter: meter.name.clone(), before: used, after, limit, unit: meter.unit.clone() })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

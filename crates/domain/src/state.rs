@@ -7,6 +7,9 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ProvisioningState {
     Accepted,
+    /// Accepted, and held until someone approves it (`approval`): nothing runs yet. Any
+    /// state but the three terminal ones means "in progress" to an ARM poller.
+    WaitingForApproval,
     Provisioning,
     Updating,
     Deleting,
@@ -17,8 +20,9 @@ pub enum ProvisioningState {
 }
 
 impl ProvisioningState {
-    pub const ALL: [ProvisioningState; 8] = [
+    pub const ALL: [ProvisioningState; 9] = [
         ProvisioningState::Accepted,
+        ProvisioningState::WaitingForApproval,
         ProvisioningState::Provisioning,
         ProvisioningState::Updating,
         ProvisioningState::Deleting,
@@ -35,6 +39,7 @@ impl ProvisioningState {
     pub fn as_str(self) -> &'static str {
         match self {
             ProvisioningState::Accepted => "Accepted",
+            ProvisioningState::WaitingForApproval => "WaitingForApproval",
             ProvisioningState::Provisioning => "Provisioning",
             ProvisioningState::Updating => "Updating",
             ProvisioningState::Deleting => "Deleting",
@@ -92,6 +97,7 @@ impl StateName {
                 ProvisioningState::Provisioning => 30,
                 ProvisioningState::Updating => 40,
                 ProvisioningState::Accepted => 50,
+                ProvisioningState::WaitingForApproval => 45,
                 ProvisioningState::Succeeded => 100,
             },
         }

@@ -15,6 +15,7 @@ mod common;
 mod aap_e2e;
 mod actions;
 mod activity;
+mod approvals;
 mod arm_api;
 mod arm_headers;
 mod arm_poller;

@@ -53,6 +53,7 @@ use slipway_domain::ids::OperationId;
 use slipway_domain::resource::ResourceRecord;
 
 mod activity;
+mod approval;
 mod context;
 mod event;
 mod job;

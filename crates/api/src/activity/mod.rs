@@ -54,6 +54,11 @@ pub(crate) fn describe(route: &Route, method: &Method, path: &str) -> Option<(St
         Route::OperationCancel { namespace, .. } => {
             Some((path.trim_end_matches("/cancel").to_string(), format!("{namespace}/operations/cancel/action")))
         }
+        Route::OperationDecision { namespace, verdict, .. } => {
+            let segment = crate::route::decision_segment(*verdict);
+            let op = path.rsplit_once('/').map_or(path.as_str(), |(op, _)| op).to_string();
+            Some((op, format!("{namespace}/operations/{segment}/action")))
+        }
         Route::Subscription(_) => named("Microsoft.Resources", "subscriptions"),
         Route::RoleAssignments { id: Some(_), .. } => named("Slipway.Authorization", "roleAssignments"),
         Route::ProviderRegistration { namespace, register, .. } => {

@@ -12,10 +12,11 @@ use slipway_domain::TypeKey;
 use slipway_domain::access::Scope;
 use slipway_domain::admission::Rejection;
 use slipway_domain::admission::{self, RequestContext};
+use slipway_domain::approval::{RequestKind, Requirement};
 use slipway_domain::ids::{ArmId, ResourceKey, SubscriptionId};
 use slipway_domain::locks::{self, Lock, LockLevel, Verb};
 use slipway_domain::policy_admission::{Finding, Target};
-use slipway_domain::quota::{self, Charge, LimitSetting, Limits, MeterDefinition};
+use slipway_domain::quota::{self, Charge, LimitSetting, Limits, MeterDefinition, MeterName, Share};
 use slipway_domain::resource::{Setting, Snapshot, Spec};
 use slipway_domain::whatif::{Guardrail, GuardrailKind};
 use slipway_store::{ChangeRequest, EntryKind};
@@ -184,6 +185,13 @@ impl Guard {
             }
             Err(other) => out.push(verdict(GuardrailKind::Policy, "error", true, "", other.to_string())),
         }
+        let request = if snap.resource.is_some() { RequestKind::Update } else { RequestKind::Create };
+        if let Ok(held) = self.approvals(snap, spec, request, rctx) {
+            out.extend(held.into_iter().map(|(r, enforced)| {
+                let message = format!("requireApproval ({}): {}", r.definition_id, r.reason);
+                verdict(GuardrailKind::Policy, "requireApproval", enforced, &r.assignment_id, message)
+            }));
+        }
         if !self.meters.is_empty() {
             let mut trial = snap.clone();
             if admission::admit_put(&mut trial, &self.target, kind, spec.clone(), rctx).is_ok()
@@ -261,6 +269,20 @@ impl Guard {
         if self.meters.is_empty() {
             return Ok(());
         }
+        let charge = self.charge_of(snap);
+        quota::charge(snap, &charge)
+    }
+
+    /// After [`Guard::charge`]: where the write leaves each limited meter of the subscription
+    /// (`was`: what the resource consumed before it).
+    pub(crate) fn shares(&self, snap: &Snapshot, was: &BTreeMap<MeterName, u64>) -> Vec<Share> {
+        if self.meters.is_empty() {
+            return Vec::new();
+        }
+        quota::shares(snap, was, &self.charge_of(snap))
+    }
+
+    fn charge_of(&self, snap: &Snapshot) -> Charge {
         let set = limits_in(&snap.settings);
         let sub = &self.target.subscription;
         let meters = self
@@ -276,7 +298,23 @@ impl Guard {
                 (d.meter.clone(), limits)
             })
             .collect();
-        quota::charge(snap, &Charge { meters })
+        Charge { meters }
+    }
+
+    /// The `requireApproval` policies that hold for a write of `kind` leaving `spec`, each
+    /// with whether it is enforced.
+    pub(crate) fn approvals(
+        &self,
+        snap: &Snapshot,
+        spec: &Spec,
+        kind: RequestKind,
+        rctx: &RequestContext,
+    ) -> Result<Vec<(Requirement, bool)>, Rejection> {
+        let policies = self.policies.policies(&snap.settings);
+        if policies.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.with_target(snap, rctx, |target| policies.approvals(target, spec, kind, rctx.now))
     }
 }
 

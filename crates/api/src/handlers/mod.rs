@@ -31,6 +31,7 @@ use crate::{ApiState, access, activity};
 pub(crate) mod actions;
 mod activity_log;
 mod admin;
+pub(crate) mod approvals;
 mod audit;
 mod body;
 pub(crate) mod discovery;
@@ -330,6 +331,10 @@ async fn dispatch(state: &ApiState, ctx: &Ctx, path: &str, body: Body) -> Result
         Route::OperationCancel { subscription, namespace, id, .. } => {
             operation_check(state, ctx, &namespace, Method::POST)?;
             cancel_operation(state, ctx, &subscription, &id).await
+        }
+        Route::OperationDecision { subscription, namespace, id, verdict, .. } => {
+            operation_check(state, ctx, &namespace, Method::POST)?;
+            approvals::decide_operation(state, ctx, &subscription, &id, verdict, body).await
         }
         Route::OperationLogs { subscription, namespace, id, .. } => {
             operation_check(state, ctx, &namespace, Method::GET)?;

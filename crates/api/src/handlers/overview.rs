@@ -107,8 +107,15 @@ pub(crate) async fn list_operations(
     let (grants, _) =
         readable(state, ctx, &sub, Scope::subscription_scope(&sub), "Microsoft.Resources/operationStatuses/read")
             .await?;
-    let [status] = filter::fields(ctx.query.get("$filter").map(String::as_str), ["status"])?;
+    let [status, approver] = filter::fields(ctx.query.get("$filter").map(String::as_str), ["status", "approver"])?;
     let status = state_filter(status.as_deref())?;
+    // `approver eq 'me'`: only requests waiting for a decision the caller may make.
+    let mine = match approver.as_deref() {
+        None => false,
+        Some(me) if me.eq_ignore_ascii_case("me") => true,
+        Some(other) => return Err(invalid_filter(format!("approver is 'me', not '{}'.", echo(other, 40)))),
+    };
+    let status = if mine { Some(ProvisioningState::WaitingForApproval) } else { status };
     let limit = page_limit(state, ctx)?;
     let after = ctx
         .query
@@ -121,6 +128,7 @@ pub(crate) async fn list_operations(
         .items
         .iter()
         .filter(|op| may_see_operation(state, ctx, &grants, op, Permission::Read))
+        .filter(|op| !mine || super::approvals::may_decide(ctx, &grants, op))
         .map(|op| wire::operation_status_document(op, &state.options.location))
         .collect();
     page_response(ctx, path, limit, value, page.next.as_ref().map(|id| id.as_str().to_string()))

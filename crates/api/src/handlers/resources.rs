@@ -17,6 +17,7 @@ use slipway_store::{ChangeRequest, ListQuery, StoreError, reference_walk};
 use slipway_types::ResourceType;
 
 use crate::error::ArmError;
+use crate::handlers::approvals::{self, Requesting};
 use crate::handlers::body::json_body;
 use crate::handlers::guardrails::Guard;
 use crate::handlers::operations::add_async_headers;
@@ -68,11 +69,14 @@ pub(crate) async fn get_resource(state: &ApiState, id: &ArmId, ty: &ResourceType
 
 /// A PUT body, read and checked before its change as every PUT is: the spec (secrets not
 /// sealed yet), what it references — each readable by the caller — and the cycle check's
-/// walk over the stored records. A what-if reads its proposal the same way.
+/// walk over the stored records, and who proposes it (for its approval). A what-if reads its
+/// proposal the same way.
+#[derive(Clone)]
 pub(crate) struct Proposal {
     pub spec: Spec,
     pub references: Vec<Reference>,
     pub walked: Vec<ResourceKey>,
+    pub by: Requesting,
 }
 
 pub(crate) async fn read_proposal(
@@ -96,7 +100,8 @@ pub(crate) async fn read_proposal(
     let references = ty.references_in(&properties, &id.subscription)?;
     may_reference(ctx, grants, &references)?;
     let walked = reference_walk(state.store.as_ref(), id, &references).await?;
-    Ok(Proposal { spec: Spec { location, tags, properties }, references, walked })
+    let by = Requesting::of(ctx, grants);
+    Ok(Proposal { spec: Spec { location, tags, properties }, references, walked, by })
 }
 
 pub(crate) async fn put_resource(
@@ -111,15 +116,15 @@ pub(crate) async fn put_resource(
     let proposal = read_proposal(state, ctx, &id, &ty, body, grants).await?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
     // Tried once more when the group had no record and one was made (`groups`).
-    let again = (proposal.spec.clone(), proposal.references.clone(), proposal.walked.clone(), rctx.clone());
+    let again = (proposal.clone(), rctx.clone());
     let sealer = Sealer::of(state, &ty)?;
     let (admitted, snap) = match admit_put_in_group(state, ctx, &id, &ty, proposal, sealer, rctx).await {
         Err(StoreError::Rejected(admission::Rejection::GroupNotFound { .. }))
-            if groups::create_missing_group(state, ctx, &id, again.0.location.as_deref()).await? =>
+            if groups::create_missing_group(state, ctx, &id, again.0.spec.location.as_deref()).await? =>
         {
-            let (spec, references, walked, rctx) = again;
+            let (proposal, rctx) = again;
             let sealer = Sealer::of(state, &ty)?;
-            admit_put_in_group(state, ctx, &id, &ty, Proposal { spec, references, walked }, sealer, rctx).await?
+            admit_put_in_group(state, ctx, &id, &ty, proposal, sealer, rctx).await?
         }
         outcome => outcome?,
     };
@@ -137,7 +142,7 @@ async fn admit_put_in_group(
     sealer: Option<Sealer>,
     rctx: admission::RequestContext,
 ) -> Result<(Admitted, Snapshot), StoreError> {
-    let Proposal { mut spec, references, walked } = proposal;
+    let Proposal { mut spec, references, walked, by: who } = proposal;
     let kind = ty.kind.clone();
     let target = id.clone();
     let group = id.parent().is_none().then(|| id.group_id().key());
@@ -158,10 +163,11 @@ async fn admit_put_in_group(
         if let Some(sealer) = &sealer {
             spec.properties = sealer.seal(&spec.properties, snap.resource.as_ref())?;
         }
+        let was = approvals::before(snap);
         let admitted = reference::admit_put(snap, &target, &kind, spec, references, &walked, &rctx)?;
         record_findings(snap, findings);
         guard.charge(snap)?;
-        Ok(admitted)
+        approvals::hold_if_required(&guard, snap, admitted, was, &who, &rctx)
     })
     .await
 }
@@ -193,6 +199,7 @@ pub(crate) async fn patch_resource(
     }
     let walked = reference_walk(state.store.as_ref(), &id, &guess).await?;
     let rctx = request_context(state, ctx, ctx.api_version()?, tenant)?;
+    let who = Requesting::of(ctx, grants);
     let validator = ty.clone();
     let referrer = ty.clone();
     let sealer = Sealer::of(state, &ty)?;
@@ -213,6 +220,7 @@ pub(crate) async fn patch_resource(
                 (_, p) => p,
             };
             let mut findings = Vec::new();
+            let was = approvals::before(snap);
             admission::admit_shaped_patch(
                 snap,
                 input.tags,
@@ -252,7 +260,7 @@ pub(crate) async fn patch_resource(
                 }
                 reference::record(snap, &target, references, &walked)?;
                 guard.charge(snap)?;
-                Ok(admitted)
+                approvals::hold_if_required(&guard, snap, admitted, was, &who, &rctx)
             })
         })
         .await

@@ -38,6 +38,9 @@ pub fn admit_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) ->
     if op.status == ProvisioningState::Canceling {
         return Ok(op);
     }
+    if op.is_waiting_for_approval() {
+        return Ok(withdraw(snap, op_id, now));
+    }
     let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
     let has_job = res.jobs.iter().any(|j| j.operation_id.as_ref() == Some(op_id));
     if has_job {
@@ -60,6 +63,9 @@ pub fn admit_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) ->
 /// for any cancel: a forced delete is the way out of those.
 pub fn admit_force_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) -> Result<Operation, Rejection> {
     let op = cancelable(snap, op_id)?;
+    if op.is_waiting_for_approval() {
+        return Ok(withdraw(snap, op_id, now));
+    }
     let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
     for job in res.jobs.iter_mut().filter(|j| j.operation_id.as_ref() == Some(op_id) && !j.state.is_terminal()) {
         job.stop = Some(Stop::Kill { asked_at: None });
@@ -75,6 +81,13 @@ pub fn admit_force_cancel(snap: &mut Snapshot, op_id: &OperationId, now: Timesta
     );
     snap.set_operation_status(op_id, ProvisioningState::Canceled, Some(error), now);
     Ok(snap.operation(op_id).cloned().expect("present"))
+}
+
+/// A request canceled while it waited for approval: nothing of it is left.
+fn withdraw(snap: &mut Snapshot, op_id: &OperationId, now: Timestamp) -> Operation {
+    use crate::approval::{Unapproved, end_unapproved};
+    end_unapproved(snap, op_id, Unapproved::Canceled, ProvisioningState::Canceled, canceled_by_user(), now);
+    snap.operation(op_id).cloned().expect("present")
 }
 
 pub fn canceled_by_user() -> CloudError {

@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::access::Scope;
 use crate::admission::Rejection;
+use crate::approval::{ApprovalRule, RequestKind, Requirement};
 use crate::operation::CloudError;
 use crate::policy_rule::{Aliases, Evaluated, Field, PolicyRule, RuleError, Segment, Subject, describe};
 use crate::resource::Spec;
@@ -87,6 +88,9 @@ pub enum Effect {
     Append,
     Modify,
     DenyAction,
+    /// Slipway's own: the write is accepted but waits for someone to approve it
+    /// (`approval`); `then.details` is its [`ApprovalRule`].
+    RequireApproval,
     Disabled,
 }
 
@@ -98,6 +102,7 @@ impl Effect {
             ("append", Effect::Append),
             ("modify", Effect::Modify),
             ("denyaction", Effect::DenyAction),
+            ("requireapproval", Effect::RequireApproval),
             ("disabled", Effect::Disabled),
         ];
         all.into_iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, e)| e)
@@ -110,6 +115,7 @@ impl Effect {
             Effect::Append => "append",
             Effect::Modify => "modify",
             Effect::DenyAction => "denyAction",
+            Effect::RequireApproval => "requireApproval",
             Effect::Disabled => "disabled",
         }
     }
@@ -281,6 +287,38 @@ impl Policies {
             }
         }
         Ok((findings, denied))
+    }
+
+    /// The `requireApproval` policies that hold for a write of `kind` leaving `spec`, each with
+    /// whether it is enforced (one in `DoNotEnforce` mode only says it would have held).
+    pub fn approvals(
+        &self,
+        target: &Target<'_>,
+        spec: &Spec,
+        kind: RequestKind,
+        now: Timestamp,
+    ) -> Result<Vec<(Requirement, bool)>, Rejection> {
+        let mut out = Vec::new();
+        for a in self.applicable(target, spec, now)? {
+            if a.effect(target, spec)? != Effect::RequireApproval {
+                continue;
+            }
+            let rule = ApprovalRule::parse(a.definition.rule.then.details.as_ref()).map_err(|e| a.failed(e))?;
+            if !rule.holds(kind) {
+                continue;
+            }
+            let (hit, log) = a.matches(target, spec)?;
+            if hit {
+                let requirement = Requirement {
+                    assignment_id: a.assignment.id.clone(),
+                    definition_id: a.definition.id.clone(),
+                    reason: describe(&log),
+                    rule,
+                };
+                out.push((requirement, a.enforced()));
+            }
+        }
+        Ok(out)
     }
 
     /// A `DELETE`: refused when a `denyAction` naming `delete` holds for the resource.

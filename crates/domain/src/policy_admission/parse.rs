@@ -35,12 +35,19 @@ impl Definition {
             }
         }
         let rule = PolicyRule::parse(rule, aliases)?;
-        if let Expr::Literal(Value::String(effect)) = &rule.then.effect
-            && Effect::parse(effect).is_none()
-        {
-            return Err(RuleError(format!(
-                "the effect '{effect}' is not supported: deny, audit, append, modify, denyAction or disabled"
-            )));
+        if let Expr::Literal(Value::String(effect)) = &rule.then.effect {
+            match Effect::parse(effect) {
+                None => {
+                    return Err(RuleError(format!(
+                        "the effect '{effect}' is not supported: deny, audit, append, modify, denyAction, \
+                         requireApproval or disabled"
+                    )));
+                }
+                Some(Effect::RequireApproval) => {
+                    crate::approval::ApprovalRule::parse(rule.then.details.as_ref())?;
+                }
+                Some(_) => {}
+            }
         }
         let display_name = properties.get("displayName").and_then(Value::as_str).map(str::to_string);
         Ok(Definition { id: id.to_string(), display_name, mode, parameters, rule })

@@ -165,6 +165,12 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
         return Effect::Sleep { until: None };
     }
     enforce_deadline(snap, policy, now);
+    // A request waiting for approval runs nothing until it is decided or its time is up.
+    match crate::approval::wait(snap, now) {
+        Some(Some(deadline)) => return Effect::Sleep { until: Some(deadline) },
+        Some(None) if snap.resource.is_none() => return Effect::Sleep { until: None },
+        _ => {}
+    }
     if res(snap).id.is_group() {
         return group::decide(snap, policy, now);
     }
@@ -207,13 +213,13 @@ fn job_mut<'a>(snap: &'a mut Snapshot, key: &IdempotencyKey) -> Option<&'a mut J
 
 /// When the active operation runs out of time, if one is active.
 pub(crate) fn operation_deadline(snap: &Snapshot, policy: &TypePolicy) -> Option<Timestamp> {
-    snap.active_operation().map(|op| op.start_time.add(policy.deadline(op.request)))
+    snap.active_operation().map(|op| op.running_since().add(policy.deadline(op.request)))
 }
 
 fn enforce_deadline(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) {
-    let Some(op) = snap.active_operation().cloned() else { return };
+    let Some(op) = snap.active_operation().filter(|o| !o.is_waiting_for_approval()).cloned() else { return };
     let limit = policy.deadline(op.request);
-    if now < op.start_time.add(limit) {
+    if now < op.running_since().add(limit) {
         return;
     }
     let what = op.request.as_str();
@@ -377,7 +383,7 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
                 if let Some(o) = snap.operation_mut(&op.id) {
                     o.waiting_on = Some(blocker);
                 }
-                return Some(Effect::Sleep { until: Some(op.start_time.add(policy.deadline(op.request))) });
+                return Some(Effect::Sleep { until: Some(op.running_since().add(policy.deadline(op.request))) });
             }
             let first = if policy.preflight { JobType::Preflight } else { JobType::Provision };
             Some(begin_launch(snap, policy, first, Some(op.id.clone()), now))

@@ -9,8 +9,10 @@ use slipway_domain::operation::{
 use slipway_domain::state::ProvisioningState;
 use slipway_domain::time::Timestamp;
 
+use slipway_domain::approval::Approval;
 use slipway_domain::whatif::WhatIf;
 
+use super::approval::ApprovalDocument;
 use super::whatif::WhatIfDocument;
 use super::{DocumentError, check_version, is_version_1, operation_id, version_1};
 
@@ -66,6 +68,9 @@ pub(crate) struct OperationDocument {
     /// read such an operation: what-ifs wait until every replica runs this version.
     #[serde(rename = "whatIf", default, skip_serializing_if = "Option::is_none")]
     what_if: Option<WhatIfDocument>,
+    /// A request held for approval (`documents::approval`).
+    #[serde(rename = "approval", default, skip_serializing_if = "Option::is_none")]
+    approval: Option<ApprovalDocument>,
     #[serde(rename = "note", default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     #[serde(rename = "notificationUri", default, skip_serializing_if = "Option::is_none")]
@@ -148,6 +153,8 @@ impl From<RerunDocument> for Rerun {
 pub(crate) enum ProvisioningStateDocument {
     #[serde(rename = "Accepted")]
     Accepted,
+    #[serde(rename = "WaitingForApproval")]
+    WaitingForApproval,
     #[serde(rename = "Provisioning")]
     Provisioning,
     #[serde(rename = "Updating")]
@@ -209,6 +216,7 @@ impl From<&Operation> for OperationDocument {
             action,
             rerun,
             what_if,
+            approval,
             note,
             notification_uri,
             initiator,
@@ -234,6 +242,7 @@ impl From<&Operation> for OperationDocument {
                 .map(|a| ActionCallDocument { name: a.name.clone(), parameters: a.parameters.clone() }),
             rerun: rerun.map(RerunDocument::from),
             what_if: what_if.as_ref().map(WhatIfDocument::from),
+            approval: approval.as_deref().map(ApprovalDocument::from),
             note: note.clone(),
             notification_uri: notification_uri.clone(),
             initiator: initiator.into(),
@@ -264,6 +273,7 @@ impl TryFrom<OperationDocument> for Operation {
             action,
             rerun,
             what_if,
+            approval,
             note,
             notification_uri,
             initiator,
@@ -295,6 +305,7 @@ impl TryFrom<OperationDocument> for Operation {
             action: action.map(|a| ActionCall { name: a.name, parameters: a.parameters }),
             rerun: rerun.map(Rerun::from),
             what_if: what_if.map(WhatIf::from),
+            approval: approval.map(|a| Approval::try_from(a).map(Box::new)).transpose()?,
             note,
             notification_uri,
             initiator: initiator.into(),
@@ -333,6 +344,7 @@ impl From<ProvisioningState> for ProvisioningStateDocument {
     fn from(s: ProvisioningState) -> Self {
         match s {
             ProvisioningState::Accepted => ProvisioningStateDocument::Accepted,
+            ProvisioningState::WaitingForApproval => ProvisioningStateDocument::WaitingForApproval,
             ProvisioningState::Provisioning => ProvisioningStateDocument::Provisioning,
             ProvisioningState::Updating => ProvisioningStateDocument::Updating,
             ProvisioningState::Deleting => ProvisioningStateDocument::Deleting,
@@ -348,6 +360,7 @@ impl From<ProvisioningStateDocument> for ProvisioningState {
     fn from(s: ProvisioningStateDocument) -> Self {
         match s {
             ProvisioningStateDocument::Accepted => ProvisioningState::Accepted,
+            ProvisioningStateDocument::WaitingForApproval => ProvisioningState::WaitingForApproval,
             ProvisioningStateDocument::Provisioning => ProvisioningState::Provisioning,
             ProvisioningStateDocument::Updating => ProvisioningState::Updating,
             ProvisioningStateDocument::Deleting => ProvisioningState::Deleting,

@@ -263,17 +263,14 @@ impl From<&ResourceRecord> for ResourceDocument {
             deletion: deletion.as_ref().map(DeletionDocument::from),
             convergence_stopped_for: convergence_stopped_for.as_ref().map(|v| v.as_str().to_string()),
             job_context: job_context.as_ref().map(JobContextDocument::from),
-            references: references
-                .iter()
-                .map(|r| ReferenceDocument { property: r.property.clone(), id: (&r.id).into() })
-                .collect(),
+            references: reference_documents(references),
             outputs: outputs.clone(),
             drift: drift.as_ref().map(DriftDocument::from),
             last_error: last_error.as_ref().map(CloudErrorDocument::from),
             schedule: ScheduleDocument::default(),
             lease: None,
             generation: *generation,
-            usage: usage.iter().map(|(meter, n)| (meter.as_str().to_string(), *n)).collect(),
+            usage: usage_document(usage),
             findings: findings.iter().map(FindingDocument::from).collect(),
         }
     }
@@ -327,14 +324,14 @@ impl TryFrom<ResourceDocument> for ResourceRecord {
             deletion: deletion.map(Deletion::from),
             convergence_stopped_for: convergence_stopped_for.map(ConfigVersion::new),
             job_context: job_context.map(JobContext::from),
-            references: references.into_iter().map(|r| Reference { property: r.property, id: r.id.into() }).collect(),
+            references: references_of(references),
             outputs,
             drift: drift.map(Drift::try_from).transpose()?,
             last_error: last_error.map(CloudError::from),
             schedule: Schedule::default(),
             lease: None,
             generation,
-            usage: usage.into_iter().map(|(meter, n)| (MeterName::read_stored(meter), n)).collect(),
+            usage: usage_of(usage),
             findings: findings.into_iter().map(Finding::try_from).collect::<Result<_, _>>()?,
         })
     }
@@ -430,4 +427,20 @@ impl From<SystemDataDocument> for SystemData {
             last_modified_at: Timestamp(last_modified_at),
         }
     }
+}
+
+pub(super) fn reference_documents(references: &[Reference]) -> Vec<ReferenceDocument> {
+    references.iter().map(|r| ReferenceDocument { property: r.property.clone(), id: (&r.id).into() }).collect()
+}
+
+pub(super) fn references_of(documents: Vec<ReferenceDocument>) -> Vec<Reference> {
+    documents.into_iter().map(|r| Reference { property: r.property, id: r.id.into() }).collect()
+}
+
+pub(super) fn usage_document(usage: &BTreeMap<MeterName, u64>) -> BTreeMap<String, u64> {
+    usage.iter().map(|(meter, n)| (meter.as_str().to_string(), *n)).collect()
+}
+
+pub(super) fn usage_of(document: BTreeMap<String, u64>) -> BTreeMap<MeterName, u64> {
+    document.into_iter().map(|(meter, n)| (MeterName::read_stored(meter), n)).collect()
 }

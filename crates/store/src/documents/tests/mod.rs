@@ -167,6 +167,7 @@ fn full_operation() -> Operation {
         }),
         rerun: Some(Rerun::Retry),
         what_if: None,
+        approval: None,
         note: Some("Force-deleted".into()),
         notification_uri: Some("https://callback.example/notify?x=1".into()),
         initiator: Initiator {
@@ -257,6 +258,7 @@ fn minimal_operation() -> Operation {
         action: None,
         rerun: None,
         what_if: None,
+        approval: None,
         note: None,
         notification_uri: None,
         initiator: Initiator::default(),
