@@ -322,3 +322,55 @@ async fn the_requester_may_withdraw_a_waiting_request() {
     assert_eq!(w.status("alice", &op_url).await["properties"]["approval"]["state"], "Canceled");
     assert_eq!(w.call("alice", "GET", &rid("computeInstances", "big"), API, None).await.code, 404);
 }
+
+/// `slipway approval` as `who`: exit code and stdout.
+async fn cli(w: &World, who: &str, args: &[&str]) -> (i32, String) {
+    let profile = tempfile::tempdir().unwrap();
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_slipway"));
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("SLIPWAY_")) {
+        c.env_remove(k);
+    }
+    let config = profile.path().join("config.toml");
+    c.args(args).stdin(std::process::Stdio::null()).envs([
+        ("SLIPWAY_CONFIG", config.display().to_string()),
+        ("SLIPWAY_URL", w.s.base.clone()),
+        ("SLIPWAY_SUBSCRIPTION", SUB.to_string()),
+        ("SLIPWAY_TOKEN", w.token(who)),
+    ]);
+    let out = c.output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    (out.status.code().unwrap(), text + &String::from_utf8_lossy(&out.stderr))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_lists_shows_and_decides_approvals() {
+    let idp = TestIdp::start().await;
+    let w = World::start(local_config(), idp, "PT1H", "Canceled").await;
+    let big = w.create("alice", "big", "large").await;
+    let op_url = big.operation.expect("an operation");
+    let id = w.status("alice", &op_url).await["name"].as_str().unwrap().to_string();
+
+    let (code, listed) = cli(&w, "bob", &["approval", "list", "-o", "json"]).await;
+    assert_eq!(code, 0, "{listed}");
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed[0]["name"], id.as_str());
+    let (code, mine) = cli(&w, "alice", &["approval", "list"]).await;
+    assert_eq!(code, 0, "{mine}");
+    assert!(!mine.contains(&id), "nothing for the requester to decide: {mine}");
+    let (_, all) = cli(&w, "alice", &["approval", "list", "--all"]).await;
+    assert!(all.contains(&id) && all.contains("Pending"), "{all}");
+
+    let (code, shown) = cli(&w, "bob", &["approval", "show", &id]).await;
+    assert_eq!(code, 0, "{shown}");
+    for part in ["alice", "Owner", "Create", "properties.size", "large", "Why:"] {
+        assert!(shown.contains(part), "{part} in:\n{shown}");
+    }
+    let (code, refused) = cli(&w, "alice", &["approval", "approve", &id]).await;
+    assert_eq!(code, 6, "refused: {refused}");
+    assert!(refused.contains("ApproverIsRequester"), "{refused}");
+    let (code, denied) = cli(&w, "bob", &["approval", "deny", &id, "-m", "not this week"]).await;
+    assert_eq!(code, 0, "{denied}");
+    assert!(denied.contains("Denied"), "{denied}");
+    let (_, shown) = cli(&w, "bob", &["approval", "show", &id]).await;
+    assert!(shown.contains("Decision: Denied by bob") && shown.contains("not this week"), "{shown}");
+}

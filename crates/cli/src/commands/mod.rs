@@ -1,6 +1,7 @@
 //! The client subcommands, one module per noun; `run` dispatches.
 
 pub mod activity;
+mod approval;
 pub mod body;
 pub mod events;
 pub mod generate;
@@ -42,6 +43,9 @@ pub enum ClientCommand {
     /// Follow, cancel and read the output of operations.
     #[command(subcommand)]
     Op(op::OpCommand),
+    /// Requests held for approval: list, show, approve, deny.
+    #[command(subcommand)]
+    Approval(approval::ApprovalCommand),
     /// A resource's job history: what ran for it and why it is where it is.
     Jobs {
         #[command(flatten)]
@@ -97,6 +101,7 @@ pub async fn run(mut ctx: Context, command: ClientCommand, cli: fn() -> clap::Co
         ClientCommand::Lock(c) => guardrails::lock(&ctx, c).await,
         ClientCommand::Policy(c) => guardrails::policy(&ctx, c).await,
         ClientCommand::Op(c) => op::run(&ctx, c).await,
+        ClientCommand::Approval(c) => approval::run(&ctx, c).await,
         ClientCommand::Events(args) => events::run(&ctx, args).await,
         ClientCommand::Activity(args) => activity::run(&ctx, args).await,
         ClientCommand::Jobs { resource } => inspect::jobs(&ctx, &resource).await,

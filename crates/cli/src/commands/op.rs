@@ -103,7 +103,7 @@ pub async fn run(ctx: &Context, command: OpCommand) -> Result<(), CliError> {
 }
 
 /// `{status URL}/{suffix}`, keeping its query.
-fn with_suffix(url: &str, suffix: &str) -> String {
+pub(crate) fn with_suffix(url: &str, suffix: &str) -> String {
     match url.split_once('?') {
         Some((path, query)) => format!("{path}/{suffix}?{query}"),
         None => format!("{url}/{suffix}"),

@@ -88,7 +88,8 @@ pub enum ResourceCommand {
 }
 
 /// A what-if's table: one row per changed property and per changed task.
-const WHAT_IF_COLUMNS: &[Column] = &[("CHANGE", "change"), ("WHAT", "what"), ("BEFORE", "before"), ("AFTER", "after")];
+pub(crate) const WHAT_IF_COLUMNS: &[Column] =
+    &[("CHANGE", "change"), ("WHAT", "what"), ("BEFORE", "before"), ("AFTER", "after")];
 
 #[derive(Args, Clone, Debug)]
 pub struct MutateArgs {
@@ -199,7 +200,7 @@ async fn what_if(
 
 /// The changes of a `WhatIfOperationResult` as table rows: the resource's change type, each
 /// changed property with its values, and each task the job would change on its host.
-fn what_if_rows(result: &Value) -> Value {
+pub(crate) fn what_if_rows(result: &Value) -> Value {
     let mut rows = Vec::new();
     for change in result["properties"]["changes"].as_array().into_iter().flatten() {
         rows.push(serde_json::json!({"change": change["changeType"], "what": change["resourceId"]}));
