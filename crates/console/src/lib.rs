@@ -109,6 +109,8 @@ pub fn router(api: Router, options: ConsoleOptions) -> Router {
         .route("/ui/create", get(pages::create_page).post(pages::create))
         .route("/ui/operation", get(pages::operation))
         .route("/ui/operation/cancel", post(pages::cancel))
+        .route("/ui/operation/decide", post(pages::decide))
+        .route("/ui/subscriptions/{subscription}/approvals", get(pages::approvals))
         .route("/ui/operation/output", get(pages::output))
         .route("/ui/assets/{file}", get(assets::serve))
         .layer(middleware::from_fn_with_state(console.clone(), session::csrf_cookie))

@@ -27,6 +27,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("resource.html", include_str!("../templates/resource.html")),
     ("operation.html", include_str!("../templates/operation.html")),
     ("create.html", include_str!("../templates/create.html")),
+    ("approvals.html", include_str!("../templates/approvals.html")),
 ];
 
 pub(crate) fn environment() -> Environment<'static> {

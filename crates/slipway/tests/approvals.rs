@@ -374,3 +374,38 @@ async fn the_cli_lists_shows_and_decides_approvals() {
     let (_, shown) = cli(&w, "bob", &["approval", "show", &id]).await;
     assert!(shown.contains("Decision: Denied by bob") && shown.contains("not this week"), "{shown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_a_request_shows_its_change_and_decides_it() {
+    use crate::common::browser::Browser;
+    let idp = TestIdp::start().await;
+    let w = World::start(local_config(), idp, "PT1H", "Canceled").await;
+    let big = w.create("alice", "big", "large").await;
+    let op_url = big.operation.expect("an operation");
+
+    let b = Browser::start("approvals").await;
+    b.goto(&format!("{}/ui/sign-in", w.s.base)).await;
+    b.submit("#sign-in", &[("token", &w.token("bob"))]).await;
+    b.goto(&format!("{}/ui/subscriptions/{SUB}", w.s.base)).await;
+    b.click("#approvals-link").await;
+    let mine = b.text("#approvals-mine").await;
+    assert!(mine.contains("Create") && mine.contains("big") && mine.contains("alice"), "{mine}");
+    b.assert_clean("approvals").await;
+    b.screenshot("approvals").await;
+    b.click("#approvals-mine a").await;
+    let changes = b.text("#approval-changes").await;
+    assert!(changes.contains("properties.size") && changes.contains("large"), "{changes}");
+    assert!(b.text("#approval-guardrails").await.contains("requireApproval"));
+    b.assert_clean("a request waiting for approval").await;
+    b.screenshot("approval-pending").await;
+    b.submit("#approve-form", &[("comment", "ok from the console")]).await;
+    let decision = b.text("#decision").await;
+    assert!(
+        decision.contains("Approved") && decision.contains("bob") && decision.contains("ok from the console"),
+        "{decision}"
+    );
+    assert!(!b.has("#approve-form").await && !b.has("#deny-form").await, "a decided request offers no buttons");
+    b.assert_clean("an approved request").await;
+    assert_eq!(w.terminal(&op_url).await["status"], "Succeeded");
+    b.close().await;
+}

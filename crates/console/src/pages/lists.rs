@@ -15,7 +15,8 @@ use crate::session::Visit;
 use crate::{Console, PLATFORM_API_VERSION, QUOTA_API_VERSION, api_version};
 
 /// The states a filter offers.
-const STATES: [&str; 7] = ["Accepted", "Provisioning", "Updating", "Deleting", "Succeeded", "Failed", "Canceled"];
+const STATES: [&str; 8] =
+    ["Accepted", "WaitingForApproval", "Provisioning", "Updating", "Deleting", "Succeeded", "Failed", "Canceled"];
 /// Rows per page of a resource list.
 const PAGE_ROWS: &str = "50";
 

@@ -1,6 +1,7 @@
 //! The pages: each reads what it shows from the API as the visitor, and each form posts back
 //! here, where it becomes one API request.
 
+mod approvals;
 mod create;
 mod group;
 mod history;
@@ -8,6 +9,7 @@ mod lists;
 mod operation;
 mod resource;
 
+pub(crate) use approvals::{approvals, decide};
 pub(crate) use create::{create, create_page};
 pub(crate) use group::{create as create_group, delete as delete_group, tags as group_tags};
 pub(crate) use lists::{group, home, open, subscription};

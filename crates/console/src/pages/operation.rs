@@ -25,7 +25,7 @@ pub(crate) struct OperationQuery {
 
 /// An operation status path's subscription and id, and an api-version of its namespace; or
 /// why it is not one.
-fn checked(console: &Console, path: &str) -> Result<(OperationPath, String), ArmProblem> {
+pub(crate) fn checked(console: &Console, path: &str) -> Result<(OperationPath, String), ArmProblem> {
     let bad = || ArmProblem::new("InvalidOperationId", format!("'{path}' is not an operation status path."));
     let parsed = OperationPath::parse(path).map_err(|_| bad())?;
     // A resource group's delete is ARM's own namespace's, on the platform api-version.
@@ -82,6 +82,7 @@ pub(crate) async fn operation(
         "live": !terminal(&op["status"]),
         "output": uri("/ui/operation/output", &[("id", &q.id)]),
         "allowed": may,
+        "approval": super::approvals::approval_view(&op),
     });
     console.render(&visit, Page::new("operation.html", format!("Operation {name}")).crumbs(crumbs), data)
 }
