@@ -127,6 +127,11 @@ fn check_parent(snap: &Snapshot, id: &ArmId) -> Result<(), Rejection> {
             message: format!("The parent resource '{}' is being deleted", p.id),
             target: id.to_string(),
         }),
+        // A denial would take back what the child is put under.
+        Some(p) if p.provisioning_state == ProvisioningState::WaitingForApproval => Err(Rejection::Conflict {
+            message: format!("The parent resource '{}' waits for approval: add children once it is decided", p.id),
+            target: id.to_string(),
+        }),
         Some(_) => Ok(()),
     }
 }
@@ -293,6 +298,7 @@ pub(crate) fn start_update(snap: &mut Snapshot, rerun: Option<Rerun>, ctx: &Requ
 
 /// DELETE: supersedes the running operation (it ends `Canceled`), starts a delete.
 pub fn admit_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<Admitted, Rejection> {
+    crate::approval::supersede(snap, ctx.now);
     let Some(res) = snap.resource.as_ref() else {
         return Ok(Admitted::Absent);
     };
@@ -340,7 +346,11 @@ pub fn admit_force_delete(snap: &mut Snapshot, ctx: &RequestContext) -> Result<A
     }
     let admitted = match snap.active_operation().cloned() {
         Some(op) if op.request == OperationRequest::Delete => Admitted::InProgress { operation: op },
-        _ => admit_delete(snap, ctx)?,
+        _ => match admit_delete(snap, ctx)? {
+            // A create that waited for approval: superseded, nothing of it is left.
+            Admitted::Absent => return Ok(Admitted::Absent),
+            admitted => admitted,
+        },
     };
     let res = snap.resource.as_mut().expect("checked above");
     let requested_at = res.deletion.map_or(ctx.now, |d| d.requested_at);

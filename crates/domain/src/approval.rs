@@ -44,10 +44,20 @@ impl From<&Principal> for Requester {
 }
 
 impl Requester {
-    pub fn is(&self, who: &Principal) -> bool {
-        self.name == who.name
-            && self.tenant.as_deref().map(str::to_ascii_lowercase) == who.tenant.as_deref().map(str::to_ascii_lowercase)
+    /// The same identity: one name within one issuer's tenant (tenants in any case).
+    pub fn same_as(&self, other: &Requester) -> bool {
+        self.name == other.name
+            && self.tenant.as_deref().map(str::to_ascii_lowercase)
+                == other.tenant.as_deref().map(str::to_ascii_lowercase)
     }
+}
+
+/// Who decides: their identity, and whether they are trusted with everything (the local
+/// user, authentication off), which lets them decide their own requests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decider {
+    pub who: Requester,
+    pub trusted: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,11 +107,21 @@ pub struct Prior {
     pub findings: Vec<crate::policy_admission::Finding>,
     pub last_error: Option<CloudError>,
     pub convergence_stopped_for: Option<ConfigVersion>,
+    /// The version convergence kept: not the before spec's hash, which a tags-only write
+    /// (`tags`) or a spec stored before versions were hashed would not match.
+    pub desired_config_version: ConfigVersion,
+    /// Who the resource's jobs are told asked for its intent.
+    pub job_context: Option<crate::identity::JobContext>,
+    /// The operation that last set the spec (it names convergence retries' keys).
+    pub last_operation_id: OperationId,
 }
 
 impl Prior {
     pub fn of(res: &ResourceRecord) -> Prior {
         Prior {
+            desired_config_version: res.desired_config_version.clone(),
+            job_context: res.job_context.clone(),
+            last_operation_id: res.last_operation_id.clone(),
             provisioning_state: res.provisioning_state,
             system_data: res.system_data.clone(),
             usage: res.usage.clone(),
@@ -111,6 +131,16 @@ impl Prior {
             convergence_stopped_for: res.convergence_stopped_for.clone(),
         }
     }
+}
+
+/// What an update consumes and references once approved. While it waits, its resource is
+/// charged the larger of its usage before and after, and references both sets: neither a
+/// denial (back to before) nor an approval (on to after) may then find its quota taken or a
+/// reference gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Proposed {
+    pub usage: BTreeMap<MeterName, u64>,
+    pub references: Vec<crate::reference::Reference>,
 }
 
 /// An operation's approval: what asked for it, who requested it, until when it may be decided,
@@ -125,6 +155,8 @@ pub struct Approval {
     pub what_if: WhatIf,
     /// An update's resource as it was (`None` for a create).
     pub prior: Option<Prior>,
+    /// An update's usage and references once approved (`None` for a create).
+    pub proposed: Option<Proposed>,
     pub decision: Option<Decision>,
     /// How it ended without a decision: `TimedOut` or `Canceled` (by the requester or a
     /// superseding delete).
@@ -219,13 +251,26 @@ pub fn hold(snap: &mut Snapshot, op_id: &OperationId, approval: Approval, auto_a
         op.approval = Some(Box::new(approval));
         return;
     }
+    let prior = approval.prior.clone();
     op.approval = Some(Box::new(approval));
     op.status = ProvisioningState::WaitingForApproval;
     op.last_transition_time = now;
-    if let Some(res) = snap.resource.as_mut()
-        && res.active_operation_id.as_ref() == Some(op_id)
-    {
-        res.provisioning_state = ProvisioningState::WaitingForApproval;
+    let Some(res) = snap.resource.as_mut().filter(|r| r.active_operation_id.as_ref() == Some(op_id)) else { return };
+    res.provisioning_state = ProvisioningState::WaitingForApproval;
+    if let Some(prior) = prior {
+        let proposed = Proposed { usage: res.usage.clone(), references: res.references.clone() };
+        for (meter, before) in &prior.usage {
+            let held = res.usage.entry(meter.clone()).or_insert(0);
+            *held = (*held).max(*before);
+        }
+        for r in &prior.references {
+            if !res.references.contains(r) {
+                res.references.push(r.clone());
+            }
+        }
+        if let Some(a) = snap.operation_mut(op_id).and_then(|o| o.approval.as_mut()) {
+            a.proposed = Some(proposed);
+        }
     }
 }
 
@@ -235,7 +280,7 @@ pub fn hold(snap: &mut Snapshot, op_id: &OperationId, approval: Approval, auto_a
 pub fn decide(
     snap: &mut Snapshot,
     op_id: &OperationId,
-    who: &Principal,
+    decider: &Decider,
     verdict: Verdict,
     comment: Option<String>,
     now: Timestamp,
@@ -248,13 +293,18 @@ pub fn decide(
         };
         return Err(Rejection::Conflict { message, target: op.resource_id.clone() });
     };
-    if approval.requested_by.is(who)
-        && !approval.requirement.rule.allow_self_approval
-        && who.kind != crate::identity::PrincipalKind::Local
-    {
+    if now >= approval.deadline {
+        let message = format!(
+            "The request's time to be decided ran out at {}: it ends as its policy says",
+            approval.deadline.to_rfc3339()
+        );
+        return Err(Rejection::Conflict { message, target: op.resource_id.clone() });
+    }
+    if !may_decide_own(approval, decider) {
         return Err(Rejection::OwnRequest { assignment_id: approval.requirement.assignment_id.clone() });
     }
-    let decision = Decision { verdict, by: Requester::from(who), how: DecidedBy::Approver, at: now, comment };
+    let proposed = approval.proposed.clone();
+    let decision = Decision { verdict, by: decider.who.clone(), how: DecidedBy::Approver, at: now, comment };
     match verdict {
         Verdict::Approved => {
             let o = snap.operation_mut(op_id).expect("read above");
@@ -263,6 +313,10 @@ pub fn decide(
             o.last_transition_time = now;
             let res = snap.resource.as_mut().ok_or(Rejection::NotFound)?;
             res.provisioning_state = ProvisioningState::Accepted;
+            if let Some(p) = proposed {
+                res.usage = p.usage;
+                res.references = p.references;
+            }
             res.schedule = Schedule::now(now);
             res.generation += 1;
         }
@@ -276,6 +330,28 @@ pub fn decide(
         }
     }
     Ok(snap.operation(op_id).cloned().expect("present"))
+}
+
+/// Whether `decider` may decide their own request, or is not its requester.
+fn may_decide_own(approval: &Approval, decider: &Decider) -> bool {
+    decider.trusted || approval.requirement.rule.allow_self_approval || !approval.requested_by.same_as(&decider.who)
+}
+
+/// Whether `decider` may decide `op` now, given that they hold its approver role: it waits,
+/// its time has not run out, and they did not request it (unless its policy allows that).
+pub fn decidable_by(op: &Operation, decider: &Decider, now: Timestamp) -> bool {
+    op.is_waiting_for_approval() && op.approval.as_ref().is_some_and(|a| now < a.deadline && may_decide_own(a, decider))
+}
+
+/// A `DELETE` (a resource's, its parent's, its group's) supersedes a request waiting for
+/// approval: it ends `Canceled` and leaves nothing of itself first, so the delete acts on the
+/// resource as it was — or finds none, for a create.
+pub fn supersede(snap: &mut Snapshot, now: Timestamp) {
+    let Some(op) = snap.active_operation().filter(|o| o.is_waiting_for_approval()).map(|o| o.id.clone()) else {
+        return;
+    };
+    let error = CloudError::new(codes::CANCELED, "This operation was superseded by a delete before it was decided");
+    end_unapproved(snap, &op, Unapproved::Canceled, ProvisioningState::Canceled, error, now);
 }
 
 /// The engine's step for a resource whose active operation waits for approval: `None` when it
@@ -316,7 +392,9 @@ pub fn end_unapproved(
     let Some(res) = snap.resource.as_mut() else { return };
     match (request, approval.prior, approval.what_if.before) {
         (OperationRequest::Update, Some(prior), Some(before)) => {
-            res.desired_config_version = before.config_version();
+            res.desired_config_version = prior.desired_config_version;
+            res.job_context = prior.job_context;
+            res.last_operation_id = prior.last_operation_id;
             res.spec = before;
             res.provisioning_state = prior.provisioning_state;
             res.system_data = prior.system_data;
@@ -345,7 +423,7 @@ pub fn approval_for(
     now: Timestamp,
 ) -> Approval {
     let deadline = now.add(requirement.rule.timeout);
-    Approval { requirement, requested_by, deadline, what_if, prior, decision: None, ended: None }
+    Approval { requirement, requested_by, deadline, what_if, prior, proposed: None, decision: None, ended: None }
 }
 
 /// The longest a request may wait for approval unless its policy says otherwise: a day.

@@ -56,6 +56,16 @@ pub fn check(snap: &Snapshot, id: &ArmId, references: &[Reference]) -> Result<()
         let Some(target) = snap.related(&r.id) else {
             return Err(invalid(r, format!("The referenced resource '{}' does not exist.", r.id)));
         };
+        // A denial would take back what the reference names.
+        if target.provisioning_state == crate::state::ProvisioningState::WaitingForApproval {
+            return Err(Rejection::Conflict {
+                message: format!(
+                    "The referenced resource '{}' waits for approval: reference it once it is decided",
+                    r.id
+                ),
+                target: format!("properties.{}", r.property),
+            });
+        }
         let mut at = Some(target.id.clone());
         while let Some(a) = at {
             if let Some(rec) = snap.related(&a)

@@ -58,7 +58,8 @@ fn held_update() -> World {
 }
 
 fn decide(w: &mut World, op: u32, who: &str, verdict: Verdict) -> Result<slipway_domain::Operation, Rejection> {
-    approval::decide(&mut w.snap, &op_id(op), &person(who), verdict, Some("looks fine".into()), w.now)
+    let decider = approval::Decider { who: Requester::from(&person(who)), trusted: false };
+    approval::decide(&mut w.snap, &op_id(op), &decider, verdict, Some("looks fine".into()), w.now)
 }
 
 #[test]
@@ -224,4 +225,82 @@ fn iso_durations_of_weeks_to_seconds() {
         assert_eq!(p(bad), None, "{bad}");
     }
     assert_eq!(approval::describe_duration(secs(86400 + 6 * 3600)), "1d 6h");
+}
+
+#[test]
+fn a_delete_acts_on_the_resource_as_it_was_before_a_waiting_update() {
+    let mut w = held_update();
+    w.delete(3).unwrap();
+    assert_eq!(w.op(2).status, ProvisioningState::Canceled);
+    assert_eq!(w.res().spec.properties, v1(), "the delete job is handed the spec that ran");
+    assert!(w.res().is_deleting());
+}
+
+#[test]
+fn nobody_decides_a_request_whose_time_ran_out_even_before_the_engine_ends_it() {
+    let mut w = World::created();
+    hold(&mut w, 1, ApprovalRule { timeout: secs(60), ..ApprovalRule::default() });
+    w.advance(secs(60));
+    let late = decide(&mut w, 1, "bob", Verdict::Approved);
+    assert!(matches!(late, Err(Rejection::Conflict { message, .. }) if message.contains("ran out")));
+    assert_eq!(w.op(1).status, ProvisioningState::WaitingForApproval, "the engine ends it");
+}
+
+#[test]
+fn a_waiting_update_holds_the_larger_usage_and_both_references_until_decided() {
+    use slipway_domain::quota::MeterName;
+    let cores = MeterName::parse("cores").unwrap();
+    let mut w = World::provisioned();
+    w.res_mut().usage.insert(cores.clone(), 4);
+    let was = (w.res().spec.clone(), Prior::of(w.res()));
+    w.put(2, v2()).unwrap();
+    w.res_mut().usage.insert(cores.clone(), 2);
+    hold_with(&mut w, 2, ApprovalRule::default(), Some(was.clone()));
+    assert_eq!(w.res().usage[&cores], 4, "a denial must find its 4 cores free");
+    decide(&mut w, 2, "bob", Verdict::Approved).unwrap();
+    assert_eq!(w.res().usage[&cores], 2, "approved: what it consumes now");
+
+    // A tags-only write left the version apart from the spec's hash: a denial keeps it.
+    let mut w = World::provisioned();
+    w.res_mut().spec.tags.insert("team".into(), "a".into());
+    let was = (w.res().spec.clone(), Prior::of(w.res()));
+    let version = w.res().desired_config_version.clone();
+    w.put(2, v2()).unwrap();
+    hold_with(&mut w, 2, ApprovalRule::default(), Some(was));
+    decide(&mut w, 2, "bob", Verdict::Denied).unwrap();
+    assert_eq!(w.res().desired_config_version, version);
+    assert_eq!(w.decide(), Effect::Sleep { until: None }, "nothing runs after a denial");
+}
+
+#[test]
+fn several_policies_holding_one_request_ask_for_all_they_want() {
+    let strict = requirement(ApprovalRule {
+        approver_role: slipway_domain::access::Role::Admin,
+        timeout: secs(600),
+        ..ApprovalRule::default()
+    });
+    let lax = requirement(ApprovalRule {
+        approver_role: slipway_domain::access::Role::Contributor,
+        allow_self_approval: true,
+        on_timeout: TimeoutOutcome::Failed,
+        timeout: secs(3600),
+        ..ApprovalRule::default()
+    });
+    let both = Requirement::strictest(vec![lax, strict]).unwrap().rule;
+    assert_eq!(both.approver_role, slipway_domain::access::Role::Admin);
+    assert!(!both.allow_self_approval);
+    assert_eq!((both.timeout, both.on_timeout), (secs(600), TimeoutOutcome::Failed));
+    assert!(Requirement::strictest(Vec::new()).is_none());
+}
+
+#[test]
+fn no_child_or_reference_is_added_to_a_resource_that_waits() {
+    use slipway_domain::admission::admit_put;
+    let mut w = World::created();
+    hold(&mut w, 1, ApprovalRule::default());
+    let parent = w.res().clone();
+    let child = slipway_domain::ArmId::parse(&format!("{RESOURCE_ID}/subnets/s1")).unwrap();
+    let mut snap = slipway_domain::Snapshot { related: vec![parent], ..Default::default() };
+    let refused = admit_put(&mut snap, &child, "Subnet", spec(json!({})), &ctx(5, w.now));
+    assert!(matches!(refused, Err(Rejection::Conflict { message, .. }) if message.contains("waits for approval")));
 }

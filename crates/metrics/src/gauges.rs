@@ -29,7 +29,12 @@ pub struct OutboxLabels {
 }
 
 /// The statuses an operation in flight can have.
-const ACTIVE_STATUSES: [&str; 5] = ["Accepted", "Provisioning", "Updating", "Deleting", "Canceling"];
+const ACTIVE_STATUSES: [&str; 6] =
+    ["Accepted", "WaitingForApproval", "Provisioning", "Updating", "Deleting", "Canceling"];
+
+/// An operation waiting for a person to approve it is not stuck: it counts as active but
+/// leaves the stuck-operation alarm alone.
+const WAITING_FOR_A_PERSON: &str = "WaitingForApproval";
 
 /// What a scrape reads from the store, replaced whole on every scrape.
 #[derive(Clone, Debug, Default)]
@@ -72,7 +77,7 @@ impl Gauges {
                 .get_or_create(&ActiveLabels { r#type: r#type.clone(), status: status.clone() })
                 .set(*count);
             let oldest = self.oldest_active_age.get_or_create(&TypeLabels { r#type: r#type.clone() });
-            if *age > oldest.get() {
+            if status != WAITING_FOR_A_PERSON && *age > oldest.get() {
                 oldest.set(*age);
             }
         }

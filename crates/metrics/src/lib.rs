@@ -263,7 +263,11 @@ mod tests {
             .get_or_create(&OperationLabels { r#type: "a/b".into(), request: "create".into() })
             .inc();
         let reading = Reading {
-            active: vec![("a/b".into(), "Accepted".into(), 2, 5.0), ("a/b".into(), "Deleting".into(), 1, 9.5)],
+            active: vec![
+                ("a/b".into(), "Accepted".into(), 2, 5.0),
+                ("a/b".into(), "Deleting".into(), 1, 9.5),
+                ("a/b".into(), "WaitingForApproval".into(), 1, 86_000.0),
+            ],
             ..Reading::default()
         };
         let text = m.render(&reading);
@@ -273,7 +277,8 @@ mod tests {
         );
         assert!(text.contains(r#"slipway_operations_accepted_total{type="a/b",request="create"} 1"#), "{text}");
         assert!(text.contains(r#"slipway_operations_active{type="a/b",status="Deleting"} 1"#), "{text}");
-        // The oldest of every status of a type.
+        // The oldest of every status of a type but a request waiting for a person.
+        assert!(text.contains(r#"slipway_operations_active{type="a/b",status="WaitingForApproval"} 1"#), "{text}");
         assert!(text.contains(r#"slipway_operation_oldest_active_age_seconds{type="a/b"} 9.5"#), "{text}");
         assert!(text.ends_with("# EOF\n"));
         // A type with nothing in flight any more disappears instead of freezing at its last value.

@@ -238,7 +238,7 @@ async fn approve_deny_and_hold_quota(w: &World, launches: impl Fn() -> usize) {
 
     // Approved with a comment: its job runs.
     let approved = w.decide("bob", &op_url, "approve", "ok for the demo").await;
-    assert_eq!((approved.code, approved.body["status"].as_str()), (200, Some("Accepted")), "{}", approved.body);
+    assert_eq!((approved.code, approved.body["status"].as_str()), (202, Some("Accepted")), "{}", approved.body);
     let done = w.terminal(&op_url).await;
     assert_eq!(done["status"], "Succeeded", "{done}");
     let decision = &done["properties"]["approval"]["decision"];
@@ -262,12 +262,36 @@ async fn approve_deny_and_hold_quota(w: &World, launches: impl Fn() -> usize) {
     let big2 = w.create("alice", "big2", "large").await;
     assert_eq!(big2.code, 201, "{}", big2.body);
     let denied = w.decide("bob", big2.operation.as_ref().unwrap(), "deny", "too big for a test").await;
-    assert_eq!((denied.code, denied.body["status"].as_str()), (200, Some("Failed")), "{}", denied.body);
+    assert_eq!((denied.code, denied.body["status"].as_str()), (202, Some("Failed")), "{}", denied.body);
     assert_eq!(denied.body["error"]["code"], "ApprovalDenied");
     assert!(denied.body["error"]["message"].as_str().unwrap().contains("too big for a test"));
     assert_eq!(w.call("alice", "GET", &rid("computeInstances", "big2"), API, None).await.code, 404);
     assert_eq!(launches(), ran_before_denial, "a denied request runs nothing");
     assert_eq!(w.create("alice", "small3", "small").await.code, 201, "the denied create's quota is free");
+
+    // Each decision is in the activity log, in its change's transaction.
+    let log_path = format!("/subscriptions/{SUB}/providers/Microsoft.Insights/eventtypes/management/values");
+    let log = w.call("root", "GET", &log_path, "2015-04-01", None).await;
+    assert_eq!(log.code, 200, "{}", log.body);
+    let decided: Vec<(String, String)> = log.body["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["caller"] == "bob")
+        .filter_map(|e| {
+            e["operationName"]["value"].as_str().map(|n| {
+                (
+                    n.rsplit('/').nth(1).unwrap().to_owned(),
+                    e["subStatus"]["value"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+        })
+        .collect();
+    assert!(
+        decided.contains(&("approve".into(), "Accepted".into()))
+            && decided.contains(&("deny".into(), "Accepted".into())),
+        "{decided:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,10 +9,13 @@ use serde_json::Value;
 use slipway_domain::Operation;
 use slipway_domain::access::{Permission, Role, Scope};
 use slipway_domain::admission::{Admitted, Rejection, RequestContext};
-use slipway_domain::approval::{self, Prior, RequestKind, Requester, Verdict};
+use slipway_domain::approval::{self, Decider, Prior, RequestKind, Requester, Requirement, Verdict};
 use slipway_domain::identity::{Principal, PrincipalKind};
+use slipway_domain::ids::ArmId;
 use slipway_domain::ids::{OperationId, SubscriptionId};
+use slipway_domain::locks::Verb;
 use slipway_domain::resource::{NewNotification, Snapshot, Spec};
+use slipway_domain::time::Timestamp;
 use slipway_domain::whatif::{Guardrail, GuardrailKind, WhatIf};
 use slipway_store::ChangeRequest;
 
@@ -23,18 +26,32 @@ use crate::handlers::guardrails::Guard;
 use crate::handlers::operations::{add_async_headers, not_found_op, status_response};
 use crate::{ApiState, access};
 
-/// Who makes a write, as its approval needs to know: to name the requester, and to test the
-/// policy's auto-approve role only when a policy holds the write.
+/// Who makes a write, as its approval needs to know: to name the requester — the identity
+/// the request speaks for, as the initiator rule reads it, so that behind a trusted front end
+/// each tenant's user is told apart — and to test the policy's auto-approve role only when a
+/// policy holds the write.
 #[derive(Clone)]
 pub(crate) struct Requesting {
+    requester: Requester,
     principal: Principal,
     grants: access::Grants,
 }
 
 impl Requesting {
     pub(crate) fn of(ctx: &Ctx, grants: &access::Grants) -> Requesting {
-        Requesting { principal: ctx.caller.principal.clone(), grants: grants.clone() }
+        Requesting { requester: requester(ctx), principal: ctx.caller.principal.clone(), grants: grants.clone() }
     }
+}
+
+/// The identity a request speaks for: its initiator's object id and tenant.
+fn requester(ctx: &Ctx) -> Requester {
+    let initiator = ctx.initiator();
+    let tenant = Some(initiator.tenant_id).filter(|t| !t.is_empty());
+    Requester { name: initiator.client_id, tenant }
+}
+
+fn decider(ctx: &Ctx) -> Decider {
+    Decider { who: requester(ctx), trusted: ctx.caller.principal.kind == PrincipalKind::Local }
 }
 
 /// The resource before a write, for its approval: `None` for a create.
@@ -64,12 +81,12 @@ pub(crate) fn hold_if_required(
     }
     let was_usage = was.as_ref().map(|(_, p)| p.usage.clone()).unwrap_or_default();
     let shares = guard.shares(snap, &was_usage);
-    let Some(requirement) = held
+    let holding = held
         .into_iter()
-        .filter(|(_, enforced)| *enforced)
+        .filter(|(r, enforced)| *enforced && r.rule.quota_percent.is_none_or(|p| shares.iter().any(|s| s.passes(p))))
         .map(|(r, _)| r)
-        .find(|r| r.rule.quota_percent.is_none_or(|p| shares.iter().any(|s| s.passes(p))))
-    else {
+        .collect();
+    let Some(requirement) = Requirement::strictest(holding) else {
         return Ok(admitted);
     };
     let mut guardrails = vec![Guardrail {
@@ -99,7 +116,7 @@ pub(crate) fn hold_if_required(
     let notify = requirement.rule.notify.clone();
     let (before, prior) = was.map_or((None, None), |(s, p)| (Some(s), Some(p)));
     let what_if = WhatIf { before, after: Some(spec), predicted: None, guardrails };
-    let requester = Requester::from(&who.principal);
+    let requester = who.requester.clone();
     let op_id = operation.id.clone();
     let subscription = operation.subscription.clone();
     approval::hold(
@@ -121,8 +138,9 @@ const MAX_COMMENT: usize = 2000;
 
 /// `POST …/operationStatuses/{id}/approve|deny` with `{"comment": …}`: the caller must be able
 /// to read the operation's resource and hold the policy's approver role at it; the requester
-/// may not decide their own request unless the policy allows it. Answers `200` with the
-/// operation's status: `Accepted` (it runs now) or `Failed` (`ApprovalDenied`).
+/// may not decide their own request unless the policy allows it; an approval is refused by a
+/// lock set meanwhile. Answers `202` with the operation's status, as a cancel does:
+/// `Accepted` (it runs now) or `Failed` (`ApprovalDenied`).
 pub(crate) async fn decide_operation(
     state: &ApiState,
     ctx: &Ctx,
@@ -144,10 +162,11 @@ pub(crate) async fn decide_operation(
         return Err(not_found_op(id));
     }
     // The requester hears why first: holding the role would not let them decide either.
+    let decider = decider(ctx);
     if let Some(a) = &op.approval
-        && a.requested_by.is(&ctx.caller.principal)
+        && a.requested_by.same_as(&decider.who)
         && !a.requirement.rule.allow_self_approval
-        && ctx.caller.principal.kind != PrincipalKind::Local
+        && !decider.trusted
     {
         return Err(Rejection::OwnRequest { assignment_id: a.requirement.assignment_id.clone() }.into());
     }
@@ -156,25 +175,34 @@ pub(crate) async fn decide_operation(
         let action = format!("operations/{}/action", crate::route::decision_segment(verdict));
         return Err(access::forbidden(&ctx.caller, &format!("{action} (needs the {} role)", role.name()), &scope));
     }
-    let req = ChangeRequest::new(op.resource_key.clone(), now).with_operation(&op.subscription, op.id.clone());
-    let who = ctx.caller.principal.clone();
-    let (decided, _) =
-        ctx.change(state, req, move |snap| approval::decide(snap, &op_id, &who, verdict, comment, now)).await?;
+    // An approval is judged by the locks as they are now: one set while it waited holds.
+    let guard = ArmId::read_stored(&op.resource_id).map(|id| Guard::new(state, &id));
+    let base = ChangeRequest::new(op.resource_key.clone(), now).with_operation(&op.subscription, op.id.clone());
+    let req = match (&guard, verdict) {
+        (Some(g), Verdict::Approved) => g.request(base),
+        _ => base,
+    };
+    let (decided, _) = ctx
+        .change(state, req, move |snap| {
+            if let (Some(g), Verdict::Approved) = (&guard, verdict) {
+                g.check_locks(snap, Verb::Write)?;
+            }
+            approval::decide(snap, &op_id, &decider, verdict, comment, now)
+        })
+        .await?;
     (state.on_accept)();
     let mut resp = status_response(state, &decided);
-    *resp.status_mut() = StatusCode::OK;
+    *resp.status_mut() = StatusCode::ACCEPTED;
     add_async_headers(state, ctx, &decided, resp.headers_mut());
     Ok(resp)
 }
 
 /// Whether the caller may decide `op`: it waits for approval, the caller holds the approver
 /// role at its resource, and did not request it (unless its policy allows that).
-pub(crate) fn may_decide(ctx: &Ctx, grants: &access::Grants, op: &Operation) -> bool {
-    let Some(a) = op.approval.as_ref().filter(|_| op.is_waiting_for_approval()) else { return false };
-    let who = &ctx.caller.principal;
-    let own = a.requested_by.is(who) && who.kind != PrincipalKind::Local;
-    grants.holds_role(who, a.requirement.rule.approver_role, &Scope::stored(&op.resource_id))
-        && (!own || a.requirement.rule.allow_self_approval)
+pub(crate) fn may_decide(ctx: &Ctx, grants: &access::Grants, op: &Operation, now: Timestamp) -> bool {
+    let Some(a) = op.approval.as_ref() else { return false };
+    approval::decidable_by(op, &decider(ctx), now)
+        && grants.holds_role(&ctx.caller.principal, a.requirement.rule.approver_role, &Scope::stored(&op.resource_id))
 }
 
 /// A decision's body: `{}` or `{"comment": "…"}`, at most [`MAX_COMMENT`] characters.

@@ -128,7 +128,7 @@ pub(crate) async fn list_operations(
         .items
         .iter()
         .filter(|op| may_see_operation(state, ctx, &grants, op, Permission::Read))
-        .filter(|op| !mine || super::approvals::may_decide(ctx, &grants, op))
+        .filter(|op| !mine || super::approvals::may_decide(ctx, &grants, op, query.now))
         .map(|op| wire::operation_status_document(op, &state.options.location))
         .collect();
     page_response(ctx, path, limit, value, page.next.as_ref().map(|id| id.as_str().to_string()))

@@ -132,7 +132,7 @@ pub(super) fn overview_paths(setting: &Setting, out: &mut Map<String, Value>) {
         "The subscription's operations, newest first (a Slipway extension of ARM).",
         sub(),
         Some(
-            "`status eq 'InProgress'`-style: one `status` clause (a provisioning state); anything else is `400 InvalidFilter`.",
+            "`status eq 'Failed'` (a provisioning state) and `approver eq 'me'` (only requests waiting for a decision the caller may make), joined by `and`; anything else is `400 InvalidFilter`.",
         ),
         "OperationStatusList",
     );

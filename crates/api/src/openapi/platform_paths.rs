@@ -80,6 +80,34 @@ pub(super) fn namespace_paths(
         .with("x-slipway-extension", json!("Not part of ARM's contract."))
         .with("description", json!("A Slipway extension: a local job's runner output, an AAP job's stdout. `404 JobOutputNotFound` once the output is no longer kept (the job's retention passed, or the resource is gone)."));
     out.insert(format!("{base}/operationStatuses/{{operationId}}/logs"), json!({"get": logs.build(setting)}));
+    let decide = |verb: &str, id: &str, summary: &str, answer: &str| {
+        let body = json!({"required": false, "content": {"application/json": {"schema": {
+            "type": "object", "additionalProperties": false,
+            "properties": {"comment": {"type": "string", "maxLength": 2000, "description": "Why: shown on the operation and in the activity log."}}}}}});
+        let op = Op::new(format!("{ns}_OperationStatuses_{id}"), summary, &tag, params.clone())
+            .answer(202, json_answer(answer, schema_ref("OperationStatus"), async_headers(true)))
+            .errors(&[400, 403, 404, 409, 500, 503])
+            .with("requestBody", body)
+            .with("x-slipway-extension", json!("Not part of ARM's contract: a request held by a `requireApproval` policy."))
+            .with("description", json!("The caller needs the policy's approver role (`approval.approverRole`) at the resource and may not be the requester unless the policy allows it (`403 ApproverIsRequester`). `409` once the request was decided, timed out or canceled."));
+        (format!("{base}/operationStatuses/{{operationId}}/{verb}"), json!({"post": op.build(setting)}))
+    };
+    for (path, item) in [
+        decide(
+            "approve",
+            "Approve",
+            "Approves a request waiting for approval: its job runs now.",
+            "Approved: the operation is `Accepted` and runs.",
+        ),
+        decide(
+            "deny",
+            "Deny",
+            "Denies a request waiting for approval: nothing runs, nothing of it is left.",
+            "Denied: the operation `Failed` with `ApprovalDenied`.",
+        ),
+    ] {
+        out.insert(path, item);
+    }
     let mut cancel_params = params;
     cancel_params.push(json!({
         "name": "force", "in": "query", "required": false, "schema": {"type": "boolean"},

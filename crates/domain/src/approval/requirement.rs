@@ -230,3 +230,27 @@ pub fn describe_duration(d: Duration) -> String {
     }
     if out.is_empty() { "0s".to_owned() } else { out.join(" ") }
 }
+
+impl Requirement {
+    /// Every requirement that holds for one request, as one that meets them all: the highest
+    /// approver role; the requester deciding, and the time running out `Canceled`, only if
+    /// every policy allows it; the shortest time; auto-approval only when every policy names a
+    /// role (the highest of them); every policy's reason. The first names the assignment.
+    pub fn strictest(all: Vec<Requirement>) -> Option<Requirement> {
+        let mut all = all.into_iter();
+        let mut out = all.next()?;
+        for r in all {
+            let (a, b) = (&mut out.rule, r.rule);
+            a.approver_role = a.approver_role.max(b.approver_role);
+            a.allow_self_approval &= b.allow_self_approval;
+            a.auto_approve_role = a.auto_approve_role.zip(b.auto_approve_role).map(|(x, y)| x.max(y));
+            a.timeout = a.timeout.min(b.timeout);
+            if b.on_timeout == TimeoutOutcome::Failed {
+                a.on_timeout = TimeoutOutcome::Failed;
+            }
+            a.notify = a.notify.take().or(b.notify);
+            out.reason = format!("{}; and {} ({})", out.reason, r.reason, r.assignment_id);
+        }
+        Some(out)
+    }
+}

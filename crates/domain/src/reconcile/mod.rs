@@ -165,12 +165,6 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
         return Effect::Sleep { until: None };
     }
     enforce_deadline(snap, policy, now);
-    // A request waiting for approval runs nothing until it is decided or its time is up.
-    match crate::approval::wait(snap, now) {
-        Some(Some(deadline)) => return Effect::Sleep { until: Some(deadline) },
-        Some(None) if snap.resource.is_none() => return Effect::Sleep { until: None },
-        _ => {}
-    }
     if res(snap).id.is_group() {
         return group::decide(snap, policy, now);
     }
@@ -195,6 +189,15 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
     if let Some(key) = res(snap).jobs.iter().find(|j| j.state.is_terminal() && j.needs_duplicate_check()) {
         // Before its operation ends on it: a late first request may have started another.
         return Effect::Find { key: key.idempotency_key.clone() };
+    }
+    // A request waiting for approval runs nothing until it is decided or its time is up; a
+    // job already running (a convergence retry, a drift check) is followed to its end first.
+    if running_job(&res(snap).jobs).is_none() {
+        match crate::approval::wait(snap, now) {
+            Some(Some(deadline)) => return Effect::Sleep { until: Some(deadline) },
+            Some(None) if snap.resource.is_none() => return Effect::Sleep { until: None },
+            _ => {}
+        }
     }
     if res(snap).is_deleting() { delete::decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
 }
@@ -345,6 +348,14 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
             }
         }
         return None;
+    }
+    if op.is_waiting_for_approval() {
+        // Only a job that was running when the request came is followed (`decide_next`).
+        let running = running_job(&res(snap).jobs).map(|j| j.idempotency_key.clone());
+        return Some(
+            running
+                .map_or(Effect::Sleep { until: op.approval.as_ref().map(|a| a.deadline) }, |key| Effect::Poll { key }),
+        );
     }
     if let Some(j) = running_job(&res(snap).jobs) {
         // A scheduled drift check gives way to real work; the operation's own job, or an

@@ -1,8 +1,8 @@
 //! An operation's approval, its part of the `operations` body: the rule that asked for it,
 //! who requested it, its deadline, the attached what-if, an update's prior resource and the
-//! decision. Added without a version bump: only a request held for approval carries one, and
-//! a reader that does not know it reads such an operation as `Accepted` — so approvals wait
-//! until every replica runs this version, as what-ifs did.
+//! decision. Added without a version bump: only a request held for approval carries one. A
+//! reader that knows no `WaitingForApproval` cannot read such an operation or its resource, so
+//! `requireApproval` policies wait until every replica runs this version (docs/governance.md).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -10,19 +10,20 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use slipway_domain::access::Role;
 use slipway_domain::approval::{
-    Approval, ApprovalRule, DecidedBy, Decision, Prior, RequestKind, Requester, Requirement, TimeoutOutcome,
+    Approval, ApprovalRule, DecidedBy, Decision, Prior, Proposed, RequestKind, Requester, Requirement, TimeoutOutcome,
     Unapproved, Verdict,
 };
 use slipway_domain::config_version::ConfigVersion;
 use slipway_domain::time::Timestamp;
 
-use super::DocumentError;
+use super::context::JobContextDocument;
 use super::operation::{CloudErrorDocument, ProvisioningStateDocument};
 use super::resource::{
     FindingDocument, ReferenceDocument, SystemDataDocument, reference_documents, references_of, usage_document,
     usage_of,
 };
 use super::whatif::WhatIfDocument;
+use super::{DocumentError, operation_id};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ApprovalDocument {
@@ -43,6 +44,8 @@ pub(crate) struct ApprovalDocument {
     what_if: WhatIfDocument,
     #[serde(rename = "prior", default, skip_serializing_if = "Option::is_none")]
     prior: Option<PriorDocument>,
+    #[serde(rename = "proposed", default, skip_serializing_if = "Option::is_none")]
+    proposed: Option<ProposedDocument>,
     #[serde(rename = "decision", default, skip_serializing_if = "Option::is_none")]
     decision: Option<DecisionDocument>,
     /// `Denied`, `TimedOut` or `Canceled`.
@@ -111,6 +114,20 @@ struct PriorDocument {
     last_error: Option<CloudErrorDocument>,
     #[serde(rename = "convergenceStoppedFor", default, skip_serializing_if = "Option::is_none")]
     convergence_stopped_for: Option<String>,
+    #[serde(rename = "desiredConfigVersion")]
+    desired_config_version: String,
+    #[serde(rename = "jobContext", default, skip_serializing_if = "Option::is_none")]
+    job_context: Option<JobContextDocument>,
+    #[serde(rename = "lastOperationId")]
+    last_operation_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ProposedDocument {
+    #[serde(rename = "usage", default, skip_serializing_if = "BTreeMap::is_empty")]
+    usage: BTreeMap<String, u64>,
+    #[serde(rename = "references", default, skip_serializing_if = "Vec::is_empty")]
+    references: Vec<ReferenceDocument>,
 }
 
 impl From<&Requester> for RequesterDocument {
@@ -127,7 +144,7 @@ impl From<RequesterDocument> for Requester {
 
 impl From<&Approval> for ApprovalDocument {
     fn from(a: &Approval) -> Self {
-        let Approval { requirement, requested_by, deadline, what_if, prior, decision, ended } = a;
+        let Approval { requirement, requested_by, deadline, what_if, prior, proposed, decision, ended } = a;
         let rule = &requirement.rule;
         ApprovalDocument {
             assignment_id: requirement.assignment_id.clone(),
@@ -154,6 +171,13 @@ impl From<&Approval> for ApprovalDocument {
                 findings: p.findings.iter().map(FindingDocument::from).collect(),
                 last_error: p.last_error.as_ref().map(CloudErrorDocument::from),
                 convergence_stopped_for: p.convergence_stopped_for.as_ref().map(|v| v.as_str().to_owned()),
+                desired_config_version: p.desired_config_version.as_str().to_owned(),
+                job_context: p.job_context.as_ref().map(JobContextDocument::from),
+                last_operation_id: p.last_operation_id.as_str().to_owned(),
+            }),
+            proposed: proposed.as_ref().map(|p| ProposedDocument {
+                usage: usage_document(&p.usage),
+                references: reference_documents(&p.references),
             }),
             decision: decision.as_ref().map(|d| DecisionDocument {
                 verdict: d.verdict.as_str().to_owned(),
@@ -204,8 +228,13 @@ impl TryFrom<ApprovalDocument> for Approval {
                 findings: p.findings.into_iter().map(TryFrom::try_from).collect::<Result<_, _>>()?,
                 last_error: p.last_error.map(Into::into),
                 convergence_stopped_for: p.convergence_stopped_for.map(ConfigVersion::new),
+                desired_config_version: ConfigVersion::new(p.desired_config_version),
+                job_context: p.job_context.map(Into::into),
+                last_operation_id: operation_id(p.last_operation_id, "approval.prior.lastOperationId")?,
             }),
         };
+        let proposed =
+            d.proposed.map(|p| Proposed { usage: usage_of(p.usage), references: references_of(p.references) });
         let decision = match d.decision {
             None => None,
             Some(x) => Some(Decision {
@@ -228,6 +257,7 @@ impl TryFrom<ApprovalDocument> for Approval {
             deadline: Timestamp(d.deadline),
             what_if: d.what_if.into(),
             prior,
+            proposed,
             decision,
             ended,
         })
@@ -280,7 +310,12 @@ mod tests {
                 }],
                 last_error: Some(slipway_domain::operation::CloudError::new("X", "y")),
                 convergence_stopped_for: Some(ConfigVersion::new("v1")),
+                desired_config_version: ConfigVersion::new("v0"),
+                job_context: None,
+                last_operation_id: slipway_domain::ids::OperationId::parse("0190a0a0-0000-7000-8000-000000000001")
+                    .unwrap(),
             }),
+            proposed: Some(Proposed { usage: Default::default(), references: Vec::new() }),
             decision: Some(Decision {
                 verdict: Verdict::Denied,
                 by: Requester { name: "bob".into(), tenant: None },
