@@ -1,4 +1,5 @@
 use super::*;
+use slipway_types::TypeRegistry;
 
 #[test]
 fn metric_templates_name_only_configured_types_in_their_declared_casing() {
