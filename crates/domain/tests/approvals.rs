@@ -304,3 +304,33 @@ fn no_child_or_reference_is_added_to_a_resource_that_waits() {
     let refused = admit_put(&mut snap, &child, "Subnet", spec(json!({})), &ctx(5, w.now));
     assert!(matches!(refused, Err(Rejection::Conflict { message, .. }) if message.contains("waits for approval")));
 }
+
+#[test]
+fn a_held_update_is_predicted_in_check_mode_for_its_approver_and_runs_only_once_approved() {
+    use slipway_domain::reconcile::{Observation, Outcome};
+    use slipway_domain::whatif::TaskChange;
+    let mut w = held_update();
+    let check = key(2, 2);
+    assert_eq!(w.decide(), Effect::Launch { key: check.clone() }, "the prediction: a check job");
+    assert_eq!(w.job(&check).job_type, slipway_domain::JobType::Check);
+    assert_eq!(w.op(2).status, ProvisioningState::WaitingForApproval, "a prediction does not start it");
+    w.apply(&Effect::Launch { key: check.clone() }, launched("2001"));
+    let change = TaskChange { task: "Resize".into(), host: "localhost".into(), diff: json!({"after": "10.1.0.0/16"}) };
+    let seen = Observation {
+        state: slipway_domain::JobState::Succeeded,
+        message: "successful".into(),
+        error_details: String::new(),
+        stats: None,
+        changes: Some(vec![change.clone()]),
+        progress: None,
+    };
+    w.poll(&check, Outcome::Observed(seen));
+    let approval = w.op(2).approval.clone().unwrap();
+    assert_eq!(approval.what_if.predicted, Some(vec![change]));
+    assert_eq!(w.decide(), Effect::Sleep { until: Some(approval.deadline) }, "predicted once, then it waits");
+    assert_eq!(w.op(2).status, ProvisioningState::WaitingForApproval);
+
+    decide(&mut w, 2, "bob", Verdict::Approved).unwrap();
+    w.launch(&key(2, 3), "2002");
+    assert_eq!(w.job(&key(2, 3)).job_type, slipway_domain::JobType::Provision, "the prediction is no step of it");
+}

@@ -65,7 +65,7 @@ impl World {
         }
         let definition = json!({"properties": {"displayName": "Large instances need an Owner", "policyRule": {
             "if": {"field": "Slipway.Example/computeInstances/size", "equals": "large"},
-            "then": {"effect": "requireApproval", "details": {"requests": ["create"], "timeout": timeout, "onTimeout": on_timeout}}}}});
+            "then": {"effect": "requireApproval", "details": {"requests": ["create", "update"], "timeout": timeout, "onTimeout": on_timeout}}}}});
         let policies = format!("/subscriptions/{SUB}/providers/Microsoft.Authorization");
         let answer = w
             .call(
@@ -312,6 +312,40 @@ async fn a_held_create_waits_for_an_owner_with_its_change_attached_aap_provider(
     let w = World::start(aap_config(&sim, schema.path()), idp, "PT1H", "Canceled").await;
     let handle = sim.handle();
     approve_deny_and_hold_quota(&w, || handle.job_count()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_update_shows_what_the_automation_would_change_and_a_denial_keeps_the_old_spec() {
+    let idp = TestIdp::start().await;
+    let w = World::start(local_config(), idp, "PT1H", "Canceled").await;
+    let vm = rid("computeInstances", "vm");
+    let small = w.create("alice", "vm", "small").await;
+    assert_eq!(w.terminal(small.operation.as_ref().unwrap()).await["status"], "Succeeded");
+    let resize = w.call("alice", "PATCH", &vm, API, Some(json!({"properties": {"size": "large"}}))).await;
+    assert_eq!(resize.body["properties"]["provisioningState"], "WaitingForApproval", "{}", resize.body);
+    let op_url = resize.operation.expect("an operation");
+    // Its prediction: the create job in check mode on the proposed spec.
+    let predicted = eventually("the prediction", T, async || {
+        let op = w.status("bob", &op_url).await;
+        let automation = &op["properties"]["approval"]["whatIf"]["changes"][0]["automation"];
+        if automation["changedTasks"].is_array() { Ok(op) } else { Err(op.to_string()) }
+    })
+    .await;
+    assert_eq!(predicted["status"], "WaitingForApproval", "a prediction does not start it: {predicted}");
+    let delta = &predicted["properties"]["approval"]["whatIf"]["changes"][0]["delta"];
+    assert!(
+        delta.as_array().unwrap().iter().any(|d| d["path"] == "properties.size" && d["before"] == "small"),
+        "{delta}"
+    );
+
+    let denied = w.decide("bob", &op_url, "deny", "stay small").await;
+    assert_eq!(denied.code, 202, "{}", denied.body);
+    let back = w.call("alice", "GET", &vm, API, None).await.body;
+    assert_eq!(
+        (back["properties"]["size"].as_str(), back["properties"]["provisioningState"].as_str()),
+        (Some("small"), Some("Succeeded")),
+        "{back}"
+    );
 }
 
 /// Time running out ends the request as the policy says, on paused time.

@@ -73,8 +73,16 @@ pub(crate) fn approval_view(op: &Value) -> Option<Value> {
             json!({"change": d["propertyChangeType"], "path": d["path"], "before": shown(&d["before"]), "after": shown(&d["after"])})
         })
         .collect();
+    let tasks: Vec<Value> = a["whatIf"]["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["automation"]["changedTasks"].as_array().cloned().unwrap_or_default())
+        .map(|t| json!({"task": t["task"], "host": t["host"]}))
+        .collect();
     let resource = a["resourceId"].as_str().unwrap_or_default();
     Some(json!({
+        "tasks": tasks,
         "state": a["state"],
         "pending": a["state"] == "Pending",
         "request": a["request"],

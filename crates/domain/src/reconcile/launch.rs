@@ -127,7 +127,9 @@ pub(super) fn record_intent(
             Some(OperationRequest::Delete) | None => None,
             Some(_) => Some(ProvisioningState::Updating),
         };
-        if let Some(status) = running {
+        // An update's prediction runs while it waits for approval, which it does not end.
+        let waiting = snap.operation(&op_id).is_some_and(|o| o.is_waiting_for_approval());
+        if let Some(status) = running.filter(|_| !waiting) {
             snap.set_operation_status(&op_id, status, None, now);
         }
         if let Some(o) = snap.operation_mut(&op_id) {

@@ -190,14 +190,13 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
         // Before its operation ends on it: a late first request may have started another.
         return Effect::Find { key: key.idempotency_key.clone() };
     }
-    // A request waiting for approval runs nothing until it is decided or its time is up; a
-    // job already running (a convergence retry, a drift check) is followed to its end first.
-    if running_job(&res(snap).jobs).is_none() {
-        match crate::approval::wait(snap, now) {
-            Some(Some(deadline)) => return Effect::Sleep { until: Some(deadline) },
-            Some(None) if snap.resource.is_none() => return Effect::Sleep { until: None },
-            _ => {}
-        }
+    // A request waiting for approval ends when its time is up; a job already running (a
+    // convergence retry, a drift check, its prediction) is followed to its end first.
+    if running_job(&res(snap).jobs).is_none()
+        && crate::approval::wait(snap, now) == Some(None)
+        && snap.resource.is_none()
+    {
+        return Effect::Sleep { until: None };
     }
     if res(snap).is_deleting() { delete::decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
 }
@@ -334,7 +333,9 @@ fn decide_provision(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) ->
 /// A create or update waits for its parent and references, runs the type's preflight job if
 /// it has one, then its provisioning job; an action runs its action's job.
 fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, now: Timestamp) -> Option<Effect> {
-    let op_job = latest_for_op(&res(snap).jobs, &op.id).cloned();
+    // A create's or an update's check job predicted it for its approver: not one of its steps.
+    let prediction = |j: &&Job| op.provisions() && j.job_type == JobType::Check;
+    let op_job = latest_for_op(&res(snap).jobs, &op.id).filter(|j| !prediction(j)).cloned();
     if op.status == ProvisioningState::Canceling {
         match op_job {
             Some(j) if !j.state.is_terminal() => return Some(cancel_or_poll(snap, j.idempotency_key, policy, now)),
@@ -349,13 +350,18 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
         }
         return None;
     }
-    if op.is_waiting_for_approval() {
-        // Only a job that was running when the request came is followed (`decide_next`).
-        let running = running_job(&res(snap).jobs).map(|j| j.idempotency_key.clone());
-        return Some(
-            running
-                .map_or(Effect::Sleep { until: op.approval.as_ref().map(|a| a.deadline) }, |key| Effect::Poll { key }),
-        );
+    if let Some(approval) = op.approval.as_ref().filter(|_| op.is_waiting_for_approval()) {
+        // Nothing of its own runs but, for an update, its prediction: the create job in check
+        // mode on the proposed spec, once, for the approver to see.
+        if let Some(j) = running_job(&res(snap).jobs) {
+            return Some(Effect::Poll { key: j.idempotency_key.clone() });
+        }
+        let predicted =
+            res(snap).jobs.iter().any(|j| j.job_type == JobType::Check && j.operation_id.as_ref() == Some(&op.id));
+        if op.request == OperationRequest::Update && approval.what_if.predicted.is_none() && !predicted {
+            return Some(begin_launch(snap, policy, JobType::Check, Some(op.id.clone()), now));
+        }
+        return Some(Effect::Sleep { until: Some(approval.deadline) });
     }
     if let Some(j) = running_job(&res(snap).jobs) {
         // A scheduled drift check gives way to real work; the operation's own job, or an

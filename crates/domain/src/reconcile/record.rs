@@ -140,7 +140,9 @@ fn judge_preflight(snap: &mut Snapshot, job: &Job, stats: Option<&Value>, now: T
 /// A check job that succeeded: what it would have changed is the what-if's prediction.
 fn record_prediction(snap: &mut Snapshot, job: &Job, changes: Option<Vec<TaskChange>>) {
     let Some(op) = job.operation_id.as_ref().and_then(|id| snap.operation_mut(id)) else { return };
-    if let Some(w) = op.what_if.as_mut() {
+    // A what-if's, or the prediction an update's approver is shown.
+    let approval = op.approval.as_mut().map(|a| &mut a.what_if);
+    if let Some(w) = op.what_if.as_mut().or(approval) {
         w.predicted = Some(changes.unwrap_or_default());
     }
 }
@@ -152,6 +154,10 @@ fn refuse_what_if(snap: &mut Snapshot, key: &IdempotencyKey, message: &str, now:
     else {
         return;
     };
+    // An update waiting for approval goes on waiting: its approver sees no prediction.
+    if snap.operation(&op_id).is_some_and(|o| o.is_waiting_for_approval()) {
+        return;
+    }
     let error = CloudError::new(codes::WHAT_IF_NOT_SUPPORTED, message);
     snap.set_operation_status(&op_id, crate::state::ProvisioningState::Failed, Some(error), now);
 }
