@@ -231,7 +231,9 @@ async fn approve_deny_and_hold_quota(w: &World, launches: impl Fn() -> usize) {
     assert_eq!(listed[0]["name"], waiting["name"]);
 
     // It holds its quota: one more instance fits, a third does not.
-    assert_eq!(w.create("alice", "small2", "small").await.code, 201);
+    let small2 = w.create("alice", "small2", "small").await;
+    assert_eq!(small2.code, 201, "{}", small2.body);
+    assert_eq!(w.terminal(small2.operation.as_ref().unwrap()).await["status"], "Succeeded");
     let over = w.create("alice", "small3", "small").await;
     assert_eq!((over.code, over.body["error"]["code"].as_str()), (409, Some("QuotaExceeded")), "{}", over.body);
     assert_eq!(launches(), ran_before + 1, "only small2 ran; the held create ran nothing");

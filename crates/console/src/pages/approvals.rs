@@ -80,23 +80,20 @@ pub(crate) fn approval_view(op: &Value) -> Option<Value> {
         .flat_map(|c| c["automation"]["changedTasks"].as_array().cloned().unwrap_or_default())
         .map(|t| json!({"task": t["task"], "host": t["host"]}))
         .collect();
-    let resource = a["resourceId"].as_str().unwrap_or_default();
-    Some(json!({
+    let mut view = row(op);
+    let more = json!({
         "tasks": tasks,
         "state": a["state"],
         "pending": a["state"] == "Pending",
-        "request": a["request"],
-        "resource": resource,
-        "resourceHref": resource_href(resource),
-        "requestedBy": a["requestedBy"],
-        "approverRole": a["approverRole"],
-        "expiresAt": a["expiresAt"],
-        "reason": a["reason"],
         "assignment": a["policyAssignmentId"],
         "decision": a.get("decision"),
         "delta": delta,
         "guardrails": a["whatIf"]["guardrails"],
-    }))
+    });
+    if let (Some(view), Value::Object(more)) = (view.as_object_mut(), more) {
+        view.extend(more);
+    }
+    Some(view)
 }
 
 #[derive(Deserialize)]
