@@ -127,8 +127,8 @@ fn check_parent(snap: &Snapshot, id: &ArmId) -> Result<(), Rejection> {
             message: format!("The parent resource '{}' is being deleted", p.id),
             target: id.to_string(),
         }),
-        // A denial would take back what the child is put under.
-        Some(p) if p.provisioning_state == ProvisioningState::WaitingForApproval => Err(Rejection::Conflict {
+        // A denial would take away what a new child is put under.
+        Some(p) if p.waits_to_be_created() && snap.resource.is_none() => Err(Rejection::Conflict {
             message: format!("The parent resource '{}' waits for approval: add children once it is decided", p.id),
             target: id.to_string(),
         }),

@@ -259,15 +259,7 @@ pub fn hold(snap: &mut Snapshot, op_id: &OperationId, approval: Approval, auto_a
     res.provisioning_state = ProvisioningState::WaitingForApproval;
     if let Some(prior) = prior {
         let proposed = Proposed { usage: res.usage.clone(), references: res.references.clone() };
-        for (meter, before) in &prior.usage {
-            let held = res.usage.entry(meter.clone()).or_insert(0);
-            *held = (*held).max(*before);
-        }
-        for r in &prior.references {
-            if !res.references.contains(r) {
-                res.references.push(r.clone());
-            }
-        }
+        widen(res, &prior);
         if let Some(a) = snap.operation_mut(op_id).and_then(|o| o.approval.as_mut()) {
             a.proposed = Some(proposed);
         }
@@ -404,12 +396,45 @@ pub fn end_unapproved(
             res.last_error = prior.last_error;
             res.convergence_stopped_for = prior.convergence_stopped_for;
             res.generation += 1;
+            // Back as it was outside the engine's steps: look at it (a retry, a drift check)
+            // and wake what waits for it (a child's or a referrer's job).
+            res.schedule = Schedule::now(now);
+            snap.wake_children = true;
+            snap.wake_referrers = true;
         }
         _ => {
             let mut waiting = crate::reference::related_keys(&res.id, &res.references);
             waiting.extend(res.id.container().filter(|_| res.id.parent().is_none()).map(|g| g.key()));
             snap.wake.extend(waiting);
             snap.resource = None;
+        }
+    }
+}
+
+/// A write that answered with the request already waiting (a replay of the same spec) set the
+/// resource's usage and references to the proposed ones: the hold's widening is put back.
+pub fn keep_held(snap: &mut Snapshot) {
+    let Some(prior) = snap
+        .active_operation()
+        .filter(|o| o.is_waiting_for_approval())
+        .and_then(|o| o.approval.as_ref())
+        .and_then(|a| a.prior.clone())
+    else {
+        return;
+    };
+    let Some(res) = snap.resource.as_mut() else { return };
+    widen(res, &prior);
+}
+
+/// A waiting update's resource holds the larger usage and both sets of references.
+fn widen(res: &mut ResourceRecord, prior: &Prior) {
+    for (meter, before) in &prior.usage {
+        let held = res.usage.entry(meter.clone()).or_insert(0);
+        *held = (*held).max(*before);
+    }
+    for r in &prior.references {
+        if !res.references.contains(r) {
+            res.references.push(r.clone());
         }
     }
 }

@@ -56,8 +56,9 @@ pub fn check(snap: &Snapshot, id: &ArmId, references: &[Reference]) -> Result<()
         let Some(target) = snap.related(&r.id) else {
             return Err(invalid(r, format!("The referenced resource '{}' does not exist.", r.id)));
         };
-        // A denial would take back what the reference names.
-        if target.provisioning_state == crate::state::ProvisioningState::WaitingForApproval {
+        // A denial would take away what a new reference names.
+        let held = snap.resource.as_ref().is_some_and(|res| res.references.iter().any(|h| h.id.key() == r.id.key()));
+        if target.waits_to_be_created() && !held {
             return Err(Rejection::Conflict {
                 message: format!(
                     "The referenced resource '{}' waits for approval: reference it once it is decided",

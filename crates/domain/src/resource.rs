@@ -132,6 +132,12 @@ impl ResourceRecord {
     pub fn is_deleting(&self) -> bool {
         self.deletion.is_some()
     }
+
+    /// Its create waits for approval (nothing of it ran yet): a denial would remove it, so
+    /// nothing new may be put under it or made to reference it meanwhile.
+    pub fn waits_to_be_created(&self) -> bool {
+        self.provisioning_state == ProvisioningState::WaitingForApproval && self.jobs.is_empty()
+    }
 }
 
 /// A notification to deliver once the transaction commits (ARM async callback).

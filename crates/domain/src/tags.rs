@@ -52,6 +52,13 @@ pub fn admit_tags(
             target: res.id.to_string(),
         });
     }
+    if res.provisioning_state == crate::state::ProvisioningState::WaitingForApproval {
+        // The approver decides on the spec as requested; a denial would drop these tags.
+        return Err(Rejection::Conflict {
+            message: "The tags of a resource whose request waits for approval cannot change until it is decided".into(),
+            target: res.id.to_string(),
+        });
+    }
     let tags = change.apply(&res.spec.tags);
     check(&tags)?;
     if tags != res.spec.tags {

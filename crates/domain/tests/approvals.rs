@@ -123,6 +123,8 @@ fn a_denied_update_gives_the_resource_its_spec_back() {
     assert_eq!(w.res().spec.properties, v1(), "the spec it had");
     assert_eq!(w.res().desired_config_version, spec(v1()).config_version());
     assert_eq!(w.res().provisioning_state, ProvisioningState::Succeeded);
+    assert_eq!(w.res().schedule.next_due, Some(w.now), "looked at again, as it was");
+    assert!(w.snap.wake_children && w.snap.wake_referrers, "what waited for it is woken");
     assert_eq!(w.decide(), Effect::Sleep { until: None }, "nothing to converge: the old spec is in place");
 }
 
@@ -257,6 +259,10 @@ fn a_waiting_update_holds_the_larger_usage_and_both_references_until_decided() {
     w.res_mut().usage.insert(cores.clone(), 2);
     hold_with(&mut w, 2, ApprovalRule::default(), Some(was.clone()));
     assert_eq!(w.res().usage[&cores], 4, "a denial must find its 4 cores free");
+    // A replay of the same write sets the proposed usage again; the hold puts its widening back.
+    w.res_mut().usage.insert(cores.clone(), 2);
+    approval::keep_held(&mut w.snap);
+    assert_eq!(w.res().usage[&cores], 4);
     decide(&mut w, 2, "bob", Verdict::Approved).unwrap();
     assert_eq!(w.res().usage[&cores], 2, "approved: what it consumes now");
 
@@ -333,4 +339,14 @@ fn a_held_update_is_predicted_in_check_mode_for_its_approver_and_runs_only_once_
     decide(&mut w, 2, "bob", Verdict::Approved).unwrap();
     w.launch(&key(2, 3), "2002");
     assert_eq!(w.job(&key(2, 3)).job_type, slipway_domain::JobType::Provision, "the prediction is no step of it");
+}
+
+#[test]
+fn a_waiting_resource_takes_no_tags_write() {
+    use slipway_domain::tags::{TagsChange, admit_tags};
+    let mut w = held_update();
+    let change = TagsChange::Replace([("team".to_string(), "a".to_string())].into());
+    let c = w.ctx(9);
+    let refused = admit_tags(&mut w.snap, &change, |_| Ok(()), &c);
+    assert!(matches!(refused, Err(Rejection::Conflict { message, .. }) if message.contains("waits for approval")));
 }

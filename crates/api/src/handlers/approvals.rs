@@ -71,7 +71,10 @@ pub(crate) fn hold_if_required(
     who: &Requesting,
     rctx: &RequestContext,
 ) -> Result<Admitted, Rejection> {
-    let Admitted::Accepted { operation, created } = &admitted else { return Ok(admitted) };
+    let Admitted::Accepted { operation, created } = &admitted else {
+        approval::keep_held(snap);
+        return Ok(admitted);
+    };
     let Some(res) = snap.resource.as_ref() else { return Ok(admitted) };
     let kind = if *created { RequestKind::Create } else { RequestKind::Update };
     let spec = res.spec.clone();

@@ -349,6 +349,9 @@ pub(crate) async fn delete_resource(
     let (admitted, snap) = ctx
         .change(state, req, move |snap| {
             check_preconditions(&pre, snap, &ty)?;
+            // A request waiting for approval is undone first: the delete is judged, and acts,
+            // on the resource as it was.
+            slipway_domain::approval::supersede(snap, rctx.now);
             if snap.resource.is_some() {
                 guard.check_delete(snap, &rctx)?;
             }

@@ -53,6 +53,10 @@ fn launch_still_wanted(snap: &Snapshot, job: &Job) -> bool {
         return !res.deletion.is_some_and(|d| d.force);
     }
     let op = job.operation_id.as_ref().and_then(|id| snap.operation(id));
+    // An update's prediction is wanted only while its approver has not decided.
+    if job.job_type == JobType::Check && op.is_some_and(|o| o.provisions() && !o.is_waiting_for_approval()) {
+        return false;
+    }
     let canceling = op.is_some_and(|o| o.status == ProvisioningState::Canceling);
     // The job of an operation that leaves the spec alone (an action, a what-if, a drift
     // check) acts for that operation alone, a what-if's on a spec of its own

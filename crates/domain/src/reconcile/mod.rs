@@ -190,12 +190,9 @@ fn decide_next(snap: &mut Snapshot, policy: &TypePolicy, now: Timestamp) -> Effe
         // Before its operation ends on it: a late first request may have started another.
         return Effect::Find { key: key.idempotency_key.clone() };
     }
-    // A request waiting for approval ends when its time is up; a job already running (a
-    // convergence retry, a drift check, its prediction) is followed to its end first.
-    if running_job(&res(snap).jobs).is_none()
-        && crate::approval::wait(snap, now) == Some(None)
-        && snap.resource.is_none()
-    {
+    // A request waiting for approval ends when its time is up (a job still running, a
+    // convergence retry or its prediction, is then followed to its end like any other).
+    if crate::approval::wait(snap, now) == Some(None) && snap.resource.is_none() {
         return Effect::Sleep { until: None };
     }
     if res(snap).is_deleting() { delete::decide_delete(snap, policy, now) } else { decide_provision(snap, policy, now) }
@@ -367,7 +364,9 @@ fn follow_operation(snap: &mut Snapshot, policy: &TypePolicy, op: &Operation, no
         // A scheduled drift check gives way to real work; the operation's own job, or an
         // earlier one, must finish first.
         let key = j.idempotency_key.clone();
-        if j.job_type == JobType::Check && j.operation_id.is_none() && j.state != JobState::Launching {
+        // So does an approved request's prediction.
+        let yields = j.operation_id.is_none() || (op.provisions() && j.operation_id.as_ref() == Some(&op.id));
+        if j.job_type == JobType::Check && yields && j.state != JobState::Launching {
             return Some(cancel_or_poll(snap, key, policy, now));
         }
         return Some(Effect::Poll { key });

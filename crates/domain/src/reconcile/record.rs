@@ -98,7 +98,12 @@ fn record_poll(
         // waits.
         snap.wake.push(parent.key());
     }
-    crate::progress::show(snap, &job);
+    // A prediction's tasks are not its operation's progress.
+    let prediction = job.job_type == JobType::Check
+        && job.operation_id.as_ref().and_then(|id| snap.operation(id)).is_some_and(|o| o.provisions());
+    if !prediction {
+        crate::progress::show(snap, &job);
+    }
     if ended && job.job_type == JobType::Preflight {
         judge_preflight(snap, &job, stats.as_ref(), now);
     }
@@ -154,8 +159,8 @@ fn refuse_what_if(snap: &mut Snapshot, key: &IdempotencyKey, message: &str, now:
     else {
         return;
     };
-    // An update waiting for approval goes on waiting: its approver sees no prediction.
-    if snap.operation(&op_id).is_some_and(|o| o.is_waiting_for_approval()) {
+    // An update's prediction for its approver: the approver sees none, the update goes on.
+    if snap.operation(&op_id).is_some_and(|o| o.what_if.is_none()) {
         return;
     }
     let error = CloudError::new(codes::WHAT_IF_NOT_SUPPORTED, message);
