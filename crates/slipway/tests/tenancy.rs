@@ -168,6 +168,10 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
         Endpoint { name: "GET operation status", needs: 'r' },
         Endpoint { name: "GET operation result", needs: 'r' },
         Endpoint { name: "POST operation cancel", needs: 'c' },
+        // The default approver role; the shared operation waits for nothing, so an allowed
+        // decision is a `409`.
+        Endpoint { name: "POST approval approve", needs: 'A' },
+        Endpoint { name: "POST approval deny", needs: 'A' },
         Endpoint { name: "GET role assignments", needs: 'r' },
         Endpoint { name: "PUT role assignment", needs: 'A' },
         Endpoint { name: "DELETE role assignment", needs: 'A' },
@@ -328,6 +332,11 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                             w.send("POST", &op_url.replace("?api-version", "/cancel?api-version"), &tok, None, API)
                                 .await
                         }
+                        "POST approval approve" | "POST approval deny" => {
+                            let verb = if e.name.ends_with("approve") { "approve" } else { "deny" };
+                            let url = op_url.replace("?api-version", &format!("/{verb}?api-version"));
+                            w.send("POST", &url, &tok, Some(json!({"comment": "matrix"})), API).await
+                        }
                         "GET role assignments" => {
                             let path = format!("/subscriptions/{sub}/providers/Slipway.Authorization/roleAssignments");
                             w.send("GET", &path, &tok, None, PLATFORM_API).await
@@ -398,8 +407,9 @@ async fn every_foreign_access_is_denied_and_every_granted_one_allowed() {
                         assert!(is_denial, "should be denied: {case}");
                         // Operations answer 404 (ids are not guessable; a 403 would confirm one), and
                         // so does an existence check (`HEAD`), which never has a body.
-                        let expected =
-                            if e.name.contains("operation ") || e.name.starts_with("HEAD") { 404 } else { 403 };
+                        // A decision's operation is hidden only from who cannot read it.
+                        let hidden = e.name.contains("operation ") || (e.name.contains("approval") && !own);
+                        let expected = if hidden || e.name.starts_with("HEAD") { 404 } else { 403 };
                         assert_eq!(status, expected, "{case}");
                         if expected == 403 {
                             assert_eq!(body["error"]["code"], "AuthorizationFailed", "{case}");

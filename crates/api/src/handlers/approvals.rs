@@ -17,7 +17,7 @@ use slipway_domain::locks::Verb;
 use slipway_domain::resource::{NewNotification, Snapshot, Spec};
 use slipway_domain::time::Timestamp;
 use slipway_domain::whatif::{Guardrail, GuardrailKind, WhatIf};
-use slipway_store::ChangeRequest;
+use slipway_store::{ChangeRequest, EntryKind};
 
 use crate::error::ArmError;
 use crate::handlers::Ctx;
@@ -54,8 +54,14 @@ fn decider(ctx: &Ctx) -> Decider {
     Decider { who: requester(ctx), trusted: ctx.caller.principal.kind == PrincipalKind::Local }
 }
 
-/// The resource before a write, for its approval: `None` for a create.
+/// The resource before a write, for its approval: `None` for a create, and — so that a write
+/// copies nothing when no policy could hold it — when no policy is assigned in its
+/// subscription.
 pub(crate) fn before(snap: &Snapshot) -> Option<(Spec, Prior)> {
+    let assigned = EntryKind::PolicyAssignment.tag();
+    if !snap.settings.iter().any(|s| s.kind == assigned) {
+        return None;
+    }
     snap.resource.as_ref().map(|r| (r.spec.clone(), Prior::of(r)))
 }
 
